@@ -1,0 +1,911 @@
+/*
+ * UCX-Aptus: UD-SR channel: set-up, peers, timers, pending and flush.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "ud_sr_chan_int.h"
+
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/math.h>
+
+#include <string.h>
+
+#define APTUS_UD_ACTIVE_INIT 64
+
+static size_t aptus_ud_hdr_overhead(const aptus_ud_chan_config_t *config)
+{
+    return APTUS_UD_SR_HDR_LEN + (config->crc ? 4 : 0);
+}
+
+/* Fragments a message of max_msg bytes needs. */
+static unsigned aptus_ud_max_frags(const aptus_ud_chan_config_t *config,
+                                   size_t mtu)
+{
+    size_t single = mtu - aptus_ud_hdr_overhead(config);
+    size_t first  = single - 4; /* MSG_LEN extension */
+
+    if (config->max_msg <= single) {
+        return 1;
+    }
+    return 1 + ucs_div_round_up(config->max_msg - first, single);
+}
+
+const char *aptus_ud_chan_config_check(const aptus_ud_chan_config_t *config,
+                                       size_t wire_mtu)
+{
+    const char *bad = aptus_rel_config_check(&config->rel);
+    size_t single;
+
+    if (bad != NULL) {
+        return bad;
+    }
+    if (wire_mtu <= APTUS_UD_SR_HDR_MAX_LEN + 64) {
+        return "MTU too small for the UD-SR header";
+    }
+    single = wire_mtu - aptus_ud_hdr_overhead(config);
+    if (config->max_msg < single) {
+        return "SEG_SIZE must hold at least one datagram's payload";
+    }
+    if (config->max_msg > UINT32_MAX) {
+        return "SEG_SIZE too large";
+    }
+    if (aptus_ud_max_frags(config, wire_mtu) > config->rel.tx_window) {
+        return "SEG_SIZE needs more datagrams than TX_WINDOW allows";
+    }
+    if (config->max_am_hdr > single) {
+        return "zcopy header does not fit one datagram";
+    }
+    if (config->rx_batch == 0) {
+        return "RX_BATCH must be at least 1";
+    }
+    if (config->rx_pool < 2 * config->rx_batch) {
+        return "RX_QUEUE_LEN must be at least twice RX_BATCH";
+    }
+    if (config->tick_us == 0) {
+        return "TIMER_TICK must be positive";
+    }
+    if (config->max_peers == 0) {
+        return "MAX_PEERS must be at least 1";
+    }
+    return NULL;
+}
+
+static ucs_mpool_ops_t aptus_ud_mpool_ops = {
+    .chunk_alloc   = ucs_mpool_chunk_malloc,
+    .chunk_release = ucs_mpool_chunk_free,
+    .obj_init      = NULL,
+    .obj_cleanup   = NULL,
+    .obj_str       = NULL
+};
+
+static void aptus_ud_rx_desc_release_cb(uct_recv_desc_t *self, void *desc);
+static void aptus_ud_reasm_release_cb(uct_recv_desc_t *self, void *desc);
+
+static void aptus_ud_rx_desc_init(ucs_mpool_t *mp, void *obj, void *chunk)
+{
+    aptus_ud_rx_desc_t *desc = obj;
+
+    desc->msg.release.cb = aptus_ud_rx_desc_release_cb;
+}
+
+static void aptus_ud_reasm_init(ucs_mpool_t *mp, void *obj, void *chunk)
+{
+    aptus_ud_reasm_t *reasm = obj;
+
+    reasm->msg.release.cb = aptus_ud_reasm_release_cb;
+}
+
+static ucs_mpool_ops_t aptus_ud_rx_mpool_ops = {
+    .chunk_alloc   = ucs_mpool_chunk_malloc,
+    .chunk_release = ucs_mpool_chunk_free,
+    .obj_init      = aptus_ud_rx_desc_init,
+    .obj_cleanup   = NULL,
+    .obj_str       = NULL
+};
+
+static ucs_mpool_ops_t aptus_ud_reasm_mpool_ops = {
+    .chunk_alloc   = ucs_mpool_chunk_malloc,
+    .chunk_release = ucs_mpool_chunk_free,
+    .obj_init      = aptus_ud_reasm_init,
+    .obj_cleanup   = NULL,
+    .obj_str       = NULL
+};
+
+/* The pool an element came from, through the header ucs_mpool keeps before
+ * every element it hands out. */
+static inline ucs_mpool_t *aptus_ud_elem_mpool(void *obj)
+{
+    return ((ucs_mpool_elem_t*)obj - 1)->mpool;
+}
+
+/* A user (UCP) releases a descriptor it kept: from its own thread, so the
+ * pool is touched under the async lock like everything else. */
+static void aptus_ud_rx_desc_release_cb(uct_recv_desc_t *self, void *desc)
+{
+    aptus_ud_rx_desc_t *rxd = ucs_container_of(self, aptus_ud_rx_desc_t,
+                                               msg.release);
+    aptus_ud_chan_t *chan   = ucs_container_of(aptus_ud_elem_mpool(rxd),
+                                               aptus_ud_chan_t, rx_mp);
+
+    if (chan->async != NULL) {
+        UCS_ASYNC_BLOCK(chan->async);
+    }
+    ucs_mpool_put_inline(rxd);
+    if (chan->async != NULL) {
+        UCS_ASYNC_UNBLOCK(chan->async);
+    }
+}
+
+static void aptus_ud_reasm_release_cb(uct_recv_desc_t *self, void *desc)
+{
+    aptus_ud_reasm_t *reasm = ucs_container_of(self, aptus_ud_reasm_t,
+                                               msg.release);
+    aptus_ud_chan_t *chan   = ucs_container_of(aptus_ud_elem_mpool(reasm),
+                                               aptus_ud_chan_t, reasm_mp);
+
+    if (chan->async != NULL) {
+        UCS_ASYNC_BLOCK(chan->async);
+    }
+    ucs_mpool_put_inline(reasm);
+    if (chan->async != NULL) {
+        UCS_ASYNC_UNBLOCK(chan->async);
+    }
+}
+
+static ucs_status_t aptus_ud_tx_batch_init(aptus_ud_tx_batch_t *batch,
+                                           unsigned max)
+{
+    batch->count = 0;
+    batch->max   = max;
+    batch->tx    = ucs_calloc(max, sizeof(*batch->tx), "aptus_ud_batch_tx");
+    batch->iov   = ucs_calloc(max * APTUS_DGRAM_MAX_IOV, sizeof(*batch->iov),
+                              "aptus_ud_batch_iov");
+    batch->hdrs  = ucs_calloc(max, APTUS_UD_SR_HDR_MAX_LEN,
+                              "aptus_ud_batch_hdrs");
+    if ((batch->tx == NULL) || (batch->iov == NULL) || (batch->hdrs == NULL)) {
+        ucs_free(batch->tx);
+        ucs_free(batch->iov);
+        ucs_free(batch->hdrs);
+        return UCS_ERR_NO_MEMORY;
+    }
+    return UCS_OK;
+}
+
+static void aptus_ud_tx_batch_cleanup(aptus_ud_tx_batch_t *batch)
+{
+    ucs_free(batch->tx);
+    ucs_free(batch->iov);
+    ucs_free(batch->hdrs);
+}
+
+ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
+                                const aptus_ud_chan_config_t *config,
+                                aptus_dgram_wire_t *wire,
+                                ucs_async_context_t *async,
+                                const aptus_ud_chan_ops_t *ops, void *ops_arg,
+                                aptus_ud_clock_t clock, uint32_t local_key)
+{
+    size_t mtu = wire->mtu;
+    aptus_ud_rx_desc_t *desc;
+    unsigned max_frags, i;
+    ucs_status_t status;
+    const char *bad;
+
+    bad = aptus_ud_chan_config_check(config, mtu);
+    if (bad != NULL) {
+        ucs_error("ud_sr: invalid configuration: %s", bad);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    memset(chan, 0, sizeof(*chan));
+    chan->config         = *config;
+    chan->wire           = wire;
+    chan->async          = async;
+    chan->ops            = ops;
+    chan->ops_arg        = ops_arg;
+    chan->clock          = clock;
+    chan->local_key      = local_key;
+    chan->single_payload = mtu - aptus_ud_hdr_overhead(config);
+    chan->frag_payload   = chan->single_payload;
+    max_frags            = aptus_ud_max_frags(config, mtu);
+
+    kh_init_inplace(aptus_ud_peers, &chan->peers);
+    ucs_queue_head_init(&chan->deferred);
+    ucs_queue_head_init(&chan->flush_reqs);
+    ucs_arbiter_init(&chan->pending);
+
+    status = ucs_mpool_init(&chan->peer_mp, 0, sizeof(aptus_ud_peer_t), 0,
+                            UCS_SYS_CACHE_LINE_SIZE / 8, 256, UINT_MAX,
+                            &aptus_ud_mpool_ops, "aptus_ud_peers");
+    if (status != UCS_OK) {
+        goto err;
+    }
+
+    status = ucs_mpool_init(&chan->ext_mp, 0, sizeof(aptus_ud_peer_ext_t), 0,
+                            8, 64, UINT_MAX, &aptus_ud_mpool_ops,
+                            "aptus_ud_peer_ext");
+    if (status != UCS_OK) {
+        goto err_peer_mp;
+    }
+
+    chan->tx_data_offset[APTUS_UD_TX_SMALL] =
+            ucs_align_up(sizeof(aptus_ud_tx_msg_t) + sizeof(aptus_ud_tx_frag_t),
+                         UCS_SYS_CACHE_LINE_SIZE);
+    status = ucs_mpool_init(&chan->tx_mp[APTUS_UD_TX_SMALL], 0,
+                            chan->tx_data_offset[APTUS_UD_TX_SMALL] +
+                            chan->single_payload, 0, UCS_SYS_CACHE_LINE_SIZE,
+                            128, UINT_MAX, &aptus_ud_mpool_ops,
+                            "aptus_ud_tx_small");
+    if (status != UCS_OK) {
+        goto err_ext_mp;
+    }
+
+    chan->tx_data_offset[APTUS_UD_TX_LARGE] =
+            ucs_align_up(sizeof(aptus_ud_tx_msg_t) +
+                         max_frags * sizeof(aptus_ud_tx_frag_t),
+                         UCS_SYS_CACHE_LINE_SIZE);
+    status = ucs_mpool_init(&chan->tx_mp[APTUS_UD_TX_LARGE], 0,
+                            chan->tx_data_offset[APTUS_UD_TX_LARGE] +
+                            config->max_msg, 0, UCS_SYS_CACHE_LINE_SIZE, 8,
+                            UINT_MAX, &aptus_ud_mpool_ops, "aptus_ud_tx_large");
+    if (status != UCS_OK) {
+        goto err_tx_small;
+    }
+
+    /* Receive descriptor: [desc][uct_recv_desc_t *][headroom][datagram]. The
+     * release pointer sits right before the headroom that precedes the
+     * payload, wherever the header's extensions put the payload. */
+    chan->rx_dgram_offset = ucs_align_up(sizeof(aptus_ud_rx_desc_t) +
+                                         sizeof(void*) + config->rx_headroom,
+                                         8);
+    status = ucs_mpool_init(&chan->rx_mp, 0, chan->rx_dgram_offset + mtu, 0,
+                            UCS_SYS_CACHE_LINE_SIZE, config->rx_pool,
+                            config->rx_pool, &aptus_ud_rx_mpool_ops,
+                            "aptus_ud_rx");
+    if (status != UCS_OK) {
+        goto err_tx_large;
+    }
+
+    chan->reasm_data_offset = ucs_align_up(sizeof(aptus_ud_reasm_t) +
+                                           sizeof(void*) + config->rx_headroom,
+                                           8);
+    status = ucs_mpool_init(&chan->reasm_mp, 0,
+                            chan->reasm_data_offset + config->max_msg, 0,
+                            UCS_SYS_CACHE_LINE_SIZE, 4, UINT_MAX,
+                            &aptus_ud_reasm_mpool_ops, "aptus_ud_reasm");
+    if (status != UCS_OK) {
+        goto err_rx_mp;
+    }
+
+    status = ucs_mpool_init(&chan->flush_mp, 0, sizeof(aptus_ud_flush_req_t),
+                            0, 8, 32, UINT_MAX, &aptus_ud_mpool_ops,
+                            "aptus_ud_flush");
+    if (status != UCS_OK) {
+        goto err_reasm_mp;
+    }
+
+    status = aptus_ud_tx_batch_init(&chan->batch,
+                                    ucs_max(max_frags, APTUS_REL_RX_WINDOW));
+    if (status != UCS_OK) {
+        goto err_flush_mp;
+    }
+
+    chan->max_active = APTUS_UD_ACTIVE_INIT;
+    chan->active     = ucs_malloc(chan->max_active * sizeof(*chan->active),
+                                  "aptus_ud_active");
+    chan->ack_list   = ucs_malloc(config->rx_batch * sizeof(*chan->ack_list),
+                                  "aptus_ud_ack_list");
+    chan->rx_slots   = ucs_calloc(config->rx_batch, sizeof(*chan->rx_slots),
+                                  "aptus_ud_rx_slots");
+    if ((chan->active == NULL) || (chan->ack_list == NULL) ||
+        (chan->rx_slots == NULL)) {
+        status = UCS_ERR_NO_MEMORY;
+        goto err_arrays;
+    }
+
+    /* Post the receive batch. */
+    for (i = 0; i < config->rx_batch; ++i) {
+        desc = ucs_mpool_get(&chan->rx_mp);
+        if (desc == NULL) {
+            status = UCS_ERR_NO_MEMORY;
+            goto err_posted;
+        }
+        chan->rx_slots[i].buf = aptus_ud_rx_dgram(chan, desc);
+        chan->rx_posted++;
+    }
+
+    chan->now_us       = clock();
+    chan->last_tick_us = chan->now_us;
+    chan->last_sync_us = chan->now_us;
+    return UCS_OK;
+
+err_posted:
+    for (i = 0; i < chan->rx_posted; ++i) {
+        ucs_mpool_put(UCS_PTR_BYTE_OFFSET(chan->rx_slots[i].buf,
+                                          -(ptrdiff_t)chan->rx_dgram_offset));
+    }
+err_arrays:
+    ucs_free(chan->active);
+    ucs_free(chan->ack_list);
+    ucs_free(chan->rx_slots);
+    aptus_ud_tx_batch_cleanup(&chan->batch);
+err_flush_mp:
+    ucs_mpool_cleanup(&chan->flush_mp, 1);
+err_reasm_mp:
+    ucs_mpool_cleanup(&chan->reasm_mp, 1);
+err_rx_mp:
+    ucs_mpool_cleanup(&chan->rx_mp, 1);
+err_tx_large:
+    ucs_mpool_cleanup(&chan->tx_mp[APTUS_UD_TX_LARGE], 1);
+err_tx_small:
+    ucs_mpool_cleanup(&chan->tx_mp[APTUS_UD_TX_SMALL], 1);
+err_ext_mp:
+    ucs_mpool_cleanup(&chan->ext_mp, 1);
+err_peer_mp:
+    ucs_mpool_cleanup(&chan->peer_mp, 1);
+err:
+    kh_destroy_inplace(aptus_ud_peers, &chan->peers);
+    return status;
+}
+
+static ucs_arbiter_cb_result_t
+aptus_ud_pending_drop_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
+                         ucs_arbiter_elem_t *elem, void *arg)
+{
+    return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
+}
+
+void aptus_ud_chan_cleanup(aptus_ud_chan_t *chan)
+{
+    aptus_ud_flush_req_t *freq;
+    aptus_ud_rx_msg_t *msg;
+    aptus_ud_peer_t *peer;
+    unsigned i;
+
+    kh_foreach_key(&chan->peers, peer, {
+        aptus_ud_tx_purge(chan, peer, UCS_ERR_CANCELED);
+        aptus_ud_rx_release_peer(chan, peer);
+        if (peer->ext != NULL) {
+            ucs_arbiter_group_purge(&chan->pending, &peer->ext->pending,
+                                    aptus_ud_pending_drop_cb, NULL);
+            ucs_mpool_put(peer->ext);
+        }
+        ucs_mpool_put(peer);
+    })
+
+    while (!ucs_queue_is_empty(&chan->flush_reqs)) {
+        freq = ucs_queue_pull_elem_non_empty(&chan->flush_reqs,
+                                             aptus_ud_flush_req_t, queue);
+        uct_invoke_completion(freq->comp, UCS_ERR_CANCELED);
+        ucs_mpool_put(freq);
+    }
+
+    while (!ucs_queue_is_empty(&chan->deferred)) {
+        msg = ucs_queue_pull_elem_non_empty(&chan->deferred, aptus_ud_rx_msg_t,
+                                            queue);
+        ucs_mpool_put(msg);
+    }
+
+    for (i = 0; i < chan->rx_posted; ++i) {
+        ucs_mpool_put(UCS_PTR_BYTE_OFFSET(chan->rx_slots[i].buf,
+                                          -(ptrdiff_t)chan->rx_dgram_offset));
+    }
+
+    ucs_arbiter_cleanup(&chan->pending);
+    ucs_free(chan->active);
+    ucs_free(chan->ack_list);
+    ucs_free(chan->rx_slots);
+    aptus_ud_tx_batch_cleanup(&chan->batch);
+    /* Descriptors a user still holds are gone with the pools: UCT requires
+     * them to be released before the interface closes. */
+    ucs_mpool_cleanup(&chan->flush_mp, 1);
+    ucs_mpool_cleanup(&chan->reasm_mp, 0);
+    ucs_mpool_cleanup(&chan->rx_mp, 0);
+    ucs_mpool_cleanup(&chan->tx_mp[APTUS_UD_TX_LARGE], 1);
+    ucs_mpool_cleanup(&chan->tx_mp[APTUS_UD_TX_SMALL], 1);
+    ucs_mpool_cleanup(&chan->ext_mp, 1);
+    ucs_mpool_cleanup(&chan->peer_mp, 1);
+    kh_destroy_inplace(aptus_ud_peers, &chan->peers);
+}
+
+size_t aptus_ud_chan_max_short(const aptus_ud_chan_t *chan)
+{
+    return chan->single_payload;
+}
+
+ucs_status_t aptus_ud_chan_grow_active(aptus_ud_chan_t *chan)
+{
+    aptus_ud_peer_t **active;
+    unsigned max = chan->max_active * 2;
+
+    active = ucs_realloc(chan->active, max * sizeof(*active), "aptus_ud_active");
+    if (active == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    chan->active     = active;
+    chan->max_active = max;
+    return UCS_OK;
+}
+
+static void aptus_ud_chan_deactivate(aptus_ud_chan_t *chan,
+                                     aptus_ud_peer_t *peer)
+{
+    unsigned idx = peer->active_idx;
+
+    if (idx == UINT32_MAX) {
+        return;
+    }
+    chan->active[idx]             = chan->active[--chan->num_active];
+    chan->active[idx]->active_idx = idx;
+    peer->active_idx              = UINT32_MAX;
+}
+
+aptus_ud_peer_ext_t *aptus_ud_peer_ext_get(aptus_ud_chan_t *chan,
+                                           aptus_ud_peer_t *peer)
+{
+    aptus_ud_peer_ext_t *ext = peer->ext;
+
+    if (ext == NULL) {
+        ext = ucs_mpool_get(&chan->ext_mp);
+        if (ext == NULL) {
+            return NULL;
+        }
+        ext->peer  = peer;
+        ext->held  = NULL;
+        ext->reasm = NULL;
+        ucs_arbiter_group_init(&ext->pending);
+        peer->ext = ext;
+    }
+    return ext;
+}
+
+void aptus_ud_peer_ext_try_release(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
+{
+    aptus_ud_peer_ext_t *ext = peer->ext;
+
+    if ((ext == NULL) || (ext->held != NULL) || (ext->reasm != NULL) ||
+        !ucs_arbiter_group_is_empty(&ext->pending)) {
+        return;
+    }
+    ucs_arbiter_group_cleanup(&ext->pending);
+    ucs_mpool_put(ext);
+    peer->ext = NULL;
+}
+
+aptus_ud_peer_t *aptus_ud_chan_peer_lookup(aptus_ud_chan_t *chan,
+                                           const aptus_wire_addr_t *addr,
+                                           uint32_t remote_key,
+                                           uint8_t conn_id)
+{
+    aptus_ud_peer_t probe;
+    khiter_t iter;
+
+    probe.addr       = *addr;
+    probe.remote_key = remote_key;
+    probe.conn_id    = conn_id;
+    iter             = kh_get(aptus_ud_peers, &chan->peers, &probe);
+    return (iter == kh_end(&chan->peers)) ? NULL :
+                                            kh_key(&chan->peers, iter);
+}
+
+aptus_ud_peer_t *aptus_ud_chan_peer_create(aptus_ud_chan_t *chan,
+                                           const aptus_wire_addr_t *addr,
+                                           uint32_t remote_key,
+                                           uint8_t conn_id)
+{
+    aptus_ud_peer_t *peer;
+    khiter_t iter;
+    int ret;
+
+    if (kh_size(&chan->peers) >= chan->config.max_peers) {
+        return NULL;
+    }
+    if ((chan->num_active + 1 >= chan->max_active) &&
+        (aptus_ud_chan_grow_active(chan) != UCS_OK)) {
+        return NULL;
+    }
+
+    peer = ucs_mpool_get(&chan->peer_mp);
+    if (peer == NULL) {
+        return NULL;
+    }
+    memset(peer, 0, sizeof(*peer));
+    peer->addr       = *addr;
+    peer->remote_key = remote_key;
+    peer->conn_id    = conn_id;
+    peer->active_idx = UINT32_MAX;
+    aptus_rel_tx_init(&peer->tx, chan->now_us);
+    aptus_rel_rx_init(&peer->rx);
+
+    iter = kh_put(aptus_ud_peers, &chan->peers, peer, &ret);
+    if (ret == UCS_KH_PUT_FAILED) {
+        ucs_mpool_put(peer);
+        return NULL;
+    }
+    ucs_assert(ret != UCS_KH_PUT_KEY_PRESENT);
+    (void)iter;
+    chan->stats.peers_created++;
+    return peer;
+}
+
+ucs_status_t aptus_ud_chan_peer_connect(aptus_ud_chan_t *chan,
+                                        const aptus_wire_addr_t *addr,
+                                        uint32_t remote_key,
+                                        aptus_ud_peer_t **peer_p)
+{
+    aptus_ud_peer_t *peer;
+    unsigned conn_id;
+
+    /* Both sides pick the lowest free stream, so two endpoints created
+     * towards each other meet on stream 0 and share its state. */
+    for (conn_id = 0; conn_id < APTUS_UD_MAX_CONN; ++conn_id) {
+        peer = aptus_ud_chan_peer_lookup(chan, addr, remote_key, conn_id);
+        if (peer == NULL) {
+            peer = aptus_ud_chan_peer_create(chan, addr, remote_key, conn_id);
+            if (peer == NULL) {
+                return UCS_ERR_NO_MEMORY;
+            }
+            break;
+        }
+        if (!(peer->flags & (APTUS_UD_PEER_USER | APTUS_UD_PEER_FAILED))) {
+            break; /* learned from the peer's traffic: adopt it */
+        }
+    }
+    if (conn_id == APTUS_UD_MAX_CONN) {
+        return UCS_ERR_EXCEEDS_LIMIT;
+    }
+
+    peer->flags |= APTUS_UD_PEER_USER;
+    *peer_p      = peer;
+    return UCS_OK;
+}
+
+void aptus_ud_chan_peer_disconnect(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
+{
+    peer->flags &= ~APTUS_UD_PEER_USER;
+    if (peer->ext != NULL) {
+        ucs_arbiter_group_purge(&chan->pending, &peer->ext->pending,
+                                aptus_ud_pending_drop_cb, NULL);
+        aptus_ud_peer_ext_try_release(chan, peer);
+    }
+    /* Data already accepted keeps flowing; zero-copy data is copied so the
+     * user's buffers are free once the endpoint is gone. */
+    aptus_ud_tx_take_ownership(chan, peer);
+}
+
+static void aptus_ud_chan_complete_flushes(aptus_ud_chan_t *chan,
+                                           aptus_ud_peer_t *peer,
+                                           ucs_status_t status)
+{
+    aptus_ud_flush_req_t *freq;
+    ucs_queue_iter_t iter;
+    int remaining = 0;
+
+    ucs_queue_for_each_safe(freq, iter, &chan->flush_reqs, queue) {
+        if (freq->peer != peer) {
+            continue;
+        }
+        if ((status == UCS_OK) && aptus_psn_lt(peer->tx.acked_psn, freq->psn)) {
+            remaining = 1;
+            continue;
+        }
+        ucs_queue_del_iter(&chan->flush_reqs, iter);
+        uct_invoke_completion(freq->comp, status);
+        ucs_mpool_put(freq);
+    }
+    if (!remaining) {
+        peer->flags &= ~APTUS_UD_PEER_FLUSH;
+    }
+}
+
+void aptus_ud_chan_tx_progressed(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
+{
+    if (peer->flags & APTUS_UD_PEER_FLUSH) {
+        aptus_ud_chan_complete_flushes(chan, peer, UCS_OK);
+    }
+    if (aptus_ud_peer_has_pending(peer) &&
+        !aptus_rel_tx_window_full(&peer->tx, &chan->config.rel)) {
+        ucs_arbiter_group_schedule(&chan->pending, &peer->ext->pending);
+    }
+}
+
+void aptus_ud_chan_peer_fail(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                             ucs_status_t status)
+{
+    if (peer->flags & APTUS_UD_PEER_FAILED) {
+        return;
+    }
+
+    ucs_debug("ud_sr: stream %u to key 0x%08x failed: %s", peer->conn_id,
+              peer->remote_key, ucs_status_string(status));
+    peer->flags |= APTUS_UD_PEER_FAILED;
+    chan->stats.peers_failed++;
+    aptus_ud_tx_purge(chan, peer, status);
+    aptus_ud_chan_complete_flushes(chan, peer, status);
+    aptus_ud_rx_release_peer(chan, peer);
+    aptus_ud_chan_deactivate(chan, peer);
+    if (peer->ext != NULL) {
+        /* pending requests are the user's to purge; let them run (and fail) */
+        if (!ucs_arbiter_group_is_empty(&peer->ext->pending)) {
+            ucs_arbiter_group_schedule(&chan->pending, &peer->ext->pending);
+        }
+        aptus_ud_peer_ext_try_release(chan, peer);
+    }
+    if (chan->ops->peer_failed != NULL) {
+        chan->ops->peer_failed(chan->ops_arg, peer, status);
+    }
+}
+
+void aptus_ud_chan_tick(aptus_ud_chan_t *chan)
+{
+    const aptus_rel_config_t *cfg = &chan->config.rel;
+    aptus_rel_timer_status_t tstatus;
+    aptus_ud_tx_ctx_t ctx;
+    aptus_ud_peer_t *peer;
+    unsigned i, resent;
+
+    chan->last_tick_us = chan->now_us;
+    ctx.chan           = chan;
+    ctx.status         = UCS_OK;
+
+    for (i = 0; i < chan->num_active;) {
+        peer = chan->active[i];
+
+        /* Delayed ACK: whatever was not piggybacked by now goes alone. */
+        if (aptus_rel_rx_has_unacked(&peer->rx)) {
+            aptus_ud_tx_send_ctl(chan, peer, APTUS_UD_SR_TYPE_ACK, 0);
+        }
+
+        if (!aptus_rel_tx_is_idle(&peer->tx)) {
+            ctx.peer = peer;
+            if (peer->tx.sacked) {
+                chan->stats.tx_fast_retransmits +=
+                        aptus_rel_tx_fast_retransmit(&peer->tx, cfg,
+                                                     chan->now_us,
+                                                     aptus_ud_tx_resend, &ctx);
+            }
+            tstatus = aptus_rel_tx_timer(&peer->tx, cfg, chan->now_us,
+                                         aptus_ud_tx_resend, &ctx, &resent);
+            chan->stats.tx_retransmits += resent;
+            if (tstatus == APTUS_REL_TIMER_FAILED) {
+                aptus_ud_tx_batch_flush(chan);
+                aptus_ud_chan_peer_fail(chan, peer, UCS_ERR_ENDPOINT_TIMEOUT);
+                continue; /* removed from the active set: same index again */
+            }
+        }
+
+        if (aptus_rel_tx_is_idle(&peer->tx) &&
+            !aptus_rel_rx_has_unacked(&peer->rx) &&
+            ((peer->ext == NULL) || (peer->ext->held == NULL))) {
+            aptus_ud_chan_deactivate(chan, peer);
+            aptus_ud_peer_ext_try_release(chan, peer);
+            continue;
+        }
+        ++i;
+    }
+    aptus_ud_tx_batch_flush(chan);
+}
+
+unsigned aptus_ud_chan_progress(aptus_ud_chan_t *chan, int is_async)
+{
+    unsigned count = 0;
+
+    aptus_ud_chan_now(chan);
+    if (!is_async) {
+        chan->last_sync_us = chan->now_us;
+        if (!ucs_queue_is_empty(&chan->deferred)) {
+            count += aptus_ud_rx_dispatch_deferred(chan);
+        }
+    }
+
+    count += aptus_ud_rx_progress(chan, is_async);
+    chan->wire->ops->progress(chan->wire, chan->now_us);
+
+    if ((chan->now_us - chan->last_tick_us) >= chan->config.tick_us) {
+        aptus_ud_chan_tick(chan);
+    }
+
+    if (!is_async && !ucs_arbiter_is_empty(&chan->pending)) {
+        aptus_ud_chan_dispatch_pending(chan);
+    }
+    return count;
+}
+
+static ucs_arbiter_cb_result_t
+aptus_ud_pending_dispatch_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
+                             ucs_arbiter_elem_t *elem, void *arg)
+{
+    aptus_ud_chan_t *chan = arg;
+    aptus_ud_peer_ext_t *ext = ucs_container_of(group, aptus_ud_peer_ext_t,
+                                                pending);
+    uct_pending_req_t *req = ucs_container_of(elem, uct_pending_req_t, priv);
+    ucs_status_t status;
+
+    if (!(ext->peer->flags & APTUS_UD_PEER_FAILED) &&
+        aptus_rel_tx_window_full(&ext->peer->tx, &chan->config.rel)) {
+        return UCS_ARBITER_CB_RESULT_DESCHED_GROUP;
+    }
+
+    chan->in_pending = 1;
+    status           = req->func(req);
+    chan->in_pending = 0;
+
+    if (status == UCS_OK) {
+        chan->stats.pending_dispatched++;
+        return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
+    } else if (status == UCS_INPROGRESS) {
+        return UCS_ARBITER_CB_RESULT_NEXT_GROUP;
+    }
+    return UCS_ARBITER_CB_RESULT_DESCHED_GROUP;
+}
+
+void aptus_ud_chan_dispatch_pending(aptus_ud_chan_t *chan)
+{
+    ucs_arbiter_dispatch(&chan->pending, 1, aptus_ud_pending_dispatch_cb, chan);
+}
+
+ucs_status_t aptus_ud_chan_pending_add(aptus_ud_chan_t *chan,
+                                       aptus_ud_peer_t *peer,
+                                       uct_pending_req_t *req, unsigned flags)
+{
+    aptus_ud_peer_ext_t *ext;
+
+    /* A message of several datagrams may not fit a window that is not full,
+     * so only an empty window proves that a retry would succeed. */
+    if (!aptus_ud_peer_has_pending(peer) &&
+        ((peer->flags & APTUS_UD_PEER_FAILED) ||
+         aptus_rel_tx_is_idle(&peer->tx))) {
+        return UCS_ERR_BUSY;
+    }
+
+    ext = aptus_ud_peer_ext_get(chan, peer);
+    if (ext == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    ucs_arbiter_elem_init((ucs_arbiter_elem_t*)req->priv);
+    ucs_arbiter_group_push_elem(&ext->pending, (ucs_arbiter_elem_t*)req->priv);
+    if (!aptus_rel_tx_window_full(&peer->tx, &chan->config.rel)) {
+        ucs_arbiter_group_schedule(&chan->pending, &ext->pending);
+    }
+    aptus_ud_chan_activate(chan, peer);
+    return UCS_OK;
+}
+
+typedef struct {
+    uct_pending_purge_callback_t cb;
+    void                         *arg;
+} aptus_ud_purge_ctx_t;
+
+static ucs_arbiter_cb_result_t
+aptus_ud_pending_purge_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
+                          ucs_arbiter_elem_t *elem, void *arg)
+{
+    aptus_ud_purge_ctx_t *ctx = arg;
+    uct_pending_req_t *req = ucs_container_of(elem, uct_pending_req_t, priv);
+
+    if (ctx->cb != NULL) {
+        ctx->cb(req, ctx->arg);
+    }
+    return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
+}
+
+void aptus_ud_chan_pending_purge(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                                 uct_pending_purge_callback_t cb, void *arg)
+{
+    aptus_ud_purge_ctx_t ctx = {cb, arg};
+
+    if (peer->ext == NULL) {
+        return;
+    }
+    ucs_arbiter_group_purge(&chan->pending, &peer->ext->pending,
+                            aptus_ud_pending_purge_cb, &ctx);
+    aptus_ud_peer_ext_try_release(chan, peer);
+}
+
+static ucs_status_t aptus_ud_chan_flush_peer(aptus_ud_chan_t *chan,
+                                             aptus_ud_peer_t *peer,
+                                             uct_completion_t *comp)
+{
+    aptus_ud_flush_req_t *freq;
+
+    freq = ucs_mpool_get(&chan->flush_mp);
+    if (freq == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    freq->peer  = peer;
+    freq->comp  = comp;
+    freq->psn   = peer->tx.next_psn;
+    peer->flags |= APTUS_UD_PEER_FLUSH;
+    ucs_queue_push(&chan->flush_reqs, &freq->queue);
+
+    /* Someone waits: ask the peer for its acknowledgement now rather than
+     * after its delayed-ACK timer. */
+    aptus_ud_tx_send_ctl(chan, peer, APTUS_UD_SR_TYPE_ACK, 1);
+    aptus_ud_tx_batch_flush(chan);
+    return UCS_INPROGRESS;
+}
+
+ucs_status_t aptus_ud_chan_flush(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                                 unsigned flags, uct_completion_t *comp)
+{
+    if (peer->flags & APTUS_UD_PEER_FAILED) {
+        return (flags & UCT_FLUSH_FLAG_CANCEL) ? UCS_OK :
+                                                 UCS_ERR_ENDPOINT_TIMEOUT;
+    }
+
+    if (flags & UCT_FLUSH_FLAG_CANCEL) {
+        /* Abandon what is in flight: the stream cannot continue with holes,
+         * so it dies here and a new endpoint gets a fresh stream. */
+        if (!aptus_rel_tx_is_idle(&peer->tx)) {
+            peer->flags |= APTUS_UD_PEER_REPORTED; /* no error upcall */
+            aptus_ud_chan_peer_fail(chan, peer, UCS_ERR_CANCELED);
+            aptus_ud_tx_send_ctl(chan, peer, APTUS_UD_SR_TYPE_RESET, 0);
+            aptus_ud_tx_batch_flush(chan);
+        }
+        return UCS_OK;
+    }
+
+    if (aptus_ud_peer_has_pending(peer) && !chan->in_pending) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    if (aptus_rel_tx_is_idle(&peer->tx)) {
+        return UCS_OK;
+    }
+    if (comp == NULL) {
+        return UCS_INPROGRESS;
+    }
+    return aptus_ud_chan_flush_peer(chan, peer, comp);
+}
+
+ucs_status_t aptus_ud_chan_flush_all(aptus_ud_chan_t *chan, unsigned flags,
+                                     uct_completion_t *comp)
+{
+    aptus_ud_peer_t *peer;
+    unsigned i, busy = 0;
+    ucs_status_t status;
+
+    for (i = 0; i < chan->num_active; ++i) {
+        if (!aptus_rel_tx_is_idle(&chan->active[i]->tx)) {
+            ++busy;
+        }
+    }
+    if (busy == 0) {
+        return UCS_OK;
+    }
+    if (comp == NULL) {
+        return UCS_INPROGRESS;
+    }
+
+    /* One request per busy peer, all on the caller's completion. */
+    for (i = 0; i < chan->num_active; ++i) {
+        peer = chan->active[i];
+        if (aptus_rel_tx_is_idle(&peer->tx)) {
+            continue;
+        }
+        comp->count++;
+        status = aptus_ud_chan_flush_peer(chan, peer, comp);
+        if (status != UCS_INPROGRESS) {
+            comp->count--;
+            return status;
+        }
+    }
+    /* The caller's own count unit completes with the last peer. */
+    uct_invoke_completion(comp, UCS_OK);
+    return UCS_INPROGRESS;
+}
+
+size_t aptus_ud_chan_peer_bytes(const aptus_ud_chan_t *chan)
+{
+    size_t n       = kh_size(&chan->peers);
+    size_t buckets = kh_n_buckets(&chan->peers);
+    size_t table   = buckets * sizeof(aptus_ud_peer_t*) +
+                     ((buckets < 16) ? 1 : (buckets >> 4)) * sizeof(khint32_t);
+    size_t elem    = ucs_align_up(sizeof(ucs_mpool_elem_t) +
+                                  sizeof(aptus_ud_peer_t),
+                                  UCS_SYS_CACHE_LINE_SIZE / 8);
+
+    return elem + ((n == 0) ? 0 : ucs_div_round_up(table, n));
+}

@@ -1,0 +1,346 @@
+/*
+ * UCX-Aptus: the UD-SR channel (papers/aptus-hybrid-ud-rc-mpi.txt 3.1,
+ * papers/openmpi-ud-btl.txt 4).
+ *
+ * Reliable, ordered active messages over an unreliable datagram wire, with
+ * constant state per peer and no per-peer buffers: every receive buffer comes
+ * from one static pool, as on a UD QP. The channel owns the peers (one per
+ * stream to a remote interface), the reliability window of each (pure logic
+ * in proto/rel_window), segmentation and reassembly above the datagram MTU,
+ * ACK and retransmission timers, pending queues and flush.
+ *
+ * The ud_sr UCT transport is a thin layer over this object; the aptus
+ * transport composes it with the RC channels. The caller serialises all
+ * calls (the UCT layer holds the worker's async lock).
+ */
+#ifndef APTUS_UD_SR_CHAN_H_
+#define APTUS_UD_SR_CHAN_H_
+
+#include "../proto/rel_window.h"
+#include "../proto/ud_sr_proto.h"
+#include "../wire/wire.h"
+
+#include <uct/api/uct.h>
+#include <uct/base/uct_iface.h>
+#include <ucs/async/async.h>
+#include <ucs/datastruct/arbiter.h>
+#include <ucs/datastruct/khash.h>
+#include <ucs/datastruct/mpool.h>
+#include <ucs/datastruct/queue.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct aptus_ud_chan     aptus_ud_chan_t;
+typedef struct aptus_ud_peer     aptus_ud_peer_t;
+typedef struct aptus_ud_peer_ext aptus_ud_peer_ext_t;
+
+#define APTUS_UD_MAX_IOV   6   /* user iovs per am_zcopy: one datagram holds
+                                  our header, the copied AM header, and these */
+#define APTUS_UD_MAX_CONN  255 /* streams to one remote interface */
+
+typedef struct aptus_ud_chan_config {
+    aptus_rel_config_t rel;
+    size_t             max_msg;     /* largest message, segmented above MTU */
+    size_t             max_am_hdr;  /* am_zcopy header bytes */
+    unsigned           rx_pool;     /* receive descriptors (static pool) */
+    size_t             rx_headroom; /* bytes UCT users need before payload */
+    unsigned           rx_batch;    /* datagrams per receive call */
+    uint32_t           tick_us;     /* ACK delay and timer granularity */
+    int                crc;         /* end-to-end CRC-32C on payloads */
+    unsigned           max_peers;   /* streams this channel may hold */
+} aptus_ud_chan_config_t;
+
+/* Upcalls into the transport that owns the channel. */
+typedef struct aptus_ud_chan_ops {
+    /* A complete message, in order. data has rx_headroom bytes before it and
+     * may be kept (return UCS_INPROGRESS, release with
+     * uct_iface_release_desc(data - rx_headroom)). Return UCS_ERR_BUSY when
+     * it cannot be handled in async context; it is then queued and handed
+     * over again from aptus_ud_chan_progress(..., 0). */
+    ucs_status_t (*deliver)(void *arg, aptus_ud_peer_t *peer, uint8_t am_id,
+                            void *data, size_t length, unsigned flags,
+                            int is_async);
+    /* The peer stopped answering (or reset the stream). Called once, from
+     * the context that found out; outstanding sends are already completed
+     * with 'status'. */
+    void (*peer_failed)(void *arg, aptus_ud_peer_t *peer, ucs_status_t status);
+} aptus_ud_chan_ops_t;
+
+enum {
+    APTUS_UD_PEER_USER    = 1u << 0, /* handed out as a UCT endpoint */
+    APTUS_UD_PEER_FAILED  = 1u << 1, /* dead stream: tombstone */
+    APTUS_UD_PEER_IN_ACK  = 1u << 2, /* on this batch's immediate-ACK list */
+    APTUS_UD_PEER_FLUSH   = 1u << 3, /* has flush requests waiting */
+    APTUS_UD_PEER_REPORTED = 1u << 4 /* failure handed to the transport */
+};
+
+/*
+ * Per-peer state: the whole cost of a peer that is not sending. The ud_sr
+ * transport hands the peer itself out as its UCT endpoint (super), so an
+ * endpoint costs this struct and nothing else.
+ */
+struct aptus_ud_peer {
+    uct_base_ep_t       super;
+    aptus_ud_peer_ext_t *ext;       /* held packets, reassembly, pending */
+    aptus_rel_tx_t      tx;
+    aptus_rel_rx_t      rx;
+    aptus_wire_addr_t   addr;       /* remote interface on the wire */
+    uint32_t            remote_key; /* remote interface key (incarnation) */
+    uint32_t            active_idx; /* slot in chan->active, or UINT32_MAX */
+    uint8_t             conn_id;
+    uint8_t             flags;
+};
+
+/* Rare per-peer state, allocated only while in use. */
+struct aptus_ud_peer_ext {
+    aptus_ud_peer_t     *peer;
+    struct aptus_ud_rx_desc *held;  /* out-of-order packets, PSN order */
+    struct aptus_ud_reasm *reasm;   /* message being reassembled */
+    ucs_arbiter_group_t pending;    /* uct_pending_req_t waiting for window */
+};
+
+/* Common head of a received message awaiting delivery. */
+typedef struct aptus_ud_rx_msg {
+    uct_recv_desc_t  release;   /* uct_iface_release_desc lands here */
+    ucs_queue_elem_t queue;     /* deferred-delivery queue */
+    aptus_ud_peer_t  *peer;
+    void             *data;
+    uint32_t         length;
+    uint8_t          am_id;
+} aptus_ud_rx_msg_t;
+
+/* A received datagram (its buffer follows at chan->rx_dgram_offset). */
+typedef struct aptus_ud_rx_desc {
+    aptus_ud_rx_msg_t       msg;
+    struct aptus_ud_rx_desc *next; /* held list */
+    uint32_t                msg_len;
+    uint16_t                psn;
+    uint8_t                 flags;
+} aptus_ud_rx_desc_t;
+
+/* A message reassembled from fragments (data at chan->reasm_data_offset). */
+typedef struct aptus_ud_reasm {
+    aptus_ud_rx_msg_t msg;
+    uint32_t          offset;
+} aptus_ud_reasm_t;
+
+typedef struct aptus_ud_tx_msg aptus_ud_tx_msg_t;
+
+/* One datagram of a message in the reliability window. */
+typedef struct aptus_ud_tx_frag {
+    aptus_rel_txe_t   rel;
+    aptus_ud_tx_msg_t *msg;
+    uint32_t          offset;
+    uint16_t          length;
+    uint8_t           flags;  /* APTUS_UD_SR_F_FIRST / LAST */
+} aptus_ud_tx_frag_t;
+
+enum {
+    APTUS_UD_TX_SMALL = 0, /* one datagram, payload inline */
+    APTUS_UD_TX_LARGE = 1  /* several datagrams */
+};
+
+/* A message being sent: payload inline (short, bcopy) or in the user's
+ * buffers (zcopy: iov[0] is our copy of the AM header). */
+struct aptus_ud_tx_msg {
+    uct_completion_t *comp;
+    void             *owned;      /* payload copied at endpoint destroy */
+    ucs_status_t     status;
+    uint32_t         length;
+    uint16_t         frags_left;
+    uint16_t         num_frags;
+    uint8_t          am_id;
+    uint8_t          iovcnt;      /* 0: payload at data() */
+    uint8_t          pool;
+    struct iovec     iov[APTUS_UD_MAX_IOV + 1];
+    aptus_ud_tx_frag_t frags[];
+};
+
+typedef struct aptus_ud_chan_stats {
+    uint64_t tx_msgs, tx_bytes, tx_data_dgrams, tx_acks, tx_resets;
+    uint64_t tx_retransmits, tx_fast_retransmits, tx_window_full;
+    uint64_t rx_msgs, rx_bytes, rx_data_dgrams, rx_acks;
+    uint64_t rx_duplicates, rx_held, rx_out_of_window, rx_deferred;
+    uint64_t rx_bad_key, rx_malformed, rx_bad_crc, rx_bad_ack;
+    uint64_t rx_unknown_stream, rx_dead_stream, rx_no_buffer;
+    uint64_t peers_created, peers_failed, pending_dispatched;
+} aptus_ud_chan_stats_t;
+
+static inline khint_t aptus_ud_peer_hash(const aptus_ud_peer_t *peer)
+{
+    const uint32_t *w = (const uint32_t*)peer->addr.raw;
+    khint_t h         = peer->remote_key * 0x9e3779b1u ^ peer->conn_id;
+    unsigned i;
+
+    for (i = 0; i < APTUS_WIRE_ADDR_LEN / 4; ++i) {
+        h = (h ^ w[i]) * 0x01000193u;
+    }
+    return h ^ (h >> 16);
+}
+
+static inline int aptus_ud_peer_equal(const aptus_ud_peer_t *a,
+                                      const aptus_ud_peer_t *b)
+{
+    return (a->remote_key == b->remote_key) && (a->conn_id == b->conn_id) &&
+           !memcmp(a->addr.raw, b->addr.raw, APTUS_WIRE_ADDR_LEN);
+}
+
+KHASH_INIT(aptus_ud_peers, aptus_ud_peer_t*, char, 0, aptus_ud_peer_hash,
+           aptus_ud_peer_equal)
+
+typedef uint64_t (*aptus_ud_clock_t)(void);
+
+/* Datagrams built in one go (a whole message, a retransmit burst). */
+typedef struct aptus_ud_tx_batch {
+    unsigned          count;
+    unsigned          max;
+    aptus_dgram_tx_t  *tx;
+    struct iovec      *iov;   /* max * APTUS_DGRAM_MAX_IOV */
+    uint8_t           *hdrs;  /* max * APTUS_UD_SR_HDR_MAX_LEN */
+} aptus_ud_tx_batch_t;
+
+struct aptus_ud_chan {
+    aptus_ud_chan_config_t config;
+    aptus_dgram_wire_t     *wire;
+    ucs_async_context_t    *async;    /* NULL: caller is single-threaded */
+    const aptus_ud_chan_ops_t *ops;
+    void                   *ops_arg;
+    aptus_ud_clock_t       clock;     /* usec, monotonic */
+    uint32_t               local_key;
+    size_t                 frag_payload;  /* payload of a middle fragment */
+    size_t                 single_payload;/* payload of a one-datagram msg */
+
+    khash_t(aptus_ud_peers) peers;
+    aptus_ud_peer_t        **active;  /* peers with timers or ACKs due */
+    unsigned               num_active;
+    unsigned               max_active;
+    aptus_ud_peer_t        **ack_list;/* immediate ACKs for this batch */
+    unsigned               num_ack;
+
+    ucs_mpool_t            peer_mp;
+    ucs_mpool_t            ext_mp;
+    ucs_mpool_t            tx_mp[2];  /* APTUS_UD_TX_SMALL, _LARGE */
+    ucs_mpool_t            rx_mp;
+    ucs_mpool_t            reasm_mp;
+    ucs_mpool_t            flush_mp;
+    size_t                 rx_dgram_offset;
+    size_t                 reasm_data_offset;
+    size_t                 tx_data_offset[2];
+
+    aptus_dgram_rx_t       *rx_slots; /* posted receive buffers, first */
+    unsigned               rx_posted;
+
+    ucs_queue_head_t       deferred;  /* in order, waiting for sync context */
+    ucs_queue_head_t       flush_reqs;
+    ucs_arbiter_t          pending;
+    int                    in_pending;
+    aptus_ud_tx_batch_t    batch;
+
+    uint64_t               now_us;
+    uint64_t               last_tick_us;
+    uint64_t               last_sync_us; /* last progress from the user */
+    uint64_t               tx_msg_bytes; /* bytes in flight (statistics) */
+    aptus_ud_chan_stats_t  stats;
+};
+
+/* What to send. */
+typedef enum {
+    APTUS_UD_SEND_SHORT,
+    APTUS_UD_SEND_BCOPY,
+    APTUS_UD_SEND_ZCOPY
+} aptus_ud_send_kind_t;
+
+typedef struct aptus_ud_send {
+    aptus_ud_send_kind_t kind;
+    uint8_t              am_id;
+    union {
+        struct {
+            uint64_t   header;
+            const void *buffer;
+            unsigned   length;
+        } am_short;
+        struct {
+            uct_pack_callback_t pack_cb;
+            void                *arg;
+        } bcopy;
+        struct {
+            const void       *header;
+            unsigned         header_length;
+            const uct_iov_t  *iov;
+            size_t           iovcnt;
+            uct_completion_t *comp;
+        } zcopy;
+    };
+} aptus_ud_send_t;
+
+/* Returns NULL if the configuration fits the wire, else a message. */
+const char *aptus_ud_chan_config_check(const aptus_ud_chan_config_t *config,
+                                       size_t wire_mtu);
+
+ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
+                                const aptus_ud_chan_config_t *config,
+                                aptus_dgram_wire_t *wire,
+                                ucs_async_context_t *async,
+                                const aptus_ud_chan_ops_t *ops, void *ops_arg,
+                                aptus_ud_clock_t clock, uint32_t local_key);
+
+/* Drops everything outstanding (completions get UCS_ERR_CANCELED). */
+void aptus_ud_chan_cleanup(aptus_ud_chan_t *chan);
+
+/* Largest payloads, for iface_query. */
+size_t aptus_ud_chan_max_short(const aptus_ud_chan_t *chan);
+
+/* Find the stream a new endpoint should use to (addr, remote_key): the
+ * lowest stream that has no endpoint yet, created if needed. */
+ucs_status_t aptus_ud_chan_peer_connect(aptus_ud_chan_t *chan,
+                                        const aptus_wire_addr_t *addr,
+                                        uint32_t remote_key,
+                                        aptus_ud_peer_t **peer_p);
+
+/* The endpoint is gone; data already accepted is still delivered. */
+void aptus_ud_chan_peer_disconnect(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer);
+
+/* UCS_OK / length: accepted. UCS_INPROGRESS: zcopy accepted, comp later.
+ * UCS_ERR_NO_RESOURCE: window full or pending requests queued. */
+ssize_t aptus_ud_chan_send(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                           const aptus_ud_send_t *send);
+
+/* Receive, deliver, acknowledge, retransmit. is_async: called from the
+ * async timer (sync-only handlers are deferred). Returns events handled. */
+unsigned aptus_ud_chan_progress(aptus_ud_chan_t *chan, int is_async);
+
+ucs_status_t aptus_ud_chan_pending_add(aptus_ud_chan_t *chan,
+                                       aptus_ud_peer_t *peer,
+                                       uct_pending_req_t *req, unsigned flags);
+
+void aptus_ud_chan_pending_purge(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                                 uct_pending_purge_callback_t cb, void *arg);
+
+ucs_status_t aptus_ud_chan_flush(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                                 unsigned flags, uct_completion_t *comp);
+
+ucs_status_t aptus_ud_chan_flush_all(aptus_ud_chan_t *chan, unsigned flags,
+                                     uct_completion_t *comp);
+
+/* Memory a peer costs, exactly: struct, pool element header, and its share
+ * of the lookup table at the current size. */
+size_t aptus_ud_chan_peer_bytes(const aptus_ud_chan_t *chan);
+
+/* Number of peers (streams) the channel holds. */
+static inline unsigned aptus_ud_chan_num_peers(const aptus_ud_chan_t *chan)
+{
+    return kh_size(&chan->peers);
+}
+
+static inline int aptus_ud_peer_is_failed(const aptus_ud_peer_t *peer)
+{
+    return peer->flags & APTUS_UD_PEER_FAILED;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

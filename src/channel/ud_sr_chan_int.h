@@ -1,0 +1,101 @@
+/*
+ * UCX-Aptus: UD-SR channel internals shared by its .c files.
+ */
+#ifndef APTUS_UD_SR_CHAN_INT_H_
+#define APTUS_UD_SR_CHAN_INT_H_
+
+#include "ud_sr_chan.h"
+
+#include <ucs/debug/log.h>
+
+/* A flush request waiting for a peer's window to drain up to psn. */
+typedef struct aptus_ud_flush_req {
+    ucs_queue_elem_t  queue;
+    aptus_ud_peer_t   *peer;
+    uct_completion_t  *comp;
+    aptus_psn_t       psn;
+} aptus_ud_flush_req_t;
+
+static inline void *aptus_ud_tx_msg_data(aptus_ud_chan_t *chan,
+                                         aptus_ud_tx_msg_t *msg)
+{
+    return UCS_PTR_BYTE_OFFSET(msg, chan->tx_data_offset[msg->pool]);
+}
+
+static inline void *aptus_ud_rx_dgram(aptus_ud_chan_t *chan,
+                                      aptus_ud_rx_desc_t *desc)
+{
+    return UCS_PTR_BYTE_OFFSET(desc, chan->rx_dgram_offset);
+}
+
+static inline void *aptus_ud_reasm_data(aptus_ud_chan_t *chan,
+                                        aptus_ud_reasm_t *reasm)
+{
+    return UCS_PTR_BYTE_OFFSET(reasm, chan->reasm_data_offset);
+}
+
+static inline int aptus_ud_peer_has_pending(const aptus_ud_peer_t *peer)
+{
+    return (peer->ext != NULL) &&
+           !ucs_arbiter_group_is_empty(&peer->ext->pending);
+}
+
+static inline void aptus_ud_chan_activate(aptus_ud_chan_t *chan,
+                                          aptus_ud_peer_t *peer)
+{
+    if (peer->active_idx == UINT32_MAX) {
+        peer->active_idx             = chan->num_active;
+        chan->active[chan->num_active++] = peer;
+    }
+}
+
+static inline uint64_t aptus_ud_chan_now(aptus_ud_chan_t *chan)
+{
+    chan->now_us = chan->clock();
+    return chan->now_us;
+}
+
+/* ud_sr_chan.c */
+ucs_status_t aptus_ud_chan_grow_active(aptus_ud_chan_t *chan);
+aptus_ud_peer_ext_t *aptus_ud_peer_ext_get(aptus_ud_chan_t *chan,
+                                           aptus_ud_peer_t *peer);
+void aptus_ud_peer_ext_try_release(aptus_ud_chan_t *chan,
+                                   aptus_ud_peer_t *peer);
+aptus_ud_peer_t *aptus_ud_chan_peer_lookup(aptus_ud_chan_t *chan,
+                                           const aptus_wire_addr_t *addr,
+                                           uint32_t remote_key,
+                                           uint8_t conn_id);
+aptus_ud_peer_t *aptus_ud_chan_peer_create(aptus_ud_chan_t *chan,
+                                           const aptus_wire_addr_t *addr,
+                                           uint32_t remote_key,
+                                           uint8_t conn_id);
+void aptus_ud_chan_peer_fail(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                             ucs_status_t status);
+void aptus_ud_chan_tx_progressed(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer);
+void aptus_ud_chan_tick(aptus_ud_chan_t *chan);
+void aptus_ud_chan_dispatch_pending(aptus_ud_chan_t *chan);
+
+/* ud_sr_tx.c */
+void aptus_ud_tx_release(void *arg, aptus_rel_txe_t *txe);
+void aptus_ud_tx_resend(void *arg, aptus_rel_txe_t *txe);
+void aptus_ud_tx_batch_flush(aptus_ud_chan_t *chan);
+void aptus_ud_tx_send_ctl(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                          uint8_t type, int ack_req);
+void aptus_ud_tx_purge(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                       ucs_status_t status);
+void aptus_ud_tx_take_ownership(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer);
+
+/* The peer whose window a resend/release callback works on. */
+typedef struct aptus_ud_tx_ctx {
+    aptus_ud_chan_t *chan;
+    aptus_ud_peer_t *peer;
+    ucs_status_t    status;
+} aptus_ud_tx_ctx_t;
+
+/* ud_sr_rx.c */
+unsigned aptus_ud_rx_progress(aptus_ud_chan_t *chan, int is_async);
+unsigned aptus_ud_rx_dispatch_deferred(aptus_ud_chan_t *chan);
+void aptus_ud_rx_release_peer(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer);
+void aptus_ud_rx_flush_acks(aptus_ud_chan_t *chan);
+
+#endif

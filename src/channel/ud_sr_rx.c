@@ -1,0 +1,430 @@
+/*
+ * UCX-Aptus: UD-SR channel, receive side: validation, reliability,
+ * reassembly, ordered delivery.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "ud_sr_chan_int.h"
+
+#include <string.h>
+
+static inline aptus_ud_rx_desc_t *aptus_ud_rx_desc_of(aptus_ud_chan_t *chan,
+                                                      void *dgram)
+{
+    return UCS_PTR_BYTE_OFFSET(dgram, -(ptrdiff_t)chan->rx_dgram_offset);
+}
+
+static ucs_status_t aptus_ud_rx_deliver_now(aptus_ud_chan_t *chan,
+                                            aptus_ud_rx_msg_t *msg,
+                                            int is_async)
+{
+    ucs_status_t status;
+
+    /* uct_iface_release_desc(data - rx_headroom) reads the pointer stored
+     * right before the headroom. */
+    *(uct_recv_desc_t**)UCS_PTR_BYTE_OFFSET(msg->data,
+                                            -(ptrdiff_t)(chan->config.rx_headroom +
+                                                         sizeof(void*))) =
+            &msg->release;
+
+    status = chan->ops->deliver(chan->ops_arg, msg->peer, msg->am_id, msg->data,
+                                msg->length, UCT_CB_PARAM_FLAG_DESC, is_async);
+    if (status == UCS_ERR_BUSY) {
+        return status;
+    }
+    chan->stats.rx_msgs++;
+    chan->stats.rx_bytes += msg->length;
+    if (status != UCS_INPROGRESS) {
+        ucs_mpool_put_inline(msg); /* the user did not keep it */
+    }
+    return UCS_OK;
+}
+
+static void aptus_ud_rx_deliver(aptus_ud_chan_t *chan, aptus_ud_rx_msg_t *msg,
+                                int is_async)
+{
+    /* Anything already waiting goes first: order is per peer, and the queue
+     * is shared, so keep it strictly FIFO. */
+    if (ucs_queue_is_empty(&chan->deferred) &&
+        (aptus_ud_rx_deliver_now(chan, msg, is_async) == UCS_OK)) {
+        return;
+    }
+    chan->stats.rx_deferred++;
+    ucs_queue_push(&chan->deferred, &msg->queue);
+}
+
+unsigned aptus_ud_rx_dispatch_deferred(aptus_ud_chan_t *chan)
+{
+    aptus_ud_rx_msg_t *msg;
+    unsigned count = 0;
+
+    while (!ucs_queue_is_empty(&chan->deferred)) {
+        msg = ucs_queue_pull_elem_non_empty(&chan->deferred, aptus_ud_rx_msg_t,
+                                            queue);
+        (void)aptus_ud_rx_deliver_now(chan, msg, 0);
+        ++count;
+    }
+    return count;
+}
+
+void aptus_ud_rx_release_peer(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
+{
+    aptus_ud_peer_ext_t *ext = peer->ext;
+    aptus_ud_rx_desc_t *desc;
+
+    if (ext == NULL) {
+        return;
+    }
+    while (ext->held != NULL) {
+        desc      = ext->held;
+        ext->held = desc->next;
+        ucs_mpool_put_inline(desc);
+    }
+    if (ext->reasm != NULL) {
+        ucs_mpool_put_inline(ext->reasm);
+        ext->reasm = NULL;
+    }
+}
+
+/* A stream that breaks its own framing is dead: drop it whole. */
+static void aptus_ud_rx_protocol_error(aptus_ud_chan_t *chan,
+                                       aptus_ud_peer_t *peer,
+                                       aptus_ud_rx_desc_t *desc,
+                                       const char *what)
+{
+    ucs_diag("ud_sr: stream %u from key 0x%08x: %s", peer->conn_id,
+             peer->remote_key, what);
+    chan->stats.rx_malformed++;
+    ucs_mpool_put_inline(desc);
+    aptus_ud_chan_peer_fail(chan, peer, UCS_ERR_IO_ERROR);
+}
+
+/* Handle the next in-order packet: deliver it, or add it to the message
+ * being reassembled. Returns 0 if the stream failed. */
+static int aptus_ud_rx_inorder(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                               aptus_ud_rx_desc_t *desc, int is_async)
+{
+    uint8_t flags = desc->flags & (APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST);
+    aptus_ud_peer_ext_t *ext;
+    aptus_ud_reasm_t *reasm;
+
+    if (flags == (APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST)) {
+        desc->msg.peer = peer;
+        aptus_ud_rx_deliver(chan, &desc->msg, is_async);
+        return 1;
+    }
+
+    ext = aptus_ud_peer_ext_get(chan, peer);
+    if (ext == NULL) {
+        aptus_ud_rx_protocol_error(chan, peer, desc, "out of memory");
+        return 0;
+    }
+
+    if (flags == APTUS_UD_SR_F_FIRST) {
+        if (ext->reasm != NULL) {
+            aptus_ud_rx_protocol_error(chan, peer, desc,
+                                       "new message inside a message");
+            return 0;
+        }
+        reasm = ucs_mpool_get_inline(&chan->reasm_mp);
+        if (reasm == NULL) {
+            aptus_ud_rx_protocol_error(chan, peer, desc,
+                                       "no reassembly buffer");
+            return 0;
+        }
+        reasm->msg.peer   = peer;
+        reasm->msg.data   = aptus_ud_reasm_data(chan, reasm);
+        reasm->msg.length = desc->msg_len;
+        reasm->msg.am_id  = desc->msg.am_id;
+        reasm->offset     = 0;
+        ext->reasm        = reasm;
+    } else {
+        reasm = ext->reasm;
+        if (reasm == NULL) {
+            aptus_ud_rx_protocol_error(chan, peer, desc,
+                                       "fragment without a first fragment");
+            return 0;
+        }
+        if (reasm->msg.am_id != desc->msg.am_id) {
+            aptus_ud_rx_protocol_error(chan, peer, desc,
+                                       "fragment of another message");
+            return 0;
+        }
+    }
+
+    if (reasm->offset + desc->msg.length > reasm->msg.length) {
+        aptus_ud_rx_protocol_error(chan, peer, desc,
+                                   "fragments longer than the message");
+        return 0;
+    }
+    memcpy(UCS_PTR_BYTE_OFFSET(reasm->msg.data, reasm->offset), desc->msg.data,
+           desc->msg.length);
+    reasm->offset += desc->msg.length;
+
+    if (flags & APTUS_UD_SR_F_LAST) {
+        if (reasm->offset != reasm->msg.length) {
+            aptus_ud_rx_protocol_error(chan, peer, desc,
+                                       "message shorter than announced");
+            return 0;
+        }
+        ext->reasm = NULL;
+        aptus_ud_rx_deliver(chan, &reasm->msg, is_async);
+    }
+    ucs_mpool_put_inline(desc);
+    return 1;
+}
+
+static int aptus_ud_rx_hold(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                            aptus_ud_rx_desc_t *desc)
+{
+    aptus_ud_peer_ext_t *ext = aptus_ud_peer_ext_get(chan, peer);
+    aptus_ud_rx_desc_t **pos;
+
+    if (ext == NULL) {
+        return 0;
+    }
+    /* keep the held list in PSN order; it is short and rarely used */
+    for (pos = &ext->held;
+         (*pos != NULL) && aptus_psn_lt((*pos)->psn, desc->psn);
+         pos = &(*pos)->next) {
+    }
+    desc->next = *pos;
+    *pos       = desc;
+    return 1;
+}
+
+static inline void aptus_ud_rx_want_ack(aptus_ud_chan_t *chan,
+                                        aptus_ud_peer_t *peer)
+{
+    if (!(peer->flags & APTUS_UD_PEER_IN_ACK) &&
+        aptus_rel_rx_ack_due(&peer->rx, &chan->config.rel)) {
+        peer->flags                       |= APTUS_UD_PEER_IN_ACK;
+        chan->ack_list[chan->num_ack++] = peer;
+    }
+}
+
+void aptus_ud_rx_flush_acks(aptus_ud_chan_t *chan)
+{
+    aptus_ud_peer_t *peer;
+    unsigned i;
+
+    for (i = 0; i < chan->num_ack; ++i) {
+        peer         = chan->ack_list[i];
+        peer->flags &= ~APTUS_UD_PEER_IN_ACK;
+        if (!(peer->flags & APTUS_UD_PEER_FAILED) &&
+            aptus_rel_rx_ack_due(&peer->rx, &chan->config.rel)) {
+            aptus_ud_tx_send_ctl(chan, peer, APTUS_UD_SR_TYPE_ACK, 0);
+        }
+    }
+    chan->num_ack = 0;
+}
+
+static void aptus_ud_rx_data(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                             const aptus_ud_sr_pkt_t *pkt,
+                             aptus_ud_rx_desc_t *desc, int is_async,
+                             int *consumed_p)
+{
+    aptus_rel_rx_verdict_t verdict;
+    aptus_ud_rx_desc_t *held;
+
+    chan->stats.rx_data_dgrams++;
+    if (pkt->flags & APTUS_UD_SR_F_ACK_REQ) {
+        peer->rx.flags |= APTUS_REL_RX_ACK_NOW;
+    }
+
+    verdict = aptus_rel_rx_classify(&peer->rx, pkt->psn);
+    if ((verdict == APTUS_REL_RX_DELIVER) || (verdict == APTUS_REL_RX_HOLD)) {
+        desc->msg.data   = (void*)pkt->payload;
+        desc->msg.length = pkt->payload_len;
+        desc->msg.am_id  = pkt->am_id;
+        desc->msg_len    = pkt->msg_len;
+        desc->psn        = pkt->psn;
+        desc->flags      = pkt->flags;
+    }
+
+    switch (verdict) {
+    case APTUS_REL_RX_DUPLICATE:
+        chan->stats.rx_duplicates++;
+        break;
+    case APTUS_REL_RX_OUT_OF_WINDOW:
+        chan->stats.rx_out_of_window++;
+        break;
+    case APTUS_REL_RX_HOLD:
+        if (!aptus_ud_rx_hold(chan, peer, desc)) {
+            return; /* no memory to hold it: as if lost */
+        }
+        chan->stats.rx_held++;
+        *consumed_p = 1;
+        break;
+    case APTUS_REL_RX_DELIVER:
+        *consumed_p = 1;
+        aptus_rel_rx_commit(&peer->rx, pkt->psn, verdict);
+        if (!aptus_ud_rx_inorder(chan, peer, desc, is_async)) {
+            return;
+        }
+        while (aptus_rel_rx_pop_held(&peer->rx)) {
+            held            = peer->ext->held;
+            peer->ext->held = held->next;
+            ucs_assert(held->psn == (aptus_psn_t)(peer->rx.expected - 1));
+            if (!aptus_ud_rx_inorder(chan, peer, held, is_async)) {
+                return;
+            }
+        }
+        aptus_ud_chan_activate(chan, peer);
+        aptus_ud_rx_want_ack(chan, peer);
+        return;
+    }
+
+    aptus_rel_rx_commit(&peer->rx, pkt->psn, verdict);
+    aptus_ud_chan_activate(chan, peer);
+    aptus_ud_rx_want_ack(chan, peer);
+}
+
+/* Returns 1 if the datagram's descriptor was kept. */
+static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
+                              size_t length, const aptus_wire_addr_t *src,
+                              int is_async)
+{
+    aptus_ud_sr_parse_status_t pstatus;
+    aptus_rel_ack_status_t astatus;
+    aptus_ud_tx_ctx_t ctx;
+    aptus_ud_sr_pkt_t pkt;
+    aptus_ud_peer_t *peer;
+    aptus_psn_t acked;
+    int consumed = 0;
+
+    pstatus = aptus_ud_sr_parse(aptus_ud_rx_dgram(chan, desc), length,
+                                chan->config.crc, &pkt);
+    if (ucs_unlikely(pstatus != APTUS_UD_SR_PARSE_OK)) {
+        if (pstatus == APTUS_UD_SR_PARSE_BAD_CRC) {
+            chan->stats.rx_bad_crc++;
+        } else {
+            chan->stats.rx_malformed++;
+        }
+        return 0;
+    }
+    if (ucs_unlikely(pkt.dest_key != chan->local_key)) {
+        chan->stats.rx_bad_key++; /* stray, stale or forged */
+        return 0;
+    }
+    if (ucs_unlikely((pkt.type == APTUS_UD_SR_TYPE_DATA) &&
+                     (pkt.flags & APTUS_UD_SR_F_FIRST) &&
+                     !(pkt.flags & APTUS_UD_SR_F_LAST) &&
+                     (pkt.msg_len > chan->config.max_msg))) {
+        chan->stats.rx_malformed++;
+        return 0;
+    }
+
+    peer = aptus_ud_chan_peer_lookup(chan, src, pkt.src_key, pkt.conn_id);
+    if (peer == NULL) {
+        if (pkt.type != APTUS_UD_SR_TYPE_DATA) {
+            chan->stats.rx_unknown_stream++;
+            return 0;
+        }
+        peer = aptus_ud_chan_peer_create(chan, src, pkt.src_key, pkt.conn_id);
+        if (peer == NULL) {
+            chan->stats.rx_no_buffer++;
+            return 0;
+        }
+    }
+
+    if (ucs_unlikely(peer->flags & APTUS_UD_PEER_FAILED)) {
+        chan->stats.rx_dead_stream++;
+        if (pkt.type == APTUS_UD_SR_TYPE_DATA) {
+            aptus_ud_tx_send_ctl(chan, peer, APTUS_UD_SR_TYPE_RESET, 0);
+        }
+        return 0;
+    }
+
+    acked      = peer->tx.acked_psn;
+    ctx.chan   = chan;
+    ctx.peer   = peer;
+    ctx.status = UCS_OK;
+    astatus    = aptus_rel_tx_ack(&peer->tx, &chan->config.rel, pkt.ack,
+                                  pkt.flags & APTUS_UD_SR_F_SACK, pkt.sack,
+                                  chan->now_us, aptus_ud_tx_release, &ctx);
+    if (ucs_unlikely(astatus != APTUS_REL_ACK_OK)) {
+        chan->stats.rx_bad_ack++;
+        return 0;
+    }
+    aptus_rel_tx_heard(&peer->tx, chan->now_us);
+    if (acked != peer->tx.acked_psn) {
+        aptus_ud_chan_tx_progressed(chan, peer);
+    }
+    if (ucs_unlikely(peer->tx.sacked)) {
+        chan->stats.tx_fast_retransmits +=
+                aptus_rel_tx_fast_retransmit(&peer->tx, &chan->config.rel,
+                                             chan->now_us, aptus_ud_tx_resend,
+                                             &ctx);
+    }
+
+    switch (pkt.type) {
+    case APTUS_UD_SR_TYPE_ACK:
+        chan->stats.rx_acks++;
+        if (pkt.flags & APTUS_UD_SR_F_ACK_REQ) {
+            peer->rx.flags |= APTUS_REL_RX_ACK_NOW;
+            aptus_ud_rx_want_ack(chan, peer);
+        }
+        break;
+    case APTUS_UD_SR_TYPE_RESET:
+        aptus_ud_chan_peer_fail(chan, peer, UCS_ERR_CONNECTION_RESET);
+        break;
+    default:
+        aptus_ud_rx_data(chan, peer, &pkt, desc, is_async, &consumed);
+        break;
+    }
+    return consumed;
+}
+
+unsigned aptus_ud_rx_progress(aptus_ud_chan_t *chan, int is_async)
+{
+    aptus_dgram_rx_t *slots = chan->rx_slots;
+    aptus_ud_rx_desc_t *desc;
+    unsigned i, n, posted;
+
+    if (ucs_unlikely(chan->rx_posted == 0)) {
+        chan->stats.rx_no_buffer++;
+    }
+
+    n = chan->wire->ops->recv(chan->wire, slots, chan->rx_posted);
+    for (i = 0; i < n; ++i) {
+        desc = aptus_ud_rx_desc_of(chan, slots[i].buf);
+        if (aptus_ud_rx_handle(chan, desc, slots[i].length, &slots[i].src,
+                               is_async)) {
+            slots[i].buf = NULL;
+        }
+    }
+
+    if (n > 0) {
+        /* Keep the posted buffers first, then top up from the pool; when
+         * the pool is dry fewer are posted and the kernel drops, as a UD
+         * QP without receive buffers would. */
+        posted = 0;
+        for (i = 0; i < chan->rx_posted; ++i) {
+            if (slots[i].buf != NULL) {
+                slots[posted++].buf = slots[i].buf;
+            }
+        }
+        while (posted < chan->config.rx_batch) {
+            desc = ucs_mpool_get_inline(&chan->rx_mp);
+            if (desc == NULL) {
+                break;
+            }
+            slots[posted++].buf = aptus_ud_rx_dgram(chan, desc);
+        }
+        chan->rx_posted = posted;
+        aptus_ud_rx_flush_acks(chan);
+        aptus_ud_tx_batch_flush(chan);
+    } else if (chan->rx_posted < chan->config.rx_batch) {
+        while (chan->rx_posted < chan->config.rx_batch) {
+            desc = ucs_mpool_get_inline(&chan->rx_mp);
+            if (desc == NULL) {
+                break;
+            }
+            slots[chan->rx_posted++].buf = aptus_ud_rx_dgram(chan, desc);
+        }
+    }
+    return n;
+}

@@ -1,0 +1,462 @@
+/*
+ * UCX-Aptus: UD-SR channel, send side: messages, segmentation, ACKs,
+ * retransmission.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "ud_sr_chan_int.h"
+
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/math.h>
+#include <uct/base/uct_iov.inl>
+
+#include <string.h>
+
+static inline aptus_ud_tx_frag_t *aptus_ud_txe_frag(aptus_rel_txe_t *txe)
+{
+    return ucs_container_of(txe, aptus_ud_tx_frag_t, rel);
+}
+
+/* Payload of one fragment as a gather list; returns the entry count. */
+static unsigned aptus_ud_tx_frag_iov(aptus_ud_chan_t *chan,
+                                     aptus_ud_tx_msg_t *msg,
+                                     const aptus_ud_tx_frag_t *frag,
+                                     struct iovec *iov)
+{
+    size_t skip = frag->offset, left = frag->length, take;
+    unsigned i, n = 0;
+
+    if (left == 0) {
+        return 0;
+    }
+    if (msg->owned != NULL) {
+        iov[0].iov_base = UCS_PTR_BYTE_OFFSET(msg->owned, frag->offset);
+        iov[0].iov_len  = left;
+        return 1;
+    }
+    if (msg->iovcnt == 0) {
+        iov[0].iov_base = UCS_PTR_BYTE_OFFSET(aptus_ud_tx_msg_data(chan, msg),
+                                              frag->offset);
+        iov[0].iov_len  = left;
+        return 1;
+    }
+
+    for (i = 0; (i < msg->iovcnt) && (left > 0); ++i) {
+        if (skip >= msg->iov[i].iov_len) {
+            skip -= msg->iov[i].iov_len;
+            continue;
+        }
+        take            = ucs_min(msg->iov[i].iov_len - skip, left);
+        iov[n].iov_base = UCS_PTR_BYTE_OFFSET(msg->iov[i].iov_base, skip);
+        iov[n].iov_len  = take;
+        ++n;
+        left -= take;
+        skip  = 0;
+    }
+    ucs_assert(left == 0);
+    return n;
+}
+
+static inline aptus_dgram_tx_t *
+aptus_ud_tx_batch_slot(aptus_ud_chan_t *chan, uint8_t **hdr_p,
+                       struct iovec **iov_p)
+{
+    aptus_ud_tx_batch_t *batch = &chan->batch;
+    unsigned idx;
+
+    if (batch->count == batch->max) {
+        aptus_ud_tx_batch_flush(chan);
+    }
+    idx    = batch->count++;
+    *hdr_p = batch->hdrs + idx * APTUS_UD_SR_HDR_MAX_LEN;
+    *iov_p = batch->iov + idx * APTUS_DGRAM_MAX_IOV;
+    return &batch->tx[idx];
+}
+
+static void aptus_ud_tx_batch_add_frag(aptus_ud_chan_t *chan,
+                                       aptus_ud_peer_t *peer,
+                                       aptus_ud_tx_frag_t *frag, int ack_req)
+{
+    aptus_ud_tx_msg_t *msg = frag->msg;
+    aptus_ud_sr_pkt_t pkt;
+    aptus_dgram_tx_t *tx;
+    struct iovec *iov;
+    uint8_t *hdr;
+    unsigned n, i;
+
+    tx = aptus_ud_tx_batch_slot(chan, &hdr, &iov);
+    n  = aptus_ud_tx_frag_iov(chan, msg, frag, iov + 1);
+
+    pkt.dest_key = peer->remote_key;
+    pkt.src_key  = chan->local_key;
+    pkt.psn      = frag->rel.psn;
+    pkt.ack      = peer->rx.expected;
+    pkt.type     = APTUS_UD_SR_TYPE_DATA;
+    pkt.flags    = frag->flags | (ack_req ? APTUS_UD_SR_F_ACK_REQ : 0);
+    pkt.am_id    = msg->am_id;
+    pkt.conn_id  = peer->conn_id;
+    pkt.msg_len  = msg->length;
+    pkt.crc      = 0;
+    if (chan->config.crc) {
+        pkt.flags |= APTUS_UD_SR_F_CRC;
+        for (i = 0; i < n; ++i) {
+            pkt.crc = aptus_crc32c(pkt.crc, iov[1 + i].iov_base,
+                                   iov[1 + i].iov_len);
+        }
+    }
+
+    iov[0].iov_base = hdr;
+    iov[0].iov_len  = aptus_ud_sr_build(hdr, &pkt);
+    tx->dst         = &peer->addr;
+    tx->iov         = iov;
+    tx->iovcnt      = n + 1;
+
+    /* The cumulative ack just went out with the data. */
+    aptus_rel_rx_acked(&peer->rx, 0);
+    chan->stats.tx_data_dgrams++;
+}
+
+void aptus_ud_tx_send_ctl(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                          uint8_t type, int ack_req)
+{
+    aptus_ud_sr_pkt_t pkt;
+    aptus_dgram_tx_t *tx;
+    struct iovec *iov;
+    uint8_t *hdr;
+
+    tx = aptus_ud_tx_batch_slot(chan, &hdr, &iov);
+
+    memset(&pkt, 0, sizeof(pkt));
+    pkt.dest_key = peer->remote_key;
+    pkt.src_key  = chan->local_key;
+    pkt.ack      = peer->rx.expected;
+    pkt.type     = type;
+    pkt.conn_id  = peer->conn_id;
+    if (ack_req) {
+        pkt.flags |= APTUS_UD_SR_F_ACK_REQ;
+    }
+    if ((type == APTUS_UD_SR_TYPE_ACK) && (peer->rx.ooo_mask != 0)) {
+        pkt.flags |= APTUS_UD_SR_F_SACK;
+        pkt.sack   = peer->rx.ooo_mask;
+    }
+
+    iov[0].iov_base = hdr;
+    iov[0].iov_len  = aptus_ud_sr_build(hdr, &pkt);
+    tx->dst         = &peer->addr;
+    tx->iov         = iov;
+    tx->iovcnt      = 1;
+
+    if (type == APTUS_UD_SR_TYPE_ACK) {
+        aptus_rel_rx_acked(&peer->rx, 1);
+        chan->stats.tx_acks++;
+    } else {
+        chan->stats.tx_resets++;
+    }
+}
+
+void aptus_ud_tx_batch_flush(aptus_ud_chan_t *chan)
+{
+    aptus_ud_tx_batch_t *batch = &chan->batch;
+    unsigned sent;
+
+    if (batch->count == 0) {
+        return;
+    }
+    /* What the wire could not take stays in the window and goes again when
+     * its timer expires, like a datagram lost on the way. */
+    (void)chan->wire->ops->send(chan->wire, batch->tx, batch->count, &sent);
+    batch->count = 0;
+}
+
+void aptus_ud_tx_release(void *arg, aptus_rel_txe_t *txe)
+{
+    aptus_ud_tx_ctx_t *ctx  = arg;
+    aptus_ud_tx_msg_t *msg  = aptus_ud_txe_frag(txe)->msg;
+
+    if (--msg->frags_left > 0) {
+        return;
+    }
+    if (msg->comp != NULL) {
+        uct_invoke_completion(msg->comp, ctx->status);
+    }
+    ucs_free(msg->owned);
+    ctx->chan->tx_msg_bytes -= msg->length;
+    ucs_mpool_put_inline(msg);
+}
+
+void aptus_ud_tx_resend(void *arg, aptus_rel_txe_t *txe)
+{
+    aptus_ud_tx_ctx_t *ctx = arg;
+
+    aptus_ud_tx_batch_add_frag(ctx->chan, ctx->peer, aptus_ud_txe_frag(txe), 1);
+}
+
+void aptus_ud_tx_purge(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                       ucs_status_t status)
+{
+    aptus_ud_tx_ctx_t ctx = {chan, peer, status};
+
+    aptus_rel_tx_purge(&peer->tx, aptus_ud_tx_release, &ctx);
+}
+
+static void aptus_ud_tx_own_cb(void *arg, aptus_rel_txe_t *txe)
+{
+    aptus_ud_tx_ctx_t *ctx = arg;
+    aptus_ud_tx_msg_t *msg = aptus_ud_txe_frag(txe)->msg;
+    size_t off = 0;
+    unsigned i;
+
+    if ((msg->iovcnt == 0) || (msg->owned != NULL) ||
+        (ctx->status != UCS_OK)) {
+        return; /* inline payload, or already copied */
+    }
+
+    msg->owned = ucs_malloc(ucs_max(msg->length, 1), "aptus_ud_tx_owned");
+    if (msg->owned == NULL) {
+        ctx->status = UCS_ERR_NO_MEMORY;
+        return;
+    }
+    for (i = 0; i < msg->iovcnt; ++i) {
+        memcpy(UCS_PTR_BYTE_OFFSET(msg->owned, off), msg->iov[i].iov_base,
+               msg->iov[i].iov_len);
+        off += msg->iov[i].iov_len;
+    }
+    if (msg->comp != NULL) {
+        uct_invoke_completion(msg->comp, UCS_OK);
+        msg->comp = NULL;
+    }
+}
+
+void aptus_ud_tx_take_ownership(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
+{
+    aptus_ud_tx_ctx_t ctx = {chan, peer, UCS_OK};
+
+    aptus_rel_tx_for_each(&peer->tx, aptus_ud_tx_own_cb, &ctx);
+    if (ctx.status != UCS_OK) {
+        /* cannot keep the data alive without the user's buffers */
+        aptus_ud_chan_peer_fail(chan, peer, UCS_ERR_NO_MEMORY);
+    }
+}
+
+/* Split length bytes into fragments; returns their number. */
+static inline unsigned aptus_ud_tx_num_frags(aptus_ud_chan_t *chan,
+                                             size_t length)
+{
+    if (length <= chan->single_payload) {
+        return 1;
+    }
+    return 1 + ucs_div_round_up(length - (chan->single_payload - 4),
+                                chan->frag_payload);
+}
+
+static inline unsigned aptus_ud_tx_room(aptus_ud_chan_t *chan,
+                                        aptus_ud_peer_t *peer)
+{
+    return chan->config.rel.tx_window - aptus_rel_tx_inflight(&peer->tx);
+}
+
+/* Put a filled message into the window and on the wire. */
+static void aptus_ud_tx_post(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                             aptus_ud_tx_msg_t *msg)
+{
+    aptus_ud_tx_frag_t *frag;
+    size_t offset = 0, len;
+    unsigned i;
+    int ack_req;
+
+    for (i = 0; i < msg->num_frags; ++i) {
+        frag         = &msg->frags[i];
+        frag->msg    = msg;
+        frag->offset = offset;
+        frag->flags  = 0;
+        if (i == 0) {
+            frag->flags |= APTUS_UD_SR_F_FIRST;
+            len = (msg->num_frags == 1) ? msg->length :
+                                          (chan->single_payload - 4);
+        } else {
+            len = ucs_min(chan->frag_payload, msg->length - offset);
+        }
+        if (i == msg->num_frags - 1) {
+            frag->flags |= APTUS_UD_SR_F_LAST;
+        }
+        frag->length = len;
+        offset      += len;
+
+        aptus_rel_tx_push(&peer->tx, &frag->rel, chan->now_us);
+        /* Ask for an ACK with the last datagram when the window is filling
+         * up or a completion waits for it (zero-copy). */
+        ack_req = (i == msg->num_frags - 1) &&
+                  ((msg->comp != NULL) ||
+                   aptus_rel_tx_want_ack(&peer->tx, &chan->config.rel));
+        aptus_ud_tx_batch_add_frag(chan, peer, frag, ack_req);
+    }
+    ucs_assert(offset == msg->length);
+    aptus_ud_tx_batch_flush(chan);
+
+    chan->tx_msg_bytes += msg->length;
+    chan->stats.tx_msgs++;
+    chan->stats.tx_bytes += msg->length;
+    aptus_ud_chan_activate(chan, peer);
+}
+
+static inline aptus_ud_tx_msg_t *
+aptus_ud_tx_msg_get(aptus_ud_chan_t *chan, unsigned pool, uint8_t am_id)
+{
+    aptus_ud_tx_msg_t *msg = ucs_mpool_get_inline(&chan->tx_mp[pool]);
+
+    if (msg != NULL) {
+        msg->comp   = NULL;
+        msg->owned  = NULL;
+        msg->pool   = pool;
+        msg->am_id  = am_id;
+        msg->iovcnt = 0;
+    }
+    return msg;
+}
+
+static ssize_t aptus_ud_tx_bcopy(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                                 const aptus_ud_send_t *send)
+{
+    aptus_ud_tx_msg_t *msg, *small;
+    size_t length;
+    unsigned nfrags;
+
+    /* The size is known only after packing, so pack into a large message;
+     * a result that fits one datagram moves to a small one so that large
+     * buffers are held only by large messages. */
+    msg = aptus_ud_tx_msg_get(chan, APTUS_UD_TX_LARGE, send->am_id);
+    if (msg == NULL) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    length = send->bcopy.pack_cb(aptus_ud_tx_msg_data(chan, msg),
+                                 send->bcopy.arg);
+    ucs_assertv(length <= chan->config.max_msg, "packed %zu > max %zu", length,
+                chan->config.max_msg);
+
+    nfrags = aptus_ud_tx_num_frags(chan, length);
+    if (nfrags > aptus_ud_tx_room(chan, peer)) {
+        ucs_mpool_put_inline(msg);
+        chan->stats.tx_window_full++;
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    if (nfrags == 1) {
+        small = aptus_ud_tx_msg_get(chan, APTUS_UD_TX_SMALL, send->am_id);
+        if (small != NULL) {
+            memcpy(aptus_ud_tx_msg_data(chan, small),
+                   aptus_ud_tx_msg_data(chan, msg), length);
+            ucs_mpool_put_inline(msg);
+            msg = small;
+        }
+    }
+
+    msg->length     = length;
+    msg->num_frags  = nfrags;
+    msg->frags_left = nfrags;
+    aptus_ud_tx_post(chan, peer, msg);
+    return length;
+}
+
+static ucs_status_t aptus_ud_tx_zcopy(aptus_ud_chan_t *chan,
+                                      aptus_ud_peer_t *peer,
+                                      const aptus_ud_send_t *send)
+{
+    aptus_ud_tx_msg_t *msg;
+    size_t length = send->zcopy.header_length;
+    unsigned nfrags, i, n;
+
+    for (i = 0; i < send->zcopy.iovcnt; ++i) {
+        length += uct_iov_get_length(&send->zcopy.iov[i]);
+    }
+    if (length > chan->config.max_msg) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    nfrags = aptus_ud_tx_num_frags(chan, length);
+    if (nfrags > aptus_ud_tx_room(chan, peer)) {
+        chan->stats.tx_window_full++;
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    msg = aptus_ud_tx_msg_get(chan, (nfrags == 1) ? APTUS_UD_TX_SMALL :
+                                                    APTUS_UD_TX_LARGE,
+                              send->am_id);
+    if (msg == NULL) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    /* Our copy of the AM header, then the user's buffers in place. */
+    n = 0;
+    if (send->zcopy.header_length > 0) {
+        memcpy(aptus_ud_tx_msg_data(chan, msg), send->zcopy.header,
+               send->zcopy.header_length);
+        msg->iov[n].iov_base = aptus_ud_tx_msg_data(chan, msg);
+        msg->iov[n].iov_len  = send->zcopy.header_length;
+        ++n;
+    }
+    for (i = 0; i < send->zcopy.iovcnt; ++i) {
+        if (uct_iov_get_length(&send->zcopy.iov[i]) == 0) {
+            continue;
+        }
+        msg->iov[n].iov_base = send->zcopy.iov[i].buffer;
+        msg->iov[n].iov_len  = uct_iov_get_length(&send->zcopy.iov[i]);
+        ++n;
+    }
+    msg->iovcnt     = n;
+    msg->length     = length;
+    msg->num_frags  = nfrags;
+    msg->frags_left = nfrags;
+    if (n == 0) {
+        msg->iovcnt = 0; /* empty message: nothing to gather */
+    }
+    msg->comp = send->zcopy.comp;
+    aptus_ud_tx_post(chan, peer, msg);
+    return (msg->comp == NULL) ? UCS_OK : UCS_INPROGRESS;
+}
+
+ssize_t aptus_ud_chan_send(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                           const aptus_ud_send_t *send)
+{
+    aptus_ud_tx_msg_t *msg;
+    size_t length;
+    void *data;
+
+    if (ucs_unlikely(peer->flags & APTUS_UD_PEER_FAILED)) {
+        return UCS_ERR_ENDPOINT_TIMEOUT;
+    }
+    if (ucs_unlikely(aptus_ud_peer_has_pending(peer) && !chan->in_pending)) {
+        return UCS_ERR_NO_RESOURCE; /* keep order behind queued requests */
+    }
+    if (ucs_unlikely(aptus_rel_tx_window_full(&peer->tx, &chan->config.rel))) {
+        chan->stats.tx_window_full++;
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    aptus_ud_chan_now(chan);
+
+    switch (send->kind) {
+    case APTUS_UD_SEND_SHORT:
+        length = sizeof(uint64_t) + send->am_short.length;
+        ucs_assert(length <= chan->single_payload);
+        msg = aptus_ud_tx_msg_get(chan, APTUS_UD_TX_SMALL, send->am_id);
+        if (msg == NULL) {
+            return UCS_ERR_NO_RESOURCE;
+        }
+        data = aptus_ud_tx_msg_data(chan, msg);
+        memcpy(data, &send->am_short.header, sizeof(uint64_t));
+        memcpy(UCS_PTR_BYTE_OFFSET(data, sizeof(uint64_t)),
+               send->am_short.buffer, send->am_short.length);
+        msg->length     = length;
+        msg->num_frags  = 1;
+        msg->frags_left = 1;
+        aptus_ud_tx_post(chan, peer, msg);
+        return UCS_OK;
+    case APTUS_UD_SEND_BCOPY:
+        return aptus_ud_tx_bcopy(chan, peer, send);
+    case APTUS_UD_SEND_ZCOPY:
+        return aptus_ud_tx_zcopy(chan, peer, send);
+    }
+    return UCS_ERR_INVALID_PARAM;
+}

@@ -1,0 +1,372 @@
+/*
+ * UCX-Aptus: UD-SR reliability window (see rel_window.h).
+ */
+#include "rel_window.h"
+
+#define APTUS_REL_MAX_BACKOFF 16
+
+const char *aptus_rel_config_check(const aptus_rel_config_t *cfg)
+{
+    if ((cfg->tx_window == 0) || (cfg->tx_window > APTUS_REL_TX_WINDOW_MAX)) {
+        return "TX_WINDOW must be between 1 and 64";
+    }
+    if (cfg->ack_count == 0) {
+        return "ACK_COUNT must be at least 1";
+    }
+    if (cfg->rto_min_us == 0) {
+        return "RTO_MIN must be positive";
+    }
+    if (cfg->rto_max_us < cfg->rto_min_us) {
+        return "RTO_MAX must not be below RTO_MIN";
+    }
+    if ((cfg->rto_init_us < cfg->rto_min_us) ||
+        (cfg->rto_init_us > cfg->rto_max_us)) {
+        return "RTO_INIT must lie between RTO_MIN and RTO_MAX";
+    }
+    if (cfg->peer_timeout_us <= cfg->rto_min_us) {
+        return "TIMEOUT must exceed RTO_MIN";
+    }
+    return NULL;
+}
+
+void aptus_rel_tx_init(aptus_rel_tx_t *tx, uint64_t now_us)
+{
+    tx->tail       = NULL;
+    tx->srtt_us    = 0;
+    tx->rttvar_us  = 0;
+    tx->last_heard = aptus_rel_coarse_time(now_us);
+    tx->next_psn   = 0;
+    tx->acked_psn  = 0;
+    tx->backoff    = 0;
+    tx->sacked     = 0;
+}
+
+static inline aptus_rel_txe_t *aptus_rel_tx_head(const aptus_rel_tx_t *tx)
+{
+    return (tx->tail == NULL) ? NULL : tx->tail->next;
+}
+
+void aptus_rel_tx_push(aptus_rel_tx_t *tx, aptus_rel_txe_t *txe,
+                       uint64_t now_us)
+{
+    if (tx->tail == NULL) {
+        /* The silence clock runs only while we wait for the peer. */
+        txe->next     = txe;
+        tx->last_heard = aptus_rel_coarse_time(now_us);
+    } else {
+        txe->next       = tx->tail->next;
+        tx->tail->next  = txe;
+    }
+    tx->tail       = txe;
+    txe->psn       = tx->next_psn++;
+    txe->send_time = now_us;
+    txe->flags     = 0;
+    txe->sends     = 1;
+}
+
+static uint32_t aptus_rel_rto_base(const aptus_rel_tx_t *tx,
+                                   const aptus_rel_config_t *cfg)
+{
+    uint64_t rto;
+
+    if (tx->srtt_us == 0) {
+        return cfg->rto_init_us;
+    }
+
+    rto = (uint64_t)tx->srtt_us + 4 * (uint64_t)tx->rttvar_us;
+    if (rto < cfg->rto_min_us) {
+        rto = cfg->rto_min_us;
+    }
+    if (rto > cfg->rto_max_us) {
+        rto = cfg->rto_max_us;
+    }
+    return (uint32_t)rto;
+}
+
+uint32_t aptus_rel_tx_rto(const aptus_rel_tx_t *tx,
+                          const aptus_rel_config_t *cfg)
+{
+    uint64_t rto = (uint64_t)aptus_rel_rto_base(tx, cfg) << tx->backoff;
+
+    return (rto > cfg->rto_max_us) ? cfg->rto_max_us : (uint32_t)rto;
+}
+
+static void aptus_rel_rtt_sample(aptus_rel_tx_t *tx, uint64_t rtt)
+{
+    uint32_t r = (rtt > UINT32_MAX / 2) ? UINT32_MAX / 2 : (uint32_t)rtt;
+    uint32_t err;
+
+    if (r == 0) {
+        r = 1; /* srtt 0 means "no sample yet" */
+    }
+
+    if (tx->srtt_us == 0) {
+        tx->srtt_us   = r;
+        tx->rttvar_us = r / 2;
+        return;
+    }
+
+    err           = (tx->srtt_us > r) ? (tx->srtt_us - r) : (r - tx->srtt_us);
+    tx->rttvar_us = tx->rttvar_us - (tx->rttvar_us >> 2) + (err >> 2);
+    tx->srtt_us   = tx->srtt_us - (tx->srtt_us >> 3) + (r >> 3);
+    if (tx->srtt_us == 0) {
+        tx->srtt_us = 1;
+    }
+}
+
+aptus_rel_ack_status_t
+aptus_rel_tx_ack(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
+                 aptus_psn_t ack, int has_sack, uint64_t sack,
+                 uint64_t now_us, aptus_rel_txe_cb_t release_cb, void *arg)
+{
+    aptus_rel_txe_t *txe, *next;
+    uint64_t sample = 0;
+    int have_sample = 0;
+    uint16_t dist;
+
+    /* An ack may not run ahead of what was sent, nor behind the point
+     * already acknowledged by more than the PSN half-space allows. */
+    if (aptus_psn_lt(tx->next_psn, ack)) {
+        return APTUS_REL_ACK_INVALID;
+    }
+    if (aptus_psn_lt(ack, tx->acked_psn)) {
+        return APTUS_REL_ACK_OK; /* stale, reordered ack */
+    }
+
+    if (ack != tx->acked_psn) {
+        tx->backoff   = 0; /* progress: the peer is alive and reachable */
+        tx->acked_psn = ack;
+        txe           = aptus_rel_tx_head(tx);
+        while ((txe != NULL) && aptus_psn_lt(txe->psn, ack)) {
+            next = txe->next;
+            if (txe->sends == 1) {
+                sample      = now_us - txe->send_time;
+                have_sample = 1;
+            }
+            if (txe == tx->tail) {
+                tx->tail = NULL;
+                next     = NULL;
+            } else {
+                tx->tail->next = next;
+            }
+            release_cb(arg, txe);
+            txe = next;
+        }
+        if (have_sample) {
+            aptus_rel_rtt_sample(tx, sample);
+        }
+    }
+
+    if (!has_sack || (sack == 0) || (tx->tail == NULL)) {
+        return APTUS_REL_ACK_OK;
+    }
+
+    /* Mark selectively acknowledged packets; remember that holes exist so
+     * fast retransmit can look for them. */
+    txe = aptus_rel_tx_head(tx);
+    for (;;) {
+        dist = aptus_psn_dist(ack, txe->psn);
+        if (dist >= APTUS_REL_RX_WINDOW) {
+            break;
+        }
+        if (sack & (1ull << dist)) {
+            if (!(txe->flags & APTUS_REL_TXE_SACKED)) {
+                txe->flags |= APTUS_REL_TXE_SACKED;
+                tx->backoff = 0;
+            }
+            tx->sacked = 1;
+        }
+        if (txe == tx->tail) {
+            break;
+        }
+        txe = txe->next;
+    }
+    return APTUS_REL_ACK_OK;
+}
+
+static void aptus_rel_resend(aptus_rel_txe_t *txe, uint64_t now_us,
+                             aptus_rel_txe_cb_t resend_cb, void *arg)
+{
+    txe->send_time = now_us;
+    if (txe->sends < UINT8_MAX) {
+        txe->sends++;
+    }
+    resend_cb(arg, txe);
+}
+
+unsigned aptus_rel_tx_fast_retransmit(aptus_rel_tx_t *tx,
+                                      const aptus_rel_config_t *cfg,
+                                      uint64_t now_us,
+                                      aptus_rel_txe_cb_t resend_cb, void *arg)
+{
+    aptus_rel_txe_t *txe, *last_sacked = NULL;
+    uint64_t min_wait;
+    unsigned count = 0;
+
+    if (!tx->sacked || (tx->tail == NULL)) {
+        tx->sacked = 0;
+        return 0;
+    }
+
+    /* Find the newest selectively acknowledged packet. */
+    txe = aptus_rel_tx_head(tx);
+    for (;;) {
+        if (txe->flags & APTUS_REL_TXE_SACKED) {
+            last_sacked = txe;
+        }
+        if (txe == tx->tail) {
+            break;
+        }
+        txe = txe->next;
+    }
+    tx->sacked = 0;
+    if (last_sacked == NULL) {
+        return 0;
+    }
+
+    /* A packet sent after a hole arrived, so the hole is most likely lost;
+     * wait one smoothed RTT since its last send before resending so a
+     * reordered datagram is not resent needlessly. */
+    min_wait = (tx->srtt_us != 0) ? tx->srtt_us : cfg->rto_min_us;
+    for (txe = aptus_rel_tx_head(tx); txe != last_sacked; txe = txe->next) {
+        if (txe->flags & APTUS_REL_TXE_SACKED) {
+            continue;
+        }
+        if ((now_us - txe->send_time) >= min_wait) {
+            aptus_rel_resend(txe, now_us, resend_cb, arg);
+            ++count;
+        } else {
+            tx->sacked = 1; /* look again on the next ack or timer */
+        }
+    }
+    return count;
+}
+
+aptus_rel_timer_status_t
+aptus_rel_tx_timer(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
+                   uint64_t now_us, aptus_rel_txe_cb_t resend_cb, void *arg,
+                   unsigned *resent_p)
+{
+    aptus_rel_txe_t *txe;
+    uint32_t silence, rto;
+    unsigned count = 0;
+
+    *resent_p = 0;
+    if (tx->tail == NULL) {
+        return APTUS_REL_TIMER_IDLE;
+    }
+
+    silence = aptus_rel_coarse_time(now_us) - tx->last_heard;
+    if ((uint64_t)silence << 10 > cfg->peer_timeout_us) {
+        return APTUS_REL_TIMER_FAILED;
+    }
+
+    rto = aptus_rel_tx_rto(tx, cfg);
+    txe = aptus_rel_tx_head(tx);
+    for (;;) {
+        if (!(txe->flags & APTUS_REL_TXE_SACKED) &&
+            ((now_us - txe->send_time) >= rto)) {
+            aptus_rel_resend(txe, now_us, resend_cb, arg);
+            ++count;
+        }
+        if (txe == tx->tail) {
+            break;
+        }
+        txe = txe->next;
+    }
+
+    if ((count > 0) && (tx->backoff < APTUS_REL_MAX_BACKOFF)) {
+        tx->backoff++;
+    }
+    *resent_p = count;
+    return APTUS_REL_TIMER_ARMED;
+}
+
+void aptus_rel_tx_for_each(aptus_rel_tx_t *tx, aptus_rel_txe_cb_t cb,
+                           void *arg)
+{
+    aptus_rel_txe_t *txe, *next;
+
+    if (tx->tail == NULL) {
+        return;
+    }
+    txe = tx->tail->next;
+    for (;;) {
+        next = txe->next;
+        cb(arg, txe);
+        if (txe == tx->tail) {
+            break;
+        }
+        txe = next;
+    }
+}
+
+void aptus_rel_tx_purge(aptus_rel_tx_t *tx, aptus_rel_txe_cb_t release_cb,
+                        void *arg)
+{
+    aptus_rel_txe_t *txe, *next;
+
+    if (tx->tail != NULL) {
+        txe            = tx->tail->next;
+        tx->tail->next = NULL; /* open the ring into a list */
+        tx->tail       = NULL;
+        for (; txe != NULL; txe = next) {
+            next = txe->next;
+            release_cb(arg, txe);
+        }
+    }
+    tx->acked_psn = tx->next_psn;
+    tx->backoff   = 0;
+    tx->sacked    = 0;
+}
+
+void aptus_rel_rx_init(aptus_rel_rx_t *rx)
+{
+    rx->ooo_mask = 0;
+    rx->expected = 0;
+    rx->unacked  = 0;
+    rx->flags    = 0;
+}
+
+aptus_rel_rx_verdict_t aptus_rel_rx_classify(const aptus_rel_rx_t *rx,
+                                             aptus_psn_t psn)
+{
+    uint16_t dist;
+
+    if (psn == rx->expected) {
+        return APTUS_REL_RX_DELIVER;
+    }
+    if (aptus_psn_lt(psn, rx->expected)) {
+        return APTUS_REL_RX_DUPLICATE;
+    }
+    dist = aptus_psn_dist(rx->expected, psn);
+    if (dist >= APTUS_REL_RX_WINDOW) {
+        return APTUS_REL_RX_OUT_OF_WINDOW;
+    }
+    return (rx->ooo_mask & (1ull << dist)) ? APTUS_REL_RX_DUPLICATE :
+                                              APTUS_REL_RX_HOLD;
+}
+
+void aptus_rel_rx_commit(aptus_rel_rx_t *rx, aptus_psn_t psn,
+                         aptus_rel_rx_verdict_t verdict)
+{
+    switch (verdict) {
+    case APTUS_REL_RX_DELIVER:
+        rx->ooo_mask >>= 1;
+        rx->expected++;
+        rx->unacked++;
+        break;
+    case APTUS_REL_RX_HOLD:
+        rx->ooo_mask |= 1ull << aptus_psn_dist(rx->expected, psn);
+        rx->unacked++;
+        rx->flags |= APTUS_REL_RX_ACK_NOW; /* tell the sender about the hole */
+        break;
+    case APTUS_REL_RX_DUPLICATE:
+        /* The sender missed our ack: repeat it. */
+        rx->flags |= APTUS_REL_RX_ACK_NOW;
+        break;
+    case APTUS_REL_RX_OUT_OF_WINDOW:
+        rx->flags |= APTUS_REL_RX_ACK_NOW;
+        break;
+    }
+}

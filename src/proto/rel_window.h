@@ -1,0 +1,256 @@
+/*
+ * UCX-Aptus: UD-SR reliability window.
+ *
+ * Pure protocol logic, free of UCX and of any wire: per-peer packet sequence
+ * numbers (PSN), cumulative acknowledgement piggybacked on every packet,
+ * selective acknowledgement (a 64-bit map past the cumulative point), RTT
+ * estimation (RFC 6298 style) for the retransmission timeout with exponential
+ * backoff, duplicate detection and out-of-order holding on the receive side,
+ * and peer failure after a silence limit.
+ *
+ * The caller owns every packet record (aptus_rel_txe_t is embedded in its
+ * transmit descriptor) and every buffer; this module only decides. All times
+ * are microseconds on a monotonic clock chosen by the caller.
+ *
+ * Design notes (papers/openmpi-ud-btl.txt section 4, aptus-hybrid section
+ * 5.2): the UD BTL resent a whole VFRAG on loss; the selective map lets one
+ * lost datagram be resent alone, and the receiver holds up to
+ * APTUS_REL_RX_WINDOW packets past a hole so nothing that arrived is resent.
+ */
+#ifndef APTUS_REL_WINDOW_H_
+#define APTUS_REL_WINDOW_H_
+
+#include <stdint.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef uint16_t aptus_psn_t;
+
+/* Serial-number arithmetic (RFC 1982) on 16-bit PSNs; windows stay far
+ * below 2^15 so the comparison is unambiguous. */
+static inline int aptus_psn_lt(aptus_psn_t a, aptus_psn_t b)
+{
+    return (int16_t)(uint16_t)(a - b) < 0;
+}
+
+static inline int aptus_psn_le(aptus_psn_t a, aptus_psn_t b)
+{
+    return (int16_t)(uint16_t)(a - b) <= 0;
+}
+
+/* Distance from a to b, b "after" a. */
+static inline uint16_t aptus_psn_dist(aptus_psn_t a, aptus_psn_t b)
+{
+    return (uint16_t)(b - a);
+}
+
+/* Out-of-order span the receiver can hold: bit i of the selective map is
+ * the packet (cumulative ack + i); bit 0 is never set. */
+#define APTUS_REL_RX_WINDOW   64
+/* Sending further ahead than the receiver can hold only makes it drop. */
+#define APTUS_REL_TX_WINDOW_MAX APTUS_REL_RX_WINDOW
+
+typedef struct aptus_rel_config {
+    uint16_t tx_window;       /* unacknowledged packets in flight per peer */
+    uint16_t ack_count;       /* explicit ACK after this many unacked packets */
+    uint32_t rto_min_us;      /* retransmission timeout bounds */
+    uint32_t rto_max_us;
+    uint32_t rto_init_us;     /* before the first RTT sample */
+    uint32_t peer_timeout_us; /* silence with data outstanding => failed */
+} aptus_rel_config_t;
+
+/* Returns NULL when the configuration is consistent, else a message naming
+ * the field at fault. */
+const char *aptus_rel_config_check(const aptus_rel_config_t *cfg);
+
+/* ---- transmit side ---------------------------------------------------- */
+
+enum {
+    APTUS_REL_TXE_SACKED = 1u << 0, /* receiver holds it out of order */
+};
+
+typedef struct aptus_rel_txe {
+    struct aptus_rel_txe *next;      /* window list, owned by the window */
+    uint64_t             send_time;  /* last (re)transmission, usec */
+    aptus_psn_t          psn;
+    uint8_t              flags;
+    uint8_t              sends;      /* transmissions so far (saturates) */
+} aptus_rel_txe_t;
+
+typedef struct aptus_rel_tx {
+    aptus_rel_txe_t *tail;       /* circular list, tail->next is the oldest */
+    uint32_t         srtt_us;    /* 0 until the first sample */
+    uint32_t         rttvar_us;
+    uint32_t         last_heard; /* coarse time (usec >> 10) peer last heard */
+    aptus_psn_t      next_psn;   /* PSN of the next new packet */
+    aptus_psn_t      acked_psn;  /* every PSN before this is acknowledged */
+    uint8_t          backoff;    /* RTO doubling exponent */
+    uint8_t          sacked;     /* a hole exists below a SACKed packet */
+} aptus_rel_tx_t;
+
+typedef void (*aptus_rel_txe_cb_t)(void *arg, aptus_rel_txe_t *txe);
+
+typedef enum {
+    APTUS_REL_ACK_OK,      /* processed (possibly nothing new) */
+    APTUS_REL_ACK_INVALID  /* acknowledges a PSN never sent: forged/corrupt */
+} aptus_rel_ack_status_t;
+
+typedef enum {
+    APTUS_REL_TIMER_IDLE,  /* nothing outstanding */
+    APTUS_REL_TIMER_ARMED, /* outstanding data, still waiting */
+    APTUS_REL_TIMER_FAILED /* peer silent past peer_timeout_us */
+} aptus_rel_timer_status_t;
+
+static inline uint32_t aptus_rel_coarse_time(uint64_t now_us)
+{
+    return (uint32_t)(now_us >> 10);
+}
+
+void aptus_rel_tx_init(aptus_rel_tx_t *tx, uint64_t now_us);
+
+static inline unsigned aptus_rel_tx_inflight(const aptus_rel_tx_t *tx)
+{
+    return aptus_psn_dist(tx->acked_psn, tx->next_psn);
+}
+
+static inline int aptus_rel_tx_is_idle(const aptus_rel_tx_t *tx)
+{
+    return tx->tail == NULL;
+}
+
+static inline int aptus_rel_tx_window_full(const aptus_rel_tx_t *tx,
+                                           const aptus_rel_config_t *cfg)
+{
+    return aptus_rel_tx_inflight(tx) >= cfg->tx_window;
+}
+
+/* Ask the receiver to acknowledge at once: the window is half used, so an
+ * ACK must be on its way before the sender stalls. */
+static inline int aptus_rel_tx_want_ack(const aptus_rel_tx_t *tx,
+                                        const aptus_rel_config_t *cfg)
+{
+    return aptus_rel_tx_inflight(tx) * 2 >= cfg->tx_window;
+}
+
+/* Assign the next PSN to txe and append it to the window. */
+void aptus_rel_tx_push(aptus_rel_tx_t *tx, aptus_rel_txe_t *txe,
+                       uint64_t now_us);
+
+/* Record that a valid packet arrived from the peer (resets the silence
+ * clock). */
+static inline void aptus_rel_tx_heard(aptus_rel_tx_t *tx, uint64_t now_us)
+{
+    tx->last_heard = aptus_rel_coarse_time(now_us);
+}
+
+/*
+ * Process an acknowledgement: every PSN before 'ack' is released (release_cb
+ * in PSN order), and with has_sack, bit i of 'sack' marks (ack + i) as held
+ * by the receiver. An RTT sample is taken from the newest released packet
+ * that was sent only once (Karn's rule).
+ */
+aptus_rel_ack_status_t
+aptus_rel_tx_ack(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
+                 aptus_psn_t ack, int has_sack, uint64_t sack,
+                 uint64_t now_us, aptus_rel_txe_cb_t release_cb, void *arg);
+
+/* Resend holes below the highest selectively acknowledged packet that have
+ * waited at least one smoothed RTT. Returns how many were resent. */
+unsigned aptus_rel_tx_fast_retransmit(aptus_rel_tx_t *tx,
+                                      const aptus_rel_config_t *cfg,
+                                      uint64_t now_us,
+                                      aptus_rel_txe_cb_t resend_cb, void *arg);
+
+/* Periodic check: resend packets whose timeout expired (backing off), and
+ * report a peer silent past the limit. */
+aptus_rel_timer_status_t
+aptus_rel_tx_timer(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
+                   uint64_t now_us, aptus_rel_txe_cb_t resend_cb, void *arg,
+                   unsigned *resent_p);
+
+/* Current retransmission timeout including backoff, usec. */
+uint32_t aptus_rel_tx_rto(const aptus_rel_tx_t *tx,
+                          const aptus_rel_config_t *cfg);
+
+/* Visit every outstanding packet, oldest first. */
+void aptus_rel_tx_for_each(aptus_rel_tx_t *tx, aptus_rel_txe_cb_t cb,
+                           void *arg);
+
+/* Drop every outstanding packet (peer failed or send cancelled): each one
+ * is passed to release_cb; the window restarts after the last sent PSN. */
+void aptus_rel_tx_purge(aptus_rel_tx_t *tx, aptus_rel_txe_cb_t release_cb,
+                        void *arg);
+
+/* ---- receive side ----------------------------------------------------- */
+
+enum {
+    APTUS_REL_RX_ACK_NOW = 1u << 0 /* duplicate or hole: acknowledge now */
+};
+
+typedef struct aptus_rel_rx {
+    uint64_t    ooo_mask; /* bit i: (expected + i) is held; bit 0 never */
+    aptus_psn_t expected; /* next in-order PSN */
+    uint16_t    unacked;  /* accepted since the last ACK sent */
+    uint8_t     flags;
+} aptus_rel_rx_t;
+
+typedef enum {
+    APTUS_REL_RX_DELIVER,      /* the next in-order packet */
+    APTUS_REL_RX_HOLD,         /* inside the window past a hole: keep it */
+    APTUS_REL_RX_DUPLICATE,    /* already delivered or already held */
+    APTUS_REL_RX_OUT_OF_WINDOW /* too far ahead to hold: drop, sender resends */
+} aptus_rel_rx_verdict_t;
+
+void aptus_rel_rx_init(aptus_rel_rx_t *rx);
+
+/* Classify without changing state, so the caller can check it has room
+ * (a descriptor, a reassembly buffer) before it commits. */
+aptus_rel_rx_verdict_t aptus_rel_rx_classify(const aptus_rel_rx_t *rx,
+                                             aptus_psn_t psn);
+
+/* Commit a verdict returned by aptus_rel_rx_classify for psn. */
+void aptus_rel_rx_commit(aptus_rel_rx_t *rx, aptus_psn_t psn,
+                         aptus_rel_rx_verdict_t verdict);
+
+/* After a delivery: if the next expected packet is held, advance past it
+ * and return 1 (the caller delivers the held packet with PSN expected-1). */
+static inline int aptus_rel_rx_pop_held(aptus_rel_rx_t *rx)
+{
+    if (!(rx->ooo_mask & 1)) {
+        return 0;
+    }
+    rx->ooo_mask >>= 1;
+    rx->expected++;
+    return 1;
+}
+
+static inline int aptus_rel_rx_ack_due(const aptus_rel_rx_t *rx,
+                                       const aptus_rel_config_t *cfg)
+{
+    return (rx->flags & APTUS_REL_RX_ACK_NOW) || (rx->unacked >= cfg->ack_count);
+}
+
+static inline int aptus_rel_rx_has_unacked(const aptus_rel_rx_t *rx)
+{
+    return (rx->unacked > 0) || (rx->flags & APTUS_REL_RX_ACK_NOW);
+}
+
+/* Any packet to the peer carries the cumulative ack; call when one is sent.
+ * The selective map needs an explicit ACK, so a pending hole keeps
+ * ACK_NOW unless with_sack. */
+static inline void aptus_rel_rx_acked(aptus_rel_rx_t *rx, int with_sack)
+{
+    rx->unacked = 0;
+    if (with_sack || (rx->ooo_mask == 0)) {
+        rx->flags &= ~APTUS_REL_RX_ACK_NOW;
+    }
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,254 @@
+/*
+ * UCX-Aptus: the UD-SR wire format (see ud_sr_proto.h).
+ */
+#include "ud_sr_proto.h"
+
+#include <endian.h>
+#include <stdio.h>
+#include <string.h>
+
+static inline void put16(uint8_t *p, uint16_t v)
+{
+    v = htole16(v);
+    memcpy(p, &v, sizeof(v));
+}
+
+static inline void put32(uint8_t *p, uint32_t v)
+{
+    v = htole32(v);
+    memcpy(p, &v, sizeof(v));
+}
+
+static inline void put64(uint8_t *p, uint64_t v)
+{
+    v = htole64(v);
+    memcpy(p, &v, sizeof(v));
+}
+
+static inline uint16_t get16(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, sizeof(v));
+    return le16toh(v);
+}
+
+static inline uint32_t get32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof(v));
+    return le32toh(v);
+}
+
+static inline uint64_t get64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return le64toh(v);
+}
+
+static int aptus_ud_sr_has_msg_len(uint8_t type, uint8_t flags)
+{
+    return (type == APTUS_UD_SR_TYPE_DATA) &&
+           ((flags & (APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST)) ==
+            APTUS_UD_SR_F_FIRST);
+}
+
+size_t aptus_ud_sr_hdr_len(const aptus_ud_sr_pkt_t *pkt)
+{
+    size_t len = APTUS_UD_SR_HDR_LEN;
+
+    if (pkt->flags & APTUS_UD_SR_F_SACK) {
+        len += 8;
+    }
+    if (aptus_ud_sr_has_msg_len(pkt->type, pkt->flags)) {
+        len += 4;
+    }
+    if (pkt->flags & APTUS_UD_SR_F_CRC) {
+        len += 4;
+    }
+    return len;
+}
+
+size_t aptus_ud_sr_build(void *buf, const aptus_ud_sr_pkt_t *pkt)
+{
+    uint8_t *p = buf;
+
+    put32(p + 0, pkt->dest_key);
+    put32(p + 4, pkt->src_key);
+    put16(p + 8, pkt->psn);
+    put16(p + 10, pkt->ack);
+    p[12] = pkt->type;
+    p[13] = pkt->flags;
+    p[14] = pkt->am_id;
+    p[15] = pkt->conn_id;
+    p    += APTUS_UD_SR_HDR_LEN;
+
+    if (pkt->flags & APTUS_UD_SR_F_SACK) {
+        put64(p, pkt->sack);
+        p += 8;
+    }
+    if (aptus_ud_sr_has_msg_len(pkt->type, pkt->flags)) {
+        put32(p, pkt->msg_len);
+        p += 4;
+    }
+    if (pkt->flags & APTUS_UD_SR_F_CRC) {
+        put32(p, pkt->crc);
+        p += 4;
+    }
+    return (size_t)(p - (uint8_t*)buf);
+}
+
+aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
+                                             int check_crc,
+                                             aptus_ud_sr_pkt_t *pkt)
+{
+    const uint8_t *p = buf;
+    size_t hdr_len;
+
+    if (len < APTUS_UD_SR_HDR_LEN) {
+        return APTUS_UD_SR_PARSE_TRUNCATED;
+    }
+
+    pkt->dest_key = get32(p + 0);
+    pkt->src_key  = get32(p + 4);
+    pkt->psn      = get16(p + 8);
+    pkt->ack      = get16(p + 10);
+    pkt->type     = p[12];
+    pkt->flags    = p[13];
+    pkt->am_id    = p[14];
+    pkt->conn_id  = p[15];
+    pkt->sack     = 0;
+    pkt->msg_len  = 0;
+    pkt->crc      = 0;
+
+    if (pkt->flags & ~APTUS_UD_SR_F_KNOWN) {
+        return APTUS_UD_SR_PARSE_BAD_FLAGS;
+    }
+
+    switch (pkt->type) {
+    case APTUS_UD_SR_TYPE_DATA:
+        if (pkt->am_id >= APTUS_UD_SR_AM_ID_MAX) {
+            return APTUS_UD_SR_PARSE_BAD_AM_ID;
+        }
+        break;
+    case APTUS_UD_SR_TYPE_ACK:
+    case APTUS_UD_SR_TYPE_RESET:
+        /* an ACK may ask for one back (flush polls the peer) */
+        if ((pkt->flags & (APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST |
+                           APTUS_UD_SR_F_CRC)) ||
+            ((pkt->type == APTUS_UD_SR_TYPE_RESET) &&
+             (pkt->flags & APTUS_UD_SR_F_ACK_REQ))) {
+            return APTUS_UD_SR_PARSE_BAD_FLAGS;
+        }
+        if (pkt->am_id != 0) {
+            return APTUS_UD_SR_PARSE_BAD_AM_ID;
+        }
+        break;
+    default:
+        return APTUS_UD_SR_PARSE_BAD_TYPE;
+    }
+
+    hdr_len = aptus_ud_sr_hdr_len(pkt);
+    if (len < hdr_len) {
+        return APTUS_UD_SR_PARSE_TRUNCATED;
+    }
+
+    p += APTUS_UD_SR_HDR_LEN;
+    if (pkt->flags & APTUS_UD_SR_F_SACK) {
+        pkt->sack = get64(p);
+        p        += 8;
+        if (pkt->sack & 1) {
+            /* bit 0 is the cumulative point itself: never held */
+            return APTUS_UD_SR_PARSE_BAD_FLAGS;
+        }
+    }
+    if (aptus_ud_sr_has_msg_len(pkt->type, pkt->flags)) {
+        pkt->msg_len = get32(p);
+        p           += 4;
+    }
+    if (pkt->flags & APTUS_UD_SR_F_CRC) {
+        pkt->crc = get32(p);
+        p       += 4;
+    }
+
+    pkt->payload     = p;
+    pkt->payload_len = len - hdr_len;
+
+    if (pkt->type != APTUS_UD_SR_TYPE_DATA) {
+        if (pkt->payload_len != 0) {
+            return APTUS_UD_SR_PARSE_BAD_LENGTH;
+        }
+        return APTUS_UD_SR_PARSE_OK;
+    }
+
+    if (aptus_ud_sr_has_msg_len(pkt->type, pkt->flags)) {
+        /* a first fragment that is not also the last must leave more */
+        if ((pkt->payload_len == 0) || (pkt->msg_len <= pkt->payload_len)) {
+            return APTUS_UD_SR_PARSE_BAD_LENGTH;
+        }
+    } else if (!(pkt->flags & APTUS_UD_SR_F_FIRST) && (pkt->payload_len == 0)) {
+        /* middle and last fragments always carry data */
+        return APTUS_UD_SR_PARSE_BAD_LENGTH;
+    }
+
+    if (check_crc && (pkt->flags & APTUS_UD_SR_F_CRC) &&
+        (aptus_crc32c(0, pkt->payload, pkt->payload_len) != pkt->crc)) {
+        return APTUS_UD_SR_PARSE_BAD_CRC;
+    }
+    return APTUS_UD_SR_PARSE_OK;
+}
+
+const char *aptus_ud_sr_parse_status_str(aptus_ud_sr_parse_status_t status)
+{
+    static const char *names[] = {"ok",        "truncated", "bad type",
+                                  "bad flags", "bad am id", "bad length",
+                                  "bad crc"};
+
+    return (status < APTUS_UD_SR_PARSE_LAST) ? names[status] : "?";
+}
+
+int aptus_ud_sr_snprint(const aptus_ud_sr_pkt_t *pkt, char *buf, size_t max)
+{
+    static const char *types[] = {"?", "DATA", "ACK", "RESET"};
+    const char *type = (pkt->type <= APTUS_UD_SR_TYPE_RESET) ? types[pkt->type] :
+                                                               types[0];
+
+    return snprintf(buf, max,
+                    "%s conn %u psn %u ack %u am %u%s%s%s%s%s len %zu"
+                    " sack 0x%llx msg_len %u",
+                    type, pkt->conn_id, pkt->psn, pkt->ack, pkt->am_id,
+                    (pkt->flags & APTUS_UD_SR_F_FIRST) ? " FIRST" : "",
+                    (pkt->flags & APTUS_UD_SR_F_LAST) ? " LAST" : "",
+                    (pkt->flags & APTUS_UD_SR_F_ACK_REQ) ? " ACK_REQ" : "",
+                    (pkt->flags & APTUS_UD_SR_F_SACK) ? " SACK" : "",
+                    (pkt->flags & APTUS_UD_SR_F_CRC) ? " CRC" : "",
+                    pkt->payload_len, (unsigned long long)pkt->sack,
+                    pkt->msg_len);
+}
+
+static uint32_t aptus_crc32c_table[256];
+
+static void __attribute__((constructor)) aptus_crc32c_init(void)
+{
+    uint32_t c;
+    unsigned i, k;
+
+    for (i = 0; i < 256; ++i) {
+        c = i;
+        for (k = 0; k < 8; ++k) {
+            c = (c & 1) ? (c >> 1) ^ 0x82f63b78u : (c >> 1);
+        }
+        aptus_crc32c_table[i] = c;
+    }
+}
+
+uint32_t aptus_crc32c(uint32_t crc, const void *buf, size_t len)
+{
+    const uint8_t *p = buf;
+
+    crc = ~crc;
+    while (len-- > 0) {
+        crc = aptus_crc32c_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+    }
+    return ~crc;
+}

@@ -1,0 +1,112 @@
+/*
+ * UCX-Aptus: the UD-SR wire format.
+ *
+ * One header for every datagram of the UD-SR channel, its flag bits and
+ * optional extensions, and a parser that validates a datagram before any
+ * state is touched: this is the code that faces the network, so it is pure
+ * and fuzzed (test/unit/test_ud_sr_proto.cc).
+ *
+ *  0       4       8    10    12   13    14    15    16
+ *  +-------+-------+-----+-----+----+-----+-----+-----+----------------+
+ *  |dest   |src    | psn | ack |type|flags|am_id|conn | extensions ... |
+ *  |key    |key    |     |     |    |     |     |     | payload ...    |
+ *  +-------+-------+-----+-----+----+-----+-----+-----+----------------+
+ *
+ * dest key: the receiving interface's random key; anything else is a stray
+ *           or forged datagram and is dropped.
+ * src key:  the sender's interface key (its incarnation).
+ * conn:     stream number between the two interfaces (several UCT endpoints
+ *           to one peer interface get one stream each).
+ * psn:      this packet's sequence number (DATA only).
+ * ack:      cumulative acknowledgement of the reverse stream: the next PSN
+ *           the sender of this packet expects. Carried by every packet.
+ * Extensions, in this order when their flag is set:
+ *   SACK     uint64  selective map, bit i = (ack + i) held by the receiver
+ *   MSG_LEN  uint32  total message length (first fragment of several)
+ *   CRC      uint32  CRC-32C of the payload (end-to-end check)
+ * All fields are little-endian.
+ */
+#ifndef APTUS_UD_SR_PROTO_H_
+#define APTUS_UD_SR_PROTO_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define APTUS_UD_SR_HDR_LEN     16u
+#define APTUS_UD_SR_HDR_MAX_LEN (APTUS_UD_SR_HDR_LEN + 8u + 4u + 4u)
+#define APTUS_UD_SR_AM_ID_MAX   32u /* UCT_AM_ID_MAX */
+
+typedef enum {
+    APTUS_UD_SR_TYPE_DATA  = 1, /* an active message or a fragment of one */
+    APTUS_UD_SR_TYPE_ACK   = 2, /* acknowledgement only */
+    APTUS_UD_SR_TYPE_RESET = 3  /* "this stream is dead here": fail it */
+} aptus_ud_sr_type_t;
+
+enum {
+    APTUS_UD_SR_F_FIRST   = 1u << 0, /* first fragment of a message */
+    APTUS_UD_SR_F_LAST    = 1u << 1, /* last fragment of a message */
+    APTUS_UD_SR_F_ACK_REQ = 1u << 2, /* acknowledge at once */
+    APTUS_UD_SR_F_SACK    = 1u << 3, /* SACK extension present */
+    APTUS_UD_SR_F_CRC     = 1u << 4, /* CRC extension present */
+    APTUS_UD_SR_F_KNOWN   = 0x1f
+};
+
+typedef struct aptus_ud_sr_pkt {
+    uint32_t       dest_key;
+    uint32_t       src_key;
+    uint16_t       psn;
+    uint16_t       ack;
+    uint8_t        type;
+    uint8_t        flags;
+    uint8_t        am_id;
+    uint8_t        conn_id;
+    uint64_t       sack;      /* valid with APTUS_UD_SR_F_SACK */
+    uint32_t       msg_len;   /* valid on a FIRST fragment without LAST */
+    uint32_t       crc;       /* valid with APTUS_UD_SR_F_CRC */
+    const uint8_t *payload;   /* parse: points into the datagram */
+    size_t         payload_len;
+} aptus_ud_sr_pkt_t;
+
+typedef enum {
+    APTUS_UD_SR_PARSE_OK = 0,
+    APTUS_UD_SR_PARSE_TRUNCATED, /* shorter than its header says */
+    APTUS_UD_SR_PARSE_BAD_TYPE,
+    APTUS_UD_SR_PARSE_BAD_FLAGS, /* unknown bits or a combination not allowed */
+    APTUS_UD_SR_PARSE_BAD_AM_ID,
+    APTUS_UD_SR_PARSE_BAD_LENGTH, /* payload where none may be, or MSG_LEN */
+    APTUS_UD_SR_PARSE_BAD_CRC,
+    APTUS_UD_SR_PARSE_LAST
+} aptus_ud_sr_parse_status_t;
+
+/* Length of the header and extensions that pkt's flags call for. */
+size_t aptus_ud_sr_hdr_len(const aptus_ud_sr_pkt_t *pkt);
+
+/* Write the header and extensions of pkt into buf (at least
+ * APTUS_UD_SR_HDR_MAX_LEN bytes); the payload is not copied. The CRC
+ * extension takes pkt->crc as given. Returns the header length. */
+size_t aptus_ud_sr_build(void *buf, const aptus_ud_sr_pkt_t *pkt);
+
+/* Validate and decode a datagram of len bytes. On success pkt->payload
+ * points into buf. With check_crc, a CRC extension is verified. */
+aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
+                                             int check_crc,
+                                             aptus_ud_sr_pkt_t *pkt);
+
+const char *aptus_ud_sr_parse_status_str(aptus_ud_sr_parse_status_t status);
+
+/* One-line description for traces, e.g.
+ * "DATA psn 12 ack 7 conn 0 am 3 FIRST|LAST len 64". */
+int aptus_ud_sr_snprint(const aptus_ud_sr_pkt_t *pkt, char *buf, size_t max);
+
+/* CRC-32C (Castagnoli), continuing from crc (start with 0). */
+uint32_t aptus_crc32c(uint32_t crc, const void *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,27 @@
+/*
+ * UCX-Aptus: statistics output.
+ *
+ * UCX's own statistics are compiled out of the distribution builds, so the
+ * transports keep plain counters and print them here, one line per
+ * interface: "aptus-stats <tl>/<dev> pid=<pid> name=value ...". The line is
+ * both the user's report and what contrib/ scripts parse into tables.
+ */
+#ifndef UCT_APTUS_STATS_H_
+#define UCT_APTUS_STATS_H_
+
+#include <ucs/type/status.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct uct_aptus_stat {
+    const char *name;
+    uint64_t   value;
+} uct_aptus_stat_t;
+
+/* dest: "stdout", "stderr", or a file name (%h host, %p pid); "" is off. */
+void uct_aptus_stats_print(const char *dest, const char *tl_name,
+                           const char *dev_name, const uct_aptus_stat_t *stats,
+                           unsigned count);
+
+#endif

@@ -1,0 +1,187 @@
+/*
+ * UCX-Aptus: ud_sr endpoint operations.
+ *
+ * Each call takes the worker's async lock: the async timer acknowledges and
+ * retransmits from another thread while the application computes.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "ud_sr_ep.h"
+#include <uct/base/uct_iov.inl>
+#include "../wire/sock/sock_netif.h"
+
+static inline uct_ud_sr_iface_t *uct_ud_sr_ep_iface(uct_ep_h tl_ep)
+{
+    return ucs_derived_of(tl_ep->iface, uct_ud_sr_iface_t);
+}
+
+static inline aptus_ud_peer_t *uct_ud_sr_ep_peer(uct_ep_h tl_ep)
+{
+    return ucs_derived_of(tl_ep, aptus_ud_peer_t);
+}
+
+#define UCT_UD_SR_ENTER(_iface) UCS_ASYNC_BLOCK((_iface)->super.worker->async)
+#define UCT_UD_SR_LEAVE(_iface) UCS_ASYNC_UNBLOCK((_iface)->super.worker->async)
+
+ucs_status_t uct_ud_sr_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
+{
+    uct_ud_sr_iface_t *iface = ucs_derived_of(params->iface, uct_ud_sr_iface_t);
+    const uct_ud_sr_iface_addr_t *iface_addr;
+    aptus_wire_addr_t addr;
+    aptus_ud_peer_t *peer;
+    ucs_status_t status;
+
+    UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
+    iface_addr = (const uct_ud_sr_iface_addr_t*)params->iface_addr;
+    aptus_sock_wire_addr_make(params->dev_addr, iface_addr->port, &addr);
+
+    UCT_UD_SR_ENTER(iface);
+    iface->chan.now_us = iface->chan.clock();
+    status = aptus_ud_chan_peer_connect(&iface->chan, &addr, iface_addr->key,
+                                        &peer);
+    if (status == UCS_OK) {
+        status = UCS_CLASS_INIT(uct_base_ep_t, &peer->super, &iface->super);
+        if (status != UCS_OK) {
+            aptus_ud_chan_peer_disconnect(&iface->chan, peer);
+        }
+    }
+    UCT_UD_SR_LEAVE(iface);
+
+    if (status != UCS_OK) {
+        return status;
+    }
+    *ep_p = &peer->super.super;
+    return UCS_OK;
+}
+
+void uct_ud_sr_ep_destroy(uct_ep_h tl_ep)
+{
+    uct_ud_sr_iface_t *iface = uct_ud_sr_ep_iface(tl_ep);
+    aptus_ud_peer_t *peer    = uct_ud_sr_ep_peer(tl_ep);
+
+    UCT_UD_SR_ENTER(iface);
+    UCS_CLASS_CLEANUP(uct_base_ep_t, &peer->super);
+    aptus_ud_chan_peer_disconnect(&iface->chan, peer);
+    UCT_UD_SR_LEAVE(iface);
+}
+
+ucs_status_t uct_ud_sr_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
+                                   const void *payload, unsigned length)
+{
+    uct_ud_sr_iface_t *iface = uct_ud_sr_ep_iface(tl_ep);
+    aptus_ud_send_t send;
+    ucs_status_t status;
+
+    UCT_CHECK_AM_ID(id);
+    UCT_CHECK_LENGTH(sizeof(header) + length, 0,
+                     aptus_ud_chan_max_short(&iface->chan), "am_short");
+
+    send.kind             = APTUS_UD_SEND_SHORT;
+    send.am_id            = id;
+    send.am_short.header  = header;
+    send.am_short.buffer  = payload;
+    send.am_short.length  = length;
+
+    UCT_UD_SR_ENTER(iface);
+    status = (ucs_status_t)aptus_ud_chan_send(&iface->chan,
+                                              uct_ud_sr_ep_peer(tl_ep), &send);
+    UCT_UD_SR_LEAVE(iface);
+    return status;
+}
+
+ssize_t uct_ud_sr_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
+                              uct_pack_callback_t pack_cb, void *arg,
+                              unsigned flags)
+{
+    uct_ud_sr_iface_t *iface = uct_ud_sr_ep_iface(tl_ep);
+    aptus_ud_send_t send;
+    ssize_t ret;
+
+    UCT_CHECK_AM_ID(id);
+    send.kind          = APTUS_UD_SEND_BCOPY;
+    send.am_id         = id;
+    send.bcopy.pack_cb = pack_cb;
+    send.bcopy.arg     = arg;
+
+    UCT_UD_SR_ENTER(iface);
+    ret = aptus_ud_chan_send(&iface->chan, uct_ud_sr_ep_peer(tl_ep), &send);
+    UCT_UD_SR_LEAVE(iface);
+    return ret;
+}
+
+ucs_status_t uct_ud_sr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
+                                   const void *header, unsigned header_length,
+                                   const uct_iov_t *iov, size_t iovcnt,
+                                   unsigned flags, uct_completion_t *comp)
+{
+    uct_ud_sr_iface_t *iface = uct_ud_sr_ep_iface(tl_ep);
+    aptus_ud_send_t send;
+    ucs_status_t status;
+
+    UCT_CHECK_AM_ID(id);
+    UCT_CHECK_IOV_SIZE(iovcnt, (size_t)APTUS_UD_MAX_IOV, "uct_ud_sr_ep_am_zcopy");
+    UCT_CHECK_LENGTH(header_length, 0, iface->chan.config.max_am_hdr,
+                     "am_zcopy header");
+    UCT_CHECK_LENGTH(header_length + uct_iov_total_length(iov, iovcnt), 0,
+                     iface->chan.config.max_msg, "am_zcopy");
+
+    send.kind                = APTUS_UD_SEND_ZCOPY;
+    send.am_id               = id;
+    send.zcopy.header        = header;
+    send.zcopy.header_length = header_length;
+    send.zcopy.iov           = iov;
+    send.zcopy.iovcnt        = iovcnt;
+    send.zcopy.comp          = comp;
+
+    UCT_UD_SR_ENTER(iface);
+    status = (ucs_status_t)aptus_ud_chan_send(&iface->chan,
+                                              uct_ud_sr_ep_peer(tl_ep), &send);
+    UCT_UD_SR_LEAVE(iface);
+    return status;
+}
+
+ucs_status_t uct_ud_sr_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
+                                      unsigned flags)
+{
+    uct_ud_sr_iface_t *iface = uct_ud_sr_ep_iface(tl_ep);
+    ucs_status_t status;
+
+    UCT_UD_SR_ENTER(iface);
+    status = aptus_ud_chan_pending_add(&iface->chan, uct_ud_sr_ep_peer(tl_ep),
+                                       req, flags);
+    UCT_UD_SR_LEAVE(iface);
+    return status;
+}
+
+void uct_ud_sr_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
+                                void *arg)
+{
+    uct_ud_sr_iface_t *iface = uct_ud_sr_ep_iface(tl_ep);
+
+    UCT_UD_SR_ENTER(iface);
+    aptus_ud_chan_pending_purge(&iface->chan, uct_ud_sr_ep_peer(tl_ep), cb,
+                                arg);
+    UCT_UD_SR_LEAVE(iface);
+}
+
+ucs_status_t uct_ud_sr_ep_flush(uct_ep_h tl_ep, unsigned flags,
+                                uct_completion_t *comp)
+{
+    uct_ud_sr_iface_t *iface = uct_ud_sr_ep_iface(tl_ep);
+    ucs_status_t status;
+
+    UCT_UD_SR_ENTER(iface);
+    status = aptus_ud_chan_flush(&iface->chan, uct_ud_sr_ep_peer(tl_ep), flags,
+                                 comp);
+    UCT_UD_SR_LEAVE(iface);
+    return status;
+}
+
+ucs_status_t uct_ud_sr_ep_fence(uct_ep_h tl_ep, unsigned flags)
+{
+    /* Every operation on a stream is delivered in order: nothing issued
+     * later can overtake what was issued before. */
+    return UCS_OK;
+}

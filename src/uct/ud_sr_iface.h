@@ -1,0 +1,73 @@
+/*
+ * UCX-Aptus: the ud_sr UCT transport: reliable active messages over
+ * unreliable datagrams (the UD-SR channel), connect-to-iface.
+ */
+#ifndef UCT_UD_SR_IFACE_H_
+#define UCT_UD_SR_IFACE_H_
+
+#include "aptus_md.h"
+#include "aptus_stats.h"
+#include "../channel/ud_sr_chan.h"
+
+#include <uct/base/uct_iface.h>
+
+#define UCT_UD_SR_TL_NAME "ud_sr"
+
+typedef struct uct_ud_sr_iface_config {
+    uct_iface_config_t super;
+    size_t             mtu;
+    size_t             seg_size;
+    size_t             max_am_hdr;
+    unsigned           tx_window;
+    unsigned           rx_queue_len;
+    unsigned           rx_batch;
+    unsigned           ack_count;
+    unsigned           max_peers;
+    double             timer_tick;
+    double             async_interval;
+    double             rto_min;
+    double             rto_max;
+    double             rto_init;
+    double             timeout;
+    int                crc;
+    double             fault_drop;
+    double             fault_dup;
+    double             fault_reorder;
+    double             fault_delay;
+    double             fault_delay_time;
+    unsigned long      fault_seed;
+} uct_ud_sr_iface_config_t;
+
+/* The iface address: UDP port and interface key (the wire's device address
+ * carries the IP). */
+typedef struct uct_ud_sr_iface_addr {
+    uint16_t port;  /* network byte order */
+    uint32_t key;
+} UCS_S_PACKED uct_ud_sr_iface_addr_t;
+
+typedef struct uct_ud_sr_failure {
+    aptus_ud_peer_t *peer;
+    ucs_status_t    status;
+} uct_ud_sr_failure_t;
+
+typedef struct uct_ud_sr_iface {
+    uct_base_iface_t    super;
+    aptus_ud_chan_t     chan;
+    aptus_dgram_wire_t  *wire;
+    char                dev_name[UCT_DEVICE_NAME_MAX];
+    int                 timer_id;
+    uint64_t            async_interval_us;
+    double              latency;
+    double              bandwidth;
+    uct_ud_sr_failure_t *failures;   /* to report from progress */
+    unsigned            num_failures;
+    unsigned            max_failures;
+} uct_ud_sr_iface_t;
+
+extern ucs_config_field_t uct_ud_sr_iface_config_table[];
+
+/* Statistics of an interface, as printed; returns the number of entries. */
+unsigned uct_ud_sr_iface_stats(uct_ud_sr_iface_t *iface,
+                               uct_aptus_stat_t *stats, unsigned max);
+
+#endif

@@ -1,0 +1,521 @@
+/*
+ * UCX-Aptus: the sock wire, datagram part (see sock_dgram.h).
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "sock_dgram.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/math.h>
+#include <ucs/sys/sock.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define APTUS_SOCK_BATCH     64   /* recvmmsg/sendmmsg batch */
+#define APTUS_SOCK_HELD_MAX  128  /* datagrams the fault injector may hold */
+#define APTUS_SOCK_REORDER_US 1000 /* a reordered datagram waits at most this */
+
+typedef struct aptus_sock_held {
+    uint64_t          release_us;
+    int               after_next; /* reorder: goes out after the next one */
+    aptus_wire_addr_t dst;
+    size_t            length;
+    uint8_t           *data;
+} aptus_sock_held_t;
+
+typedef struct aptus_sock_dgram {
+    aptus_dgram_wire_t     super;
+    int                    fd;
+    int                    rcvbuf;
+    int                    sndbuf;
+    uint64_t               now_us;   /* as of the last progress call */
+    aptus_fault_t          fault;
+    aptus_sock_held_t      *held;    /* fault injector's held datagrams */
+    unsigned               num_held;
+    struct mmsghdr         msgs[APTUS_SOCK_BATCH];
+    struct sockaddr_storage names[APTUS_SOCK_BATCH];
+    struct iovec           rx_iov[APTUS_SOCK_BATCH];
+} aptus_sock_dgram_t;
+
+void aptus_sock_addr_to_wire(const struct sockaddr *sa, aptus_wire_addr_t *addr)
+{
+    aptus_sock_addr_t *a = (aptus_sock_addr_t*)addr->raw;
+
+    memset(addr, 0, sizeof(*addr));
+    a->family = sa->sa_family;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *sin = (const struct sockaddr_in*)sa;
+        a->port = sin->sin_port;
+        memcpy(a->ip, &sin->sin_addr, sizeof(sin->sin_addr));
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6*)sa;
+        a->port = sin6->sin6_port;
+        memcpy(a->ip, &sin6->sin6_addr, sizeof(sin6->sin6_addr));
+    }
+}
+
+void aptus_sock_addr_from_wire(const aptus_wire_addr_t *addr,
+                               struct sockaddr_storage *ss, socklen_t *len_p)
+{
+    const aptus_sock_addr_t *a = (const aptus_sock_addr_t*)addr->raw;
+
+    memset(ss, 0, sizeof(*ss));
+    if (a->family == AF_INET6) {
+        struct sockaddr_in6 *sin6 = (struct sockaddr_in6*)ss;
+        sin6->sin6_family = AF_INET6;
+        sin6->sin6_port   = a->port;
+        memcpy(&sin6->sin6_addr, a->ip, sizeof(sin6->sin6_addr));
+        *len_p = sizeof(*sin6);
+    } else {
+        struct sockaddr_in *sin = (struct sockaddr_in*)ss;
+        sin->sin_family = AF_INET;
+        sin->sin_port   = a->port;
+        memcpy(&sin->sin_addr, a->ip, sizeof(sin->sin_addr));
+        *len_p = sizeof(*sin);
+    }
+}
+
+const char *aptus_sock_addr_str(const aptus_wire_addr_t *addr, char *buf,
+                                size_t max)
+{
+    const aptus_sock_addr_t *a = (const aptus_sock_addr_t*)addr->raw;
+    char ip[INET6_ADDRSTRLEN];
+
+    if (inet_ntop(a->family, a->ip, ip, sizeof(ip)) == NULL) {
+        snprintf(ip, sizeof(ip), "<af %u>", a->family);
+    }
+    snprintf(buf, max, (a->family == AF_INET6) ? "[%s]:%u" : "%s:%u", ip,
+             ntohs(a->port));
+    return buf;
+}
+
+/* Send one datagram now; returns 1 if the wire took it (even if lost). */
+static int aptus_sock_dgram_send_one(aptus_sock_dgram_t *sock,
+                                     const aptus_wire_addr_t *dst,
+                                     const struct iovec *iov, unsigned iovcnt,
+                                     ucs_status_t *status_p)
+{
+    struct sockaddr_storage ss;
+    struct msghdr msg;
+    ssize_t ret;
+
+    memset(&msg, 0, sizeof(msg));
+    aptus_sock_addr_from_wire(dst, &ss, &msg.msg_namelen);
+    msg.msg_name   = &ss;
+    msg.msg_iov    = (struct iovec*)iov;
+    msg.msg_iovlen = iovcnt;
+
+    ret = sendmsg(sock->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (ret >= 0) {
+        sock->super.stats.tx_dgrams++;
+        sock->super.stats.tx_bytes += ret;
+        return 1;
+    }
+    if ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == ENOBUFS)) {
+        *status_p = UCS_ERR_NO_RESOURCE;
+        return 0;
+    }
+    /* EPERM from a firewall, an unreachable route...: the datagram is gone,
+     * which reliability above handles like any loss. */
+    sock->super.stats.tx_errors++;
+    ucs_debug("sock wire: sendmsg failed: %m");
+    return 1;
+}
+
+static void aptus_sock_release_held(aptus_sock_dgram_t *sock, int after_send,
+                                    uint64_t now_us)
+{
+    aptus_sock_held_t *h;
+    struct iovec iov;
+    ucs_status_t status;
+    unsigned i = 0;
+
+    while (i < sock->num_held) {
+        h = &sock->held[i];
+        if (!((after_send && h->after_next) || (h->release_us <= now_us))) {
+            ++i;
+            continue;
+        }
+        iov.iov_base = h->data;
+        iov.iov_len  = h->length;
+        if (!aptus_sock_dgram_send_one(sock, &h->dst, &iov, 1, &status)) {
+            ++i; /* socket full: try again on the next progress */
+            continue;
+        }
+        /* keep the array dense: move the last entry here */
+        --sock->num_held;
+        if (i != sock->num_held) {
+            uint8_t *data = h->data;
+            *h                       = sock->held[sock->num_held];
+            sock->held[sock->num_held].data = data;
+        }
+    }
+}
+
+static int aptus_sock_hold(aptus_sock_dgram_t *sock, const aptus_dgram_tx_t *tx,
+                           aptus_fault_action_t action)
+{
+    aptus_sock_held_t *h;
+    size_t off = 0;
+    unsigned i;
+
+    if (sock->num_held >= APTUS_SOCK_HELD_MAX) {
+        return 0; /* cannot hold more: let it pass */
+    }
+
+    h = &sock->held[sock->num_held];
+    for (i = 0; i < tx->iovcnt; ++i) {
+        memcpy(h->data + off, tx->iov[i].iov_base, tx->iov[i].iov_len);
+        off += tx->iov[i].iov_len;
+    }
+    h->length     = off;
+    h->dst        = *tx->dst;
+    h->after_next = (action == APTUS_FAULT_REORDER);
+    h->release_us = sock->now_us + ((action == APTUS_FAULT_REORDER) ?
+                                    APTUS_SOCK_REORDER_US :
+                                    sock->fault.config.delay_us);
+    ++sock->num_held;
+    return 1;
+}
+
+/* Send path with the fault injector in the way: one datagram at a time. */
+static ucs_status_t aptus_sock_send_faulty(aptus_sock_dgram_t *sock,
+                                           const aptus_dgram_tx_t *tx,
+                                           unsigned count, unsigned *sent_p)
+{
+    ucs_status_t status = UCS_OK;
+    aptus_fault_action_t action;
+    unsigned i;
+
+    for (i = 0; i < count; ++i) {
+        action = aptus_fault_decide(&sock->fault);
+        switch (action) {
+        case APTUS_FAULT_DROP:
+            sock->super.stats.fault_drop++;
+            continue;
+        case APTUS_FAULT_REORDER:
+        case APTUS_FAULT_DELAY:
+            if (aptus_sock_hold(sock, &tx[i], action)) {
+                if (action == APTUS_FAULT_REORDER) {
+                    sock->super.stats.fault_reorder++;
+                } else {
+                    sock->super.stats.fault_delay++;
+                }
+                continue;
+            }
+            break;
+        case APTUS_FAULT_DUPLICATE:
+            if (aptus_sock_dgram_send_one(sock, tx[i].dst, tx[i].iov,
+                                          tx[i].iovcnt, &status)) {
+                sock->super.stats.fault_dup++;
+            }
+            break;
+        default:
+            break;
+        }
+
+        if (!aptus_sock_dgram_send_one(sock, tx[i].dst, tx[i].iov, tx[i].iovcnt,
+                                       &status)) {
+            break;
+        }
+        aptus_sock_release_held(sock, 1, sock->now_us);
+    }
+
+    *sent_p = i;
+    return (i == count) ? UCS_OK : status;
+}
+
+static ucs_status_t aptus_sock_dgram_send(aptus_dgram_wire_t *wire,
+                                          const aptus_dgram_tx_t *tx,
+                                          unsigned count, unsigned *sent_p)
+{
+    aptus_sock_dgram_t *sock = ucs_derived_of(wire, aptus_sock_dgram_t);
+    unsigned i, n, done = 0;
+    ucs_status_t status;
+    int ret;
+
+    if (ucs_unlikely(aptus_fault_enabled(&sock->fault))) {
+        return aptus_sock_send_faulty(sock, tx, count, sent_p);
+    }
+
+    if (count == 1) {
+        status = UCS_OK;
+        *sent_p = aptus_sock_dgram_send_one(sock, tx->dst, tx->iov, tx->iovcnt,
+                                            &status);
+        return status;
+    }
+
+    while (done < count) {
+        n = ucs_min(count - done, APTUS_SOCK_BATCH);
+        for (i = 0; i < n; ++i) {
+            struct msghdr *m = &sock->msgs[i].msg_hdr;
+            memset(m, 0, sizeof(*m));
+            aptus_sock_addr_from_wire(tx[done + i].dst, &sock->names[i],
+                                      &m->msg_namelen);
+            m->msg_name   = &sock->names[i];
+            m->msg_iov    = (struct iovec*)tx[done + i].iov;
+            m->msg_iovlen = tx[done + i].iovcnt;
+        }
+
+        ret = sendmmsg(sock->fd, sock->msgs, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (ret < 0) {
+            if ((errno == EAGAIN) || (errno == EWOULDBLOCK) ||
+                (errno == ENOBUFS)) {
+                *sent_p = done;
+                return UCS_ERR_NO_RESOURCE;
+            }
+            /* the first datagram failed for good: count it lost, go on */
+            sock->super.stats.tx_errors++;
+            ucs_debug("sock wire: sendmmsg failed: %m");
+            ++done;
+            continue;
+        }
+        for (i = 0; i < (unsigned)ret; ++i) {
+            sock->super.stats.tx_dgrams++;
+            sock->super.stats.tx_bytes += sock->msgs[i].msg_len;
+        }
+        done += ret;
+    }
+
+    *sent_p = done;
+    return UCS_OK;
+}
+
+static unsigned aptus_sock_dgram_recv(aptus_dgram_wire_t *wire,
+                                      aptus_dgram_rx_t *rx, unsigned count)
+{
+    aptus_sock_dgram_t *sock = ucs_derived_of(wire, aptus_sock_dgram_t);
+    unsigned i, filled = 0;
+    int ret;
+
+    count = ucs_min(count, APTUS_SOCK_BATCH);
+    for (i = 0; i < count; ++i) {
+        struct msghdr *m      = &sock->msgs[i].msg_hdr;
+        sock->rx_iov[i].iov_base = rx[i].buf;
+        sock->rx_iov[i].iov_len  = wire->mtu;
+        m->msg_name       = &sock->names[i];
+        m->msg_namelen    = sizeof(sock->names[i]);
+        m->msg_iov        = &sock->rx_iov[i];
+        m->msg_iovlen     = 1;
+        m->msg_control    = NULL;
+        m->msg_controllen = 0;
+        m->msg_flags      = 0;
+    }
+
+    ret = recvmmsg(sock->fd, sock->msgs, count, MSG_DONTWAIT, NULL);
+    if (ret <= 0) {
+        if ((ret < 0) && (errno != EAGAIN) && (errno != EWOULDBLOCK) &&
+            (errno != EINTR)) {
+            ucs_debug("sock wire: recvmmsg failed: %m");
+        }
+        return 0;
+    }
+
+    for (i = 0; i < (unsigned)ret; ++i) {
+        if (sock->msgs[i].msg_hdr.msg_flags & MSG_TRUNC) {
+            wire->stats.rx_truncated++;
+            continue;
+        }
+        wire->stats.rx_dgrams++;
+        wire->stats.rx_bytes += sock->msgs[i].msg_len;
+        if (filled != i) {
+            /* compact: the caller sees filled buffers first */
+            void *buf      = rx[filled].buf;
+            rx[filled].buf = rx[i].buf;
+            rx[i].buf      = buf;
+        }
+        rx[filled].length = sock->msgs[i].msg_len;
+        aptus_sock_addr_to_wire((struct sockaddr*)&sock->names[i],
+                                &rx[filled].src);
+        ++filled;
+    }
+    return filled;
+}
+
+static unsigned aptus_sock_dgram_progress(aptus_dgram_wire_t *wire,
+                                          uint64_t now_us)
+{
+    aptus_sock_dgram_t *sock = ucs_derived_of(wire, aptus_sock_dgram_t);
+    unsigned before          = sock->num_held;
+
+    sock->now_us = now_us;
+    if (before == 0) {
+        return 0;
+    }
+    aptus_sock_release_held(sock, 0, now_us);
+    return before - sock->num_held;
+}
+
+static int aptus_sock_dgram_event_fd(aptus_dgram_wire_t *wire)
+{
+    return ucs_derived_of(wire, aptus_sock_dgram_t)->fd;
+}
+
+static void aptus_sock_dgram_close(aptus_dgram_wire_t *wire)
+{
+    aptus_sock_dgram_t *sock = ucs_derived_of(wire, aptus_sock_dgram_t);
+    unsigned i;
+
+    close(sock->fd);
+    if (sock->held != NULL) {
+        for (i = 0; i < APTUS_SOCK_HELD_MAX; ++i) {
+            ucs_free(sock->held[i].data);
+        }
+        ucs_free(sock->held);
+    }
+    ucs_free(sock);
+}
+
+static const aptus_dgram_wire_ops_t aptus_sock_dgram_ops = {
+    .send     = aptus_sock_dgram_send,
+    .recv     = aptus_sock_dgram_recv,
+    .progress = aptus_sock_dgram_progress,
+    .addr_str = aptus_sock_addr_str,
+    .event_fd = aptus_sock_dgram_event_fd,
+    .close    = aptus_sock_dgram_close,
+};
+
+/* Ask for a socket buffer of 'want' bytes; as root the rmem/wmem_max caps
+ * do not apply (SO_*BUFFORCE), otherwise the kernel clamps silently. */
+static int aptus_sock_set_buf(int fd, int force_opt, int opt, int want)
+{
+    int val;
+    socklen_t len = sizeof(val);
+
+    if (setsockopt(fd, SOL_SOCKET, force_opt, &want, sizeof(want)) < 0) {
+        (void)setsockopt(fd, SOL_SOCKET, opt, &want, sizeof(want));
+    }
+    if (getsockopt(fd, SOL_SOCKET, opt, &val, &len) < 0) {
+        return -1;
+    }
+    return val;
+}
+
+static ucs_status_t aptus_sock_dgram_bind(aptus_sock_dgram_t *sock,
+                                          const char *dev_name)
+{
+    static const sa_family_t families[] = {AF_INET, AF_INET6};
+    struct sockaddr_storage ss;
+    socklen_t len;
+    ucs_status_t status = UCS_ERR_NO_DEVICE;
+    unsigned i;
+
+    for (i = 0; i < sizeof(families) / sizeof(families[0]); ++i) {
+        memset(&ss, 0, sizeof(ss));
+        status = ucs_netif_get_addr(dev_name, families[i],
+                                    (struct sockaddr*)&ss, NULL);
+        if (status == UCS_OK) {
+            break;
+        }
+    }
+    if (status != UCS_OK) {
+        ucs_error("sock wire: network interface %s has no IPv4/IPv6 address",
+                  dev_name);
+        return UCS_ERR_NO_DEVICE;
+    }
+
+    sock->fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                      0);
+    if (sock->fd < 0) {
+        ucs_error("sock wire: socket() failed: %m");
+        return UCS_ERR_IO_ERROR;
+    }
+
+    len = (ss.ss_family == AF_INET) ? sizeof(struct sockaddr_in) :
+                                      sizeof(struct sockaddr_in6);
+    if (bind(sock->fd, (struct sockaddr*)&ss, len) < 0) {
+        ucs_error("sock wire: bind() on %s failed: %m", dev_name);
+        close(sock->fd);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    len = sizeof(ss);
+    if (getsockname(sock->fd, (struct sockaddr*)&ss, &len) < 0) {
+        ucs_error("sock wire: getsockname() failed: %m");
+        close(sock->fd);
+        return UCS_ERR_IO_ERROR;
+    }
+    aptus_sock_addr_to_wire((struct sockaddr*)&ss, &sock->super.addr);
+    return UCS_OK;
+}
+
+ucs_status_t aptus_sock_dgram_open(const char *dev_name,
+                                   const aptus_sock_dgram_config_t *config,
+                                   aptus_dgram_wire_t **wire_p)
+{
+    aptus_sock_dgram_t *sock;
+    ucs_status_t status;
+    const char *bad;
+    unsigned i;
+
+    if ((config->mtu < APTUS_SOCK_DGRAM_MTU_MIN) ||
+        (config->mtu > APTUS_SOCK_DGRAM_MTU_MAX)) {
+        ucs_error("sock wire: MTU %zu is out of range [%d, %d]", config->mtu,
+                  APTUS_SOCK_DGRAM_MTU_MIN, APTUS_SOCK_DGRAM_MTU_MAX);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    bad = aptus_fault_config_check(&config->fault);
+    if (bad != NULL) {
+        ucs_error("sock wire: invalid fault injector setting %s", bad);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    sock = ucs_calloc(1, sizeof(*sock), "aptus_sock_dgram");
+    if (sock == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    sock->super.ops = &aptus_sock_dgram_ops;
+    sock->super.mtu = config->mtu;
+    aptus_fault_init(&sock->fault, &config->fault);
+
+    status = aptus_sock_dgram_bind(sock, dev_name);
+    if (status != UCS_OK) {
+        ucs_free(sock);
+        return status;
+    }
+
+    /* The kernel charges each datagram about twice its size (skb overhead);
+     * ask for that so rx_queue_len datagrams really fit. */
+    sock->rcvbuf = aptus_sock_set_buf(sock->fd, SO_RCVBUFFORCE, SO_RCVBUF,
+                                      (int)(config->rx_queue_len *
+                                            config->mtu * 2));
+    sock->sndbuf = aptus_sock_set_buf(sock->fd, SO_SNDBUFFORCE, SO_SNDBUF,
+                                      (int)(config->tx_queue_len *
+                                            config->mtu * 2));
+
+    if (aptus_fault_enabled(&sock->fault)) {
+        sock->held = ucs_calloc(APTUS_SOCK_HELD_MAX, sizeof(*sock->held),
+                                "aptus_sock_held");
+        if (sock->held == NULL) {
+            aptus_sock_dgram_close(&sock->super);
+            return UCS_ERR_NO_MEMORY;
+        }
+        for (i = 0; i < APTUS_SOCK_HELD_MAX; ++i) {
+            sock->held[i].data = ucs_malloc(config->mtu, "aptus_sock_held_data");
+            if (sock->held[i].data == NULL) {
+                aptus_sock_dgram_close(&sock->super);
+                return UCS_ERR_NO_MEMORY;
+            }
+        }
+    }
+
+    *wire_p = &sock->super;
+    return UCS_OK;
+}
+
+void aptus_sock_dgram_bufsizes(aptus_dgram_wire_t *wire, int *rcvbuf_p,
+                               int *sndbuf_p)
+{
+    aptus_sock_dgram_t *sock = ucs_derived_of(wire, aptus_sock_dgram_t);
+
+    *rcvbuf_p = sock->rcvbuf;
+    *sndbuf_p = sock->sndbuf;
+}

@@ -1,0 +1,57 @@
+/*
+ * UCX-Aptus: the sock wire, datagram part (UDP).
+ *
+ * Devices are network interfaces, as for UCX's tcp. Datagrams are UDP and
+ * really unreliable; the receive socket buffer is sized from the receive
+ * queue length so overload drops like a UD QP without posted buffers.
+ */
+#ifndef APTUS_SOCK_DGRAM_H_
+#define APTUS_SOCK_DGRAM_H_
+
+#include "../wire.h"
+#include "../../proto/fault.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define APTUS_SOCK_DGRAM_MTU_MIN 512
+#define APTUS_SOCK_DGRAM_MTU_MAX 4096
+
+typedef struct aptus_sock_dgram_config {
+    size_t               mtu;          /* datagram size, bytes */
+    unsigned             rx_queue_len; /* datagrams the socket may buffer */
+    unsigned             tx_queue_len;
+    aptus_fault_config_t fault;
+} aptus_sock_dgram_config_t;
+
+/* Layout of an aptus_wire_addr_t on the sock wire. */
+typedef struct aptus_sock_addr {
+    uint16_t family;   /* AF_INET or AF_INET6 */
+    uint16_t port;     /* network byte order */
+    uint8_t  ip[16];   /* 4 bytes used for AF_INET, rest zero */
+} aptus_sock_addr_t;
+
+/* Open a UDP socket on the first address of network interface dev_name. */
+ucs_status_t aptus_sock_dgram_open(const char *dev_name,
+                                   const aptus_sock_dgram_config_t *config,
+                                   aptus_dgram_wire_t **wire_p);
+
+/* Effective kernel socket buffer sizes, for statistics and checks. */
+void aptus_sock_dgram_bufsizes(aptus_dgram_wire_t *wire, int *rcvbuf_p,
+                               int *sndbuf_p);
+
+void aptus_sock_addr_to_wire(const struct sockaddr *sa, aptus_wire_addr_t *addr);
+void aptus_sock_addr_from_wire(const aptus_wire_addr_t *addr,
+                               struct sockaddr_storage *ss, socklen_t *len_p);
+const char *aptus_sock_addr_str(const aptus_wire_addr_t *addr, char *buf,
+                                size_t max);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,208 @@
+/*
+ * UCX-Aptus: the sock wire's devices (see sock_netif.h).
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "sock_netif.h"
+#include "sock_dgram.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/sock.h>
+#include <ucs/sys/string.h>
+#include <ucs/sys/sys.h>
+
+#include <dirent.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    APTUS_SOCK_DEV_LOOPBACK = 1u << 0
+};
+
+typedef struct aptus_sock_dev_addr_hdr {
+    uint8_t af;    /* AF_INET or AF_INET6 */
+    uint8_t flags;
+} UCS_S_PACKED aptus_sock_dev_addr_hdr_t;
+
+typedef struct aptus_sock_dev_addr_loop {
+    uint64_t host_id;
+    uint64_t net_ns;
+} UCS_S_PACKED aptus_sock_dev_addr_loop_t;
+
+static int aptus_sock_has_addr(const char *name)
+{
+    struct sockaddr_storage ss;
+
+    return (ucs_netif_get_addr(name, AF_INET, (struct sockaddr*)&ss, NULL) ==
+            UCS_OK) ||
+           (ucs_netif_get_addr(name, AF_INET6, (struct sockaddr*)&ss, NULL) ==
+            UCS_OK);
+}
+
+ucs_status_t aptus_sock_query_devices(uct_tl_device_resource_t **devices_p,
+                                      unsigned *num_devices_p)
+{
+    uct_tl_device_resource_t *devices = NULL, *tmp;
+    unsigned num = 0;
+    struct dirent *entry;
+    DIR *dir;
+
+    dir = opendir("/sys/class/net");
+    if (dir == NULL) {
+        ucs_error("opendir(/sys/class/net) failed: %m");
+        return UCS_ERR_IO_ERROR;
+    }
+
+    while ((entry = readdir(dir)) != NULL) {
+        if (entry->d_name[0] == '.') {
+            continue;
+        }
+        if (!ucs_netif_is_active(entry->d_name, AF_INET) &&
+            !ucs_netif_is_active(entry->d_name, AF_INET6)) {
+            continue;
+        }
+        if (!aptus_sock_has_addr(entry->d_name)) {
+            continue;
+        }
+        tmp = ucs_realloc(devices, sizeof(*devices) * (num + 1),
+                          "aptus_sock_devices");
+        if (tmp == NULL) {
+            ucs_free(devices);
+            closedir(dir);
+            return UCS_ERR_NO_MEMORY;
+        }
+        devices = tmp;
+        ucs_snprintf_zero(devices[num].name, sizeof(devices[num].name), "%s",
+                          entry->d_name);
+        devices[num].type       = UCT_DEVICE_TYPE_NET;
+        devices[num].sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
+        ++num;
+    }
+    closedir(dir);
+
+    *devices_p     = devices;
+    *num_devices_p = num;
+    return UCS_OK;
+}
+
+static long aptus_sock_sysfs_long(const char *dev_name, const char *file)
+{
+    char path[256], buf[64];
+    long value = -1;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/sys/class/net/%s/%s", dev_name, file);
+    f = fopen(path, "r");
+    if (f == NULL) {
+        return -1;
+    }
+    if (fgets(buf, sizeof(buf), f) != NULL) {
+        value = strtol(buf, NULL, 10);
+    }
+    fclose(f);
+    return value;
+}
+
+void aptus_sock_netif_caps(const char *dev_name, double *latency_p,
+                           double *bandwidth_p)
+{
+    long speed_mbps = aptus_sock_sysfs_long(dev_name, "speed");
+    long type       = aptus_sock_sysfs_long(dev_name, "type");
+
+    if (type == 772 /* ARPHRD_LOOPBACK */) {
+        /* no link: the kernel copies between socket buffers */
+        *latency_p   = 5e-6;
+        *bandwidth_p = 2000.0 * UCS_MBYTE;
+        return;
+    }
+    if (speed_mbps <= 0) {
+        speed_mbps = 100; /* unknown speed: assume the slowest common link */
+    }
+    *latency_p   = 10e-6;
+    *bandwidth_p = speed_mbps * 1e6 / 8;
+}
+
+static int aptus_sock_is_loopback(const aptus_sock_addr_t *a)
+{
+    static const uint8_t v6_loop[16] = {0, 0, 0, 0, 0, 0, 0, 0,
+                                        0, 0, 0, 0, 0, 0, 0, 1};
+
+    if (a->family == AF_INET) {
+        return a->ip[0] == 127;
+    }
+    return !memcmp(a->ip, v6_loop, sizeof(v6_loop));
+}
+
+static size_t aptus_sock_ip_len(uint8_t af)
+{
+    return (af == AF_INET6) ? 16 : 4;
+}
+
+size_t aptus_sock_dev_addr_len(const aptus_wire_addr_t *local)
+{
+    const aptus_sock_addr_t *a = (const aptus_sock_addr_t*)local->raw;
+
+    return sizeof(aptus_sock_dev_addr_hdr_t) + aptus_sock_ip_len(a->family) +
+           (aptus_sock_is_loopback(a) ? sizeof(aptus_sock_dev_addr_loop_t) : 0);
+}
+
+static uint64_t aptus_sock_net_ns(void)
+{
+    return ucs_sys_get_ns(UCS_SYS_NS_TYPE_NET);
+}
+
+void aptus_sock_dev_addr_pack(const aptus_wire_addr_t *local, void *buf)
+{
+    const aptus_sock_addr_t *a = (const aptus_sock_addr_t*)local->raw;
+    aptus_sock_dev_addr_hdr_t *hdr = buf;
+    aptus_sock_dev_addr_loop_t loop;
+    uint8_t *p = (uint8_t*)(hdr + 1);
+
+    hdr->af    = (uint8_t)a->family;
+    hdr->flags = aptus_sock_is_loopback(a) ? APTUS_SOCK_DEV_LOOPBACK : 0;
+    memcpy(p, a->ip, aptus_sock_ip_len(hdr->af));
+    p += aptus_sock_ip_len(hdr->af);
+    if (hdr->flags & APTUS_SOCK_DEV_LOOPBACK) {
+        loop.host_id = ucs_get_system_id();
+        loop.net_ns  = aptus_sock_net_ns();
+        memcpy(p, &loop, sizeof(loop));
+    }
+}
+
+int aptus_sock_dev_addr_reachable(const aptus_wire_addr_t *local,
+                                  const void *remote_dev_addr)
+{
+    const aptus_sock_addr_t *a            = (const aptus_sock_addr_t*)local->raw;
+    const aptus_sock_dev_addr_hdr_t *rhdr = remote_dev_addr;
+    int local_loop                        = aptus_sock_is_loopback(a);
+    aptus_sock_dev_addr_loop_t loop;
+
+    if ((rhdr->af != a->family) ||
+        (!!(rhdr->flags & APTUS_SOCK_DEV_LOOPBACK) != local_loop)) {
+        return 0;
+    }
+    if (!local_loop) {
+        return 1; /* routed network: leave it to the network */
+    }
+    memcpy(&loop, (const uint8_t*)(rhdr + 1) + aptus_sock_ip_len(rhdr->af),
+           sizeof(loop));
+    return (loop.host_id == ucs_get_system_id()) &&
+           (loop.net_ns == aptus_sock_net_ns());
+}
+
+void aptus_sock_wire_addr_make(const void *remote_dev_addr, uint16_t port,
+                               aptus_wire_addr_t *addr)
+{
+    const aptus_sock_dev_addr_hdr_t *rhdr = remote_dev_addr;
+    aptus_sock_addr_t *a                  = (aptus_sock_addr_t*)addr->raw;
+
+    memset(addr, 0, sizeof(*addr));
+    a->family = rhdr->af;
+    a->port   = port;
+    memcpy(a->ip, rhdr + 1, aptus_sock_ip_len(rhdr->af));
+}

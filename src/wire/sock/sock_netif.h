@@ -1,0 +1,49 @@
+/*
+ * UCX-Aptus: the sock wire's devices (network interfaces) and the device
+ * address a transport publishes for them.
+ */
+#ifndef APTUS_SOCK_NETIF_H_
+#define APTUS_SOCK_NETIF_H_
+
+#include "../wire.h"
+
+#include <uct/base/uct_iface.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Network interfaces that are up and have an IPv4 or IPv6 address. */
+ucs_status_t aptus_sock_query_devices(uct_tl_device_resource_t **devices_p,
+                                      unsigned *num_devices_p);
+
+/* Link figures for performance estimates: one-way latency (seconds) and
+ * bandwidth (bytes/second); loopback gets memory-copy figures. */
+void aptus_sock_netif_caps(const char *dev_name, double *latency_p,
+                           double *bandwidth_p);
+
+/* Device address: family, flags, IP address, and for loopback the host and
+ * network namespace so that only processes that share them match. */
+size_t aptus_sock_dev_addr_len(const aptus_wire_addr_t *local);
+void aptus_sock_dev_addr_pack(const aptus_wire_addr_t *local, void *buf);
+int aptus_sock_dev_addr_reachable(const aptus_wire_addr_t *local,
+                                  const void *remote_dev_addr);
+
+/* The wire address of a remote interface from its device address and its
+ * UDP port (network byte order). */
+void aptus_sock_wire_addr_make(const void *remote_dev_addr, uint16_t port,
+                               aptus_wire_addr_t *addr);
+
+static inline uint16_t aptus_sock_wire_addr_port(const aptus_wire_addr_t *addr)
+{
+    uint16_t port;
+
+    memcpy(&port, addr->raw + 2, sizeof(port));
+    return port;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
