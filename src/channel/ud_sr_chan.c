@@ -14,9 +14,16 @@
 
 #define APTUS_UD_ACTIVE_INIT 64
 
+/* Header of a datagram that is a whole message or a middle/last fragment;
+ * the first of several always carries the 8-byte data extension. */
 static size_t aptus_ud_hdr_overhead(const aptus_ud_chan_config_t *config)
 {
-    return APTUS_UD_SR_HDR_LEN + (config->crc ? 4 : 0);
+    return APTUS_UD_SR_HDR_LEN + (config->crc ? APTUS_UD_SR_EXT_LEN : 0);
+}
+
+static size_t aptus_ud_first_payload(size_t mtu)
+{
+    return mtu - APTUS_UD_SR_HDR_LEN - APTUS_UD_SR_EXT_LEN;
 }
 
 /* Fragments a message of max_msg bytes needs. */
@@ -24,12 +31,12 @@ static unsigned aptus_ud_max_frags(const aptus_ud_chan_config_t *config,
                                    size_t mtu)
 {
     size_t single = mtu - aptus_ud_hdr_overhead(config);
-    size_t first  = single - 4; /* MSG_LEN extension */
 
     if (config->max_msg <= single) {
         return 1;
     }
-    return 1 + ucs_div_round_up(config->max_msg - first, single);
+    return 1 + ucs_div_round_up(config->max_msg - aptus_ud_first_payload(mtu),
+                                single);
 }
 
 const char *aptus_ud_chan_config_check(const aptus_ud_chan_config_t *config,
@@ -208,6 +215,7 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
     chan->clock          = clock;
     chan->local_key      = local_key;
     chan->single_payload = mtu - aptus_ud_hdr_overhead(config);
+    chan->first_payload  = aptus_ud_first_payload(mtu);
     chan->frag_payload   = chan->single_payload;
     max_frags            = aptus_ud_max_frags(config, mtu);
 

@@ -209,8 +209,9 @@ struct aptus_ud_chan {
     void                   *ops_arg;
     aptus_ud_clock_t       clock;     /* usec, monotonic */
     uint32_t               local_key;
-    size_t                 frag_payload;  /* payload of a middle fragment */
     size_t                 single_payload;/* payload of a one-datagram msg */
+    size_t                 first_payload; /* ...of the first of several */
+    size_t                 frag_payload;  /* ...of the others */
 
     khash_t(aptus_ud_peers) peers;
     aptus_ud_peer_t        **active;  /* peers with timers or ACKs due */

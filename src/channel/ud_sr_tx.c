@@ -247,7 +247,7 @@ static inline unsigned aptus_ud_tx_num_frags(aptus_ud_chan_t *chan,
     if (length <= chan->single_payload) {
         return 1;
     }
-    return 1 + ucs_div_round_up(length - (chan->single_payload - 4),
+    return 1 + ucs_div_round_up(length - chan->first_payload,
                                 chan->frag_payload);
 }
 
@@ -273,8 +273,7 @@ static void aptus_ud_tx_post(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         frag->flags  = 0;
         if (i == 0) {
             frag->flags |= APTUS_UD_SR_F_FIRST;
-            len = (msg->num_frags == 1) ? msg->length :
-                                          (chan->single_payload - 4);
+            len = (msg->num_frags == 1) ? msg->length : chan->first_payload;
         } else {
             len = ucs_min(chan->frag_payload, msg->length - offset);
         }

@@ -53,18 +53,21 @@ static int aptus_ud_sr_has_msg_len(uint8_t type, uint8_t flags)
             APTUS_UD_SR_F_FIRST);
 }
 
+static int aptus_ud_sr_has_data_ext(uint8_t type, uint8_t flags)
+{
+    return aptus_ud_sr_has_msg_len(type, flags) ||
+           ((type == APTUS_UD_SR_TYPE_DATA) && (flags & APTUS_UD_SR_F_CRC));
+}
+
 size_t aptus_ud_sr_hdr_len(const aptus_ud_sr_pkt_t *pkt)
 {
     size_t len = APTUS_UD_SR_HDR_LEN;
 
     if (pkt->flags & APTUS_UD_SR_F_SACK) {
-        len += 8;
+        len += APTUS_UD_SR_EXT_LEN;
     }
-    if (aptus_ud_sr_has_msg_len(pkt->type, pkt->flags)) {
-        len += 4;
-    }
-    if (pkt->flags & APTUS_UD_SR_F_CRC) {
-        len += 4;
+    if (aptus_ud_sr_has_data_ext(pkt->type, pkt->flags)) {
+        len += APTUS_UD_SR_EXT_LEN;
     }
     return len;
 }
@@ -85,15 +88,13 @@ size_t aptus_ud_sr_build(void *buf, const aptus_ud_sr_pkt_t *pkt)
 
     if (pkt->flags & APTUS_UD_SR_F_SACK) {
         put64(p, pkt->sack);
-        p += 8;
+        p += APTUS_UD_SR_EXT_LEN;
     }
-    if (aptus_ud_sr_has_msg_len(pkt->type, pkt->flags)) {
-        put32(p, pkt->msg_len);
-        p += 4;
-    }
-    if (pkt->flags & APTUS_UD_SR_F_CRC) {
-        put32(p, pkt->crc);
-        p += 4;
+    if (aptus_ud_sr_has_data_ext(pkt->type, pkt->flags)) {
+        put32(p, aptus_ud_sr_has_msg_len(pkt->type, pkt->flags) ?
+                 pkt->msg_len : 0);
+        put32(p + 4, (pkt->flags & APTUS_UD_SR_F_CRC) ? pkt->crc : 0);
+        p += APTUS_UD_SR_EXT_LEN;
     }
     return (size_t)(p - (uint8_t*)buf);
 }
@@ -156,19 +157,22 @@ aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
     p += APTUS_UD_SR_HDR_LEN;
     if (pkt->flags & APTUS_UD_SR_F_SACK) {
         pkt->sack = get64(p);
-        p        += 8;
+        p        += APTUS_UD_SR_EXT_LEN;
         if (pkt->sack & 1) {
             /* bit 0 is the cumulative point itself: never held */
             return APTUS_UD_SR_PARSE_BAD_FLAGS;
         }
     }
-    if (aptus_ud_sr_has_msg_len(pkt->type, pkt->flags)) {
+    if (aptus_ud_sr_has_data_ext(pkt->type, pkt->flags)) {
         pkt->msg_len = get32(p);
-        p           += 4;
-    }
-    if (pkt->flags & APTUS_UD_SR_F_CRC) {
-        pkt->crc = get32(p);
-        p       += 4;
+        pkt->crc     = get32(p + 4);
+        p           += APTUS_UD_SR_EXT_LEN;
+        /* fields that do not apply must be zero */
+        if ((!aptus_ud_sr_has_msg_len(pkt->type, pkt->flags) &&
+             (pkt->msg_len != 0)) ||
+            (!(pkt->flags & APTUS_UD_SR_F_CRC) && (pkt->crc != 0))) {
+            return APTUS_UD_SR_PARSE_BAD_LENGTH;
+        }
     }
 
     pkt->payload     = p;

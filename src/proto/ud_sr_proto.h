@@ -20,10 +20,13 @@
  * psn:      this packet's sequence number (DATA only).
  * ack:      cumulative acknowledgement of the reverse stream: the next PSN
  *           the sender of this packet expects. Carried by every packet.
- * Extensions, in this order when their flag is set:
- *   SACK     uint64  selective map, bit i = (ack + i) held by the receiver
- *   MSG_LEN  uint32  total message length (first fragment of several)
- *   CRC      uint32  CRC-32C of the payload (end-to-end check)
+ * Extensions, 8 bytes each so that every header is a multiple of 8 and the
+ * payload stays 8-byte aligned in the receive buffer:
+ *   SACK      uint64   selective map, bit i = (ack + i) held by the receiver
+ *   DATA_EXT  uint32   total message length (first fragment of several,
+ *                      else 0) and
+ *             uint32   CRC-32C of the payload (with the CRC flag, else 0);
+ *                      present on DATA when either applies.
  * All fields are little-endian.
  */
 #ifndef APTUS_UD_SR_PROTO_H_
@@ -37,7 +40,8 @@ extern "C" {
 #endif
 
 #define APTUS_UD_SR_HDR_LEN     16u
-#define APTUS_UD_SR_HDR_MAX_LEN (APTUS_UD_SR_HDR_LEN + 8u + 4u + 4u)
+#define APTUS_UD_SR_EXT_LEN     8u
+#define APTUS_UD_SR_HDR_MAX_LEN (APTUS_UD_SR_HDR_LEN + 2 * APTUS_UD_SR_EXT_LEN)
 #define APTUS_UD_SR_AM_ID_MAX   32u /* UCT_AM_ID_MAX */
 
 typedef enum {

@@ -446,6 +446,13 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
                                                 RX_HEADROOM, 0),
                           &chan_config);
     /* Refuse a bad setting up front, naming the variable. */
+    if ((config->mtu < APTUS_SOCK_DGRAM_MTU_MIN) ||
+        (config->mtu > APTUS_SOCK_DGRAM_MTU_MAX)) {
+        ucs_error("ud_sr: invalid configuration: UCX_" UCT_UD_SR_CONFIG_PREFIX
+                  "MTU=%zu is out of range [%d, %d]", config->mtu,
+                  APTUS_SOCK_DGRAM_MTU_MIN, APTUS_SOCK_DGRAM_MTU_MAX);
+        return UCS_ERR_INVALID_PARAM;
+    }
     bad = aptus_ud_chan_config_check(&chan_config, config->mtu);
     if (bad != NULL) {
         ucs_error("ud_sr: invalid configuration: UCX_" UCT_UD_SR_CONFIG_PREFIX

@@ -1,1 +1,834 @@
-// placeholder until written
+/*
+ * Unit tests of the UD-SR channel (src/channel) on the deterministic fake
+ * wire: segmentation, loss, duplication, reordering, ACK loss, window full
+ * and pending queues, flush, peer failure, forged datagrams, deferred
+ * delivery from async context, receive-pool exhaustion, endpoint destroy.
+ */
+#include "fake_wire.h"
+
+#include <gtest/gtest.h>
+
+extern "C" {
+#include "channel/ud_sr_chan.h"
+#include <uct/api/uct.h>
+}
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+const size_t RX_HEADROOM = 24;
+
+struct message {
+    uint8_t              am_id;
+    std::vector<uint8_t> data;
+    bool operator==(const message &o) const
+    {
+        return (am_id == o.am_id) && (data == o.data);
+    }
+};
+
+struct side {
+    aptus_ud_chan_t      chan;
+    fake_wire            *wire = nullptr;
+    uint32_t             key   = 0;
+    std::vector<message> rx;
+    std::vector<std::pair<aptus_ud_peer_t*, ucs_status_t>> failed;
+    bool                 async_busy = false; /* handlers are sync-only */
+    bool                 keep       = false; /* keep the descriptors */
+    std::vector<void*>   kept;
+    unsigned             async_delivered = 0;
+};
+
+ucs_status_t deliver_cb(void *arg, aptus_ud_peer_t *peer, uint8_t am_id,
+                        void *data, size_t length, unsigned flags, int is_async)
+{
+    side *s = static_cast<side*>(arg);
+    if (is_async && s->async_busy) {
+        return UCS_ERR_BUSY;
+    }
+    EXPECT_TRUE(flags & UCT_CB_PARAM_FLAG_DESC);
+    s->async_delivered += is_async;
+    /* the headroom before the payload belongs to the receiver */
+    memset(UCS_PTR_BYTE_OFFSET(data, -(ptrdiff_t)RX_HEADROOM), 0xcc,
+           RX_HEADROOM);
+    const uint8_t *p = static_cast<const uint8_t*>(data);
+    s->rx.push_back(message{am_id, std::vector<uint8_t>(p, p + length)});
+    if (s->keep) {
+        s->kept.push_back(UCS_PTR_BYTE_OFFSET(data, -(ptrdiff_t)RX_HEADROOM));
+        return UCS_INPROGRESS;
+    }
+    return UCS_OK;
+}
+
+void failed_cb(void *arg, aptus_ud_peer_t *peer, ucs_status_t status)
+{
+    static_cast<side*>(arg)->failed.push_back({peer, status});
+}
+
+const aptus_ud_chan_ops_t chan_ops = {deliver_cb, failed_cb};
+
+std::vector<uint8_t> pattern(unsigned id, size_t len)
+{
+    std::vector<uint8_t> v(len);
+    for (size_t i = 0; i < len; ++i) {
+        v[i] = (uint8_t)(id * 131 + i * 7 + (i >> 8));
+    }
+    return v;
+}
+
+struct pack_arg {
+    const std::vector<uint8_t> *data;
+};
+
+size_t pack_cb(void *dest, void *arg)
+{
+    const std::vector<uint8_t> *v = static_cast<pack_arg*>(arg)->data;
+    if (!v->empty()) {
+        memcpy(dest, v->data(), v->size());
+    }
+    return v->size();
+}
+
+struct test_comp {
+    uct_completion_t super;
+    int              done = 0;
+    ucs_status_t     status = UCS_OK;
+};
+
+void comp_cb(uct_completion_t *self)
+{
+    test_comp *c = reinterpret_cast<test_comp*>(self);
+    c->done++;
+    c->status = self->status;
+}
+
+void init_comp(test_comp &c)
+{
+    c.super.func   = comp_cb;
+    c.super.count  = 1;
+    c.super.status = UCS_OK;
+    c.done         = 0;
+}
+
+class ud_chan : public ::testing::Test {
+public:
+    void SetUp() override
+    {
+        memset(&m_cfg, 0, sizeof(m_cfg));
+        m_cfg.rel.tx_window       = 32;
+        m_cfg.rel.ack_count       = 8;
+        m_cfg.rel.rto_min_us      = 1000;
+        m_cfg.rel.rto_max_us      = 100000;
+        m_cfg.rel.rto_init_us     = 5000;
+        m_cfg.rel.peer_timeout_us = 2000000;
+        m_cfg.max_msg             = 16384;
+        m_cfg.max_am_hdr          = 64;
+        m_cfg.rx_pool             = 256;
+        m_cfg.rx_headroom         = RX_HEADROOM;
+        m_cfg.rx_batch            = 16;
+        m_cfg.tick_us             = 200;
+        m_cfg.crc                 = 1;
+        m_cfg.max_peers           = 1000000;
+    }
+
+    void TearDown() override
+    {
+        fini(m_a);
+        fini(m_b);
+    }
+
+    void init(side &s, uint32_t key, size_t mtu = 1024)
+    {
+        s.wire = m_net.create(mtu);
+        s.key  = key;
+        ASSERT_EQ(UCS_OK,
+                  aptus_ud_chan_init(&s.chan, &m_cfg, &s.wire->super, NULL,
+                                     &chan_ops, &s, fake_net::clock, key));
+    }
+
+    void init_both()
+    {
+        init(m_a, 0xaaaa0001);
+        init(m_b, 0xbbbb0002);
+    }
+
+    void fini(side &s)
+    {
+        if (s.wire == nullptr) {
+            return;
+        }
+        for (void *d : s.kept) {
+            uct_iface_release_desc(d);
+        }
+        s.kept.clear();
+        aptus_dgram_wire_t *w = &s.wire->super;
+        aptus_ud_chan_cleanup(&s.chan);
+        w->ops->close(w);
+        s.wire = nullptr;
+    }
+
+    aptus_ud_peer_t *connect(side &from, side &to)
+    {
+        aptus_ud_peer_t *peer = nullptr;
+        EXPECT_EQ(UCS_OK, aptus_ud_chan_peer_connect(&from.chan,
+                                                     &to.wire->super.addr,
+                                                     to.key, &peer));
+        return peer;
+    }
+
+    /* One round: the network delivers, both sides progress, time moves. */
+    void round(uint64_t step_us = 50)
+    {
+        m_net.deliver();
+        if (m_a.wire) {
+            aptus_ud_chan_progress(&m_a.chan, 0);
+        }
+        if (m_b.wire) {
+            aptus_ud_chan_progress(&m_b.chan, 0);
+        }
+        fake_net::now += step_us;
+    }
+
+    template <typename Pred> bool run_until(Pred pred, uint64_t max_us = 30000000)
+    {
+        uint64_t start = fake_net::now;
+        while (!pred()) {
+            if (fake_net::now - start > max_us) {
+                return false;
+            }
+            round();
+        }
+        return true;
+    }
+
+    ssize_t send_bcopy(side &s, aptus_ud_peer_t *peer, uint8_t am_id,
+                       const std::vector<uint8_t> &data)
+    {
+        pack_arg arg{&data};
+        aptus_ud_send_t send;
+        send.kind          = APTUS_UD_SEND_BCOPY;
+        send.am_id         = am_id;
+        send.bcopy.pack_cb = pack_cb;
+        send.bcopy.arg     = &arg;
+        return aptus_ud_chan_send(&s.chan, peer, &send);
+    }
+
+    ucs_status_t send_short(side &s, aptus_ud_peer_t *peer, uint8_t am_id,
+                            uint64_t header, const std::vector<uint8_t> &data)
+    {
+        aptus_ud_send_t send;
+        send.kind            = APTUS_UD_SEND_SHORT;
+        send.am_id           = am_id;
+        send.am_short.header = header;
+        send.am_short.buffer = data.data();
+        send.am_short.length = data.size();
+        return (ucs_status_t)aptus_ud_chan_send(&s.chan, peer, &send);
+    }
+
+    ucs_status_t send_zcopy(side &s, aptus_ud_peer_t *peer, uint8_t am_id,
+                            const std::vector<uint8_t> &hdr,
+                            std::vector<std::vector<uint8_t>*> bufs,
+                            test_comp *comp)
+    {
+        std::vector<uct_iov_t> iov(bufs.size());
+        for (size_t i = 0; i < bufs.size(); ++i) {
+            memset(&iov[i], 0, sizeof(iov[i]));
+            iov[i].buffer = bufs[i]->data();
+            iov[i].length = bufs[i]->size();
+            iov[i].count  = 1;
+        }
+        aptus_ud_send_t send;
+        send.kind                = APTUS_UD_SEND_ZCOPY;
+        send.am_id               = am_id;
+        send.zcopy.header        = hdr.data();
+        send.zcopy.header_length = hdr.size();
+        send.zcopy.iov           = iov.data();
+        send.zcopy.iovcnt        = iov.size();
+        send.zcopy.comp          = (comp != nullptr) ? &comp->super : nullptr;
+        return (ucs_status_t)aptus_ud_chan_send(&s.chan, peer, &send);
+    }
+
+    /* Send messages of varied sizes, retrying on NO_RESOURCE; returns what
+     * the receiver must see. */
+    std::vector<message> stream(side &from, aptus_ud_peer_t *peer, unsigned n,
+                                size_t max_len, unsigned seed)
+    {
+        std::mt19937 rng(seed);
+        std::vector<message> sent;
+        for (unsigned i = 0; i < n; ++i) {
+            size_t len = (i % 5 == 0) ? (rng() % max_len) : (rng() % 200);
+            message m{(uint8_t)(i % 30), pattern(i, len)};
+            ssize_t ret;
+            while ((ret = send_bcopy(from, peer, m.am_id, m.data)) ==
+                   UCS_ERR_NO_RESOURCE) {
+                round();
+            }
+            EXPECT_EQ((ssize_t)len, ret);
+            sent.push_back(m);
+            if (i % 7 == 0) {
+                round();
+            }
+        }
+        return sent;
+    }
+
+    aptus_ud_chan_config_t m_cfg;
+    fake_net               m_net;
+    side                   m_a, m_b;
+};
+
+} // namespace
+
+TEST_F(ud_chan, config_check_names_the_variable)
+{
+    aptus_ud_chan_config_t c = m_cfg;
+    EXPECT_EQ(nullptr, aptus_ud_chan_config_check(&c, 1024));
+    c.max_msg = 64 * 1024; /* more fragments than the window */
+    EXPECT_STREQ("SEG_SIZE needs more datagrams than TX_WINDOW allows",
+                 aptus_ud_chan_config_check(&c, 1024));
+    c = m_cfg;
+    c.rx_pool = c.rx_batch;
+    EXPECT_NE(nullptr, aptus_ud_chan_config_check(&c, 1024));
+    c = m_cfg;
+    c.rel.tx_window = 65;
+    EXPECT_NE(nullptr, strstr(aptus_ud_chan_config_check(&c, 1024), "TX_WINDOW"));
+}
+
+TEST_F(ud_chan, short_message_delivered_and_acknowledged)
+{
+    init_both();
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    std::vector<uint8_t> payload = pattern(1, 40);
+    ASSERT_EQ(UCS_OK, send_short(m_a, p, 3, 0x0102030405060708ull, payload));
+    EXPECT_FALSE(aptus_rel_tx_is_idle(&p->tx));
+
+    ASSERT_TRUE(run_until([&] { return m_b.rx.size() == 1; }));
+    ASSERT_EQ(48u, m_b.rx[0].data.size());
+    uint64_t hdr;
+    memcpy(&hdr, m_b.rx[0].data.data(), 8);
+    EXPECT_EQ(0x0102030405060708ull, hdr);
+    EXPECT_EQ(payload, std::vector<uint8_t>(m_b.rx[0].data.begin() + 8,
+                                            m_b.rx[0].data.end()));
+    EXPECT_EQ(3, m_b.rx[0].am_id);
+
+    /* no reply traffic: the delayed ACK empties the window */
+    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    EXPECT_GE(m_b.chan.stats.tx_acks, 1u);
+    EXPECT_EQ(0u, m_a.chan.stats.tx_retransmits);
+}
+
+TEST_F(ud_chan, segmentation_and_reassembly)
+{
+    init_both();
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    /* around the one-datagram payload (1024 - 16 - 8 with CRC) */
+    std::vector<size_t> sizes = {0, 1, 999, 1000, 1001, 1999, 2500, 16384};
+    for (size_t len : sizes) {
+        ASSERT_EQ((ssize_t)len, send_bcopy(m_a, p, 7, pattern(len, len)));
+        ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    }
+    ASSERT_EQ(sizes.size(), m_b.rx.size());
+    for (size_t i = 0; i < sizes.size(); ++i) {
+        EXPECT_EQ(pattern(sizes[i], sizes[i]), m_b.rx[i].data) << sizes[i];
+    }
+    EXPECT_EQ(sizes.size(), m_a.chan.stats.tx_msgs);
+    EXPECT_GT(m_a.chan.stats.tx_data_dgrams, sizes.size());
+}
+
+TEST_F(ud_chan, zcopy_completes_only_when_acknowledged)
+{
+    init_both();
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    std::vector<uint8_t> hdr = pattern(9, 24), b1 = pattern(10, 3000),
+                         b2 = pattern(11, 5);
+    test_comp comp;
+    init_comp(comp);
+    ASSERT_EQ(UCS_INPROGRESS, send_zcopy(m_a, p, 4, hdr, {&b1, &b2}, &comp));
+    EXPECT_EQ(0, comp.done);
+    m_net.deliver();
+    aptus_ud_chan_progress(&m_b.chan, 0); /* received, ACK sent at once */
+    EXPECT_EQ(0, comp.done);
+    ASSERT_TRUE(run_until([&] { return comp.done == 1; }));
+    EXPECT_EQ(UCS_OK, comp.status);
+    std::vector<uint8_t> expect = hdr;
+    expect.insert(expect.end(), b1.begin(), b1.end());
+    expect.insert(expect.end(), b2.begin(), b2.end());
+    ASSERT_EQ(1u, m_b.rx.size());
+    EXPECT_EQ(expect, m_b.rx[0].data);
+}
+
+TEST_F(ud_chan, loss_duplication_reordering_both_ways)
+{
+    init_both();
+    aptus_ud_peer_t *pa = connect(m_a, m_b);
+    aptus_ud_peer_t *pb = connect(m_b, m_a);
+    EXPECT_EQ(pa->conn_id, pb->conn_id);
+
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<double> u(0, 1);
+    m_net.filter = [&](const fake_dgram &d, const aptus_ud_sr_pkt_t &pkt) {
+        double r = u(rng);
+        if (r < 0.10) {
+            return FAKE_DROP;
+        } else if (r < 0.15) {
+            return FAKE_DUP;
+        } else if (r < 0.22) {
+            return FAKE_HOLD; /* reordered: arrives a round later */
+        }
+        return FAKE_PASS;
+    };
+    auto old_round = [&] { m_net.release_held(); };
+
+    std::vector<message> to_b, to_a;
+    std::mt19937 srng(3);
+    for (unsigned i = 0; i < 400; ++i) {
+        size_t len = (i % 9 == 0) ? (srng() % 16384) : (srng() % 300);
+        message m{(uint8_t)(i % 32), pattern(i, len)};
+        side &from = (i % 2) ? m_b : m_a;
+        aptus_ud_peer_t *peer = (i % 2) ? pb : pa;
+        while (send_bcopy(from, peer, m.am_id, m.data) == UCS_ERR_NO_RESOURCE) {
+            round();
+            old_round();
+        }
+        ((i % 2) ? to_a : to_b).push_back(m);
+        round();
+        old_round();
+    }
+    ASSERT_TRUE(run_until([&] {
+        m_net.release_held();
+        return (m_b.rx.size() == to_b.size()) && (m_a.rx.size() == to_a.size()) &&
+               aptus_rel_tx_is_idle(&pa->tx) && aptus_rel_tx_is_idle(&pb->tx);
+    }));
+    EXPECT_EQ(to_b, m_b.rx);
+    EXPECT_EQ(to_a, m_a.rx);
+    EXPECT_GT(m_a.chan.stats.tx_retransmits + m_a.chan.stats.tx_fast_retransmits, 0u);
+    EXPECT_GT(m_b.chan.stats.rx_duplicates, 0u);
+    EXPECT_GT(m_b.chan.stats.rx_held, 0u);
+    EXPECT_TRUE(m_a.failed.empty());
+    EXPECT_TRUE(m_b.failed.empty());
+}
+
+TEST_F(ud_chan, ack_loss_recovered)
+{
+    init_both();
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    bool drop_acks = true;
+    m_net.filter = [&](const fake_dgram &d, const aptus_ud_sr_pkt_t &pkt) {
+        return (drop_acks && (d.from == m_b.wire->id)) ? FAKE_DROP : FAKE_PASS;
+    };
+    std::vector<message> sent = stream(m_a, p, 20, 100, 1);
+    /* everything arrives, nothing gets acknowledged: timeouts resend */
+    ASSERT_TRUE(run_until([&] { return m_a.chan.stats.tx_retransmits >= 20; }));
+    EXPECT_EQ(sent, m_b.rx);
+    drop_acks = false;
+    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    EXPECT_EQ(sent, m_b.rx); /* no duplicate was delivered */
+    EXPECT_GT(m_b.chan.stats.rx_duplicates, 0u);
+}
+
+TEST_F(ud_chan, window_full_then_pending_in_order)
+{
+    init_both();
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    std::vector<uint8_t> small = pattern(0, 10);
+    unsigned n = 0;
+    while (send_bcopy(m_a, p, 1, pattern(n, 10)) > 0) {
+        ++n;
+    }
+    EXPECT_EQ(m_cfg.rel.tx_window, n);
+    EXPECT_EQ(UCS_ERR_NO_RESOURCE, send_short(m_a, p, 1, 0, small));
+
+    struct req {
+        uct_pending_req_t super;
+        ud_chan           *test;
+        aptus_ud_peer_t   *peer;
+        unsigned          id;
+        int               done;
+    };
+    static auto func = [](uct_pending_req_t *self) -> ucs_status_t {
+        req *r = reinterpret_cast<req*>(self);
+        ssize_t ret = r->test->send_bcopy(r->test->m_a, r->peer, 1,
+                                          pattern(r->id, 10));
+        if (ret < 0) {
+            return (ucs_status_t)ret;
+        }
+        r->done = 1;
+        return UCS_OK;
+    };
+    std::vector<req> reqs(40);
+    for (unsigned i = 0; i < reqs.size(); ++i) {
+        reqs[i].super.func = func;
+        reqs[i].test       = this;
+        reqs[i].peer       = p;
+        reqs[i].id         = n + i;
+        reqs[i].done       = 0;
+        ASSERT_EQ(UCS_OK, aptus_ud_chan_pending_add(&m_a.chan, p,
+                                                    &reqs[i].super, 0));
+    }
+    /* with requests queued, a direct send must not overtake them */
+    EXPECT_EQ(UCS_ERR_NO_RESOURCE, send_bcopy(m_a, p, 1, small));
+
+    ASSERT_TRUE(run_until([&] { return reqs.back().done == 1; }));
+    ASSERT_TRUE(run_until([&] { return m_b.rx.size() == n + reqs.size(); }));
+    for (unsigned i = 0; i < m_b.rx.size(); ++i) {
+        EXPECT_EQ(pattern(i, 10), m_b.rx[i].data) << i;
+    }
+    EXPECT_EQ(reqs.size(), m_a.chan.stats.pending_dispatched);
+}
+
+TEST_F(ud_chan, pending_add_refused_when_resources_exist)
+{
+    init_both();
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    uct_pending_req_t r;
+    EXPECT_EQ(UCS_ERR_BUSY, aptus_ud_chan_pending_add(&m_a.chan, p, &r, 0));
+}
+
+TEST_F(ud_chan, pending_purge_returns_requests)
+{
+    init_both();
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    while (send_bcopy(m_a, p, 1, pattern(0, 10)) > 0) {
+    }
+    std::vector<uct_pending_req_t> reqs(5);
+    for (auto &r : reqs) {
+        ASSERT_EQ(UCS_OK, aptus_ud_chan_pending_add(&m_a.chan, p, &r, 0));
+    }
+    std::vector<uct_pending_req_t*> purged;
+    aptus_ud_chan_pending_purge(&m_a.chan, p,
+        [](uct_pending_req_t *r, void *arg) {
+            static_cast<std::vector<uct_pending_req_t*>*>(arg)->push_back(r);
+        }, &purged);
+    ASSERT_EQ(5u, purged.size());
+    EXPECT_EQ(&reqs[0], purged[0]);
+    EXPECT_EQ(&reqs[4], purged[4]);
+}
+
+TEST_F(ud_chan, flush_completes_after_acknowledgement)
+{
+    init_both();
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    EXPECT_EQ(UCS_OK, aptus_ud_chan_flush(&m_a.chan, p, 0, NULL));
+    ASSERT_GT(send_bcopy(m_a, p, 2, pattern(1, 3000)), 0);
+    EXPECT_EQ(UCS_INPROGRESS, aptus_ud_chan_flush(&m_a.chan, p, 0, NULL));
+    test_comp comp, icomp;
+    init_comp(comp);
+    init_comp(icomp);
+    EXPECT_EQ(UCS_INPROGRESS, aptus_ud_chan_flush(&m_a.chan, p, 0, &comp.super));
+    EXPECT_EQ(UCS_INPROGRESS, aptus_ud_chan_flush_all(&m_a.chan, 0, &icomp.super));
+    /* the flush asks for the ACK at once: one exchange completes it */
+    m_net.deliver();
+    aptus_ud_chan_progress(&m_b.chan, 0);
+    m_net.deliver();
+    aptus_ud_chan_progress(&m_a.chan, 0);
+    EXPECT_EQ(1, comp.done);
+    EXPECT_EQ(1, icomp.done);
+    EXPECT_EQ(UCS_OK, comp.status);
+    EXPECT_EQ(UCS_OK, aptus_ud_chan_flush_all(&m_a.chan, 0, NULL));
+}
+
+TEST_F(ud_chan, silent_peer_fails_everything_outstanding)
+{
+    init_both();
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    m_net.filter = [&](const fake_dgram &d, const aptus_ud_sr_pkt_t &) {
+        return FAKE_DROP; /* the peer is gone */
+    };
+    std::vector<uint8_t> hdr = pattern(1, 8), buf = pattern(2, 100);
+    test_comp zc, fc;
+    init_comp(zc);
+    init_comp(fc);
+    ASSERT_EQ(UCS_INPROGRESS, send_zcopy(m_a, p, 1, hdr, {&buf}, &zc));
+    ASSERT_EQ(UCS_INPROGRESS, aptus_ud_chan_flush(&m_a.chan, p, 0, &fc.super));
+    uint64_t start = fake_net::now;
+    ASSERT_TRUE(run_until([&] { return !m_a.failed.empty(); }, 10000000));
+    EXPECT_GE(fake_net::now - start, m_cfg.rel.peer_timeout_us);
+    ASSERT_EQ(1u, m_a.failed.size());
+    EXPECT_EQ(p, m_a.failed[0].first);
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, m_a.failed[0].second);
+    EXPECT_EQ(1, zc.done);
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, zc.status);
+    EXPECT_EQ(1, fc.done);
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, fc.status);
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, send_short(m_a, p, 1, 0, buf));
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, aptus_ud_chan_flush(&m_a.chan, p, 0, NULL));
+    EXPECT_EQ(1u, m_a.chan.stats.peers_failed);
+
+    /* a new endpoint gets a fresh stream; the peer, alive after all,
+     * answers data on the dead stream with a reset */
+    m_net.filter = nullptr;
+    aptus_ud_peer_t *p2 = connect(m_a, m_b);
+    EXPECT_NE(p, p2);
+    EXPECT_NE(p->conn_id, p2->conn_id);
+    ASSERT_EQ(UCS_OK, send_short(m_a, p2, 1, 5, buf));
+    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p2->tx); }));
+    ASSERT_FALSE(m_b.rx.empty());
+    EXPECT_EQ(1u, m_a.failed.size());
+}
+
+TEST_F(ud_chan, forged_and_malformed_datagrams_dropped_and_counted)
+{
+    init_both();
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    ASSERT_EQ(UCS_OK, send_short(m_a, p, 1, 1, pattern(0, 10)));
+    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+
+    auto inject = [&](std::vector<uint8_t> d) {
+        m_net.in_flight.push_back(fake_dgram{m_a.wire->id, m_b.wire->id, d});
+        m_net.deliver();
+        aptus_ud_chan_progress(&m_b.chan, 0);
+    };
+    aptus_ud_sr_pkt_t pkt = {};
+    pkt.dest_key = 0xdeadbeef; /* not B's key */
+    pkt.src_key  = m_a.key;
+    pkt.type     = APTUS_UD_SR_TYPE_DATA;
+    pkt.flags    = APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST;
+    pkt.psn      = 1;
+    pkt.ack      = 0;
+    std::vector<uint8_t> d(64);
+    d.resize(aptus_ud_sr_build(d.data(), &pkt) + 10);
+    inject(d);
+    EXPECT_EQ(1u, m_b.chan.stats.rx_bad_key);
+
+    inject(std::vector<uint8_t>(7, 0)); /* truncated */
+    EXPECT_EQ(1u, m_b.chan.stats.rx_malformed);
+
+    /* right key, acknowledges data B never sent */
+    pkt.dest_key = m_b.key;
+    pkt.ack      = 500;
+    d.resize(64);
+    d.resize(aptus_ud_sr_build(d.data(), &pkt) + 10);
+    inject(d);
+    EXPECT_EQ(1u, m_b.chan.stats.rx_bad_ack);
+
+    /* corrupted payload under CRC */
+    pkt.ack   = 0;
+    pkt.flags |= APTUS_UD_SR_F_CRC;
+    pkt.crc   = 0x1234;
+    d.resize(64);
+    d.resize(aptus_ud_sr_build(d.data(), &pkt) + 10);
+    inject(d);
+    EXPECT_EQ(1u, m_b.chan.stats.rx_bad_crc);
+
+    /* announced message longer than allowed */
+    pkt.flags   = APTUS_UD_SR_F_FIRST;
+    pkt.msg_len = m_cfg.max_msg + 1;
+    d.resize(64);
+    d.resize(aptus_ud_sr_build(d.data(), &pkt) + 10);
+    inject(d);
+    EXPECT_EQ(2u, m_b.chan.stats.rx_malformed);
+
+    EXPECT_EQ(1u, m_b.rx.size()); /* only the genuine message */
+    EXPECT_TRUE(m_b.failed.empty());
+    /* and the genuine stream still works */
+    ASSERT_EQ(UCS_OK, send_short(m_a, p, 1, 2, pattern(0, 10)));
+    ASSERT_TRUE(run_until([&] { return m_b.rx.size() == 2; }));
+}
+
+TEST_F(ud_chan, async_context_defers_sync_handlers_in_order)
+{
+    init_both();
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    m_b.async_busy = true;
+    std::vector<message> sent;
+    for (unsigned i = 0; i < 6; ++i) {
+        sent.push_back(message{1, pattern(i, i * 700)});
+        ASSERT_GT(send_bcopy(m_a, p, 1, sent.back().data), -1);
+    }
+    m_net.deliver();
+    aptus_ud_chan_progress(&m_b.chan, 1); /* the async timer */
+    EXPECT_TRUE(m_b.rx.empty());
+    EXPECT_EQ(6u, m_b.chan.stats.rx_deferred);
+    /* acknowledged even though not yet delivered */
+    m_net.deliver();
+    aptus_ud_chan_progress(&m_a.chan, 0);
+    fake_net::now += 1000;
+    aptus_ud_chan_progress(&m_b.chan, 1);
+    m_net.deliver();
+    aptus_ud_chan_progress(&m_a.chan, 0);
+    EXPECT_TRUE(aptus_rel_tx_is_idle(&p->tx));
+
+    aptus_ud_chan_progress(&m_b.chan, 0); /* user's progress */
+    EXPECT_EQ(sent, m_b.rx);
+
+    /* async-capable handlers run from the timer directly */
+    m_b.async_busy = false;
+    ASSERT_EQ(UCS_OK, send_short(m_a, p, 2, 9, pattern(1, 1)));
+    m_net.deliver();
+    aptus_ud_chan_progress(&m_b.chan, 1);
+    EXPECT_EQ(7u, m_b.rx.size());
+    EXPECT_EQ(1u, m_b.async_delivered);
+}
+
+TEST_F(ud_chan, receive_pool_exhaustion_holds_back_then_recovers)
+{
+    m_cfg.rx_pool  = 32;
+    m_cfg.rx_batch = 4;
+    init_both();
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    m_b.keep = true; /* the user holds every descriptor */
+    unsigned n = 0;
+    while (m_b.rx.size() < 40) {
+        if (send_bcopy(m_a, p, 1, pattern(n, 50)) > 0) {
+            ++n;
+        }
+        round();
+        if (fake_net::now > 60000000) {
+            break;
+        }
+        if ((m_b.kept.size() >= m_cfg.rx_pool) && (m_b.chan.rx_posted == 0)) {
+            break;
+        }
+    }
+    /* the pool dried up: nothing more is received */
+    EXPECT_EQ(0u, m_b.chan.rx_posted);
+    size_t before = m_b.rx.size();
+    for (int i = 0; i < 50; ++i) {
+        round();
+    }
+    EXPECT_EQ(before, m_b.rx.size());
+    EXPECT_GT(m_b.chan.stats.rx_no_buffer, 0u);
+
+    /* the user gives the descriptors back: reception resumes, nothing lost */
+    m_b.keep = false;
+    for (void *d : m_b.kept) {
+        uct_iface_release_desc(d);
+    }
+    m_b.kept.clear();
+    ASSERT_TRUE(run_until([&] {
+        return (m_b.rx.size() == n) && aptus_rel_tx_is_idle(&p->tx);
+    }));
+    for (unsigned i = 0; i < n; ++i) {
+        EXPECT_EQ(pattern(i, 50), m_b.rx[i].data) << i;
+    }
+}
+
+TEST_F(ud_chan, destroyed_endpoint_still_delivers_accepted_data)
+{
+    init_both();
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<double> u(0, 1);
+    m_net.filter = [&](const fake_dgram &, const aptus_ud_sr_pkt_t &) {
+        return (u(rng) < 0.3) ? FAKE_DROP : FAKE_PASS;
+    };
+    std::vector<uint8_t> hdr = pattern(3, 16);
+    std::vector<uint8_t> *buf = new std::vector<uint8_t>(pattern(4, 9000));
+    std::vector<uint8_t> expect = hdr;
+    expect.insert(expect.end(), buf->begin(), buf->end());
+    test_comp comp;
+    init_comp(comp);
+    ASSERT_EQ(UCS_INPROGRESS, send_zcopy(m_a, p, 6, hdr, {buf}, &comp));
+    ASSERT_GT(send_bcopy(m_a, p, 7, pattern(5, 700)), 0);
+
+    aptus_ud_chan_peer_disconnect(&m_a.chan, p);
+    EXPECT_EQ(1, comp.done); /* data copied: the user's buffer is free */
+    EXPECT_EQ(UCS_OK, comp.status);
+    memset(buf->data(), 0, buf->size());
+    delete buf;
+
+    ASSERT_TRUE(run_until([&] { return m_b.rx.size() == 2; }));
+    EXPECT_EQ(expect, m_b.rx[0].data);
+    EXPECT_EQ(pattern(5, 700), m_b.rx[1].data);
+}
+
+TEST_F(ud_chan, cancel_flush_resets_the_stream)
+{
+    init_both();
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    ASSERT_EQ(UCS_OK, send_short(m_a, p, 1, 0, pattern(1, 10)));
+    ASSERT_TRUE(run_until([&] { return m_b.rx.size() == 1; }));
+    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    aptus_ud_peer_t *pb = connect(m_b, m_a); /* B adopts the same stream */
+
+    m_net.filter = [&](const fake_dgram &d, const aptus_ud_sr_pkt_t &) {
+        return (d.from == m_a.wire->id) ? FAKE_HOLD : FAKE_PASS;
+    };
+    std::vector<uint8_t> hdr = pattern(1, 8), data = pattern(2, 100);
+    test_comp comp;
+    init_comp(comp);
+    ASSERT_EQ(UCS_INPROGRESS, send_zcopy(m_a, p, 1, hdr, {&data}, &comp));
+    EXPECT_EQ(UCS_OK, aptus_ud_chan_flush(&m_a.chan, p, UCT_FLUSH_FLAG_CANCEL,
+                                          NULL));
+    EXPECT_EQ(1, comp.done);
+    EXPECT_EQ(UCS_ERR_CANCELED, comp.status);
+    EXPECT_TRUE(m_a.failed.size() <= 1);
+
+    /* the reset tells B; B's endpoint fails instead of waiting */
+    m_net.filter = nullptr;
+    m_net.held.clear();
+    ASSERT_TRUE(run_until([&] { return !m_b.failed.empty(); }));
+    EXPECT_EQ(pb, m_b.failed[0].first);
+    EXPECT_EQ(UCS_ERR_CONNECTION_RESET, m_b.failed[0].second);
+}
+
+TEST_F(ud_chan, endpoints_towards_each_other_share_a_stream)
+{
+    init_both();
+    aptus_ud_peer_t *pa = connect(m_a, m_b);
+    ASSERT_EQ(UCS_OK, send_short(m_a, pa, 1, 0, pattern(1, 4)));
+    ASSERT_TRUE(run_until([&] { return m_b.rx.size() == 1; }));
+    EXPECT_EQ(1u, aptus_ud_chan_num_peers(&m_b.chan)); /* learned */
+    aptus_ud_peer_t *pb = connect(m_b, m_a);
+    EXPECT_EQ(1u, aptus_ud_chan_num_peers(&m_b.chan)); /* adopted */
+    EXPECT_EQ(pa->conn_id, pb->conn_id);
+    /* a second endpoint to the same interface gets its own stream */
+    aptus_ud_peer_t *pa2 = connect(m_a, m_b);
+    EXPECT_NE(pa, pa2);
+    EXPECT_EQ(1, pa2->conn_id);
+    ASSERT_EQ(UCS_OK, send_short(m_a, pa2, 2, 0, pattern(2, 4)));
+    ASSERT_EQ(UCS_OK, send_short(m_b, pb, 3, 0, pattern(3, 4)));
+    ASSERT_TRUE(run_until([&] { return (m_b.rx.size() == 2) && (m_a.rx.size() == 1); }));
+    EXPECT_EQ(2u, aptus_ud_chan_num_peers(&m_b.chan));
+}
+
+TEST_F(ud_chan, peer_state_is_constant_and_returns_to_idle)
+{
+    init_both();
+    size_t idle_one = 0;
+    std::vector<aptus_ud_peer_t*> peers;
+    for (unsigned i = 0; i < 1000; ++i) {
+        aptus_ud_peer_t *p;
+        ASSERT_EQ(UCS_OK, aptus_ud_chan_peer_connect(&m_a.chan,
+                                                     &fake_addr(100000 + i),
+                                                     0x77777777, &p));
+        peers.push_back(p);
+        if (i == 0) {
+            idle_one = aptus_ud_chan_peer_bytes(&m_a.chan);
+        }
+    }
+    /* no buffer belongs to a peer: the cost is the struct and its slot in
+     * the lookup table, whatever the number of peers (the benchmark reports
+     * the figure against its target) */
+    size_t bytes = aptus_ud_chan_peer_bytes(&m_a.chan);
+    EXPECT_GE(bytes, sizeof(aptus_ud_peer_t));
+    EXPECT_LT(bytes, sizeof(aptus_ud_peer_t) + 64);
+    EXPECT_LE(bytes, idle_one);
+
+    /* traffic with loss and reordering to a real peer: afterwards its
+     * extra state (held packets, reassembly) is gone */
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<double> u(0, 1);
+    m_net.filter = [&](const fake_dgram &, const aptus_ud_sr_pkt_t &) {
+        double r = u(rng);
+        return (r < 0.1) ? FAKE_DROP : (r < 0.2) ? FAKE_HOLD : FAKE_PASS;
+    };
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    std::vector<message> sent = stream(m_a, p, 200, 16000, 9);
+    ASSERT_TRUE(run_until([&] {
+        m_net.release_held();
+        return (m_b.rx.size() == sent.size()) && aptus_rel_tx_is_idle(&p->tx);
+    }));
+    EXPECT_EQ(sent, m_b.rx);
+    for (int i = 0; i < 20; ++i) {
+        round(m_cfg.tick_us);
+    }
+    EXPECT_EQ(nullptr, p->ext);
+    aptus_ud_peer_t *bp = connect(m_b, m_a);
+    EXPECT_EQ(nullptr, bp->ext);
+    EXPECT_EQ(0u, m_b.chan.num_active);
+}

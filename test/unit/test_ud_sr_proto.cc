@@ -1,1 +1,252 @@
-// placeholder until written
+/*
+ * Unit tests of the UD-SR wire format (src/proto/ud_sr_proto.c), including
+ * a mutation fuzzer: the parser faces the network, so no input may crash it
+ * or be accepted with fields out of their contract.
+ */
+#include <gtest/gtest.h>
+
+extern "C" {
+#include "proto/ud_sr_proto.h"
+}
+
+#include <random>
+#include <vector>
+
+static aptus_ud_sr_pkt_t data_pkt(uint8_t flags, uint32_t msg_len)
+{
+    aptus_ud_sr_pkt_t p = {};
+    p.dest_key = 0x11223344;
+    p.src_key  = 0x55667788;
+    p.psn      = 1234;
+    p.ack      = 4321;
+    p.type     = APTUS_UD_SR_TYPE_DATA;
+    p.flags    = flags;
+    p.am_id    = 5;
+    p.conn_id  = 2;
+    p.msg_len  = msg_len;
+    return p;
+}
+
+static std::vector<uint8_t> build(const aptus_ud_sr_pkt_t &p,
+                                  const std::vector<uint8_t> &payload)
+{
+    std::vector<uint8_t> buf(APTUS_UD_SR_HDR_MAX_LEN + payload.size());
+    size_t hlen = aptus_ud_sr_build(buf.data(), &p);
+    EXPECT_EQ(hlen, aptus_ud_sr_hdr_len(&p));
+    std::copy(payload.begin(), payload.end(), buf.begin() + hlen);
+    buf.resize(hlen + payload.size());
+    return buf;
+}
+
+TEST(ud_sr_proto, header_is_16_bytes)
+{
+    aptus_ud_sr_pkt_t p = data_pkt(APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST, 0);
+    EXPECT_EQ(16u, aptus_ud_sr_hdr_len(&p));
+    p.flags = APTUS_UD_SR_F_FIRST;
+    EXPECT_EQ(24u, aptus_ud_sr_hdr_len(&p)); /* MSG_LEN */
+    p.flags |= APTUS_UD_SR_F_CRC;
+    EXPECT_EQ(24u, aptus_ud_sr_hdr_len(&p)); /* and CRC, same block */
+    p.flags = APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_CRC;
+    EXPECT_EQ(24u, aptus_ud_sr_hdr_len(&p));
+    p.type  = APTUS_UD_SR_TYPE_ACK;
+    p.flags = APTUS_UD_SR_F_SACK;
+    EXPECT_EQ(24u, aptus_ud_sr_hdr_len(&p));
+}
+
+TEST(ud_sr_proto, round_trip_all_fields)
+{
+    std::vector<uint8_t> payload(100);
+    for (size_t i = 0; i < payload.size(); ++i) {
+        payload[i] = (uint8_t)(i * 7);
+    }
+    aptus_ud_sr_pkt_t p = data_pkt(APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_ACK_REQ |
+                                   APTUS_UD_SR_F_CRC, 5000);
+    p.crc = aptus_crc32c(0, payload.data(), payload.size());
+    std::vector<uint8_t> buf = build(p, payload);
+
+    aptus_ud_sr_pkt_t q;
+    ASSERT_EQ(APTUS_UD_SR_PARSE_OK,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 1, &q));
+    EXPECT_EQ(p.dest_key, q.dest_key);
+    EXPECT_EQ(p.src_key, q.src_key);
+    EXPECT_EQ(p.psn, q.psn);
+    EXPECT_EQ(p.ack, q.ack);
+    EXPECT_EQ(p.type, q.type);
+    EXPECT_EQ(p.flags, q.flags);
+    EXPECT_EQ(p.am_id, q.am_id);
+    EXPECT_EQ(p.conn_id, q.conn_id);
+    EXPECT_EQ(p.msg_len, q.msg_len);
+    EXPECT_EQ(p.crc, q.crc);
+    ASSERT_EQ(payload.size(), q.payload_len);
+    EXPECT_EQ(0, memcmp(payload.data(), q.payload, payload.size()));
+
+    char line[256];
+    aptus_ud_sr_snprint(&q, line, sizeof(line));
+    EXPECT_NE(nullptr, strstr(line, "DATA conn 2 psn 1234 ack 4321 am 5 FIRST"));
+}
+
+TEST(ud_sr_proto, ack_with_sack_round_trip)
+{
+    aptus_ud_sr_pkt_t p = {};
+    p.type  = APTUS_UD_SR_TYPE_ACK;
+    p.flags = APTUS_UD_SR_F_SACK;
+    p.ack   = 65535;
+    p.sack  = 0xf0f0f0f0f0f0f0f0ull;
+    std::vector<uint8_t> buf = build(p, {});
+    aptus_ud_sr_pkt_t q;
+    ASSERT_EQ(APTUS_UD_SR_PARSE_OK, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    EXPECT_EQ(p.sack, q.sack);
+    EXPECT_EQ(65535, q.ack);
+}
+
+TEST(ud_sr_proto, rejects_malformed)
+{
+    std::vector<uint8_t> payload(10, 1);
+    aptus_ud_sr_pkt_t q;
+
+    /* truncated header */
+    std::vector<uint8_t> buf = build(data_pkt(APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST, 0), payload);
+    EXPECT_EQ(APTUS_UD_SR_PARSE_TRUNCATED, aptus_ud_sr_parse(buf.data(), 15, 0, &q));
+
+    /* extension announced but datagram too short for it */
+    buf = build(data_pkt(APTUS_UD_SR_F_FIRST, 100), {});
+    EXPECT_EQ(APTUS_UD_SR_PARSE_TRUNCATED, aptus_ud_sr_parse(buf.data(), 18, 0, &q));
+
+    /* extension fields that do not apply must be zero */
+    buf = build(data_pkt(APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_CRC, 0), payload);
+    buf[16] = 1; /* msg_len on a last fragment */
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+
+    /* unknown type, unknown flag, bad am id */
+    buf = build(data_pkt(APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST, 0), payload);
+    buf[12] = 9;
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_TYPE, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    buf[12] = APTUS_UD_SR_TYPE_DATA;
+    buf[13] |= 0x80;
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_FLAGS, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    buf[13] &= ~0x80;
+    buf[14] = APTUS_UD_SR_AM_ID_MAX;
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_AM_ID, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+
+    /* a first fragment that announces no more than it carries */
+    buf = build(data_pkt(APTUS_UD_SR_F_FIRST, 10), payload);
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+
+    /* middle fragment without data */
+    buf = build(data_pkt(0, 0), {});
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+
+    /* an ACK carrying payload, or fragment flags */
+    aptus_ud_sr_pkt_t a = {};
+    a.type = APTUS_UD_SR_TYPE_ACK;
+    buf = build(a, payload);
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    a.flags = APTUS_UD_SR_F_FIRST;
+    buf = build(a, {});
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_FLAGS, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+
+    /* SACK bit 0 is the cumulative point itself */
+    a.flags = APTUS_UD_SR_F_SACK;
+    a.sack  = 1;
+    buf = build(a, {});
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_FLAGS, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+}
+
+TEST(ud_sr_proto, crc_detects_corruption)
+{
+    std::vector<uint8_t> payload(64, 0x5a);
+    aptus_ud_sr_pkt_t p = data_pkt(APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST |
+                                   APTUS_UD_SR_F_CRC, 0);
+    p.crc = aptus_crc32c(0, payload.data(), payload.size());
+    std::vector<uint8_t> buf = build(p, payload);
+    aptus_ud_sr_pkt_t q;
+    ASSERT_EQ(APTUS_UD_SR_PARSE_OK, aptus_ud_sr_parse(buf.data(), buf.size(), 1, &q));
+    buf[buf.size() - 3] ^= 0x04;
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_CRC, aptus_ud_sr_parse(buf.data(), buf.size(), 1, &q));
+    /* without checking, the same datagram parses */
+    EXPECT_EQ(APTUS_UD_SR_PARSE_OK, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+}
+
+TEST(ud_sr_proto, crc32c_known_value)
+{
+    /* RFC 3720 test vector: 32 bytes of zeros */
+    std::vector<uint8_t> zeros(32, 0);
+    EXPECT_EQ(0x8a9136aau, aptus_crc32c(0, zeros.data(), zeros.size()));
+    const char *s = "123456789";
+    EXPECT_EQ(0xe3069283u, aptus_crc32c(0, s, 9));
+}
+
+/* Whatever bytes arrive, the parser returns, and what it accepts satisfies
+ * the contract the channel relies on. */
+TEST(ud_sr_proto, fuzz_mutations)
+{
+    std::mt19937 rng(2024);
+    std::vector<std::vector<uint8_t>> seeds;
+    std::vector<uint8_t> payload(40, 3);
+    seeds.push_back(build(data_pkt(APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST, 0), payload));
+    seeds.push_back(build(data_pkt(APTUS_UD_SR_F_FIRST, 200), payload));
+    seeds.push_back(build(data_pkt(APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_CRC, 0), payload));
+    aptus_ud_sr_pkt_t a = {};
+    a.type  = APTUS_UD_SR_TYPE_ACK;
+    a.flags = APTUS_UD_SR_F_SACK;
+    a.sack  = 6;
+    seeds.push_back(build(a, {}));
+
+    unsigned accepted = 0;
+    for (int iter = 0; iter < 200000; ++iter) {
+        std::vector<uint8_t> buf = seeds[rng() % seeds.size()];
+        int nmut = 1 + rng() % 4;
+        for (int m = 0; m < nmut; ++m) {
+            switch (rng() % 4) {
+            case 0: /* flip a bit */
+                if (!buf.empty()) {
+                    buf[rng() % buf.size()] ^= (uint8_t)(1u << (rng() % 8));
+                }
+                break;
+            case 1: /* truncate */
+                buf.resize(rng() % (buf.size() + 1));
+                break;
+            case 2: /* random byte */
+                if (!buf.empty()) {
+                    buf[rng() % buf.size()] = (uint8_t)rng();
+                }
+                break;
+            case 3: /* grow */
+                buf.push_back((uint8_t)rng());
+                break;
+            }
+        }
+        /* exact-size heap copy so ASan sees any overread */
+        uint8_t *copy = new uint8_t[buf.size() + 1];
+        std::copy(buf.begin(), buf.end(), copy);
+        aptus_ud_sr_pkt_t q;
+        aptus_ud_sr_parse_status_t st = aptus_ud_sr_parse(copy, buf.size(),
+                                                          rng() & 1, &q);
+        if (st == APTUS_UD_SR_PARSE_OK) {
+            ++accepted;
+            ASSERT_GE(buf.size(), APTUS_UD_SR_HDR_LEN);
+            ASSERT_LE(q.payload, copy + buf.size());
+            ASSERT_EQ(q.payload + q.payload_len, copy + buf.size());
+            ASSERT_TRUE(q.type >= APTUS_UD_SR_TYPE_DATA &&
+                        q.type <= APTUS_UD_SR_TYPE_RESET);
+            ASSERT_EQ(0, q.flags & ~APTUS_UD_SR_F_KNOWN);
+            if (q.type == APTUS_UD_SR_TYPE_DATA) {
+                ASSERT_LT(q.am_id, APTUS_UD_SR_AM_ID_MAX);
+                if ((q.flags & (APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST)) ==
+                    APTUS_UD_SR_F_FIRST) {
+                    ASSERT_GT(q.msg_len, q.payload_len);
+                } else {
+                    ASSERT_EQ(0u, q.msg_len);
+                }
+            } else {
+                ASSERT_EQ(0u, q.payload_len);
+            }
+            ASSERT_EQ(0u, q.sack & 1);
+            ASSERT_EQ(0u, (q.payload - copy) % 8); /* payload stays aligned */
+        } else {
+            ASSERT_LT(st, APTUS_UD_SR_PARSE_LAST);
+        }
+        delete[] copy;
+    }
+    EXPECT_GT(accepted, 1000u); /* the fuzzer reached the accepting paths */
+}
