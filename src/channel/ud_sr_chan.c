@@ -653,6 +653,7 @@ void aptus_ud_chan_tick(aptus_ud_chan_t *chan)
     aptus_ud_tx_ctx_t ctx;
     aptus_ud_peer_t *peer;
     unsigned i, resent;
+    int probe;
 
     chan->last_tick_us = chan->now_us;
     ctx.chan           = chan;
@@ -660,6 +661,10 @@ void aptus_ud_chan_tick(aptus_ud_chan_t *chan)
 
     for (i = 0; i < chan->num_active;) {
         peer = chan->active[i];
+        if (ucs_unlikely(peer->flags & APTUS_UD_PEER_FAILED)) {
+            aptus_ud_chan_deactivate(chan, peer);
+            continue;
+        }
 
         /* Delayed ACK: whatever was not piggybacked by now goes alone. */
         if (aptus_rel_rx_has_unacked(&peer->rx)) {
@@ -675,8 +680,13 @@ void aptus_ud_chan_tick(aptus_ud_chan_t *chan)
                                                      aptus_ud_tx_resend, &ctx);
             }
             tstatus = aptus_rel_tx_timer(&peer->tx, cfg, chan->now_us,
-                                         aptus_ud_tx_resend, &ctx, &resent);
+                                         aptus_ud_tx_resend, &ctx, &resent,
+                                         &probe);
             chan->stats.tx_retransmits += resent;
+            if (probe) {
+                aptus_ud_tx_send_ctl(chan, peer, APTUS_UD_SR_TYPE_ACK, 1);
+                chan->stats.tx_probes++;
+            }
             if (tstatus == APTUS_REL_TIMER_FAILED) {
                 aptus_ud_tx_batch_flush(chan);
                 aptus_ud_chan_peer_fail(chan, peer, UCS_ERR_ENDPOINT_TIMEOUT);

@@ -160,7 +160,7 @@ struct aptus_ud_tx_msg {
 
 typedef struct aptus_ud_chan_stats {
     uint64_t tx_msgs, tx_bytes, tx_data_dgrams, tx_acks, tx_resets;
-    uint64_t tx_retransmits, tx_fast_retransmits, tx_window_full;
+    uint64_t tx_retransmits, tx_fast_retransmits, tx_window_full, tx_probes;
     uint64_t rx_msgs, rx_bytes, rx_data_dgrams, rx_acks;
     uint64_t rx_duplicates, rx_held, rx_out_of_window, rx_deferred;
     uint64_t rx_bad_key, rx_malformed, rx_bad_crc, rx_bad_ack;

@@ -231,7 +231,7 @@ static void aptus_ud_rx_data(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
 
     chan->stats.rx_data_dgrams++;
     if (pkt->flags & APTUS_UD_SR_F_ACK_REQ) {
-        peer->rx.flags |= APTUS_REL_RX_ACK_NOW;
+        aptus_rel_rx_request(&peer->rx, (aptus_psn_t)(pkt->psn + 1));
     }
 
     verdict = aptus_rel_rx_classify(&peer->rx, pkt->psn);
@@ -364,8 +364,14 @@ static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
     case APTUS_UD_SR_TYPE_ACK:
         chan->stats.rx_acks++;
         if (pkt.flags & APTUS_UD_SR_F_ACK_REQ) {
-            peer->rx.flags |= APTUS_REL_RX_ACK_NOW;
+            aptus_rel_rx_request(&peer->rx, pkt.psn);
             aptus_ud_rx_want_ack(chan, peer);
+        }
+        if (pkt.flags & APTUS_UD_SR_F_REPLY) {
+            /* everything the request covered that it does not have is lost */
+            chan->stats.tx_fast_retransmits +=
+                    aptus_rel_tx_reply(&peer->tx, &chan->config.rel, pkt.psn,
+                                       chan->now_us, aptus_ud_tx_resend, &ctx);
         }
         break;
     case APTUS_UD_SR_TYPE_RESET:

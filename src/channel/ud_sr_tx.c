@@ -134,8 +134,15 @@ void aptus_ud_tx_send_ctl(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     pkt.ack      = peer->rx.expected;
     pkt.type     = type;
     pkt.conn_id  = peer->conn_id;
-    if (ack_req) {
-        pkt.flags |= APTUS_UD_SR_F_ACK_REQ;
+    if (type == APTUS_UD_SR_TYPE_ACK) {
+        if (ack_req) {
+            /* a probe: "tell me what you have of everything before this" */
+            pkt.flags |= APTUS_UD_SR_F_ACK_REQ;
+            pkt.psn    = aptus_rel_tx_probe_upto(&peer->tx);
+        } else if (peer->rx.flags & APTUS_REL_RX_REPLY) {
+            pkt.flags |= APTUS_UD_SR_F_REPLY;
+            pkt.psn    = peer->rx.reply_upto;
+        }
     }
     if ((type == APTUS_UD_SR_TYPE_ACK) && (peer->rx.ooo_mask != 0)) {
         pkt.flags |= APTUS_UD_SR_F_SACK;

@@ -39,6 +39,7 @@ void aptus_rel_tx_init(aptus_rel_tx_t *tx, uint64_t now_us)
     tx->acked_psn  = 0;
     tx->backoff    = 0;
     tx->sacked     = 0;
+    tx->probing    = 0;
 }
 
 static inline aptus_rel_txe_t *aptus_rel_tx_head(const aptus_rel_tx_t *tx)
@@ -119,6 +120,7 @@ aptus_rel_tx_ack(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
                  aptus_psn_t ack, int has_sack, uint64_t sack,
                  uint64_t now_us, aptus_rel_txe_cb_t release_cb, void *arg)
 {
+    (void)cfg;
     aptus_rel_txe_t *txe, *next;
     uint64_t sample = 0;
     int have_sample = 0;
@@ -135,6 +137,7 @@ aptus_rel_tx_ack(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
 
     if (ack != tx->acked_psn) {
         tx->backoff   = 0; /* progress: the peer is alive and reachable */
+        tx->probing   = 0;
         tx->acked_psn = ack;
         txe           = aptus_rel_tx_head(tx);
         while ((txe != NULL) && aptus_psn_lt(txe->psn, ack)) {
@@ -194,13 +197,23 @@ static void aptus_rel_resend(aptus_rel_txe_t *txe, uint64_t now_us,
     resend_cb(arg, txe);
 }
 
+/* A packet resent less than one smoothed RTT ago may still be on its way. */
+static inline int aptus_rel_resend_due(const aptus_rel_tx_t *tx,
+                                       const aptus_rel_config_t *cfg,
+                                       const aptus_rel_txe_t *txe,
+                                       uint64_t now_us)
+{
+    uint64_t min_wait = (tx->srtt_us != 0) ? tx->srtt_us : cfg->rto_min_us;
+
+    return (now_us - txe->send_time) >= min_wait;
+}
+
 unsigned aptus_rel_tx_fast_retransmit(aptus_rel_tx_t *tx,
                                       const aptus_rel_config_t *cfg,
                                       uint64_t now_us,
                                       aptus_rel_txe_cb_t resend_cb, void *arg)
 {
     aptus_rel_txe_t *txe, *last_sacked = NULL;
-    uint64_t min_wait;
     unsigned count = 0;
 
     if (!tx->sacked || (tx->tail == NULL)) {
@@ -227,12 +240,11 @@ unsigned aptus_rel_tx_fast_retransmit(aptus_rel_tx_t *tx,
     /* A packet sent after a hole arrived, so the hole is most likely lost;
      * wait one smoothed RTT since its last send before resending so a
      * reordered datagram is not resent needlessly. */
-    min_wait = (tx->srtt_us != 0) ? tx->srtt_us : cfg->rto_min_us;
     for (txe = aptus_rel_tx_head(tx); txe != last_sacked; txe = txe->next) {
         if (txe->flags & APTUS_REL_TXE_SACKED) {
             continue;
         }
-        if ((now_us - txe->send_time) >= min_wait) {
+        if (aptus_rel_resend_due(tx, cfg, txe, now_us)) {
             aptus_rel_resend(txe, now_us, resend_cb, arg);
             ++count;
         } else {
@@ -242,16 +254,51 @@ unsigned aptus_rel_tx_fast_retransmit(aptus_rel_tx_t *tx,
     return count;
 }
 
+unsigned aptus_rel_tx_reply(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
+                            aptus_psn_t upto, uint64_t now_us,
+                            aptus_rel_txe_cb_t resend_cb, void *arg)
+{
+    aptus_rel_txe_t *txe;
+    unsigned count = 0;
+
+    tx->probing = 0;
+    if (tx->tail == NULL) {
+        return 0;
+    }
+    if (aptus_psn_lt(tx->next_psn, upto)) {
+        return 0; /* covers PSNs never sent: not ours */
+    }
+
+    txe = aptus_rel_tx_head(tx);
+    for (;;) {
+        if (!aptus_psn_lt(txe->psn, upto)) {
+            break;
+        }
+        if (!(txe->flags & APTUS_REL_TXE_SACKED) &&
+            aptus_rel_resend_due(tx, cfg, txe, now_us)) {
+            aptus_rel_resend(txe, now_us, resend_cb, arg);
+            ++count;
+        }
+        if (txe == tx->tail) {
+            break;
+        }
+        txe = txe->next;
+    }
+    return count;
+}
+
 aptus_rel_timer_status_t
 aptus_rel_tx_timer(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
                    uint64_t now_us, aptus_rel_txe_cb_t resend_cb, void *arg,
-                   unsigned *resent_p)
+                   unsigned *resent_p, int *probe_p)
 {
     aptus_rel_txe_t *txe;
+    uint64_t oldest = UINT64_MAX, probe_after;
     uint32_t silence, rto;
     unsigned count = 0;
 
     *resent_p = 0;
+    *probe_p  = 0;
     if (tx->tail == NULL) {
         return APTUS_REL_TIMER_IDLE;
     }
@@ -264,10 +311,13 @@ aptus_rel_tx_timer(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
     rto = aptus_rel_tx_rto(tx, cfg);
     txe = aptus_rel_tx_head(tx);
     for (;;) {
-        if (!(txe->flags & APTUS_REL_TXE_SACKED) &&
-            ((now_us - txe->send_time) >= rto)) {
-            aptus_rel_resend(txe, now_us, resend_cb, arg);
-            ++count;
+        if (!(txe->flags & APTUS_REL_TXE_SACKED)) {
+            if ((now_us - txe->send_time) >= rto) {
+                aptus_rel_resend(txe, now_us, resend_cb, arg);
+                ++count;
+            } else if (txe->send_time < oldest) {
+                oldest = txe->send_time;
+            }
         }
         if (txe == tx->tail) {
             break;
@@ -275,8 +325,23 @@ aptus_rel_tx_timer(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
         txe = txe->next;
     }
 
-    if ((count > 0) && (tx->backoff < APTUS_REL_MAX_BACKOFF)) {
-        tx->backoff++;
+    if (count > 0) {
+        if (tx->backoff < APTUS_REL_MAX_BACKOFF) {
+            tx->backoff++;
+        }
+        tx->probing = 0;
+    } else if ((cfg->probe_min_us != 0) && !tx->probing &&
+               (oldest != UINT64_MAX)) {
+        /* Nothing is due yet, but the ACK is late: ask for it rather than
+         * wait for the timeout, which may be far longer than the RTT. */
+        probe_after = 2 * (uint64_t)tx->srtt_us;
+        if (probe_after < cfg->probe_min_us) {
+            probe_after = cfg->probe_min_us;
+        }
+        if ((now_us - oldest) >= probe_after) {
+            tx->probing = 1;
+            *probe_p    = 1;
+        }
     }
     *resent_p = count;
     return APTUS_REL_TIMER_ARMED;
@@ -318,14 +383,16 @@ void aptus_rel_tx_purge(aptus_rel_tx_t *tx, aptus_rel_txe_cb_t release_cb,
     tx->acked_psn = tx->next_psn;
     tx->backoff   = 0;
     tx->sacked    = 0;
+    tx->probing   = 0;
 }
 
 void aptus_rel_rx_init(aptus_rel_rx_t *rx)
 {
-    rx->ooo_mask = 0;
-    rx->expected = 0;
-    rx->unacked  = 0;
-    rx->flags    = 0;
+    rx->ooo_mask   = 0;
+    rx->expected   = 0;
+    rx->unacked    = 0;
+    rx->reply_upto = 0;
+    rx->flags      = 0;
 }
 
 aptus_rel_rx_verdict_t aptus_rel_rx_classify(const aptus_rel_rx_t *rx,

@@ -60,6 +60,7 @@ typedef struct aptus_rel_config {
     uint32_t rto_max_us;
     uint32_t rto_init_us;     /* before the first RTT sample */
     uint32_t peer_timeout_us; /* silence with data outstanding => failed */
+    uint32_t probe_min_us;    /* earliest tail probe; 0: no probes */
 } aptus_rel_config_t;
 
 /* Returns NULL when the configuration is consistent, else a message naming
@@ -89,6 +90,7 @@ typedef struct aptus_rel_tx {
     aptus_psn_t      acked_psn;  /* every PSN before this is acknowledged */
     uint8_t          backoff;    /* RTO doubling exponent */
     uint8_t          sacked;     /* a hole exists below a SACKed packet */
+    uint8_t          probing;    /* a tail probe is waiting for its reply */
 } aptus_rel_tx_t;
 
 typedef void (*aptus_rel_txe_cb_t)(void *arg, aptus_rel_txe_t *txe);
@@ -165,11 +167,29 @@ unsigned aptus_rel_tx_fast_retransmit(aptus_rel_tx_t *tx,
                                       aptus_rel_txe_cb_t resend_cb, void *arg);
 
 /* Periodic check: resend packets whose timeout expired (backing off), and
- * report a peer silent past the limit. */
+ * report a peer silent past the limit. Before the timeout, when the oldest
+ * packet has waited two smoothed RTTs (at least probe_min_us) without an
+ * acknowledgement, *probe_p is set: send the peer an acknowledgement
+ * request carrying aptus_rel_tx_probe_upto() (a tail-loss probe, in the
+ * spirit of RFC 8985), once per timeout period. */
 aptus_rel_timer_status_t
 aptus_rel_tx_timer(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
                    uint64_t now_us, aptus_rel_txe_cb_t resend_cb, void *arg,
-                   unsigned *resent_p);
+                   unsigned *resent_p, int *probe_p);
+
+/* What a probe or request covers: every PSN before this was sent. */
+static inline aptus_psn_t aptus_rel_tx_probe_upto(const aptus_rel_tx_t *tx)
+{
+    return tx->next_psn;
+}
+
+/* The receiver answered a request covering PSNs before 'upto' (after the
+ * acknowledgement in the same packet was processed): whatever it has not
+ * got of those was lost. Resends them (except ones resent within the last
+ * smoothed RTT, whose copy may still be on its way); returns how many. */
+unsigned aptus_rel_tx_reply(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
+                            aptus_psn_t upto, uint64_t now_us,
+                            aptus_rel_txe_cb_t resend_cb, void *arg);
 
 /* Current retransmission timeout including backoff, usec. */
 uint32_t aptus_rel_tx_rto(const aptus_rel_tx_t *tx,
@@ -187,13 +207,15 @@ void aptus_rel_tx_purge(aptus_rel_tx_t *tx, aptus_rel_txe_cb_t release_cb,
 /* ---- receive side ----------------------------------------------------- */
 
 enum {
-    APTUS_REL_RX_ACK_NOW = 1u << 0 /* duplicate or hole: acknowledge now */
+    APTUS_REL_RX_ACK_NOW = 1u << 0, /* duplicate or hole: acknowledge now */
+    APTUS_REL_RX_REPLY   = 1u << 1  /* the next explicit ACK answers a request */
 };
 
 typedef struct aptus_rel_rx {
-    uint64_t    ooo_mask; /* bit i: (expected + i) is held; bit 0 never */
-    aptus_psn_t expected; /* next in-order PSN */
-    uint16_t    unacked;  /* accepted since the last ACK sent */
+    uint64_t    ooo_mask;   /* bit i: (expected + i) is held; bit 0 never */
+    aptus_psn_t expected;   /* next in-order PSN */
+    uint16_t    unacked;    /* accepted since the last ACK sent */
+    aptus_psn_t reply_upto; /* the request the next reply answers */
     uint8_t     flags;
 } aptus_rel_rx_t;
 
@@ -238,13 +260,22 @@ static inline int aptus_rel_rx_has_unacked(const aptus_rel_rx_t *rx)
     return (rx->unacked > 0) || (rx->flags & APTUS_REL_RX_ACK_NOW);
 }
 
+/* The sender asked for an acknowledgement covering PSNs before upto. */
+static inline void aptus_rel_rx_request(aptus_rel_rx_t *rx, aptus_psn_t upto)
+{
+    rx->reply_upto = upto;
+    rx->flags     |= APTUS_REL_RX_ACK_NOW | APTUS_REL_RX_REPLY;
+}
+
 /* Any packet to the peer carries the cumulative ack; call when one is sent.
- * The selective map needs an explicit ACK, so a pending hole keeps
- * ACK_NOW unless with_sack. */
-static inline void aptus_rel_rx_acked(aptus_rel_rx_t *rx, int with_sack)
+ * The selective map and a reply need an explicit ACK, so a pending hole or
+ * request keeps ACK_NOW unless this was one (explicit). */
+static inline void aptus_rel_rx_acked(aptus_rel_rx_t *rx, int explicit_ack)
 {
     rx->unacked = 0;
-    if (with_sack || (rx->ooo_mask == 0)) {
+    if (explicit_ack) {
+        rx->flags &= ~(APTUS_REL_RX_ACK_NOW | APTUS_REL_RX_REPLY);
+    } else if ((rx->ooo_mask == 0) && !(rx->flags & APTUS_REL_RX_REPLY)) {
         rx->flags &= ~APTUS_REL_RX_ACK_NOW;
     }
 }

@@ -131,6 +131,9 @@ aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
         if (pkt->am_id >= APTUS_UD_SR_AM_ID_MAX) {
             return APTUS_UD_SR_PARSE_BAD_AM_ID;
         }
+        if (pkt->flags & APTUS_UD_SR_F_REPLY) {
+            return APTUS_UD_SR_PARSE_BAD_FLAGS;
+        }
         break;
     case APTUS_UD_SR_TYPE_ACK:
     case APTUS_UD_SR_TYPE_RESET:
@@ -138,7 +141,7 @@ aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
         if ((pkt->flags & (APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST |
                            APTUS_UD_SR_F_CRC)) ||
             ((pkt->type == APTUS_UD_SR_TYPE_RESET) &&
-             (pkt->flags & APTUS_UD_SR_F_ACK_REQ))) {
+             (pkt->flags & (APTUS_UD_SR_F_ACK_REQ | APTUS_UD_SR_F_REPLY)))) {
             return APTUS_UD_SR_PARSE_BAD_FLAGS;
         }
         if (pkt->am_id != 0) {
@@ -218,7 +221,7 @@ int aptus_ud_sr_snprint(const aptus_ud_sr_pkt_t *pkt, char *buf, size_t max)
                                                                types[0];
 
     return snprintf(buf, max,
-                    "%s conn %u psn %u ack %u am %u%s%s%s%s%s len %zu"
+                    "%s conn %u psn %u ack %u am %u%s%s%s%s%s%s len %zu"
                     " sack 0x%llx msg_len %u",
                     type, pkt->conn_id, pkt->psn, pkt->ack, pkt->am_id,
                     (pkt->flags & APTUS_UD_SR_F_FIRST) ? " FIRST" : "",
@@ -226,6 +229,7 @@ int aptus_ud_sr_snprint(const aptus_ud_sr_pkt_t *pkt, char *buf, size_t max)
                     (pkt->flags & APTUS_UD_SR_F_ACK_REQ) ? " ACK_REQ" : "",
                     (pkt->flags & APTUS_UD_SR_F_SACK) ? " SACK" : "",
                     (pkt->flags & APTUS_UD_SR_F_CRC) ? " CRC" : "",
+                    (pkt->flags & APTUS_UD_SR_F_REPLY) ? " REPLY" : "",
                     pkt->payload_len, (unsigned long long)pkt->sack,
                     pkt->msg_len);
 }

@@ -17,7 +17,9 @@
  * src key:  the sender's interface key (its incarnation).
  * conn:     stream number between the two interfaces (several UCT endpoints
  *           to one peer interface get one stream each).
- * psn:      this packet's sequence number (DATA only).
+ * psn:      this packet's sequence number (DATA). On an ACK that asks for
+ *           an acknowledgement (ACK_REQ, a probe) or answers one (REPLY):
+ *           the request's coverage, "every PSN before this was sent".
  * ack:      cumulative acknowledgement of the reverse stream: the next PSN
  *           the sender of this packet expects. Carried by every packet.
  * Extensions, 8 bytes each so that every header is a multiple of 8 and the
@@ -56,7 +58,9 @@ enum {
     APTUS_UD_SR_F_ACK_REQ = 1u << 2, /* acknowledge at once */
     APTUS_UD_SR_F_SACK    = 1u << 3, /* SACK extension present */
     APTUS_UD_SR_F_CRC     = 1u << 4, /* CRC extension present */
-    APTUS_UD_SR_F_KNOWN   = 0x1f
+    APTUS_UD_SR_F_REPLY   = 1u << 5, /* ACK answering an ACK_REQ (psn: its
+                                        coverage) */
+    APTUS_UD_SR_F_KNOWN   = 0x3f
 };
 
 typedef struct aptus_ud_sr_pkt {

@@ -314,6 +314,7 @@ unsigned uct_ud_sr_iface_stats(uct_ud_sr_iface_t *iface,
         {"rx_acks", c->rx_acks},
         {"retransmits", c->tx_retransmits},
         {"fast_retransmits", c->tx_fast_retransmits},
+        {"probes", c->tx_probes},
         {"window_full", c->tx_window_full},
         {"rx_duplicates", c->rx_duplicates},
         {"rx_held", c->rx_held},
@@ -405,6 +406,8 @@ static void uct_ud_sr_chan_config(const uct_ud_sr_iface_config_t *config,
     chan_config->rx_headroom         = rx_headroom;
     chan_config->rx_batch            = config->rx_batch;
     chan_config->tick_us             = uct_ud_sr_usec(config->timer_tick);
+    /* probe no earlier than a delayed ACK could have come */
+    chan_config->rel.probe_min_us    = 2 * chan_config->tick_us;
     chan_config->crc                 = config->crc;
     chan_config->max_peers           = config->max_peers;
 }

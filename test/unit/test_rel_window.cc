@@ -119,10 +119,11 @@ public:
                                             this);
     }
 
-    aptus_rel_timer_status_t timer(unsigned *resent)
+    aptus_rel_timer_status_t timer(unsigned *resent, int *probe = nullptr)
     {
+        int dummy;
         return aptus_rel_tx_timer(&m_tx, &m_cfg, m_now, resend_cb, this,
-                                  resent);
+                                  resent, (probe != nullptr) ? probe : &dummy);
     }
 
     /* Deliver everything queued to the receiver (in order). */
@@ -470,6 +471,78 @@ TEST(rel_window, psn_wraparound)
     l.tx_ack(l.make_ack());
     EXPECT_TRUE(aptus_rel_tx_is_idle(&l.m_tx));
     EXPECT_EQ(14, l.m_tx.next_psn);
+}
+
+TEST(rel_window, tail_probe_finds_lost_tail_before_timeout)
+{
+    aptus_rel_config_t cfg = default_cfg;
+    cfg.probe_min_us       = 200;
+    rel_link l(cfg);
+    /* establish an RTT of 100 us */
+    for (int i = 0; i < 10; ++i) {
+        ASSERT_TRUE(l.send(i));
+        l.m_now += 100;
+        l.deliver_all();
+        l.tx_ack(l.make_ack());
+    }
+    /* the last two of a burst are lost: nothing after them to SACK */
+    for (int i = 10; i < 16; ++i) {
+        ASSERT_TRUE(l.send(i));
+    }
+    l.m_to_rx.erase(l.m_to_rx.begin() + 4, l.m_to_rx.end());
+    l.deliver_all();
+    l.tx_ack(l.make_ack());
+    EXPECT_EQ(2u, aptus_rel_tx_inflight(&l.m_tx));
+
+    unsigned resent;
+    int probe;
+    l.m_now += 150;
+    l.timer(&resent, &probe);
+    EXPECT_FALSE(probe); /* not before probe_min */
+    l.m_now += 100;
+    l.timer(&resent, &probe);
+    EXPECT_TRUE(probe);
+    EXPECT_EQ(0u, resent);
+    l.timer(&resent, &probe);
+    EXPECT_FALSE(probe); /* one probe per timeout period */
+
+    /* the receiver answers the request: PSNs before upto it lacks are lost */
+    aptus_psn_t upto = aptus_rel_tx_probe_upto(&l.m_tx);
+    aptus_rel_rx_request(&l.m_rx, upto);
+    EXPECT_TRUE(aptus_rel_rx_ack_due(&l.m_rx, &l.m_cfg));
+    EXPECT_TRUE(l.m_rx.flags & APTUS_REL_RX_REPLY);
+    EXPECT_EQ(upto, l.m_rx.reply_upto);
+    l.tx_ack(l.make_ack());
+    EXPECT_FALSE(l.m_rx.flags & APTUS_REL_RX_REPLY);
+    EXPECT_EQ(2u, aptus_rel_tx_reply(&l.m_tx, &l.m_cfg, upto, l.m_now,
+                                     rel_link::resend_cb, &l));
+    EXPECT_LT(l.m_now - 1000000, l.m_cfg.rto_init_us); /* well before RTO */
+    /* a second reply at once does not resend the copies in flight */
+    EXPECT_EQ(0u, aptus_rel_tx_reply(&l.m_tx, &l.m_cfg, upto, l.m_now,
+                                     rel_link::resend_cb, &l));
+    l.deliver_all();
+    l.tx_ack(l.make_ack());
+    EXPECT_TRUE(aptus_rel_tx_is_idle(&l.m_tx));
+    EXPECT_EQ(seq(0, 16), l.m_delivered);
+}
+
+TEST(rel_window, reply_for_packets_never_sent_ignored)
+{
+    rel_link l;
+    ASSERT_TRUE(l.send(0));
+    EXPECT_EQ(0u, aptus_rel_tx_reply(&l.m_tx, &l.m_cfg, 50, l.m_now + 100000,
+                                     rel_link::resend_cb, &l));
+    EXPECT_TRUE(l.m_resent.empty());
+}
+
+TEST(rel_window, piggybacked_ack_keeps_a_reply_pending)
+{
+    rel_link l;
+    aptus_rel_rx_request(&l.m_rx, 0);
+    aptus_rel_rx_acked(&l.m_rx, 0); /* data carried the cumulative ack */
+    EXPECT_TRUE(aptus_rel_rx_ack_due(&l.m_rx, &l.m_cfg));
+    aptus_rel_rx_acked(&l.m_rx, 1); /* an explicit ACK answers it */
+    EXPECT_FALSE(aptus_rel_rx_has_unacked(&l.m_rx));
 }
 
 /* Random loss, duplication and reordering in both directions: every

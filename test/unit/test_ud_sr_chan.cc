@@ -125,6 +125,7 @@ public:
         m_cfg.rel.rto_max_us      = 100000;
         m_cfg.rel.rto_init_us     = 5000;
         m_cfg.rel.peer_timeout_us = 2000000;
+        m_cfg.rel.probe_min_us    = 400;
         m_cfg.max_msg             = 16384;
         m_cfg.max_am_hdr          = 64;
         m_cfg.rx_pool             = 256;
@@ -410,6 +411,38 @@ TEST_F(ud_chan, loss_duplication_reordering_both_ways)
     EXPECT_GT(m_b.chan.stats.rx_held, 0u);
     EXPECT_TRUE(m_a.failed.empty());
     EXPECT_TRUE(m_b.failed.empty());
+}
+
+TEST_F(ud_chan, lost_tail_recovered_by_probe_before_timeout)
+{
+    m_cfg.rel.rto_min_us  = 50000;
+    m_cfg.rel.rto_init_us = 50000;
+    init_both();
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    for (unsigned i = 0; i < 5; ++i) { /* measure the RTT */
+        ASSERT_EQ(UCS_OK, send_short(m_a, p, 1, i, pattern(i, 10)));
+        ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    }
+    /* the last datagram of a 4-datagram message is lost once */
+    int dropped = 0;
+    m_net.filter = [&](const fake_dgram &d, const aptus_ud_sr_pkt_t &pkt) {
+        if (!dropped && (pkt.type == APTUS_UD_SR_TYPE_DATA) &&
+            (pkt.flags & APTUS_UD_SR_F_LAST)) {
+            dropped = 1;
+            return FAKE_DROP;
+        }
+        return FAKE_PASS;
+    };
+    std::vector<uint8_t> data = pattern(77, 3500);
+    ASSERT_GT(send_bcopy(m_a, p, 1, data), 0);
+    uint64_t start = fake_net::now;
+    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    EXPECT_EQ(1, dropped);
+    EXPECT_LT(fake_net::now - start, m_cfg.rel.rto_min_us / 4);
+    EXPECT_GE(m_a.chan.stats.tx_probes, 1u);
+    EXPECT_EQ(0u, m_a.chan.stats.tx_retransmits); /* no timeout needed */
+    EXPECT_EQ(1u, m_a.chan.stats.tx_fast_retransmits);
+    EXPECT_EQ(data, m_b.rx.back().data);
 }
 
 TEST_F(ud_chan, ack_loss_recovered)

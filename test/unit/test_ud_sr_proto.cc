@@ -145,6 +145,10 @@ TEST(ud_sr_proto, rejects_malformed)
     buf = build(a, {});
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_FLAGS, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
 
+    /* REPLY belongs to ACKs only */
+    buf = build(data_pkt(APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_REPLY, 0), payload);
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_FLAGS, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+
     /* SACK bit 0 is the cumulative point itself */
     a.flags = APTUS_UD_SR_F_SACK;
     a.sack  = 1;
@@ -190,6 +194,9 @@ TEST(ud_sr_proto, fuzz_mutations)
     a.type  = APTUS_UD_SR_TYPE_ACK;
     a.flags = APTUS_UD_SR_F_SACK;
     a.sack  = 6;
+    seeds.push_back(build(a, {}));
+    a.flags = APTUS_UD_SR_F_REPLY;
+    a.psn   = 77;
     seeds.push_back(build(a, {}));
 
     unsigned accepted = 0;
