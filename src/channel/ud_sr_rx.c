@@ -319,7 +319,11 @@ static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
 
     peer = aptus_ud_chan_peer_lookup(chan, src, pkt.src_key, pkt.conn_id);
     if (peer == NULL) {
-        if (pkt.type != APTUS_UD_SR_TYPE_DATA) {
+        /* a new stream starts with data, or with a probe whose first data
+         * was lost (the reply tells the sender nothing arrived) */
+        if ((pkt.type != APTUS_UD_SR_TYPE_DATA) &&
+            !((pkt.type == APTUS_UD_SR_TYPE_ACK) &&
+              (pkt.flags & APTUS_UD_SR_F_ACK_REQ) && (pkt.ack == 0))) {
             chan->stats.rx_unknown_stream++;
             return 0;
         }
@@ -332,7 +336,8 @@ static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
 
     if (ucs_unlikely(peer->flags & APTUS_UD_PEER_FAILED)) {
         chan->stats.rx_dead_stream++;
-        if (pkt.type == APTUS_UD_SR_TYPE_DATA) {
+        if ((pkt.type == APTUS_UD_SR_TYPE_DATA) ||
+            (pkt.flags & APTUS_UD_SR_F_ACK_REQ)) {
             aptus_ud_tx_send_ctl(chan, peer, APTUS_UD_SR_TYPE_RESET, 0);
         }
         return 0;

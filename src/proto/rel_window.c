@@ -35,6 +35,7 @@ void aptus_rel_tx_init(aptus_rel_tx_t *tx, uint64_t now_us)
     tx->srtt_us    = 0;
     tx->rttvar_us  = 0;
     tx->last_heard = aptus_rel_coarse_time(now_us);
+    tx->probe_time = 0;
     tx->next_psn   = 0;
     tx->acked_psn  = 0;
     tx->backoff    = 0;
@@ -142,7 +143,9 @@ aptus_rel_tx_ack(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
         txe           = aptus_rel_tx_head(tx);
         while ((txe != NULL) && aptus_psn_lt(txe->psn, ack)) {
             next = txe->next;
-            if (txe->sends == 1) {
+            /* A packet held behind a hole was acknowledged when it was
+             * SACKed, not now: its wait for the hole is not a round trip. */
+            if ((txe->sends == 1) && !(txe->flags & APTUS_REL_TXE_SACKED)) {
                 sample      = now_us - txe->send_time;
                 have_sample = 1;
             }
@@ -155,12 +158,12 @@ aptus_rel_tx_ack(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
             release_cb(arg, txe);
             txe = next;
         }
-        if (have_sample) {
-            aptus_rel_rtt_sample(tx, sample);
-        }
     }
 
     if (!has_sack || (sack == 0) || (tx->tail == NULL)) {
+        if (have_sample) {
+            aptus_rel_rtt_sample(tx, sample);
+        }
         return APTUS_REL_ACK_OK;
     }
 
@@ -176,6 +179,10 @@ aptus_rel_tx_ack(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
             if (!(txe->flags & APTUS_REL_TXE_SACKED)) {
                 txe->flags |= APTUS_REL_TXE_SACKED;
                 tx->backoff = 0;
+                if (txe->sends == 1) {
+                    sample      = now_us - txe->send_time;
+                    have_sample = 1;
+                }
             }
             tx->sacked = 1;
         }
@@ -183,6 +190,9 @@ aptus_rel_tx_ack(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
             break;
         }
         txe = txe->next;
+    }
+    if (have_sample) {
+        aptus_rel_rtt_sample(tx, sample);
     }
     return APTUS_REL_ACK_OK;
 }
@@ -197,14 +207,22 @@ static void aptus_rel_resend(aptus_rel_txe_t *txe, uint64_t now_us,
     resend_cb(arg, txe);
 }
 
-/* A packet resent less than one smoothed RTT ago may still be on its way. */
+/* Whether to resend a packet the receiver lacks. A reply proves a packet
+ * sent once is lost; otherwise (a hole below a SACK, which may be mere
+ * reordering, or a packet already resent whose copy may be on its way)
+ * wait one smoothed RTT since it was last sent. */
 static inline int aptus_rel_resend_due(const aptus_rel_tx_t *tx,
                                        const aptus_rel_config_t *cfg,
                                        const aptus_rel_txe_t *txe,
-                                       uint64_t now_us)
+                                       uint64_t now_us, int proven)
 {
-    uint64_t min_wait = (tx->srtt_us != 0) ? tx->srtt_us : cfg->rto_min_us;
+    uint64_t min_wait;
 
+    if (proven && (txe->sends == 1)) {
+        return 1;
+    }
+    min_wait = (tx->srtt_us != 0)     ? tx->srtt_us :
+               (cfg->probe_min_us != 0) ? cfg->probe_min_us : cfg->rto_min_us;
     return (now_us - txe->send_time) >= min_wait;
 }
 
@@ -244,7 +262,7 @@ unsigned aptus_rel_tx_fast_retransmit(aptus_rel_tx_t *tx,
         if (txe->flags & APTUS_REL_TXE_SACKED) {
             continue;
         }
-        if (aptus_rel_resend_due(tx, cfg, txe, now_us)) {
+        if (aptus_rel_resend_due(tx, cfg, txe, now_us, 0)) {
             aptus_rel_resend(txe, now_us, resend_cb, arg);
             ++count;
         } else {
@@ -275,7 +293,7 @@ unsigned aptus_rel_tx_reply(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
             break;
         }
         if (!(txe->flags & APTUS_REL_TXE_SACKED) &&
-            aptus_rel_resend_due(tx, cfg, txe, now_us)) {
+            aptus_rel_resend_due(tx, cfg, txe, now_us, 1)) {
             aptus_rel_resend(txe, now_us, resend_cb, arg);
             ++count;
         }
@@ -308,11 +326,16 @@ aptus_rel_tx_timer(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
         return APTUS_REL_TIMER_FAILED;
     }
 
+    /* On timeout resend only the oldest expired packet (it asks for an
+     * acknowledgement, and the reply names whatever else is missing): a
+     * receiver that was merely off the CPU is not sent the whole window
+     * again. Without probes, every expired packet goes. */
     rto = aptus_rel_tx_rto(tx, cfg);
     txe = aptus_rel_tx_head(tx);
     for (;;) {
         if (!(txe->flags & APTUS_REL_TXE_SACKED)) {
-            if ((now_us - txe->send_time) >= rto) {
+            if (((now_us - txe->send_time) >= rto) &&
+                ((count == 0) || (cfg->probe_min_us == 0))) {
                 aptus_rel_resend(txe, now_us, resend_cb, arg);
                 ++count;
             } else if (txe->send_time < oldest) {
@@ -330,17 +353,24 @@ aptus_rel_tx_timer(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
             tx->backoff++;
         }
         tx->probing = 0;
-    } else if ((cfg->probe_min_us != 0) && !tx->probing &&
-               (oldest != UINT64_MAX)) {
+    } else if ((cfg->probe_min_us != 0) && (oldest != UINT64_MAX)) {
         /* Nothing is due yet, but the ACK is late: ask for it rather than
          * wait for the timeout, which may be far longer than the RTT. */
         probe_after = 2 * (uint64_t)tx->srtt_us;
         if (probe_after < cfg->probe_min_us) {
             probe_after = cfg->probe_min_us;
         }
-        if ((now_us - oldest) >= probe_after) {
-            tx->probing = 1;
-            *probe_p    = 1;
+        /* an unanswered probe is repeated, less often each time (at most
+         * 8 periods apart) so a sleeping peer is not flooded */
+        if (((now_us - oldest) >= probe_after) &&
+            (!tx->probing ||
+             ((uint32_t)((uint32_t)now_us - tx->probe_time) >=
+              (probe_after << (tx->probing < 3 ? tx->probing : 3))))) {
+            tx->probe_time = (uint32_t)now_us;
+            if (tx->probing < UINT8_MAX) {
+                tx->probing++;
+            }
+            *probe_p = 1;
         }
     }
     *resent_p = count;

@@ -86,11 +86,12 @@ typedef struct aptus_rel_tx {
     uint32_t         srtt_us;    /* 0 until the first sample */
     uint32_t         rttvar_us;
     uint32_t         last_heard; /* coarse time (usec >> 10) peer last heard */
+    uint32_t         probe_time; /* usec (low 32 bits) of the last probe */
     aptus_psn_t      next_psn;   /* PSN of the next new packet */
     aptus_psn_t      acked_psn;  /* every PSN before this is acknowledged */
     uint8_t          backoff;    /* RTO doubling exponent */
     uint8_t          sacked;     /* a hole exists below a SACKed packet */
-    uint8_t          probing;    /* a tail probe is waiting for its reply */
+    uint8_t          probing;    /* probes sent without a reply (saturates) */
 } aptus_rel_tx_t;
 
 typedef void (*aptus_rel_txe_cb_t)(void *arg, aptus_rel_txe_t *txe);
@@ -166,12 +167,15 @@ unsigned aptus_rel_tx_fast_retransmit(aptus_rel_tx_t *tx,
                                       uint64_t now_us,
                                       aptus_rel_txe_cb_t resend_cb, void *arg);
 
-/* Periodic check: resend packets whose timeout expired (backing off), and
- * report a peer silent past the limit. Before the timeout, when the oldest
+/* Periodic check: resend on timeout (backing off) -- the oldest expired
+ * packet when probes are on, every expired one otherwise -- and report a
+ * peer silent past the limit. Before the timeout, when the oldest
  * packet has waited two smoothed RTTs (at least probe_min_us) without an
  * acknowledgement, *probe_p is set: send the peer an acknowledgement
  * request carrying aptus_rel_tx_probe_upto() (a tail-loss probe, in the
- * spirit of RFC 8985), once per timeout period. */
+ * spirit of RFC 8985). An unanswered probe is repeated every such period,
+ * so a lost probe, reply or retransmission costs a few RTTs, not a backed-off
+ * timeout; the timeout remains for a peer that does not answer at all. */
 aptus_rel_timer_status_t
 aptus_rel_tx_timer(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
                    uint64_t now_us, aptus_rel_txe_cb_t resend_cb, void *arg,

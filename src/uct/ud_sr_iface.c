@@ -65,7 +65,11 @@ ucs_config_field_t uct_ud_sr_iface_config_table[] = {
      ucs_offsetof(uct_ud_sr_iface_config_t, async_interval),
      UCS_CONFIG_TYPE_TIME},
 
-    {"RTO_MIN", "2ms", "Smallest retransmission timeout.",
+    {"RTO_MIN", "20ms",
+     "Smallest retransmission timeout. Lost datagrams are normally found\n"
+     "sooner, by selective ACKs and tail probes (after two round trips); the\n"
+     "timeout is for a peer that answers nothing, and set well above the\n"
+     "time a busy host may keep a receiver off the CPU.",
      ucs_offsetof(uct_ud_sr_iface_config_t, rto_min), UCS_CONFIG_TYPE_TIME},
 
     {"RTO_MAX", "500ms", "Largest retransmission timeout (after backoff).",

@@ -346,7 +346,7 @@ TEST(rel_window, ack_loss_recovered_by_timeout)
     EXPECT_EQ(0u, resent);
     l.m_now += 1;
     EXPECT_EQ(APTUS_REL_TIMER_ARMED, l.timer(&resent));
-    EXPECT_EQ(4u, resent);
+    EXPECT_EQ(4u, resent); /* without probes, every expired packet */
     EXPECT_EQ(1, l.m_tx.backoff);
 
     /* receiver sees duplicates and acknowledges again */
@@ -357,6 +357,51 @@ TEST(rel_window, ack_loss_recovered_by_timeout)
     EXPECT_TRUE(aptus_rel_tx_is_idle(&l.m_tx));
     EXPECT_EQ(0, l.m_tx.backoff); /* progress resets the backoff */
     EXPECT_EQ(0u, l.m_tx.srtt_us); /* Karn: no sample from resent packets */
+}
+
+TEST(rel_window, rtt_not_inflated_by_waiting_behind_a_hole)
+{
+    rel_link l;
+    for (int i = 0; i < 10; ++i) { /* RTT 100 us */
+        ASSERT_TRUE(l.send(i));
+        l.m_now += 100;
+        l.deliver_all();
+        l.tx_ack(l.make_ack());
+    }
+    EXPECT_NEAR(100, l.m_tx.srtt_us, 10);
+    for (int i = 10; i < 20; ++i) {
+        ASSERT_TRUE(l.send(i));
+    }
+    l.m_to_rx.erase(l.m_to_rx.begin()); /* the first is lost */
+    l.m_now += 100;
+    l.deliver_all();
+    l.tx_ack(l.make_ack()); /* SACKs 9 packets after 100 us */
+    /* the hole is repaired only much later */
+    l.m_now += 50000;
+    EXPECT_EQ(1u, l.fast_retransmit());
+    l.m_now += 100;
+    l.deliver_all();
+    l.tx_ack(l.make_ack());
+    EXPECT_TRUE(aptus_rel_tx_is_idle(&l.m_tx));
+    EXPECT_LT(l.m_tx.srtt_us, 200u);
+}
+
+TEST(rel_window, timeout_with_probes_resends_only_the_oldest)
+{
+    aptus_rel_config_t cfg = default_cfg;
+    cfg.probe_min_us       = 200;
+    rel_link l(cfg);
+    for (unsigned i = 0; i < 8; ++i) {
+        ASSERT_TRUE(l.send(i));
+    }
+    l.m_to_rx.clear(); /* the receiver is asleep: nothing arrives, no ACK */
+    unsigned resent;
+    int probe;
+    l.m_now += cfg.rto_init_us;
+    l.timer(&resent, &probe);
+    EXPECT_EQ(1u, resent);
+    ASSERT_EQ(1u, l.m_resent.size());
+    EXPECT_EQ(0u, l.m_resent[0]);
 }
 
 TEST(rel_window, backoff_doubles_and_is_capped)
@@ -504,7 +549,14 @@ TEST(rel_window, tail_probe_finds_lost_tail_before_timeout)
     EXPECT_TRUE(probe);
     EXPECT_EQ(0u, resent);
     l.timer(&resent, &probe);
-    EXPECT_FALSE(probe); /* one probe per timeout period */
+    EXPECT_FALSE(probe); /* not again before another probe period */
+    l.m_now += 250;
+    l.timer(&resent, &probe);
+    EXPECT_FALSE(probe); /* the second waits two periods */
+    l.m_now += 250;
+    l.timer(&resent, &probe);
+    EXPECT_TRUE(probe); /* unanswered: asked again */
+    EXPECT_EQ(2, l.m_tx.probing);
 
     /* the receiver answers the request: PSNs before upto it lacks are lost */
     aptus_psn_t upto = aptus_rel_tx_probe_upto(&l.m_tx);

@@ -10,6 +10,7 @@
 
 extern "C" {
 #include "channel/ud_sr_chan.h"
+#include "channel/ud_sr_chan_int.h"
 #include <uct/api/uct.h>
 }
 
@@ -445,6 +446,29 @@ TEST_F(ud_chan, lost_tail_recovered_by_probe_before_timeout)
     EXPECT_EQ(data, m_b.rx.back().data);
 }
 
+TEST_F(ud_chan, lost_first_datagram_of_a_stream_recovered_by_probe)
+{
+    m_cfg.rel.rto_min_us  = 50000;
+    m_cfg.rel.rto_init_us = 50000;
+    init_both();
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    int dropped = 0;
+    m_net.filter = [&](const fake_dgram &, const aptus_ud_sr_pkt_t &pkt) {
+        if (!dropped && (pkt.type == APTUS_UD_SR_TYPE_DATA)) {
+            dropped = 1;
+            return FAKE_DROP;
+        }
+        return FAKE_PASS;
+    };
+    ASSERT_EQ(UCS_OK, send_short(m_a, p, 1, 7, pattern(1, 10)));
+    uint64_t start = fake_net::now;
+    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    EXPECT_LT(fake_net::now - start, m_cfg.rel.rto_min_us / 4);
+    EXPECT_EQ(0u, m_a.chan.stats.tx_retransmits);
+    EXPECT_EQ(1u, m_b.rx.size());
+    EXPECT_EQ(0u, m_b.chan.stats.rx_unknown_stream);
+}
+
 TEST_F(ud_chan, ack_loss_recovered)
 {
     init_both();
@@ -454,8 +478,10 @@ TEST_F(ud_chan, ack_loss_recovered)
         return (drop_acks && (d.from == m_b.wire->id)) ? FAKE_DROP : FAKE_PASS;
     };
     std::vector<message> sent = stream(m_a, p, 20, 100, 1);
-    /* everything arrives, nothing gets acknowledged: timeouts resend */
-    ASSERT_TRUE(run_until([&] { return m_a.chan.stats.tx_retransmits >= 20; }));
+    /* everything arrives, nothing gets acknowledged: probes and timeouts
+     * ask again and again */
+    ASSERT_TRUE(run_until([&] { return m_a.chan.stats.tx_retransmits >= 3; }));
+    EXPECT_GT(m_a.chan.stats.tx_probes, 3u);
     EXPECT_EQ(sent, m_b.rx);
     drop_acks = false;
     ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
@@ -864,4 +890,33 @@ TEST_F(ud_chan, peer_state_is_constant_and_returns_to_idle)
     aptus_ud_peer_t *bp = connect(m_b, m_a);
     EXPECT_EQ(nullptr, bp->ext);
     EXPECT_EQ(0u, m_b.chan.num_active);
+}
+TEST_F(ud_chan, heavy_loss_repaired_without_timeouts)
+{
+    /* 30% of all datagrams lost, both ways, probes and replies included:
+     * selective ACKs and repeated tail probes repair everything; the
+     * timeout (and its backoff) is not needed, and the RTT estimate stays
+     * the round trip, not the time packets waited behind holes. */
+    m_cfg.rel.rto_min_us  = 20000;
+    m_cfg.rel.rto_init_us = 20000;
+    m_cfg.rel.rto_max_us  = 500000;
+    init_both();
+    aptus_ud_peer_t *pa = connect(m_a, m_b);
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<double> u(0, 1);
+    m_net.filter = [&](const fake_dgram &, const aptus_ud_sr_pkt_t &) {
+        return (u(rng) < 0.3) ? FAKE_DROP : FAKE_PASS;
+    };
+    uint64_t start = fake_net::now;
+    std::vector<message> sent = stream(m_a, pa, 200, 16000, 3);
+    ASSERT_TRUE(run_until([&] {
+        return (m_b.rx.size() == sent.size()) && aptus_rel_tx_is_idle(&pa->tx);
+    }));
+    EXPECT_EQ(sent, m_b.rx);
+    uint64_t took = fake_net::now - start;
+    EXPECT_LT(took, 200 * m_cfg.rel.rto_min_us / 10) << "simulated usec";
+    EXPECT_LT(pa->tx.srtt_us, 10 * m_cfg.tick_us);
+    EXPECT_LE(m_a.chan.stats.tx_retransmits, 10u);
+    EXPECT_GT(m_a.chan.stats.tx_fast_retransmits, 50u);
+    EXPECT_GT(m_a.chan.stats.tx_probes, 0u);
 }

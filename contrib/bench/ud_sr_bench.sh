@@ -1,0 +1,552 @@
+#!/bin/bash
+#
+# UCX-Aptus: benchmark of the ud_sr transport against UCX's own tcp, both on
+# the loopback, measured in the same run and interleaved.
+#
+#   contrib/bench/ud_sr_bench.sh [--quick] [--out DIR] [--reps N]
+#
+# Measures latency (UCT am_lat, UCP tag_lat), bandwidth (UCP tag_bw, UCT
+# am_bw), message rate (UCT am_bw short 8 B, UCP tag_bw 8 B) and the memory
+# of an idle endpoint (test/perf/ud_sr_ep_memory.c), prints a table against
+# the targets, and writes CSV files and PNG plots to the output directory.
+# Targets are reported, never asserted: the exit status is non-zero only
+# when a measurement could not be taken. See contrib/bench/README.md.
+#
+set -u -o pipefail
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$SCRIPT_DIR/../.." && pwd)
+
+QUICK=0
+REPS=
+OUT=
+PLOTS=1
+INSTALL=1
+STAT=best
+RUN_TIMEOUT=${BENCH_RUN_TIMEOUT:-120}  # seconds per ucx_perftest run
+
+usage() {
+    cat <<EOF
+usage: $0 [options]
+  --quick          short run (one repetition, fewer sizes and iterations;
+                   under a minute)
+  --out DIR        output directory (default: results/bench-<date> in the
+                   source tree)
+  --reps N         repetitions of every point (default 3, quick 1)
+  --stat best|median
+                   how repetitions are combined (default best: lowest
+                   latency, highest bandwidth and rate, which is the least
+                   disturbed by other load on the machine)
+  --no-plots       do not draw the PNG plots
+  --no-install     do not apt-get install gnuplot when it is missing
+  -h, --help       this text
+Environment:
+  APTUS_LIB        libuct_aptus.so to load (default: the newest
+                   build*/.libs/libuct_aptus.so under $ROOT)
+EOF
+}
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --quick)      QUICK=1 ;;
+    --out)        OUT=$2; shift ;;
+    --out=*)      OUT=${1#--out=} ;;
+    --reps)       REPS=$2; shift ;;
+    --reps=*)     REPS=${1#--reps=} ;;
+    --stat)       STAT=$2; shift ;;
+    --stat=*)     STAT=${1#--stat=} ;;
+    --no-plots)   PLOTS=0 ;;
+    --no-install) INSTALL=0 ;;
+    -h|--help)    usage; exit 0 ;;
+    *)            echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
+    esac
+    shift
+done
+if [ -z "$REPS" ]; then
+    REPS=$([ $QUICK = 1 ] && echo 1 || echo 3)
+fi
+case "$REPS" in
+''|*[!0-9]*|0) echo "--reps: positive integer expected" >&2; exit 2 ;;
+esac
+case "$STAT" in
+best|median) ;;
+*) echo "--stat: best or median expected" >&2; exit 2 ;;
+esac
+OUT=${OUT:-$ROOT/results/bench-$(date +%Y%m%d-%H%M%S)}
+
+die() {
+    echo "ud_sr_bench: $*" >&2
+    exit 1
+}
+
+# ---------------------------------------------------------------------------
+# Environment
+
+LIB=${APTUS_LIB:-}
+if [ -z "$LIB" ]; then
+    LIB=$(ls -t "$ROOT"/build*/.libs/libuct_aptus.so 2>/dev/null | head -1)
+fi
+[ -n "$LIB" ] && [ -f "$LIB" ] ||
+    die "libuct_aptus.so not found: build it or set APTUS_LIB"
+LIB=$(readlink -f "$LIB")
+command -v ucx_perftest >/dev/null || die "ucx_perftest not found (ucx-utils)"
+command -v ucx_info >/dev/null || die "ucx_info not found (ucx-utils)"
+LD_PRELOAD="$LIB" ucx_info -d 2>/dev/null | grep -q 'Transport: ud_sr' ||
+    die "ud_sr not listed by 'LD_PRELOAD=$LIB ucx_info -d'"
+
+mkdir -p "$OUT/logs" "$OUT/bin" || die "cannot create $OUT"
+RAW=$OUT/raw.csv
+echo "level,test,layout,tl,size,rep,iters,lat50_us,latavg_us,bw_MBps,msgrate" \
+    > "$RAW"
+
+# Same environment for both transports; only UCX_TLS / -x differ.
+export LD_PRELOAD="$LIB${LD_PRELOAD:+ $LD_PRELOAD}"
+export UCX_NET_DEVICES=lo
+export UCX_WARN_UNUSED_ENV_VARS=n
+unset UCX_TLS UCX_APTUS_STATS
+
+START=$(date +%s)
+{
+    echo "date: $(date -Is)"
+    echo "host: $(hostname) cpus: $(nproc) load: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "ucx: $(ucx_info -v | head -1)"
+    echo "lib: $LIB"
+    echo "src: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
+    echo "env: $(env | grep '^UCX_' | sort | tr '\n' ' ')"
+    echo "mode: $([ $QUICK = 1 ] && echo quick || echo full) reps: $REPS stat: $STAT"
+} | tee "$OUT/meta.txt"
+echo "output: $OUT"
+LOAD_WARN="load average above the number of CPUs: other work disturbs the run; compare ratios only"
+if awk -v l="$(cut -d' ' -f1 /proc/loadavg)" -v n="$(nproc)" 'BEGIN { exit !(l > n) }'; then
+    echo "WARNING: $LOAD_WARN"
+fi
+echo
+
+# ---------------------------------------------------------------------------
+# One ucx_perftest measurement: server and client on the loopback.
+
+PORT=$((20000 + $$ % 20000))
+FAILED=0
+
+next_port() {
+    local tries=0
+    while :; do
+        PORT=$((PORT + 1))
+        [ $PORT -ge 65000 ] && PORT=20000
+        if ! ss -Hltn "sport = :$PORT" 2>/dev/null | grep -q .; then
+            return 0
+        fi
+        tries=$((tries + 1))
+        [ $tries -gt 100 ] && return 1
+    done
+}
+
+# wait_listen PID: wait until the server listens on $PORT (or died)
+wait_listen() {
+    for _ in $(seq 200); do
+        ss -Hltn "sport = :$PORT" 2>/dev/null | grep -q . && return 0
+        kill -0 "$1" 2>/dev/null || return 1
+        sleep 0.05
+    done
+    return 1
+}
+
+# The processes of the run in flight, ended on exit or interrupt. (timeout
+# puts each in a process group of its own, so a ^C does not reach them.)
+SRV_PID=
+CLI_PID=
+cleanup() {
+    local p
+    for p in $CLI_PID $SRV_PID; do
+        kill "$p" 2>/dev/null
+    done
+    CLI_PID=
+    SRV_PID=
+}
+trap cleanup EXIT
+trap 'echo "ud_sr_bench: interrupted" >&2; exit 130' INT TERM
+
+# perftest_once LOG TL_ENV ARGS...: sets PERF_RES to the Final: line
+# fields (p50, average latency, overall MB/s, overall msg/s). Not to be run
+# in a subshell: the trap must see the processes.
+PERF_RES=
+perftest_once() {
+    local log=$1 tls=$2 rc
+    shift 2
+    PERF_RES=
+    next_port || return 1
+    env ${tls:+UCX_TLS=$tls} timeout $RUN_TIMEOUT \
+        ucx_perftest -p $PORT "$@" > "$log.server" 2>&1 &
+    SRV_PID=$!
+    if ! wait_listen $SRV_PID; then
+        cleanup
+        return 1
+    fi
+    env ${tls:+UCX_TLS=$tls} timeout $RUN_TIMEOUT \
+        ucx_perftest 127.0.0.1 -p $PORT "$@" > "$log" 2>&1 &
+    CLI_PID=$!
+    wait $CLI_PID
+    rc=$?
+    CLI_PID=
+    if [ $rc -ne 0 ]; then
+        [ $rc = 124 ] && echo "timed out after $RUN_TIMEOUT s" >> "$log"
+        cleanup
+    fi
+    wait $SRV_PID 2>/dev/null
+    SRV_PID=
+    [ $rc -eq 0 ] || return 1
+    PERF_RES=$(grep '^Final:' "$log" | tail -1 | awk '{print $3, $4, $7, $9}')
+    [ -n "$PERF_RES" ]
+}
+
+# measure LEVEL TEST LAYOUT TL SIZE ITERS REP: one run (retried once),
+# appended to raw.csv
+measure() {
+    local level=$1 test=$2 layout=$3 tl=$4 size=$5 iters=$6 rep=$7
+    local warmup=$(( iters / 10 < 10 ? 10 : (iters / 10 > 1000 ? 1000 : iters / 10) ))
+    local log="$OUT/logs/$level-$test-$layout-$tl-$size-$rep.log"
+    local args=(-t "$test" -s "$size" -n "$iters" -w "$warmup") tls="" res
+    if [ "$level" = uct ]; then
+        args+=(-x "$tl" -d lo -D "$layout")
+    else
+        tls="$tl,self"
+    fi
+    for _ in first retry; do
+        res=
+        perftest_once "$log" "$tls" "${args[@]}" && res=$PERF_RES && break
+    done
+    if [ -z "$res" ]; then
+        echo "  FAILED: $level $test $layout $tl $size B (see $log)" >&2
+        FAILED=$((FAILED + 1))
+        return 1
+    fi
+    set -- $res
+    echo "$level,$test,$layout,$tl,$size,$rep,$iters,$1,$2,$3,$4" >> "$RAW"
+}
+
+# combine LEVEL TEST LAYOUT TL SIZE COLUMN(lat50_us|latavg_us|bw_MBps|msgrate):
+# the repetitions of one point combined by $STAT (best: the lowest latency
+# or the highest bandwidth and rate; median)
+combine() {
+    local order=-g
+    case "$6" in bw_MBps|msgrate) order=-gr ;; esac
+    awk -F, -v l="$1" -v t="$2" -v y="$3" -v tl="$4" -v s="$5" -v col="$6" '
+        NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+        $1 == l && $2 == t && $3 == y && $4 == tl && $5 == s { print $c[col] }
+    ' "$RAW" | sort $order | awk -v stat="$STAT" '{ v[NR] = $1 }
+        END { if (NR == 0)              print ""
+              else if (stat == "best")  print v[1]
+              else if (NR % 2)          print v[(NR + 1) / 2]
+              else printf "%.6g\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# Iterations for a size: about BUDGET bytes per run, within [MIN, MAX].
+iters_for() {
+    local size=$1 budget=$2 min=$3 max=$4 n
+    n=$(( budget / size ))
+    [ $n -lt $min ] && n=$min
+    [ $n -gt $max ] && n=$max
+    echo $n
+}
+
+fmt_size() {
+    local s=$1
+    if [ $s -ge 1048576 ] && [ $((s % 1048576)) -eq 0 ]; then echo "$((s / 1048576)) MB"
+    elif [ $s -ge 1024 ] && [ $((s % 1024)) -eq 0 ]; then echo "$((s / 1024)) KB"
+    else echo "$s B"; fi
+}
+
+# point LEVEL TEST LAYOUT SIZE KIND(lat|bw): both transports, REPS times,
+# interleaved (the order alternates between repetitions), then one line.
+point() {
+    local level=$1 test=$2 layout=$3 size=$4 kind=$5 iters rep tl order
+    if [ $kind = lat ]; then
+        iters=$(iters_for $size $LAT_BUDGET $LAT_MIN $LAT_MAX)
+    else
+        iters=$(iters_for $size $BW_BUDGET $BW_MIN $BW_MAX)
+    fi
+    for rep in $(seq $REPS); do
+        order="ud_sr tcp"
+        [ $((rep % 2)) = 0 ] && order="tcp ud_sr"
+        for tl in $order; do
+            measure $level $test $layout $tl $size $iters $rep
+        done
+    done
+    if [ $kind = lat ]; then
+        printf '  %-4s %-8s %-6s %7s  p50/avg us  ud_sr %9s %9s   tcp %9s %9s\n' \
+            "$level" "$test" "$layout" "$(fmt_size $size)" \
+            "$(combine $level $test $layout ud_sr $size lat50_us)" \
+            "$(combine $level $test $layout ud_sr $size latavg_us)" \
+            "$(combine $level $test $layout tcp $size lat50_us)" \
+            "$(combine $level $test $layout tcp $size latavg_us)"
+    else
+        printf '  %-4s %-8s %-6s %7s  MB/s,msg/s ud_sr %9s %9s   tcp %9s %9s\n' \
+            "$level" "$test" "$layout" "$(fmt_size $size)" \
+            "$(combine $level $test $layout ud_sr $size bw_MBps)" \
+            "$(combine $level $test $layout ud_sr $size msgrate)" \
+            "$(combine $level $test $layout tcp $size bw_MBps)" \
+            "$(combine $level $test $layout tcp $size msgrate)"
+    fi
+}
+
+# ---------------------------------------------------------------------------
+# What to measure
+
+if [ $QUICK = 1 ]; then
+    LAT_BUDGET=$((16 << 20)); LAT_MIN=20;  LAT_MAX=3000
+    BW_BUDGET=$((64 << 20));  BW_MIN=50;   BW_MAX=30000
+    UCP_LAT_SIZES="8 1024 4096 65536"
+    UCP_BW_SIZES="8 4096 65536 1048576"
+else
+    LAT_BUDGET=$((128 << 20)); LAT_MIN=100; LAT_MAX=10000
+    BW_BUDGET=$((256 << 20));  BW_MIN=200; BW_MAX=100000
+    UCP_LAT_SIZES="8 64 256 1024 4096 16384 65536 262144 1048576 4194304"
+    UCP_BW_SIZES="8 64 256 1024 4096 16384 65536 262144 1048576 4194304"
+fi
+
+echo "== UCT latency (am_lat; 8 B and 1 KB am_short, 4 KB am_bcopy: above ud_sr's short limit)"
+point uct am_lat short 8 lat
+point uct am_lat short 1024 lat
+point uct am_lat bcopy 4096 lat
+
+echo "== UCT bandwidth and message rate (am_bw)"
+point uct am_bw short 8 bw
+point uct am_bw bcopy 8192 bw     # largest am_bcopy of tcp (ud_sr: 32 KB)
+point uct am_bw zcopy 32768 bw    # largest am_zcopy of ud_sr (tcp: 64 KB)
+
+echo "== UCP latency (tag_lat)"
+for s in $UCP_LAT_SIZES; do point ucp tag_lat - $s lat; done
+
+echo "== UCP bandwidth and message rate (tag_bw)"
+for s in $UCP_BW_SIZES; do point ucp tag_bw - $s bw; done
+
+# ---------------------------------------------------------------------------
+# Memory of an idle endpoint
+
+echo "== Bytes per endpoint (test/perf/ud_sr_ep_memory.c)"
+EPMEM=$OUT/bin/ud_sr_ep_memory
+MEMCSV=$OUT/ep_memory.csv
+echo "tl,eps,peer_bytes,bytes_per_ep_malloc,rss_per_ep,create_ns_per_ep,idle_cpu_pct,kernel_sock_bytes_per_ep,note" \
+    > "$MEMCSV"
+# shellcheck disable=SC2046 # pkg-config output is a list of flags
+if ! gcc -O2 -Wall -o "$EPMEM" "$ROOT/test/perf/ud_sr_ep_memory.c" \
+        $(pkg-config --cflags --libs ucx) > "$OUT/logs/ep_memory-build.log" 2>&1; then
+    echo "  FAILED: cannot build ud_sr_ep_memory (see $OUT/logs/ep_memory-build.log)" >&2
+    FAILED=$((FAILED + 1))
+else
+    for tl in ud_sr tcp; do
+        for n in 1000 10000; do
+            log=$OUT/logs/ep_memory-$tl-$n.log
+            UCX_APTUS_STATS=stdout timeout $RUN_TIMEOUT \
+                "$EPMEM" -t $tl -d lo -n $n > "$log" 2>&1
+            rc=$?
+            line=$(grep "^tl=$tl " "$log" | tail -1)
+            get() { echo "$line" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+            peer=$(grep "^aptus-stats ud_sr/" "$log" | tr ' ' '\n' |
+                   sed -n 's/^peer_bytes=//p' | tail -1)
+            skipped=$(get skipped)
+            if [ $rc -eq 3 ] && [ -n "$skipped" ]; then
+                echo "  $tl $n eps: skipped ($skipped)"
+                echo "$tl,$n,,,,,,,skipped: $skipped" >> "$MEMCSV"
+                continue
+            fi
+            if [ $rc -ne 0 ] || [ -z "$(get bytes_per_ep_malloc)" ] ||
+               { [ $tl = ud_sr ] && [ -z "$peer" ]; }; then
+                echo "  FAILED: ep memory $tl $n (see $log)" >&2
+                FAILED=$((FAILED + 1))
+                continue
+            fi
+            note=
+            [ $tl = tcp ] && note="1 socket+fd per ep; kernel bytes count both ends of the loopback connection"
+            echo "$tl,$n,$peer,$(get bytes_per_ep_malloc),$(get rss_per_ep),$(get create_ns_per_ep),$(get idle_cpu_pct),$(get kernel_sock_bytes_per_ep),$note" \
+                >> "$MEMCSV"
+            printf '  %-5s %6d eps: peer_bytes %4s  malloc/ep %7s  rss/ep %7s  create %6s ns/ep%s\n' \
+                $tl $n "${peer:--}" "$(get bytes_per_ep_malloc)" "$(get rss_per_ep)" \
+                "$(get create_ns_per_ep)" \
+                "$([ $tl = tcp ] && echo "  kernel socket/ep $(get kernel_sock_bytes_per_ep)")"
+        done
+    done
+fi
+
+memval() { # TL EPS COLUMN
+    awk -F, -v tl="$1" -v n="$2" -v col="$3" '
+        NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+        $1 == tl && $2 == n { print $c[col] }' "$MEMCSV"
+}
+
+# ---------------------------------------------------------------------------
+# The table
+
+SUMMARY=$OUT/summary.csv
+echo "metric,ud_sr,tcp,ratio,target,met" > "$SUMMARY"
+
+# row METRIC UD_SR TCP TARGET: TARGET is "<=tcp", ">=tcp", "<=N" or "-";
+# ratio is always ud_sr/tcp.
+row() {
+    local metric=$1 u=$2 t=$3 target=$4
+    awk -v m="$metric" -v u="${u:-n/a}" -v t="${t:-n/a}" -v tg="$target" 'BEGIN {
+        num = "^[0-9.eE+-]+$"
+        r = (u ~ num && t ~ num && t + 0 != 0) ? sprintf("%.2f", u / t) : "-"
+        met = "-"
+        if (tg == "<=tcp" && r != "-")      met = (u + 0 <= t + 0) ? "yes" : "NO"
+        else if (tg == ">=tcp" && r != "-") met = (u + 0 >= t + 0) ? "yes" : "NO"
+        else if (tg ~ /^<=[0-9]+$/ && u ~ num) {
+            lim = substr(tg, 3); met = (u + 0 <= lim + 0) ? "yes" : "NO"
+        } else if (tg != "-")               met = "n/a"
+        printf "%s,%s,%s,%s,%s,%s\n", m, u, t, r, tg, met
+    }' >> "$SUMMARY"
+}
+
+for s in 8 1024 4096; do
+    layout=$([ $s -le 1024 ] && echo short || echo bcopy)
+    for stat in lat50_us latavg_us; do
+        name=$([ $stat = lat50_us ] && echo "p50" || echo "avg")
+        row "UCT am_lat $layout $(fmt_size $s) $name (us)" \
+            "$(combine uct am_lat $layout ud_sr $s $stat)" \
+            "$(combine uct am_lat $layout tcp $s $stat)" "<=tcp"
+    done
+done
+for s in 8 1024 4096; do
+    for stat in lat50_us latavg_us; do
+        name=$([ $stat = lat50_us ] && echo "p50" || echo "avg")
+        row "UCP tag_lat $(fmt_size $s) $name (us)" \
+            "$(combine ucp tag_lat - ud_sr $s $stat)" \
+            "$(combine ucp tag_lat - tcp $s $stat)" "<=tcp"
+    done
+done
+for s in 65536 1048576; do
+    row "UCP tag_bw $(fmt_size $s) (MB/s)" \
+        "$(combine ucp tag_bw - ud_sr $s bw_MBps)" \
+        "$(combine ucp tag_bw - tcp $s bw_MBps)" "-"
+done
+row "UCT am_bw bcopy 8 KB (MB/s)" \
+    "$(combine uct am_bw bcopy ud_sr 8192 bw_MBps)" \
+    "$(combine uct am_bw bcopy tcp 8192 bw_MBps)" "-"
+row "UCT am_bw zcopy 32 KB (MB/s)" \
+    "$(combine uct am_bw zcopy ud_sr 32768 bw_MBps)" \
+    "$(combine uct am_bw zcopy tcp 32768 bw_MBps)" "-"
+row "UCT am_bw short 8 B (msg/s)" \
+    "$(combine uct am_bw short ud_sr 8 msgrate)" \
+    "$(combine uct am_bw short tcp 8 msgrate)" ">=tcp"
+row "UCP tag_bw 8 B (msg/s)" \
+    "$(combine ucp tag_bw - ud_sr 8 msgrate)" \
+    "$(combine ucp tag_bw - tcp 8 msgrate)" ">=tcp"
+for n in 1000 10000; do
+    row "bytes/idle ep @$n eps (peer_bytes)" \
+        "$(memval ud_sr $n peer_bytes)" "" "<=128"
+    row "bytes/idle ep @$n eps (malloc)" \
+        "$(memval ud_sr $n bytes_per_ep_malloc)" \
+        "$(memval tcp $n bytes_per_ep_malloc)" "<=128"
+    row "bytes/idle ep @$n eps (RSS)" \
+        "$(memval ud_sr $n rss_per_ep)" "$(memval tcp $n rss_per_ep)" "-"
+done
+
+echo
+echo "== Summary ($STAT of $REPS; ratio = ud_sr/tcp: < 1 is better for latency"
+echo "   and bytes, > 1 for bandwidth and rate)"
+TABLE=$OUT/table.txt
+awk -F, '
+    function fmt(v) {
+        if (v !~ /^[0-9.eE+-]+$/) return v
+        if (v + 0 >= 1000)        return sprintf("%.0f", v)
+        return sprintf("%.3g", v)
+    }
+    NR == 1 {
+        printf "%-38s | %10s | %10s | %6s | %7s | %s\n", "metric", "ud_sr", "tcp", "ratio", "target", "met?"
+        print "---------------------------------------+------------+------------+--------+---------+-----"
+        next
+    }
+    { printf "%-38s | %10s | %10s | %6s | %7s | %s\n", $1, fmt($2), fmt($3), $4, $5, $6 }
+' "$SUMMARY" | tee "$TABLE"
+notmet=$(awk -F, 'NR > 1 && $6 == "NO"' "$SUMMARY" | wc -l)
+met=$(awk -F, 'NR > 1 && $6 == "yes"' "$SUMMARY" | wc -l)
+echo "targets met: $met, missed: $notmet (reported, not asserted)"
+
+# ---------------------------------------------------------------------------
+# Sweep CSV and plots
+
+SWEEP=$OUT/sweep.csv
+echo "size,ud_sr_lat50_us,ud_sr_latavg_us,tcp_lat50_us,tcp_latavg_us,ud_sr_bw_MBps,tcp_bw_MBps,ud_sr_msgrate,tcp_msgrate" \
+    > "$SWEEP"
+for s in $(echo $UCP_LAT_SIZES $UCP_BW_SIZES | tr ' ' '\n' | sort -n -u); do
+    m() { local v; v=$(combine ucp "$1" - "$2" $s "$3"); echo "${v:-NaN}"; }
+    echo "$s,$(m tag_lat ud_sr lat50_us),$(m tag_lat ud_sr latavg_us),$(m tag_lat tcp lat50_us),$(m tag_lat tcp latavg_us),$(m tag_bw ud_sr bw_MBps),$(m tag_bw tcp bw_MBps),$(m tag_bw ud_sr msgrate),$(m tag_bw tcp msgrate)" \
+        >> "$SWEEP"
+done
+
+if [ $PLOTS = 1 ]; then
+    if ! command -v gnuplot >/dev/null && [ $INSTALL = 1 ] &&
+       [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo
+        echo "installing gnuplot-nox (apt-get) for the plots"
+        { DEBIAN_FRONTEND=noninteractive apt-get install -y -q gnuplot-nox ||
+          { apt-get update -q && DEBIAN_FRONTEND=noninteractive \
+                apt-get install -y -q gnuplot-nox; }; } \
+            > "$OUT/logs/apt-gnuplot.log" 2>&1
+    fi
+    if command -v gnuplot >/dev/null; then
+        XTICS=$(tail -n +2 "$SWEEP" | cut -d, -f1 | while read -r s; do
+                    printf '"%s" %s, ' "$(fmt_size $s | tr -d ' ')" $s; done)
+        XTICS=${XTICS%, }
+        title="ud_sr vs tcp, loopback, UCP ($(hostname), $(date +%F), $STAT of $REPS, load at start $(sed -n 's/^host: .* load: \([^ ]*\).*/\1/p' "$OUT/meta.txt"))"
+        # the largest ud_sr message in one datagram, marked on the plots
+        DGRAM=$(ucx_info -d 2>/dev/null | awk '
+            /Transport: ud_sr/ { t = 1 } /Device:/ && t == 1 { t = ($NF == "lo") ? 2 : 0 }
+            t == 2 && /am_short:/ { print $NF; exit }')
+        XMIN=$(tail -n +2 "$SWEEP" | cut -d, -f1 | head -1)
+        XMAX=$(tail -n +2 "$SWEEP" | cut -d, -f1 | tail -1)
+        gnuplot > "$OUT/logs/gnuplot.log" 2>&1 <<EOF
+set datafile separator ","
+set datafile missing "NaN"
+set terminal pngcairo size 1000,650 font "sans,11" noenhanced
+set key top left box opaque
+set grid xtics ytics mxtics mytics lc rgb "#dddddd"
+set logscale x 2
+set xrange [$XMIN / 1.5 : $XMAX * 1.5]
+set xtics ($XTICS)
+if ("$DGRAM" ne "") {
+    set arrow 1 from $DGRAM, graph 0 to $DGRAM, graph 1 nohead dt 3 lc rgb "#888888"
+    set label 1 "ud_sr: one datagram up to $DGRAM B" at $DGRAM, graph 0.04 right offset -0.5,0 textcolor rgb "#666666"
+}
+set xlabel "message size (bytes)"
+
+set output "$OUT/latency.png"
+set title "Latency vs size: UCP tag_lat ping-pong, one-way\n$title" noenhanced
+set logscale y 10
+set ylabel "latency (usec, log scale)"
+plot "$SWEEP" using 1:2 with linespoints lw 2 pt 7 lc rgb "#d62728" title "ud_sr p50", \
+     "$SWEEP" using 1:3 with linespoints lw 1 dt 2 pt 6 lc rgb "#d62728" title "ud_sr average", \
+     "$SWEEP" using 1:4 with linespoints lw 2 pt 5 lc rgb "#1f77b4" title "tcp p50", \
+     "$SWEEP" using 1:5 with linespoints lw 1 dt 2 pt 4 lc rgb "#1f77b4" title "tcp average"
+
+set output "$OUT/bandwidth.png"
+set title "Bandwidth vs size: UCP tag_bw (streaming)\n$title" noenhanced
+set logscale y 10
+set ylabel "bandwidth (MB/s, log scale)"
+plot "$SWEEP" using 1:6 with linespoints lw 2 pt 7 lc rgb "#d62728" title "ud_sr", \
+     "$SWEEP" using 1:7 with linespoints lw 2 pt 5 lc rgb "#1f77b4" title "tcp"
+EOF
+        if [ $? = 0 ]; then
+            echo
+            echo "plots: $OUT/latency.png $OUT/bandwidth.png"
+        else
+            echo "ud_sr_bench: gnuplot failed (see $OUT/logs/gnuplot.log); no plots" >&2
+        fi
+    else
+        echo "ud_sr_bench: gnuplot not available; no plots (CSV in $OUT)" >&2
+    fi
+fi
+
+END=$(date +%s)
+echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/meta.txt"
+if awk -v l="$(cut -d' ' -f1 /proc/loadavg)" -v n="$(nproc)" 'BEGIN { exit !(l > n) }'; then
+    echo "WARNING: $LOAD_WARN"
+fi
+echo "csv: $RAW $SWEEP $SUMMARY $MEMCSV"
+echo "elapsed: $((END - START)) s"
+echo "elapsed: $((END - START)) s" >> "$OUT/meta.txt"
+if [ $FAILED -gt 0 ]; then
+    echo "ud_sr_bench: $FAILED measurement(s) could not be taken" >&2
+    exit 1
+fi
+exit 0

@@ -1,0 +1,161 @@
+#!/bin/bash
+# UCX-Aptus main job: set up, build and install the module, then show the
+# transports at work: what UCX sees, ucx_perftest against UCX's own tcp,
+# MPI jobs (Open MPI and MPICH) over ud_sr with their statistics, and a
+# closing table.
+#
+#   bash contrib/demo.sh [--prefix DIR]    (default prefix /usr/local)
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+. test/scripts/lib.sh
+
+prefix=/usr/local
+[ "${1:-}" = "--prefix" ] && prefix=$2
+
+step() { printf '\n== %s\n' "$*"; }
+die() { echo "demo: $*" >&2; exit 1; }
+
+step "1. Set-up and build (Debian packages, UCX $(dpkg-query -W -f='${Version}' libucx-dev 2>/dev/null) headers, configure, make, install)"
+contrib/setup-debian.sh >/dev/null || die "set-up failed"
+contrib/build.sh --install --prefix "$prefix" || die "build failed"
+lib=$prefix/lib/libuct_aptus.so
+envcmd=$prefix/bin/aptus-env
+[ -f "$lib" ] && [ -x "$envcmd" ] || die "installation incomplete ($lib, $envcmd)"
+echo "installed $lib and $envcmd"
+
+work=$(mktemp -d /tmp/aptus-demo.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+step "2. The transports UCX now has ($envcmd ucx_info -d)"
+"$envcmd" ucx_info -d 2>/dev/null | awk '
+    /Memory domain:/     { md = $4 }
+    /Transport:/         { tl = $3 }
+    /Device:/            { dev = $3 }
+    /bandwidth:/         { bw = $3 " MB/s" }
+    /latency:/           { lat = $3 " ns" }
+    /am_bcopy:/          { am = $3 " " $4 }
+    /error handling:/    { if (md == "aptus") printf "  %-6s on %-6s latency %-9s bandwidth %-14s am_bcopy %s\n", tl, dev, lat, bw, am }'
+echo "  configuration: $("$envcmd" ucx_info -c 2>/dev/null | grep -c '^UCX_UD_SR_') UCX_UD_SR_* variables (ucx_info -c)"
+
+step "3. ucx_perftest between two processes on lo: ud_sr against UCX's tcp"
+declare -A R
+port=$((23000 + RANDOM % 4000))
+measure() { # key tl perftest-args...
+    local key=$1 tl=$2
+    shift 2
+    port=$((port + 1))
+    local env=(UCX_NET_DEVICES=lo)
+    [ "$tl" = ud_sr ] && env+=(LD_PRELOAD="$lib")
+    case "$1" in
+        am_*) set -- -t "$@" -x "$tl" -d lo ;;
+        *)    env+=(UCX_TLS="$tl,self"); set -- -t "$@" ;;
+    esac
+    if perftest_pair "$work" $port -- "${env[@]}" -- "$@"; then
+        R[$key.$tl.lat]=$(perftest_final "$work/client.log" 3)
+        R[$key.$tl.bw]=$(perftest_final "$work/client.log" 6)
+        R[$key.$tl.mr]=$(perftest_final "$work/client.log" 8)
+    else
+        R[$key.$tl.lat]=n/a; R[$key.$tl.bw]=n/a; R[$key.$tl.mr]=n/a
+    fi
+}
+for tl in ud_sr tcp; do
+    measure uct8   $tl am_lat -D short -s 8 -n 20000
+    measure tag8   $tl tag_lat -s 8 -n 20000
+    measure tag4k  $tl tag_lat -s 4096 -n 10000
+    measure bw64k  $tl tag_bw -s 65536 -n 2000
+    measure bw1m   $tl tag_bw -s 1048576 -n 200
+    measure rate8  $tl tag_bw -s 8 -n 100000
+done
+printf '  %-30s %12s %12s\n' "test" "ud_sr" "tcp"
+printf '  %-30s %12s %12s\n' "UCT am_lat 8 B (us, median)" "${R[uct8.ud_sr.lat]}" "${R[uct8.tcp.lat]}"
+printf '  %-30s %12s %12s\n' "UCP tag_lat 8 B (us)" "${R[tag8.ud_sr.lat]}" "${R[tag8.tcp.lat]}"
+printf '  %-30s %12s %12s\n' "UCP tag_lat 4 KB (us)" "${R[tag4k.ud_sr.lat]}" "${R[tag4k.tcp.lat]}"
+printf '  %-30s %12s %12s\n' "UCP tag_bw 64 KB (MB/s)" "${R[bw64k.ud_sr.bw]}" "${R[bw64k.tcp.bw]}"
+printf '  %-30s %12s %12s\n' "UCP tag_bw 1 MB (MB/s)" "${R[bw1m.ud_sr.bw]}" "${R[bw1m.tcp.bw]}"
+printf '  %-30s %12s %12s\n' "UCP tag_bw 8 B (msg/s)" "${R[rate8.ud_sr.mr]}" "${R[rate8.tcp.mr]}"
+
+step "4. MPI jobs over ud_sr (UCX_TLS=ud_sr,self: no shared memory; data verified by every rank)"
+mpirun_job() { # name flavour tls np program args...
+    local name=$1 flavour=$2 tls=$3 np=$4 prog=$5
+    shift 5
+    local stats=$work/stats-$name
+    mkdir -p "$stats"
+    local env=(UCX_TLS="$tls,self" UCX_NET_DEVICES=lo UCX_APTUS_STATS="$stats/%p")
+    local t0=$(date +%s.%N) rc
+    if [ "$flavour" = openmpi ]; then
+        local xs=()
+        for e in "${env[@]}"; do xs+=(-x "$e"); done
+        timeout 300 env LD_PRELOAD="$lib" mpirun.openmpi --allow-run-as-root \
+            --oversubscribe -np "$np" --mca pml ucx --mca pml_ucx_tls any \
+            --mca pml_ucx_devices any --mca btl self -x LD_PRELOAD "${xs[@]}" \
+            "$work/$prog.openmpi" "$@" >"$work/$name.log" 2>&1
+        rc=$?
+    else
+        timeout 300 env LD_PRELOAD="$lib" "${env[@]}" mpiexec.mpich -n "$np" \
+            "$work/$prog.mpich" "$@" >"$work/$name.log" 2>&1
+        rc=$?
+    fi
+    R[$name.time]=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+    R[$name.rc]=$rc
+    R[$name.verified]=$(grep -c ": OK" "$work/$name.log")
+    printf '  %-26s %-8s np=%s  %s s  rc=%s  ranks verified: %s\n' "$name" "$tls" \
+        "$np" "${R[$name.time]}" "$rc" "${R[$name.verified]}"
+}
+have_mpi=1
+for flavour in openmpi mpich; do
+    for prog in alltoall pingpong; do
+        "mpicc.$flavour" -O2 -o "$work/$prog.$flavour" "test/mpi/$prog.c" ||
+            have_mpi=0
+    done
+done
+if [ $have_mpi -eq 1 ]; then
+    mpirun_job ompi-alltoall-udsr openmpi ud_sr 4 alltoall -m 1m -i 2
+    mpirun_job ompi-alltoall-tcp  openmpi tcp   4 alltoall -m 1m -i 2
+    mpirun_job mpich-alltoall-udsr mpich  ud_sr 4 alltoall -m 1m -i 2
+    mpirun_job ompi-pingpong-udsr openmpi ud_sr 2 pingpong
+    echo
+    echo "  Open MPI ping-pong over ud_sr (rank 0):"
+    grep -E '^ *[0-9]+ ' "$work/ompi-pingpong-udsr.log" | head -n 12 | sed 's/^/   /'
+else
+    echo "  MPI compilers missing: skipped"
+fi
+
+step "5. Statistics of the MPI jobs (UCX_APTUS_STATS; one line per process and interface)"
+stat_sum() { # dir key
+    cat "$1"/* 2>/dev/null | grep -o " $2=[0-9]*" | awk -F= '{ s += $2 } END { print s + 0 }'
+}
+stat_max() {
+    cat "$1"/* 2>/dev/null | grep -o " $2=[0-9]*" | awk -F= '$2 > m { m = $2 } END { print m + 0 }'
+}
+printf '  %-22s %6s %10s %12s %10s %8s %8s %8s %6s %10s\n' job ranks msgs bytes datagrams acks retrans probes peers bytes/peer
+for job in ompi-alltoall-udsr mpich-alltoall-udsr ompi-pingpong-udsr; do
+    d=$work/stats-$job
+    [ -d "$d" ] || continue
+    printf '  %-22s %6s %10s %12s %10s %8s %8s %8s %6s %10s\n' "$job" \
+        "$(cat "$d"/* 2>/dev/null | grep -c '^aptus-stats ud_sr')" \
+        "$(stat_sum "$d" tx_msgs)" "$(stat_sum "$d" tx_bytes)" \
+        "$(stat_sum "$d" tx_dgrams)" "$(stat_sum "$d" tx_acks)" \
+        "$(( $(stat_sum "$d" retransmits) + $(stat_sum "$d" fast_retransmits) ))" \
+        "$(stat_sum "$d" probes)" "$(stat_max "$d" peers)" "$(stat_max "$d" peer_bytes)"
+    R[$job.bytes]=$(stat_sum "$d" tx_bytes)
+done
+
+step "6. Summary"
+ok() { [ "${R[$1.rc]:-1}" = 0 ] && echo yes || echo NO; }
+printf '+----------------------------------+--------------+--------------+\n'
+printf '| %-32s | %12s | %12s |\n' "" "ud_sr" "tcp (UCX)"
+printf '+----------------------------------+--------------+--------------+\n'
+printf '| %-32s | %12s | %12s |\n' "latency 8 B, UCT (us)" "${R[uct8.ud_sr.lat]}" "${R[uct8.tcp.lat]}"
+printf '| %-32s | %12s | %12s |\n' "latency 8 B, UCP tag (us)" "${R[tag8.ud_sr.lat]}" "${R[tag8.tcp.lat]}"
+printf '| %-32s | %12s | %12s |\n' "bandwidth 1 MB, UCP tag (MB/s)" "${R[bw1m.ud_sr.bw]}" "${R[bw1m.tcp.bw]}"
+printf '| %-32s | %12s | %12s |\n' "message rate 8 B (msg/s)" "${R[rate8.ud_sr.mr]}" "${R[rate8.tcp.mr]}"
+if [ $have_mpi -eq 1 ]; then
+printf '| %-32s | %12s | %12s |\n' "Open MPI alltoall 4 ranks (s)" "${R[ompi-alltoall-udsr.time]}" "${R[ompi-alltoall-tcp.time]}"
+printf '| %-32s | %12s | %12s |\n' "  data verified" "$(ok ompi-alltoall-udsr)" "$(ok ompi-alltoall-tcp)"
+printf '| %-32s | %12s | %12s |\n' "MPICH alltoall 4 ranks (s)" "${R[mpich-alltoall-udsr.time]}" "-"
+printf '| %-32s | %12s | %12s |\n' "  data verified" "$(ok mpich-alltoall-udsr)" "-"
+printf '| %-32s | %12s | %12s |\n' "bytes per peer (exact)" "$(stat_max "$work/stats-ompi-alltoall-udsr" peer_bytes)" "-"
+fi
+printf '+----------------------------------+--------------+--------------+\n'
+echo "(rc=0 and every rank's data check passed = 'yes'; latency is the median; figures from one run on this machine)"

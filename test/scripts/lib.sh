@@ -1,0 +1,68 @@
+# Shared helpers of the test scripts: PASS/FAIL/SKIP lines and the closing
+# "N passed, M failed, K skipped" line. Source it, call t_pass/t_fail/t_skip,
+# end with t_summary (its exit status is non-zero if anything failed).
+t_passed=0
+t_failed=0
+t_skipped=0
+
+t_pass() { echo "PASS: $*"; t_passed=$((t_passed + 1)); }
+t_fail() { echo "FAIL: $*"; t_failed=$((t_failed + 1)); }
+t_skip() { echo "SKIP: $*"; t_skipped=$((t_skipped + 1)); }
+
+t_summary() {
+    echo "$t_passed passed, $t_failed failed, $t_skipped skipped"
+    [ "$t_failed" -eq 0 ]
+}
+
+# The library under test: APTUS_LIB, else the newest build.
+t_find_lib() {
+    local top=$1
+    if [ -n "${APTUS_LIB:-}" ]; then
+        echo "$APTUS_LIB"
+        return
+    fi
+    ls -t "$top"/build*/.libs/libuct_aptus.so 2>/dev/null | head -n1
+}
+
+# perftest_pair OUTDIR PORT -- ENV... -- ARGS...
+# Runs a ucx_perftest server and client on 127.0.0.1 with the environment
+# assignments ENV (e.g. LD_PRELOAD=... UCX_TLS=...) and perftest ARGS.
+# Leaves OUTDIR/server.log and OUTDIR/client.log; returns 0 when both sides
+# finished and the client printed its "Final:" line.
+perftest_pair() {
+    local out=$1 port=$2
+    shift 2
+    [ "$1" = "--" ] && shift
+    local env=()
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+        env+=("$1")
+        shift
+    done
+    shift
+    env "${env[@]}" timeout 120 ucx_perftest -p "$port" "$@" \
+        >"$out/server.log" 2>&1 &
+    local server=$! ok=1 _
+    # an interrupted caller must not leave the server behind
+    trap "kill $server 2>/dev/null" INT TERM
+    for _ in $(seq 1 50); do
+        sleep 0.1
+        if env "${env[@]}" timeout 120 ucx_perftest 127.0.0.1 -p "$port" "$@" \
+               >"$out/client.log" 2>&1; then
+            ok=0
+            break
+        fi
+        # retry only while the server is not listening yet
+        grep -qi "refused\|failed to connect" "$out/client.log" || break
+    done
+    wait "$server" || ok=1
+    trap - INT TERM
+    grep -q "^Final:" "$out/client.log" || ok=1
+    return $ok
+}
+
+# perftest_final FILE FIELD: a field of the client's "Final:" line:
+# 2 iterations, 3 median latency (us), 4 average latency (us),
+# 6 bandwidth (MB/s), 8 message rate (msg/s).
+perftest_final() {
+    awk -v f="$2" '/^Final:/ { print $f }' "$1"
+}
