@@ -404,6 +404,7 @@ void aptus_ud_chan_cleanup(aptus_ud_chan_t *chan)
     ucs_arbiter_cleanup(&chan->pending);
     ucs_free(chan->active);
     ucs_free(chan->ack_list);
+    ucs_free(chan->soon_list);
     ucs_free(chan->rx_slots);
     aptus_ud_tx_batch_cleanup(&chan->batch);
     /* Descriptors a user still holds are gone with the pools: UCT requires
@@ -716,6 +717,9 @@ unsigned aptus_ud_chan_progress(aptus_ud_chan_t *chan, int is_async)
         if (!ucs_queue_is_empty(&chan->deferred)) {
             count += aptus_ud_rx_dispatch_deferred(chan);
         }
+    }
+    if (chan->num_soon > 0) {
+        aptus_ud_rx_flush_soon_acks(chan);
     }
 
     count += aptus_ud_rx_progress(chan, is_async);

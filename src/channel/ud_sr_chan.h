@@ -73,7 +73,8 @@ enum {
     APTUS_UD_PEER_FAILED  = 1u << 1, /* dead stream: tombstone */
     APTUS_UD_PEER_IN_ACK  = 1u << 2, /* on this batch's immediate-ACK list */
     APTUS_UD_PEER_FLUSH   = 1u << 3, /* has flush requests waiting */
-    APTUS_UD_PEER_REPORTED = 1u << 4 /* failure handed to the transport */
+    APTUS_UD_PEER_REPORTED = 1u << 4, /* failure handed to the transport */
+    APTUS_UD_PEER_IN_SOON = 1u << 5  /* on the next-progress ACK list */
 };
 
 /*
@@ -219,6 +220,9 @@ struct aptus_ud_chan {
     unsigned               max_active;
     aptus_ud_peer_t        **ack_list;/* immediate ACKs for this batch */
     unsigned               num_ack;
+    aptus_ud_peer_t        **soon_list;/* ACKs for the next progress call */
+    unsigned               num_soon;
+    unsigned               max_soon;
 
     ucs_mpool_t            peer_mp;
     ucs_mpool_t            ext_mp;

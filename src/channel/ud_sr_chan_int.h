@@ -97,5 +97,6 @@ unsigned aptus_ud_rx_progress(aptus_ud_chan_t *chan, int is_async);
 unsigned aptus_ud_rx_dispatch_deferred(aptus_ud_chan_t *chan);
 void aptus_ud_rx_release_peer(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer);
 void aptus_ud_rx_flush_acks(aptus_ud_chan_t *chan);
+void aptus_ud_rx_flush_soon_acks(aptus_ud_chan_t *chan);
 
 #endif

@@ -199,10 +199,35 @@ static inline void aptus_ud_rx_want_ack(aptus_ud_chan_t *chan,
                                         aptus_ud_peer_t *peer)
 {
     if (!(peer->flags & APTUS_UD_PEER_IN_ACK) &&
-        aptus_rel_rx_ack_due(&peer->rx, &chan->config.rel)) {
+        (aptus_rel_rx_ack_due(&peer->rx, &chan->config.rel) ||
+         aptus_rel_rx_ack_soon(&peer->rx))) {
         peer->flags                       |= APTUS_UD_PEER_IN_ACK;
         chan->ack_list[chan->num_ack++] = peer;
     }
+}
+
+static void aptus_ud_rx_ack_later(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
+{
+    aptus_ud_peer_t **list;
+    unsigned max;
+
+    if (peer->flags & APTUS_UD_PEER_IN_SOON) {
+        return;
+    }
+    if (chan->num_soon == chan->max_soon) {
+        max  = chan->max_soon * 2 + 16;
+        list = ucs_realloc(chan->soon_list, max * sizeof(*list),
+                           "aptus_ud_soon_list");
+        if (list == NULL) {
+            /* cannot defer: acknowledge now */
+            aptus_ud_tx_send_ctl(chan, peer, APTUS_UD_SR_TYPE_ACK, 0);
+            return;
+        }
+        chan->soon_list = list;
+        chan->max_soon  = max;
+    }
+    peer->flags                      |= APTUS_UD_PEER_IN_SOON;
+    chan->soon_list[chan->num_soon++] = peer;
 }
 
 void aptus_ud_rx_flush_acks(aptus_ud_chan_t *chan)
@@ -213,12 +238,34 @@ void aptus_ud_rx_flush_acks(aptus_ud_chan_t *chan)
     for (i = 0; i < chan->num_ack; ++i) {
         peer         = chan->ack_list[i];
         peer->flags &= ~APTUS_UD_PEER_IN_ACK;
-        if (!(peer->flags & APTUS_UD_PEER_FAILED) &&
-            aptus_rel_rx_ack_due(&peer->rx, &chan->config.rel)) {
+        if (peer->flags & APTUS_UD_PEER_FAILED) {
+            continue;
+        }
+        if (aptus_rel_rx_ack_due(&peer->rx, &chan->config.rel)) {
             aptus_ud_tx_send_ctl(chan, peer, APTUS_UD_SR_TYPE_ACK, 0);
+        } else if (aptus_rel_rx_ack_soon(&peer->rx)) {
+            aptus_ud_rx_ack_later(chan, peer);
         }
     }
     chan->num_ack = 0;
+}
+
+void aptus_ud_rx_flush_soon_acks(aptus_ud_chan_t *chan)
+{
+    aptus_ud_peer_t *peer;
+    unsigned i;
+
+    for (i = 0; i < chan->num_soon; ++i) {
+        peer         = chan->soon_list[i];
+        peer->flags &= ~APTUS_UD_PEER_IN_SOON;
+        /* not settled by a reply meanwhile: acknowledge explicitly */
+        if (!(peer->flags & APTUS_UD_PEER_FAILED) &&
+            aptus_rel_rx_ack_soon(&peer->rx)) {
+            aptus_ud_tx_send_ctl(chan, peer, APTUS_UD_SR_TYPE_ACK, 0);
+        }
+    }
+    chan->num_soon = 0;
+    aptus_ud_tx_batch_flush(chan);
 }
 
 static void aptus_ud_rx_data(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
@@ -231,7 +278,7 @@ static void aptus_ud_rx_data(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
 
     chan->stats.rx_data_dgrams++;
     if (pkt->flags & APTUS_UD_SR_F_ACK_REQ) {
-        aptus_rel_rx_request(&peer->rx, (aptus_psn_t)(pkt->psn + 1));
+        aptus_rel_rx_request(&peer->rx, (aptus_psn_t)(pkt->psn + 1), 0);
     }
 
     verdict = aptus_rel_rx_classify(&peer->rx, pkt->psn);
@@ -369,7 +416,7 @@ static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
     case APTUS_UD_SR_TYPE_ACK:
         chan->stats.rx_acks++;
         if (pkt.flags & APTUS_UD_SR_F_ACK_REQ) {
-            aptus_rel_rx_request(&peer->rx, pkt.psn);
+            aptus_rel_rx_request(&peer->rx, pkt.psn, 1);
             aptus_ud_rx_want_ack(chan, peer);
         }
         if (pkt.flags & APTUS_UD_SR_F_REPLY) {

@@ -211,8 +211,13 @@ void aptus_rel_tx_purge(aptus_rel_tx_t *tx, aptus_rel_txe_cb_t release_cb,
 /* ---- receive side ----------------------------------------------------- */
 
 enum {
-    APTUS_REL_RX_ACK_NOW = 1u << 0, /* duplicate or hole: acknowledge now */
-    APTUS_REL_RX_REPLY   = 1u << 1  /* the next explicit ACK answers a request */
+    APTUS_REL_RX_ACK_NOW  = 1u << 0, /* hole, duplicate, probe: acknowledge
+                                        with this batch */
+    APTUS_REL_RX_REPLY    = 1u << 1, /* the next explicit ACK answers a
+                                        request */
+    APTUS_REL_RX_ACK_SOON = 1u << 2  /* data asked for an ACK: on the next
+                                        progress, unless a reply to the
+                                        sender carries it first */
 };
 
 typedef struct aptus_rel_rx {
@@ -253,34 +258,53 @@ static inline int aptus_rel_rx_pop_held(aptus_rel_rx_t *rx)
     return 1;
 }
 
+/* An explicit ACK must go with this batch. */
 static inline int aptus_rel_rx_ack_due(const aptus_rel_rx_t *rx,
                                        const aptus_rel_config_t *cfg)
 {
     return (rx->flags & APTUS_REL_RX_ACK_NOW) || (rx->unacked >= cfg->ack_count);
 }
 
-static inline int aptus_rel_rx_has_unacked(const aptus_rel_rx_t *rx)
+/* An explicit ACK is wanted by the next progress call. */
+static inline int aptus_rel_rx_ack_soon(const aptus_rel_rx_t *rx)
 {
-    return (rx->unacked > 0) || (rx->flags & APTUS_REL_RX_ACK_NOW);
+    return rx->flags & APTUS_REL_RX_ACK_SOON;
 }
 
-/* The sender asked for an acknowledgement covering PSNs before upto. */
-static inline void aptus_rel_rx_request(aptus_rel_rx_t *rx, aptus_psn_t upto)
+static inline int aptus_rel_rx_has_unacked(const aptus_rel_rx_t *rx)
+{
+    return (rx->unacked > 0) ||
+           (rx->flags & (APTUS_REL_RX_ACK_NOW | APTUS_REL_RX_ACK_SOON));
+}
+
+/* The sender asked for an acknowledgement covering PSNs before upto: at
+ * once for a probe (urgent), by the next progress call for data, so that a
+ * reply the application sends meanwhile can carry it. */
+static inline void aptus_rel_rx_request(aptus_rel_rx_t *rx, aptus_psn_t upto,
+                                        int urgent)
 {
     rx->reply_upto = upto;
-    rx->flags     |= APTUS_REL_RX_ACK_NOW | APTUS_REL_RX_REPLY;
+    rx->flags     |= APTUS_REL_RX_REPLY |
+                 (urgent ? APTUS_REL_RX_ACK_NOW : APTUS_REL_RX_ACK_SOON);
 }
 
 /* Any packet to the peer carries the cumulative ack; call when one is sent.
- * The selective map and a reply need an explicit ACK, so a pending hole or
- * request keeps ACK_NOW unless this was one (explicit). */
+ * An explicit ACK settles everything. A piggybacked one settles a request
+ * it covers; a hole (the selective map) still needs an explicit ACK. */
 static inline void aptus_rel_rx_acked(aptus_rel_rx_t *rx, int explicit_ack)
 {
     rx->unacked = 0;
     if (explicit_ack) {
-        rx->flags &= ~(APTUS_REL_RX_ACK_NOW | APTUS_REL_RX_REPLY);
-    } else if ((rx->ooo_mask == 0) && !(rx->flags & APTUS_REL_RX_REPLY)) {
-        rx->flags &= ~APTUS_REL_RX_ACK_NOW;
+        rx->flags &= ~(APTUS_REL_RX_ACK_NOW | APTUS_REL_RX_ACK_SOON |
+                       APTUS_REL_RX_REPLY);
+        return;
+    }
+    if ((rx->flags & APTUS_REL_RX_REPLY) &&
+        aptus_psn_le(rx->reply_upto, rx->expected)) {
+        rx->flags &= ~(APTUS_REL_RX_REPLY | APTUS_REL_RX_ACK_SOON);
+    }
+    if ((rx->ooo_mask == 0) && !(rx->flags & APTUS_REL_RX_REPLY)) {
+        rx->flags &= ~(APTUS_REL_RX_ACK_NOW | APTUS_REL_RX_ACK_SOON);
     }
 }
 

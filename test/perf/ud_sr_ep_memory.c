@@ -11,11 +11,13 @@
  *          a distinct remote interface (a distinct peer of the channel).
  *          An endpoint that never sends puts nothing on the wire.
  *   tcp:   UCX's tcp connects on ep_create, so it needs something listening.
- *          This program opens one plain listening socket that never accepts
- *          and points every endpoint at it; each endpoint is still a separate
- *          TCP connection with its own socket (which is what a tcp endpoint
- *          costs). Kernel socket memory is reported separately (slab "TCP"),
- *          it is not in the process' malloc or RSS figures.
+ *          This program opens plain listening sockets that never accept (one
+ *          per TCP_EPS_PER_LISTENER endpoints, below the kernel's somaxconn)
+ *          and points the endpoints at them; each endpoint is still a
+ *          separate TCP connection with its own socket and descriptor (which
+ *          is what a tcp endpoint costs). Kernel socket memory is reported
+ *          separately (growth of the "TCP" slab, both ends of the loopback
+ *          connection); it is not in the process' malloc or RSS figures.
  *
  * Figures:
  *   bytes_per_ep_malloc  growth of malloc'ed bytes (mallinfo2 uordblks +
@@ -23,7 +25,7 @@
  *   rss_per_ep           growth of the resident set (/proc/self/statm) / N
  *   create_ns_per_ep     wall time of uct_ep_create / N
  *   idle_cpu_pct         CPU time the process used (async thread included)
- *                        while the N endpoints sat idle for --idle-ms
+ *                        while the N endpoints sat idle for -i ms (200)
  * The exact per-peer figure of ud_sr (struct + pool header + share of the
  * lookup table) is printed by the transport itself when the interface closes
  * with UCX_APTUS_STATS=stdout ("aptus-stats ud_sr/lo ... peer_bytes=...").

@@ -560,7 +560,7 @@ TEST(rel_window, tail_probe_finds_lost_tail_before_timeout)
 
     /* the receiver answers the request: PSNs before upto it lacks are lost */
     aptus_psn_t upto = aptus_rel_tx_probe_upto(&l.m_tx);
-    aptus_rel_rx_request(&l.m_rx, upto);
+    aptus_rel_rx_request(&l.m_rx, upto, 1);
     EXPECT_TRUE(aptus_rel_rx_ack_due(&l.m_rx, &l.m_cfg));
     EXPECT_TRUE(l.m_rx.flags & APTUS_REL_RX_REPLY);
     EXPECT_EQ(upto, l.m_rx.reply_upto);
@@ -587,13 +587,30 @@ TEST(rel_window, reply_for_packets_never_sent_ignored)
     EXPECT_TRUE(l.m_resent.empty());
 }
 
-TEST(rel_window, piggybacked_ack_keeps_a_reply_pending)
+TEST(rel_window, piggybacked_ack_settles_only_what_it_covers)
 {
     rel_link l;
-    aptus_rel_rx_request(&l.m_rx, 0);
-    aptus_rel_rx_acked(&l.m_rx, 0); /* data carried the cumulative ack */
+    for (unsigned i = 0; i < 3; ++i) {
+        ASSERT_TRUE(l.send(i));
+    }
+    l.deliver_all();
+
+    /* a probe covering more than has arrived: the cumulative ack a data
+     * packet carries does not answer it */
+    aptus_rel_rx_request(&l.m_rx, 5, 1);
+    aptus_rel_rx_acked(&l.m_rx, 0);
     EXPECT_TRUE(aptus_rel_rx_ack_due(&l.m_rx, &l.m_cfg));
     aptus_rel_rx_acked(&l.m_rx, 1); /* an explicit ACK answers it */
+    EXPECT_FALSE(aptus_rel_rx_has_unacked(&l.m_rx));
+
+    /* data asking for an ACK: wanted by the next progress call, and
+     * settled by a reply that carries the cumulative ack past it */
+    aptus_rel_rx_request(&l.m_rx, 3, 0);
+    EXPECT_FALSE(aptus_rel_rx_ack_due(&l.m_rx, &l.m_cfg));
+    EXPECT_TRUE(aptus_rel_rx_ack_soon(&l.m_rx));
+    EXPECT_TRUE(aptus_rel_rx_has_unacked(&l.m_rx));
+    aptus_rel_rx_acked(&l.m_rx, 0);
+    EXPECT_FALSE(aptus_rel_rx_ack_soon(&l.m_rx));
     EXPECT_FALSE(aptus_rel_rx_has_unacked(&l.m_rx));
 }
 
