@@ -67,6 +67,7 @@ suite unit run_unit
 suite unit-asan run_unit_asan
 if [ $quick -eq 0 ]; then
     suite perftest test/scripts/test_perftest.sh
+    suite ucp test/scripts/test_ucp.sh
     suite mpi test/scripts/test_mpi.sh
     suite loss test/scripts/test_loss.sh
 fi

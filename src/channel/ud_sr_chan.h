@@ -155,6 +155,7 @@ struct aptus_ud_tx_msg {
     uint8_t          am_id;
     uint8_t          iovcnt;      /* 0: payload at data() */
     uint8_t          pool;
+    uint8_t          hdr_flags;   /* added to every fragment (NOP) */
     struct iovec     iov[APTUS_UD_MAX_IOV + 1];
     aptus_ud_tx_frag_t frags[];
 };
@@ -166,7 +167,7 @@ typedef struct aptus_ud_chan_stats {
     uint64_t rx_duplicates, rx_held, rx_out_of_window, rx_deferred;
     uint64_t rx_bad_key, rx_malformed, rx_bad_crc, rx_bad_ack;
     uint64_t rx_unknown_stream, rx_dead_stream, rx_no_buffer;
-    uint64_t peers_created, peers_failed, pending_dispatched;
+    uint64_t peers_created, peers_failed, pending_dispatched, checks;
 } aptus_ud_chan_stats_t;
 
 static inline khint_t aptus_ud_peer_hash(const aptus_ud_peer_t *peer)
@@ -322,6 +323,10 @@ ucs_status_t aptus_ud_chan_pending_add(aptus_ud_chan_t *chan,
 
 void aptus_ud_chan_pending_purge(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
                                  uct_pending_purge_callback_t cb, void *arg);
+
+/* Make sure a silent peer is noticed: send a reliable no-op, unless data
+ * is outstanding anyway (uct_ep_check, UCP's keepalive). */
+ucs_status_t aptus_ud_chan_check(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer);
 
 ucs_status_t aptus_ud_chan_flush(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
                                  unsigned flags, uct_completion_t *comp);

@@ -111,6 +111,10 @@ static int aptus_ud_rx_inorder(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     aptus_ud_reasm_t *reasm;
 
     if (flags == (APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST)) {
+        if (ucs_unlikely(desc->flags & APTUS_UD_SR_F_NOP)) {
+            ucs_mpool_put_inline(desc); /* an endpoint check: nothing for the user */
+            return 1;
+        }
         desc->msg.peer = peer;
         aptus_ud_rx_deliver(chan, &desc->msg, is_async);
         return 1;

@@ -94,7 +94,8 @@ static void aptus_ud_tx_batch_add_frag(aptus_ud_chan_t *chan,
     pkt.psn      = frag->rel.psn;
     pkt.ack      = peer->rx.expected;
     pkt.type     = APTUS_UD_SR_TYPE_DATA;
-    pkt.flags    = frag->flags | (ack_req ? APTUS_UD_SR_F_ACK_REQ : 0);
+    pkt.flags    = frag->flags | msg->hdr_flags |
+                   (ack_req ? APTUS_UD_SR_F_ACK_REQ : 0);
     pkt.am_id    = msg->am_id;
     pkt.conn_id  = peer->conn_id;
     pkt.msg_len  = msg->length;
@@ -313,11 +314,12 @@ aptus_ud_tx_msg_get(aptus_ud_chan_t *chan, unsigned pool, uint8_t am_id)
     aptus_ud_tx_msg_t *msg = ucs_mpool_get_inline(&chan->tx_mp[pool]);
 
     if (msg != NULL) {
-        msg->comp   = NULL;
-        msg->owned  = NULL;
-        msg->pool   = pool;
-        msg->am_id  = am_id;
-        msg->iovcnt = 0;
+        msg->comp      = NULL;
+        msg->owned     = NULL;
+        msg->pool      = pool;
+        msg->am_id     = am_id;
+        msg->iovcnt    = 0;
+        msg->hdr_flags = 0;
     }
     return msg;
 }
@@ -465,4 +467,29 @@ ssize_t aptus_ud_chan_send(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         return aptus_ud_tx_zcopy(chan, peer, send);
     }
     return UCS_ERR_INVALID_PARAM;
+}
+
+ucs_status_t aptus_ud_chan_check(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
+{
+    aptus_ud_tx_msg_t *msg;
+
+    if ((peer->flags & APTUS_UD_PEER_FAILED) ||
+        !aptus_rel_tx_is_idle(&peer->tx)) {
+        /* already reported, or outstanding data will find out */
+        return UCS_OK;
+    }
+
+    msg = aptus_ud_tx_msg_get(chan, APTUS_UD_TX_SMALL, 0);
+    if (msg == NULL) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    aptus_ud_chan_now(chan);
+    msg->hdr_flags  = APTUS_UD_SR_F_NOP;
+    msg->length     = 0;
+    msg->num_frags  = 1;
+    msg->frags_left = 1;
+    aptus_ud_tx_post(chan, peer, msg);
+    chan->stats.tx_msgs--; /* not an active message */
+    chan->stats.checks++;
+    return UCS_OK;
 }

@@ -134,12 +134,18 @@ aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
         if (pkt->flags & APTUS_UD_SR_F_REPLY) {
             return APTUS_UD_SR_PARSE_BAD_FLAGS;
         }
+        if ((pkt->flags & APTUS_UD_SR_F_NOP) &&
+            (((pkt->flags & (APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST)) !=
+              (APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST)) ||
+             (pkt->am_id != 0))) {
+            return APTUS_UD_SR_PARSE_BAD_FLAGS;
+        }
         break;
     case APTUS_UD_SR_TYPE_ACK:
     case APTUS_UD_SR_TYPE_RESET:
         /* an ACK may ask for one back (flush polls the peer) */
         if ((pkt->flags & (APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST |
-                           APTUS_UD_SR_F_CRC)) ||
+                           APTUS_UD_SR_F_CRC | APTUS_UD_SR_F_NOP)) ||
             ((pkt->type == APTUS_UD_SR_TYPE_RESET) &&
              (pkt->flags & (APTUS_UD_SR_F_ACK_REQ | APTUS_UD_SR_F_REPLY)))) {
             return APTUS_UD_SR_PARSE_BAD_FLAGS;
@@ -188,6 +194,9 @@ aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
         return APTUS_UD_SR_PARSE_OK;
     }
 
+    if ((pkt->flags & APTUS_UD_SR_F_NOP) && (pkt->payload_len != 0)) {
+        return APTUS_UD_SR_PARSE_BAD_LENGTH;
+    }
     if (aptus_ud_sr_has_msg_len(pkt->type, pkt->flags)) {
         /* a first fragment that is not also the last must leave more */
         if ((pkt->payload_len == 0) || (pkt->msg_len <= pkt->payload_len)) {
@@ -221,7 +230,7 @@ int aptus_ud_sr_snprint(const aptus_ud_sr_pkt_t *pkt, char *buf, size_t max)
                                                                types[0];
 
     return snprintf(buf, max,
-                    "%s conn %u psn %u ack %u am %u%s%s%s%s%s%s len %zu"
+                    "%s conn %u psn %u ack %u am %u%s%s%s%s%s%s%s len %zu"
                     " sack 0x%llx msg_len %u",
                     type, pkt->conn_id, pkt->psn, pkt->ack, pkt->am_id,
                     (pkt->flags & APTUS_UD_SR_F_FIRST) ? " FIRST" : "",
@@ -230,6 +239,7 @@ int aptus_ud_sr_snprint(const aptus_ud_sr_pkt_t *pkt, char *buf, size_t max)
                     (pkt->flags & APTUS_UD_SR_F_SACK) ? " SACK" : "",
                     (pkt->flags & APTUS_UD_SR_F_CRC) ? " CRC" : "",
                     (pkt->flags & APTUS_UD_SR_F_REPLY) ? " REPLY" : "",
+                    (pkt->flags & APTUS_UD_SR_F_NOP) ? " NOP" : "",
                     pkt->payload_len, (unsigned long long)pkt->sack,
                     pkt->msg_len);
 }

@@ -60,7 +60,9 @@ enum {
     APTUS_UD_SR_F_CRC     = 1u << 4, /* CRC extension present */
     APTUS_UD_SR_F_REPLY   = 1u << 5, /* ACK answering an ACK_REQ (psn: its
                                         coverage) */
-    APTUS_UD_SR_F_KNOWN   = 0x3f
+    APTUS_UD_SR_F_NOP     = 1u << 6, /* reliable DATA with nothing to deliver
+                                        (endpoint check, keepalive) */
+    APTUS_UD_SR_F_KNOWN   = 0x7f
 };
 
 typedef struct aptus_ud_sr_pkt {

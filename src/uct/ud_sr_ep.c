@@ -185,3 +185,16 @@ ucs_status_t uct_ud_sr_ep_fence(uct_ep_h tl_ep, unsigned flags)
      * later can overtake what was issued before. */
     return UCS_OK;
 }
+
+ucs_status_t uct_ud_sr_ep_check(uct_ep_h tl_ep, unsigned flags,
+                                uct_completion_t *comp)
+{
+    uct_ud_sr_iface_t *iface = uct_ud_sr_ep_iface(tl_ep);
+    ucs_status_t status;
+
+    UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
+    UCT_UD_SR_ENTER(iface);
+    status = aptus_ud_chan_check(&iface->chan, uct_ud_sr_ep_peer(tl_ep));
+    UCT_UD_SR_LEAVE(iface);
+    return status;
+}

@@ -244,7 +244,7 @@ static ucs_status_t uct_ud_sr_iface_query(uct_iface_h tl_iface,
     attr->cap.flags = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_AM_SHORT |
                       UCT_IFACE_FLAG_AM_BCOPY | UCT_IFACE_FLAG_AM_ZCOPY |
                       UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC |
-                      UCT_IFACE_FLAG_CB_ASYNC |
+                      UCT_IFACE_FLAG_CB_ASYNC | UCT_IFACE_FLAG_EP_CHECK |
                       UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
 
     attr->cap.am.max_short       = aptus_ud_chan_max_short(chan);
@@ -337,6 +337,7 @@ unsigned uct_ud_sr_iface_stats(uct_ud_sr_iface_t *iface,
         {"peers_failed", c->peers_failed},
         {"peer_bytes", aptus_ud_chan_peer_bytes(&iface->chan)},
         {"pending_dispatched", c->pending_dispatched},
+        {"checks", c->checks},
         {"fault_drop", w->fault_drop},
         {"fault_dup", w->fault_dup},
         {"fault_reorder", w->fault_reorder},
@@ -369,7 +370,7 @@ static uct_iface_ops_t uct_ud_sr_iface_tl_ops = {
     .ep_pending_purge         = uct_ud_sr_ep_pending_purge,
     .ep_flush                 = uct_ud_sr_ep_flush,
     .ep_fence                 = uct_ud_sr_ep_fence,
-    .ep_check                 = ucs_empty_function_return_unsupported,
+    .ep_check                 = uct_ud_sr_ep_check,
     .ep_create                = uct_ud_sr_ep_create,
     .ep_destroy               = uct_ud_sr_ep_destroy,
     .iface_flush              = uct_ud_sr_iface_flush,

@@ -315,7 +315,7 @@ TEST_F(uct_ud_sr, capabilities)
     uint64_t need = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_AM_SHORT |
                     UCT_IFACE_FLAG_AM_BCOPY | UCT_IFACE_FLAG_AM_ZCOPY |
                     UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC |
-                    UCT_IFACE_FLAG_CB_ASYNC |
+                    UCT_IFACE_FLAG_CB_ASYNC | UCT_IFACE_FLAG_EP_CHECK |
                     UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
     EXPECT_EQ(need, attr.cap.flags & need);
     EXPECT_FALSE(attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_EP);
@@ -603,6 +603,29 @@ TEST_F(uct_ud_sr, peer_failure_reported)
               uct_ep_am_short(m_a.ep, 1, 0, data.data(), 8));
     EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, uct_ep_flush(m_a.ep, 0, NULL));
     EXPECT_EQ(1u, stats(m_a)["peers_failed"]);
+}
+
+TEST_F(uct_ud_sr, ep_check_reports_idle_dead_peer)
+{
+    setup_pair({{"TIMEOUT", "300ms"}, {"RTO_MIN", "1ms"}, {"RTO_MAX", "20ms"}});
+    EXPECT_EQ(UCS_OK, uct_ep_check(m_a.ep, 0, NULL));
+    ASSERT_EQ(UCS_OK, flush_ep(m_a.ep)); /* the peer answered */
+    EXPECT_EQ(0u, rx_count(m_b));         /* nothing delivered */
+
+    uct_ep_destroy(m_b.ep);
+    m_b.ep = nullptr;
+    uct_iface_close(m_b.iface);
+    m_b.iface = nullptr;
+
+    /* idle: no failure without a check */
+    ucs_time_t end = ucs_get_time() + ucs_time_from_sec(0.6);
+    while (ucs_get_time() < end) {
+        progress();
+    }
+    EXPECT_EQ(0, m_a.err.count.load());
+    EXPECT_EQ(UCS_OK, uct_ep_check(m_a.ep, 0, NULL));
+    ASSERT_TRUE(wait_for([&] { return m_a.err.count.load() > 0; }, 10));
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, m_a.err.status);
 }
 
 TEST_F(uct_ud_sr, stray_datagrams_dropped)

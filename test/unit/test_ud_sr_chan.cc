@@ -629,6 +629,37 @@ TEST_F(ud_chan, silent_peer_fails_everything_outstanding)
     EXPECT_EQ(1u, m_a.failed.size());
 }
 
+TEST_F(ud_chan, endpoint_check_finds_an_idle_dead_peer)
+{
+    init_both();
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    /* alive: the no-op is acknowledged and delivers nothing */
+    ASSERT_EQ(UCS_OK, aptus_ud_chan_check(&m_a.chan, p));
+    EXPECT_FALSE(aptus_rel_tx_is_idle(&p->tx));
+    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    EXPECT_TRUE(m_b.rx.empty());
+    EXPECT_EQ(1u, m_a.chan.stats.checks);
+    EXPECT_EQ(0u, m_a.chan.stats.tx_msgs);
+    /* a message after it is delivered normally */
+    ASSERT_EQ(UCS_OK, send_short(m_a, p, 2, 3, pattern(1, 5)));
+    ASSERT_TRUE(run_until([&] { return m_b.rx.size() == 1; }));
+
+    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+
+    /* dead and idle: only the check makes the silence observable */
+    m_net.filter = [](const fake_dgram &, const aptus_ud_sr_pkt_t &) {
+        return FAKE_DROP;
+    };
+    fake_net::now += 10 * (uint64_t)m_cfg.rel.peer_timeout_us;
+    round();
+    EXPECT_TRUE(m_a.failed.empty()); /* idle peers are not judged */
+    ASSERT_EQ(UCS_OK, aptus_ud_chan_check(&m_a.chan, p));
+    ASSERT_TRUE(run_until([&] { return !m_a.failed.empty(); }));
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, m_a.failed[0].second);
+    EXPECT_EQ(UCS_OK, aptus_ud_chan_check(&m_a.chan, p)); /* reported once */
+    EXPECT_EQ(1u, m_a.failed.size());
+}
+
 TEST_F(ud_chan, forged_and_malformed_datagrams_dropped_and_counted)
 {
     init_both();

@@ -145,6 +145,19 @@ TEST(ud_sr_proto, rejects_malformed)
     buf = build(a, {});
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_FLAGS, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
 
+    /* a no-op is one whole datagram without payload or AM id */
+    aptus_ud_sr_pkt_t nop = data_pkt(APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST |
+                                     APTUS_UD_SR_F_NOP, 0);
+    nop.am_id = 0;
+    buf = build(nop, {});
+    EXPECT_EQ(APTUS_UD_SR_PARSE_OK, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    buf = build(nop, payload);
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    nop.flags &= ~APTUS_UD_SR_F_LAST;
+    nop.msg_len = 100;
+    buf = build(nop, payload);
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_FLAGS, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+
     /* REPLY belongs to ACKs only */
     buf = build(data_pkt(APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_REPLY, 0), payload);
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_FLAGS, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
@@ -245,8 +258,13 @@ TEST(ud_sr_proto, fuzz_mutations)
                 } else {
                     ASSERT_EQ(0u, q.msg_len);
                 }
+                if (q.flags & APTUS_UD_SR_F_NOP) {
+                    ASSERT_EQ(0u, q.payload_len);
+                    ASSERT_EQ(0u, q.am_id);
+                }
             } else {
                 ASSERT_EQ(0u, q.payload_len);
+                ASSERT_EQ(0, q.flags & APTUS_UD_SR_F_NOP);
             }
             ASSERT_EQ(0u, q.sack & 1);
             ASSERT_EQ(0u, (q.payload - copy) % 8); /* payload stays aligned */

@@ -1,0 +1,40 @@
+#!/bin/bash
+# UCP programs over ud_sr: a peer that dies is reported through UCP's peer
+# error handling (UCP_ERR_HANDLING_MODE_PEER), both while sending to it and
+# while idle (UCP's keepalive over uct_ep_check), and nothing hangs.
+#
+#   APTUS_LIB=/path/libuct_aptus.so test/scripts/test_ucp.sh
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/test/scripts/lib.sh"
+
+lib=$(t_find_lib "$top")
+if [ -z "$lib" ] || [ ! -f "$lib" ]; then
+    echo "test_ucp: libuct_aptus.so not found (set APTUS_LIB)" >&2
+    exit 1
+fi
+work=$(mktemp -d /tmp/aptus-ucp.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+if ! gcc -O2 -Wall -o "$work/ucp_peer_failure" "$top/test/ucp/ucp_peer_failure.c" \
+        $(pkg-config --cflags --libs ucx) 2>"$work/cc.log"; then
+    t_fail "build ucp_peer_failure ($(head -n 3 "$work/cc.log" | tr '\n' ' '))"
+    t_summary
+    exit 1
+fi
+
+for mode in send idle; do
+    # the transport declares the peer dead after 1 s of silence; UCP sends
+    # its keepalive every 300 ms: the error must come within seconds
+    out=$(env LD_PRELOAD="$lib" UCX_TLS=ud_sr UCX_NET_DEVICES=lo \
+              UCX_UD_SR_TIMEOUT=1s UCX_KEEPALIVE_INTERVAL=300ms \
+              timeout 60 "$work/ucp_peer_failure" "$mode" 20 2>&1)
+    rc=$?
+    if [ $rc -eq 0 ] && echo "$out" | grep -q ": PASS"; then
+        t_pass "peer failure while $mode: $(echo "$out" | grep -o '(.*)' | tail -n1)"
+    else
+        t_fail "peer failure while $mode (rc=$rc: $(echo "$out" | tail -n 2 | tr '\n' ' '))"
+    fi
+done
+
+t_summary
