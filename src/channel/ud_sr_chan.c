@@ -79,13 +79,13 @@ const char *aptus_ud_chan_config_check(const aptus_ud_chan_config_t *config,
     return NULL;
 }
 
-static ucs_mpool_ops_t aptus_ud_mpool_ops = {
-    .chunk_alloc   = ucs_mpool_chunk_malloc,
-    .chunk_release = ucs_mpool_chunk_free,
-    .obj_init      = NULL,
-    .obj_cleanup   = NULL,
-    .obj_str       = NULL
-};
+static ucs_mpool_ops_t aptus_ud_mpool_ops = { .chunk_alloc =
+                                                  ucs_mpool_chunk_malloc,
+                                              .chunk_release =
+                                                  ucs_mpool_chunk_free,
+                                              .obj_init    = NULL,
+                                              .obj_cleanup = NULL,
+                                              .obj_str     = NULL };
 
 static void aptus_ud_rx_desc_release_cb(uct_recv_desc_t *self, void *desc);
 static void aptus_ud_reasm_release_cb(uct_recv_desc_t *self, void *desc);
@@ -124,17 +124,17 @@ static ucs_mpool_ops_t aptus_ud_reasm_mpool_ops = {
  * every element it hands out. */
 static inline ucs_mpool_t *aptus_ud_elem_mpool(void *obj)
 {
-    return ((ucs_mpool_elem_t*)obj - 1)->mpool;
+    return ((ucs_mpool_elem_t *)obj - 1)->mpool;
 }
 
 /* A user (UCP) releases a descriptor it kept: from its own thread, so the
  * pool is touched under the async lock like everything else. */
 static void aptus_ud_rx_desc_release_cb(uct_recv_desc_t *self, void *desc)
 {
-    aptus_ud_rx_desc_t *rxd = ucs_container_of(self, aptus_ud_rx_desc_t,
-                                               msg.release);
-    aptus_ud_chan_t *chan   = ucs_container_of(aptus_ud_elem_mpool(rxd),
-                                               aptus_ud_chan_t, rx_mp);
+    aptus_ud_rx_desc_t *rxd =
+        ucs_container_of(self, aptus_ud_rx_desc_t, msg.release);
+    aptus_ud_chan_t *chan =
+        ucs_container_of(aptus_ud_elem_mpool(rxd), aptus_ud_chan_t, rx_mp);
 
     if (chan->async != NULL) {
         UCS_ASYNC_BLOCK(chan->async);
@@ -147,10 +147,10 @@ static void aptus_ud_rx_desc_release_cb(uct_recv_desc_t *self, void *desc)
 
 static void aptus_ud_reasm_release_cb(uct_recv_desc_t *self, void *desc)
 {
-    aptus_ud_reasm_t *reasm = ucs_container_of(self, aptus_ud_reasm_t,
-                                               msg.release);
-    aptus_ud_chan_t *chan   = ucs_container_of(aptus_ud_elem_mpool(reasm),
-                                               aptus_ud_chan_t, reasm_mp);
+    aptus_ud_reasm_t *reasm =
+        ucs_container_of(self, aptus_ud_reasm_t, msg.release);
+    aptus_ud_chan_t *chan =
+        ucs_container_of(aptus_ud_elem_mpool(reasm), aptus_ud_chan_t, reasm_mp);
 
     if (chan->async != NULL) {
         UCS_ASYNC_BLOCK(chan->async);
@@ -169,8 +169,8 @@ static ucs_status_t aptus_ud_tx_batch_init(aptus_ud_tx_batch_t *batch,
     batch->tx    = ucs_calloc(max, sizeof(*batch->tx), "aptus_ud_batch_tx");
     batch->iov   = ucs_calloc(max * APTUS_DGRAM_MAX_IOV, sizeof(*batch->iov),
                               "aptus_ud_batch_iov");
-    batch->hdrs  = ucs_calloc(max, APTUS_UD_SR_HDR_MAX_LEN,
-                              "aptus_ud_batch_hdrs");
+    batch->hdrs =
+        ucs_calloc(max, APTUS_UD_SR_HDR_MAX_LEN, "aptus_ud_batch_hdrs");
     if ((batch->tx == NULL) || (batch->iov == NULL) || (batch->hdrs == NULL)) {
         ucs_free(batch->tx);
         ucs_free(batch->iov);
@@ -231,33 +231,33 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
         goto err;
     }
 
-    status = ucs_mpool_init(&chan->ext_mp, 0, sizeof(aptus_ud_peer_ext_t), 0,
-                            8, 64, UINT_MAX, &aptus_ud_mpool_ops,
-                            "aptus_ud_peer_ext");
+    status =
+        ucs_mpool_init(&chan->ext_mp, 0, sizeof(aptus_ud_peer_ext_t), 0, 8, 64,
+                       UINT_MAX, &aptus_ud_mpool_ops, "aptus_ud_peer_ext");
     if (status != UCS_OK) {
         goto err_peer_mp;
     }
 
     chan->tx_data_offset[APTUS_UD_TX_SMALL] =
-            ucs_align_up(sizeof(aptus_ud_tx_msg_t) + sizeof(aptus_ud_tx_frag_t),
-                         UCS_SYS_CACHE_LINE_SIZE);
+        ucs_align_up(sizeof(aptus_ud_tx_msg_t) + sizeof(aptus_ud_tx_frag_t),
+                     UCS_SYS_CACHE_LINE_SIZE);
     status = ucs_mpool_init(&chan->tx_mp[APTUS_UD_TX_SMALL], 0,
                             chan->tx_data_offset[APTUS_UD_TX_SMALL] +
-                            chan->single_payload, 0, UCS_SYS_CACHE_LINE_SIZE,
-                            128, UINT_MAX, &aptus_ud_mpool_ops,
-                            "aptus_ud_tx_small");
+                                chan->single_payload,
+                            0, UCS_SYS_CACHE_LINE_SIZE, 128, UINT_MAX,
+                            &aptus_ud_mpool_ops, "aptus_ud_tx_small");
     if (status != UCS_OK) {
         goto err_ext_mp;
     }
 
-    chan->tx_data_offset[APTUS_UD_TX_LARGE] =
-            ucs_align_up(sizeof(aptus_ud_tx_msg_t) +
-                         max_frags * sizeof(aptus_ud_tx_frag_t),
-                         UCS_SYS_CACHE_LINE_SIZE);
+    chan->tx_data_offset[APTUS_UD_TX_LARGE] = ucs_align_up(
+        sizeof(aptus_ud_tx_msg_t) + max_frags * sizeof(aptus_ud_tx_frag_t),
+        UCS_SYS_CACHE_LINE_SIZE);
     status = ucs_mpool_init(&chan->tx_mp[APTUS_UD_TX_LARGE], 0,
                             chan->tx_data_offset[APTUS_UD_TX_LARGE] +
-                            config->max_msg, 0, UCS_SYS_CACHE_LINE_SIZE, 8,
-                            UINT_MAX, &aptus_ud_mpool_ops, "aptus_ud_tx_large");
+                                config->max_msg,
+                            0, UCS_SYS_CACHE_LINE_SIZE, 8, UINT_MAX,
+                            &aptus_ud_mpool_ops, "aptus_ud_tx_large");
     if (status != UCS_OK) {
         goto err_tx_small;
     }
@@ -265,20 +265,18 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
     /* Receive descriptor: [desc][uct_recv_desc_t *][headroom][datagram]. The
      * release pointer sits right before the headroom that precedes the
      * payload, wherever the header's extensions put the payload. */
-    chan->rx_dgram_offset = ucs_align_up(sizeof(aptus_ud_rx_desc_t) +
-                                         sizeof(void*) + config->rx_headroom,
-                                         8);
-    status = ucs_mpool_init(&chan->rx_mp, 0, chan->rx_dgram_offset + mtu, 0,
-                            UCS_SYS_CACHE_LINE_SIZE, config->rx_pool,
-                            config->rx_pool, &aptus_ud_rx_mpool_ops,
-                            "aptus_ud_rx");
+    chan->rx_dgram_offset = ucs_align_up(
+        sizeof(aptus_ud_rx_desc_t) + sizeof(void *) + config->rx_headroom, 8);
+    status =
+        ucs_mpool_init(&chan->rx_mp, 0, chan->rx_dgram_offset + mtu, 0,
+                       UCS_SYS_CACHE_LINE_SIZE, config->rx_pool,
+                       config->rx_pool, &aptus_ud_rx_mpool_ops, "aptus_ud_rx");
     if (status != UCS_OK) {
         goto err_tx_large;
     }
 
-    chan->reasm_data_offset = ucs_align_up(sizeof(aptus_ud_reasm_t) +
-                                           sizeof(void*) + config->rx_headroom,
-                                           8);
+    chan->reasm_data_offset = ucs_align_up(
+        sizeof(aptus_ud_reasm_t) + sizeof(void *) + config->rx_headroom, 8);
     status = ucs_mpool_init(&chan->reasm_mp, 0,
                             chan->reasm_data_offset + config->max_msg, 0,
                             UCS_SYS_CACHE_LINE_SIZE, 4, UINT_MAX,
@@ -287,9 +285,9 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
         goto err_rx_mp;
     }
 
-    status = ucs_mpool_init(&chan->flush_mp, 0, sizeof(aptus_ud_flush_req_t),
-                            0, 8, 32, UINT_MAX, &aptus_ud_mpool_ops,
-                            "aptus_ud_flush");
+    status =
+        ucs_mpool_init(&chan->flush_mp, 0, sizeof(aptus_ud_flush_req_t), 0, 8,
+                       32, UINT_MAX, &aptus_ud_mpool_ops, "aptus_ud_flush");
     if (status != UCS_OK) {
         goto err_reasm_mp;
     }
@@ -301,12 +299,12 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
     }
 
     chan->max_active = APTUS_UD_ACTIVE_INIT;
-    chan->active     = ucs_malloc(chan->max_active * sizeof(*chan->active),
-                                  "aptus_ud_active");
-    chan->ack_list   = ucs_malloc(config->rx_batch * sizeof(*chan->ack_list),
-                                  "aptus_ud_ack_list");
-    chan->rx_slots   = ucs_calloc(config->rx_batch, sizeof(*chan->rx_slots),
-                                  "aptus_ud_rx_slots");
+    chan->active =
+        ucs_malloc(chan->max_active * sizeof(*chan->active), "aptus_ud_active");
+    chan->ack_list = ucs_malloc(config->rx_batch * sizeof(*chan->ack_list),
+                                "aptus_ud_ack_list");
+    chan->rx_slots = ucs_calloc(config->rx_batch, sizeof(*chan->rx_slots),
+                                "aptus_ud_rx_slots");
     if ((chan->active == NULL) || (chan->ack_list == NULL) ||
         (chan->rx_slots == NULL)) {
         status = UCS_ERR_NO_MEMORY;
@@ -372,18 +370,21 @@ void aptus_ud_chan_cleanup(aptus_ud_chan_t *chan)
     aptus_ud_peer_t *peer;
     unsigned i;
 
-    kh_foreach_key(&chan->peers, peer, {
-        aptus_ud_tx_purge(chan, peer, UCS_ERR_CANCELED);
-        aptus_ud_rx_release_peer(chan, peer);
-        if (peer->ext != NULL) {
-            ucs_arbiter_group_purge(&chan->pending, &peer->ext->pending,
-                                    aptus_ud_pending_drop_cb, NULL);
-            ucs_mpool_put(peer->ext);
-        }
-        ucs_mpool_put(peer);
-    })
+    kh_foreach_key(&chan->peers, peer,
+                   {
+                       aptus_ud_tx_purge(chan, peer, UCS_ERR_CANCELED);
+                       aptus_ud_rx_release_peer(chan, peer);
+                       if (peer->ext != NULL) {
+                           ucs_arbiter_group_purge(
+                               &chan->pending, &peer->ext->pending,
+                               aptus_ud_pending_drop_cb, NULL);
+                           ucs_mpool_put(peer->ext);
+                       }
+                       ucs_mpool_put(peer);
+                   })
 
-    while (!ucs_queue_is_empty(&chan->flush_reqs)) {
+        while (!ucs_queue_is_empty(&chan->flush_reqs))
+    {
         freq = ucs_queue_pull_elem_non_empty(&chan->flush_reqs,
                                              aptus_ud_flush_req_t, queue);
         uct_invoke_completion(freq->comp, UCS_ERR_CANCELED);
@@ -429,7 +430,8 @@ ucs_status_t aptus_ud_chan_grow_active(aptus_ud_chan_t *chan)
     aptus_ud_peer_t **active;
     unsigned max = chan->max_active * 2;
 
-    active = ucs_realloc(chan->active, max * sizeof(*active), "aptus_ud_active");
+    active =
+        ucs_realloc(chan->active, max * sizeof(*active), "aptus_ud_active");
     if (active == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
@@ -485,8 +487,7 @@ void aptus_ud_peer_ext_try_release(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
 
 aptus_ud_peer_t *aptus_ud_chan_peer_lookup(aptus_ud_chan_t *chan,
                                            const aptus_wire_addr_t *addr,
-                                           uint32_t remote_key,
-                                           uint8_t conn_id)
+                                           uint32_t remote_key, uint8_t conn_id)
 {
     aptus_ud_peer_t probe;
     khiter_t iter;
@@ -495,14 +496,12 @@ aptus_ud_peer_t *aptus_ud_chan_peer_lookup(aptus_ud_chan_t *chan,
     probe.remote_key = remote_key;
     probe.conn_id    = conn_id;
     iter             = kh_get(aptus_ud_peers, &chan->peers, &probe);
-    return (iter == kh_end(&chan->peers)) ? NULL :
-                                            kh_key(&chan->peers, iter);
+    return (iter == kh_end(&chan->peers)) ? NULL : kh_key(&chan->peers, iter);
 }
 
 aptus_ud_peer_t *aptus_ud_chan_peer_create(aptus_ud_chan_t *chan,
                                            const aptus_wire_addr_t *addr,
-                                           uint32_t remote_key,
-                                           uint8_t conn_id)
+                                           uint32_t remote_key, uint8_t conn_id)
 {
     aptus_ud_peer_t *peer;
     khiter_t iter;
@@ -567,7 +566,7 @@ ucs_status_t aptus_ud_chan_peer_connect(aptus_ud_chan_t *chan,
     }
 
     peer->flags |= APTUS_UD_PEER_USER;
-    *peer_p      = peer;
+    *peer_p = peer;
     return UCS_OK;
 }
 
@@ -592,7 +591,8 @@ static void aptus_ud_chan_complete_flushes(aptus_ud_chan_t *chan,
     ucs_queue_iter_t iter;
     int remaining = 0;
 
-    ucs_queue_for_each_safe(freq, iter, &chan->flush_reqs, queue) {
+    ucs_queue_for_each_safe(freq, iter, &chan->flush_reqs, queue)
+    {
         if (freq->peer != peer) {
             continue;
         }
@@ -675,14 +675,12 @@ void aptus_ud_chan_tick(aptus_ud_chan_t *chan)
         if (!aptus_rel_tx_is_idle(&peer->tx)) {
             ctx.peer = peer;
             if (peer->tx.sacked) {
-                chan->stats.tx_fast_retransmits +=
-                        aptus_rel_tx_fast_retransmit(&peer->tx, cfg,
-                                                     chan->now_us,
-                                                     aptus_ud_tx_resend, &ctx);
+                chan->stats.tx_fast_retransmits += aptus_rel_tx_fast_retransmit(
+                    &peer->tx, cfg, chan->now_us, aptus_ud_tx_resend, &ctx);
             }
-            tstatus = aptus_rel_tx_timer(&peer->tx, cfg, chan->now_us,
-                                         aptus_ud_tx_resend, &ctx, &resent,
-                                         &probe);
+            tstatus =
+                aptus_rel_tx_timer(&peer->tx, cfg, chan->now_us,
+                                   aptus_ud_tx_resend, &ctx, &resent, &probe);
             chan->stats.tx_retransmits += resent;
             if (probe) {
                 aptus_ud_tx_send_ctl(chan, peer, APTUS_UD_SR_TYPE_ACK, 1);
@@ -740,8 +738,8 @@ aptus_ud_pending_dispatch_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
                              ucs_arbiter_elem_t *elem, void *arg)
 {
     aptus_ud_chan_t *chan = arg;
-    aptus_ud_peer_ext_t *ext = ucs_container_of(group, aptus_ud_peer_ext_t,
-                                                pending);
+    aptus_ud_peer_ext_t *ext =
+        ucs_container_of(group, aptus_ud_peer_ext_t, pending);
     uct_pending_req_t *req = ucs_container_of(elem, uct_pending_req_t, priv);
     ucs_status_t status;
 
@@ -787,8 +785,8 @@ ucs_status_t aptus_ud_chan_pending_add(aptus_ud_chan_t *chan,
         return UCS_ERR_NO_MEMORY;
     }
 
-    ucs_arbiter_elem_init((ucs_arbiter_elem_t*)req->priv);
-    ucs_arbiter_group_push_elem(&ext->pending, (ucs_arbiter_elem_t*)req->priv);
+    ucs_arbiter_elem_init((ucs_arbiter_elem_t *)req->priv);
+    ucs_arbiter_group_push_elem(&ext->pending, (ucs_arbiter_elem_t *)req->priv);
     if (!aptus_rel_tx_window_full(&peer->tx, &chan->config.rel)) {
         ucs_arbiter_group_schedule(&chan->pending, &ext->pending);
     }
@@ -798,7 +796,7 @@ ucs_status_t aptus_ud_chan_pending_add(aptus_ud_chan_t *chan,
 
 typedef struct {
     uct_pending_purge_callback_t cb;
-    void                         *arg;
+    void *arg;
 } aptus_ud_purge_ctx_t;
 
 static ucs_arbiter_cb_result_t
@@ -806,7 +804,7 @@ aptus_ud_pending_purge_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
                           ucs_arbiter_elem_t *elem, void *arg)
 {
     aptus_ud_purge_ctx_t *ctx = arg;
-    uct_pending_req_t *req = ucs_container_of(elem, uct_pending_req_t, priv);
+    uct_pending_req_t *req    = ucs_container_of(elem, uct_pending_req_t, priv);
 
     if (ctx->cb != NULL) {
         ctx->cb(req, ctx->arg);
@@ -817,7 +815,7 @@ aptus_ud_pending_purge_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
 void aptus_ud_chan_pending_purge(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
                                  uct_pending_purge_callback_t cb, void *arg)
 {
-    aptus_ud_purge_ctx_t ctx = {cb, arg};
+    aptus_ud_purge_ctx_t ctx = { cb, arg };
 
     if (peer->ext == NULL) {
         return;
@@ -837,9 +835,9 @@ static ucs_status_t aptus_ud_chan_flush_peer(aptus_ud_chan_t *chan,
     if (freq == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
-    freq->peer  = peer;
-    freq->comp  = comp;
-    freq->psn   = peer->tx.next_psn;
+    freq->peer = peer;
+    freq->comp = comp;
+    freq->psn  = peer->tx.next_psn;
     peer->flags |= APTUS_UD_PEER_FLUSH;
     ucs_queue_push(&chan->flush_reqs, &freq->queue);
 
@@ -854,8 +852,8 @@ ucs_status_t aptus_ud_chan_flush(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
                                  unsigned flags, uct_completion_t *comp)
 {
     if (peer->flags & APTUS_UD_PEER_FAILED) {
-        return (flags & UCT_FLUSH_FLAG_CANCEL) ? UCS_OK :
-                                                 UCS_ERR_ENDPOINT_TIMEOUT;
+        return (flags & UCT_FLUSH_FLAG_CANCEL) ? UCS_OK
+                                               : UCS_ERR_ENDPOINT_TIMEOUT;
     }
 
     if (flags & UCT_FLUSH_FLAG_CANCEL) {
@@ -923,11 +921,11 @@ size_t aptus_ud_chan_peer_bytes(const aptus_ud_chan_t *chan)
 {
     size_t n       = kh_size(&chan->peers);
     size_t buckets = kh_n_buckets(&chan->peers);
-    size_t table   = buckets * sizeof(aptus_ud_peer_t*) +
-                     ((buckets < 16) ? 1 : (buckets >> 4)) * sizeof(khint32_t);
-    size_t elem    = ucs_align_up(sizeof(ucs_mpool_elem_t) +
-                                  sizeof(aptus_ud_peer_t),
-                                  UCS_SYS_CACHE_LINE_SIZE / 8);
+    size_t table   = buckets * sizeof(aptus_ud_peer_t *) +
+                   ((buckets < 16) ? 1 : (buckets >> 4)) * sizeof(khint32_t);
+    size_t elem =
+        ucs_align_up(sizeof(ucs_mpool_elem_t) + sizeof(aptus_ud_peer_t),
+                     UCS_SYS_CACHE_LINE_SIZE / 8);
 
     return elem + ((n == 0) ? 0 : ucs_div_round_up(table, n));
 }

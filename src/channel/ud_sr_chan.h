@@ -32,24 +32,25 @@
 extern "C" {
 #endif
 
-typedef struct aptus_ud_chan     aptus_ud_chan_t;
-typedef struct aptus_ud_peer     aptus_ud_peer_t;
+typedef struct aptus_ud_chan aptus_ud_chan_t;
+typedef struct aptus_ud_peer aptus_ud_peer_t;
 typedef struct aptus_ud_peer_ext aptus_ud_peer_ext_t;
 
-#define APTUS_UD_MAX_IOV   6   /* user iovs per am_zcopy: one datagram holds
-                                  our header, the copied AM header, and these */
-#define APTUS_UD_MAX_CONN  255 /* streams to one remote interface */
+#define APTUS_UD_MAX_IOV                                                       \
+    6                         /* user iovs per am_zcopy: one datagram holds    \
+                                 our header, the copied AM header, and these */
+#define APTUS_UD_MAX_CONN 255 /* streams to one remote interface */
 
 typedef struct aptus_ud_chan_config {
     aptus_rel_config_t rel;
-    size_t             max_msg;     /* largest message, segmented above MTU */
-    size_t             max_am_hdr;  /* am_zcopy header bytes */
-    unsigned           rx_pool;     /* receive descriptors (static pool) */
-    size_t             rx_headroom; /* bytes UCT users need before payload */
-    unsigned           rx_batch;    /* datagrams per receive call */
-    uint32_t           tick_us;     /* ACK delay and timer granularity */
-    int                crc;         /* end-to-end CRC-32C on payloads */
-    unsigned           max_peers;   /* streams this channel may hold */
+    size_t max_msg;     /* largest message, segmented above MTU */
+    size_t max_am_hdr;  /* am_zcopy header bytes */
+    unsigned rx_pool;   /* receive descriptors (static pool) */
+    size_t rx_headroom; /* bytes UCT users need before payload */
+    unsigned rx_batch;  /* datagrams per receive call */
+    uint32_t tick_us;   /* ACK delay and timer granularity */
+    int crc;            /* end-to-end CRC-32C on payloads */
+    unsigned max_peers; /* streams this channel may hold */
 } aptus_ud_chan_config_t;
 
 /* Upcalls into the transport that owns the channel. */
@@ -69,12 +70,12 @@ typedef struct aptus_ud_chan_ops {
 } aptus_ud_chan_ops_t;
 
 enum {
-    APTUS_UD_PEER_USER    = 1u << 0, /* handed out as a UCT endpoint */
-    APTUS_UD_PEER_FAILED  = 1u << 1, /* dead stream: tombstone */
-    APTUS_UD_PEER_IN_ACK  = 1u << 2, /* on this batch's immediate-ACK list */
-    APTUS_UD_PEER_FLUSH   = 1u << 3, /* has flush requests waiting */
+    APTUS_UD_PEER_USER     = 1u << 0, /* handed out as a UCT endpoint */
+    APTUS_UD_PEER_FAILED   = 1u << 1, /* dead stream: tombstone */
+    APTUS_UD_PEER_IN_ACK   = 1u << 2, /* on this batch's immediate-ACK list */
+    APTUS_UD_PEER_FLUSH    = 1u << 3, /* has flush requests waiting */
     APTUS_UD_PEER_REPORTED = 1u << 4, /* failure handed to the transport */
-    APTUS_UD_PEER_IN_SOON = 1u << 5  /* on the next-progress ACK list */
+    APTUS_UD_PEER_IN_SOON  = 1u << 5  /* on the next-progress ACK list */
 };
 
 /*
@@ -83,59 +84,59 @@ enum {
  * endpoint costs this struct and nothing else.
  */
 struct aptus_ud_peer {
-    uct_base_ep_t       super;
-    aptus_ud_peer_ext_t *ext;       /* held packets, reassembly, pending */
-    aptus_rel_tx_t      tx;
-    aptus_rel_rx_t      rx;
-    aptus_wire_addr_t   addr;       /* remote interface on the wire */
-    uint32_t            remote_key; /* remote interface key (incarnation) */
-    uint32_t            active_idx; /* slot in chan->active, or UINT32_MAX */
-    uint8_t             conn_id;
-    uint8_t             flags;
+    uct_base_ep_t super;
+    aptus_ud_peer_ext_t *ext; /* held packets, reassembly, pending */
+    aptus_rel_tx_t tx;
+    aptus_rel_rx_t rx;
+    aptus_wire_addr_t addr; /* remote interface on the wire */
+    uint32_t remote_key;    /* remote interface key (incarnation) */
+    uint32_t active_idx;    /* slot in chan->active, or UINT32_MAX */
+    uint8_t conn_id;
+    uint8_t flags;
 };
 
 /* Rare per-peer state, allocated only while in use. */
 struct aptus_ud_peer_ext {
-    aptus_ud_peer_t     *peer;
-    struct aptus_ud_rx_desc *held;  /* out-of-order packets, PSN order */
-    struct aptus_ud_reasm *reasm;   /* message being reassembled */
-    ucs_arbiter_group_t pending;    /* uct_pending_req_t waiting for window */
+    aptus_ud_peer_t *peer;
+    struct aptus_ud_rx_desc *held; /* out-of-order packets, PSN order */
+    struct aptus_ud_reasm *reasm;  /* message being reassembled */
+    ucs_arbiter_group_t pending;   /* uct_pending_req_t waiting for window */
 };
 
 /* Common head of a received message awaiting delivery. */
 typedef struct aptus_ud_rx_msg {
-    uct_recv_desc_t  release;   /* uct_iface_release_desc lands here */
-    ucs_queue_elem_t queue;     /* deferred-delivery queue */
-    aptus_ud_peer_t  *peer;
-    void             *data;
-    uint32_t         length;
-    uint8_t          am_id;
+    uct_recv_desc_t release; /* uct_iface_release_desc lands here */
+    ucs_queue_elem_t queue;  /* deferred-delivery queue */
+    aptus_ud_peer_t *peer;
+    void *data;
+    uint32_t length;
+    uint8_t am_id;
 } aptus_ud_rx_msg_t;
 
 /* A received datagram (its buffer follows at chan->rx_dgram_offset). */
 typedef struct aptus_ud_rx_desc {
-    aptus_ud_rx_msg_t       msg;
+    aptus_ud_rx_msg_t msg;
     struct aptus_ud_rx_desc *next; /* held list */
-    uint32_t                msg_len;
-    uint16_t                psn;
-    uint8_t                 flags;
+    uint32_t msg_len;
+    uint16_t psn;
+    uint8_t flags;
 } aptus_ud_rx_desc_t;
 
 /* A message reassembled from fragments (data at chan->reasm_data_offset). */
 typedef struct aptus_ud_reasm {
     aptus_ud_rx_msg_t msg;
-    uint32_t          offset;
+    uint32_t offset;
 } aptus_ud_reasm_t;
 
 typedef struct aptus_ud_tx_msg aptus_ud_tx_msg_t;
 
 /* One datagram of a message in the reliability window. */
 typedef struct aptus_ud_tx_frag {
-    aptus_rel_txe_t   rel;
+    aptus_rel_txe_t rel;
     aptus_ud_tx_msg_t *msg;
-    uint32_t          offset;
-    uint16_t          length;
-    uint8_t           flags;  /* APTUS_UD_SR_F_FIRST / LAST */
+    uint32_t offset;
+    uint16_t length;
+    uint8_t flags; /* APTUS_UD_SR_F_FIRST / LAST */
 } aptus_ud_tx_frag_t;
 
 enum {
@@ -147,16 +148,16 @@ enum {
  * buffers (zcopy: iov[0] is our copy of the AM header). */
 struct aptus_ud_tx_msg {
     uct_completion_t *comp;
-    void             *owned;      /* payload copied at endpoint destroy */
-    ucs_status_t     status;
-    uint32_t         length;
-    uint16_t         frags_left;
-    uint16_t         num_frags;
-    uint8_t          am_id;
-    uint8_t          iovcnt;      /* 0: payload at data() */
-    uint8_t          pool;
-    uint8_t          hdr_flags;   /* added to every fragment (NOP) */
-    struct iovec     iov[APTUS_UD_MAX_IOV + 1];
+    void *owned; /* payload copied at endpoint destroy */
+    ucs_status_t status;
+    uint32_t length;
+    uint16_t frags_left;
+    uint16_t num_frags;
+    uint8_t am_id;
+    uint8_t iovcnt; /* 0: payload at data() */
+    uint8_t pool;
+    uint8_t hdr_flags; /* added to every fragment (NOP) */
+    struct iovec iov[APTUS_UD_MAX_IOV + 1];
     aptus_ud_tx_frag_t frags[];
 };
 
@@ -172,7 +173,7 @@ typedef struct aptus_ud_chan_stats {
 
 static inline khint_t aptus_ud_peer_hash(const aptus_ud_peer_t *peer)
 {
-    const uint32_t *w = (const uint32_t*)peer->addr.raw;
+    const uint32_t *w = (const uint32_t *)peer->addr.raw;
     khint_t h         = peer->remote_key * 0x9e3779b1u ^ peer->conn_id;
     unsigned i;
 
@@ -189,66 +190,66 @@ static inline int aptus_ud_peer_equal(const aptus_ud_peer_t *a,
            !memcmp(a->addr.raw, b->addr.raw, APTUS_WIRE_ADDR_LEN);
 }
 
-KHASH_INIT(aptus_ud_peers, aptus_ud_peer_t*, char, 0, aptus_ud_peer_hash,
+KHASH_INIT(aptus_ud_peers, aptus_ud_peer_t *, char, 0, aptus_ud_peer_hash,
            aptus_ud_peer_equal)
 
 typedef uint64_t (*aptus_ud_clock_t)(void);
 
 /* Datagrams built in one go (a whole message, a retransmit burst). */
 typedef struct aptus_ud_tx_batch {
-    unsigned          count;
-    unsigned          max;
-    aptus_dgram_tx_t  *tx;
-    struct iovec      *iov;   /* max * APTUS_DGRAM_MAX_IOV */
-    uint8_t           *hdrs;  /* max * APTUS_UD_SR_HDR_MAX_LEN */
+    unsigned count;
+    unsigned max;
+    aptus_dgram_tx_t *tx;
+    struct iovec *iov; /* max * APTUS_DGRAM_MAX_IOV */
+    uint8_t *hdrs;     /* max * APTUS_UD_SR_HDR_MAX_LEN */
 } aptus_ud_tx_batch_t;
 
 struct aptus_ud_chan {
     aptus_ud_chan_config_t config;
-    aptus_dgram_wire_t     *wire;
-    ucs_async_context_t    *async;    /* NULL: caller is single-threaded */
+    aptus_dgram_wire_t *wire;
+    ucs_async_context_t *async; /* NULL: caller is single-threaded */
     const aptus_ud_chan_ops_t *ops;
-    void                   *ops_arg;
-    aptus_ud_clock_t       clock;     /* usec, monotonic */
-    uint32_t               local_key;
-    size_t                 single_payload;/* payload of a one-datagram msg */
-    size_t                 first_payload; /* ...of the first of several */
-    size_t                 frag_payload;  /* ...of the others */
+    void *ops_arg;
+    aptus_ud_clock_t clock; /* usec, monotonic */
+    uint32_t local_key;
+    size_t single_payload; /* payload of a one-datagram msg */
+    size_t first_payload;  /* ...of the first of several */
+    size_t frag_payload;   /* ...of the others */
 
     khash_t(aptus_ud_peers) peers;
-    aptus_ud_peer_t        **active;  /* peers with timers or ACKs due */
-    unsigned               num_active;
-    unsigned               max_active;
-    aptus_ud_peer_t        **ack_list;/* immediate ACKs for this batch */
-    unsigned               num_ack;
-    aptus_ud_peer_t        **soon_list;/* ACKs for the next progress call */
-    unsigned               num_soon;
-    unsigned               max_soon;
+    aptus_ud_peer_t **active; /* peers with timers or ACKs due */
+    unsigned num_active;
+    unsigned max_active;
+    aptus_ud_peer_t **ack_list; /* immediate ACKs for this batch */
+    unsigned num_ack;
+    aptus_ud_peer_t **soon_list; /* ACKs for the next progress call */
+    unsigned num_soon;
+    unsigned max_soon;
 
-    ucs_mpool_t            peer_mp;
-    ucs_mpool_t            ext_mp;
-    ucs_mpool_t            tx_mp[2];  /* APTUS_UD_TX_SMALL, _LARGE */
-    ucs_mpool_t            rx_mp;
-    ucs_mpool_t            reasm_mp;
-    ucs_mpool_t            flush_mp;
-    size_t                 rx_dgram_offset;
-    size_t                 reasm_data_offset;
-    size_t                 tx_data_offset[2];
+    ucs_mpool_t peer_mp;
+    ucs_mpool_t ext_mp;
+    ucs_mpool_t tx_mp[2]; /* APTUS_UD_TX_SMALL, _LARGE */
+    ucs_mpool_t rx_mp;
+    ucs_mpool_t reasm_mp;
+    ucs_mpool_t flush_mp;
+    size_t rx_dgram_offset;
+    size_t reasm_data_offset;
+    size_t tx_data_offset[2];
 
-    aptus_dgram_rx_t       *rx_slots; /* posted receive buffers, first */
-    unsigned               rx_posted;
+    aptus_dgram_rx_t *rx_slots; /* posted receive buffers, first */
+    unsigned rx_posted;
 
-    ucs_queue_head_t       deferred;  /* in order, waiting for sync context */
-    ucs_queue_head_t       flush_reqs;
-    ucs_arbiter_t          pending;
-    int                    in_pending;
-    aptus_ud_tx_batch_t    batch;
+    ucs_queue_head_t deferred; /* in order, waiting for sync context */
+    ucs_queue_head_t flush_reqs;
+    ucs_arbiter_t pending;
+    int in_pending;
+    aptus_ud_tx_batch_t batch;
 
-    uint64_t               now_us;
-    uint64_t               last_tick_us;
-    uint64_t               last_sync_us; /* last progress from the user */
-    uint64_t               tx_msg_bytes; /* bytes in flight (statistics) */
-    aptus_ud_chan_stats_t  stats;
+    uint64_t now_us;
+    uint64_t last_tick_us;
+    uint64_t last_sync_us; /* last progress from the user */
+    uint64_t tx_msg_bytes; /* bytes in flight (statistics) */
+    aptus_ud_chan_stats_t stats;
 };
 
 /* What to send. */
@@ -260,22 +261,22 @@ typedef enum {
 
 typedef struct aptus_ud_send {
     aptus_ud_send_kind_t kind;
-    uint8_t              am_id;
+    uint8_t am_id;
     union {
         struct {
-            uint64_t   header;
+            uint64_t header;
             const void *buffer;
-            unsigned   length;
+            unsigned length;
         } am_short;
         struct {
             uct_pack_callback_t pack_cb;
-            void                *arg;
+            void *arg;
         } bcopy;
         struct {
-            const void       *header;
-            unsigned         header_length;
-            const uct_iov_t  *iov;
-            size_t           iovcnt;
+            const void *header;
+            unsigned header_length;
+            const uct_iov_t *iov;
+            size_t iovcnt;
             uct_completion_t *comp;
         } zcopy;
     };
@@ -306,7 +307,8 @@ ucs_status_t aptus_ud_chan_peer_connect(aptus_ud_chan_t *chan,
                                         aptus_ud_peer_t **peer_p);
 
 /* The endpoint is gone; data already accepted is still delivered. */
-void aptus_ud_chan_peer_disconnect(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer);
+void aptus_ud_chan_peer_disconnect(aptus_ud_chan_t *chan,
+                                   aptus_ud_peer_t *peer);
 
 /* UCS_OK / length: accepted. UCS_INPROGRESS: zcopy accepted, comp later.
  * UCS_ERR_NO_RESOURCE: window full or pending requests queued. */

@@ -10,10 +10,10 @@
 
 /* A flush request waiting for a peer's window to drain up to psn. */
 typedef struct aptus_ud_flush_req {
-    ucs_queue_elem_t  queue;
-    aptus_ud_peer_t   *peer;
-    uct_completion_t  *comp;
-    aptus_psn_t       psn;
+    ucs_queue_elem_t queue;
+    aptus_ud_peer_t *peer;
+    uct_completion_t *comp;
+    aptus_psn_t psn;
 } aptus_ud_flush_req_t;
 
 static inline void *aptus_ud_tx_msg_data(aptus_ud_chan_t *chan,
@@ -44,7 +44,7 @@ static inline void aptus_ud_chan_activate(aptus_ud_chan_t *chan,
                                           aptus_ud_peer_t *peer)
 {
     if (peer->active_idx == UINT32_MAX) {
-        peer->active_idx             = chan->num_active;
+        peer->active_idx                 = chan->num_active;
         chan->active[chan->num_active++] = peer;
     }
 }
@@ -89,7 +89,7 @@ void aptus_ud_tx_take_ownership(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer);
 typedef struct aptus_ud_tx_ctx {
     aptus_ud_chan_t *chan;
     aptus_ud_peer_t *peer;
-    ucs_status_t    status;
+    ucs_status_t status;
 } aptus_ud_tx_ctx_t;
 
 /* ud_sr_rx.c */

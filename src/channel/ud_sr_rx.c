@@ -24,10 +24,9 @@ static ucs_status_t aptus_ud_rx_deliver_now(aptus_ud_chan_t *chan,
 
     /* uct_iface_release_desc(data - rx_headroom) reads the pointer stored
      * right before the headroom. */
-    *(uct_recv_desc_t**)UCS_PTR_BYTE_OFFSET(msg->data,
-                                            -(ptrdiff_t)(chan->config.rx_headroom +
-                                                         sizeof(void*))) =
-            &msg->release;
+    *(uct_recv_desc_t **)UCS_PTR_BYTE_OFFSET(
+        msg->data, -(ptrdiff_t)(chan->config.rx_headroom + sizeof(void *))) =
+        &msg->release;
 
     status = chan->ops->deliver(chan->ops_arg, msg->peer, msg->am_id, msg->data,
                                 msg->length, UCT_CB_PARAM_FLAG_DESC, is_async);
@@ -112,7 +111,8 @@ static int aptus_ud_rx_inorder(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
 
     if (flags == (APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST)) {
         if (ucs_unlikely(desc->flags & APTUS_UD_SR_F_NOP)) {
-            ucs_mpool_put_inline(desc); /* an endpoint check: nothing for the user */
+            ucs_mpool_put_inline(
+                desc); /* an endpoint check: nothing for the user */
             return 1;
         }
         desc->msg.peer = peer;
@@ -205,7 +205,7 @@ static inline void aptus_ud_rx_want_ack(aptus_ud_chan_t *chan,
     if (!(peer->flags & APTUS_UD_PEER_IN_ACK) &&
         (aptus_rel_rx_ack_due(&peer->rx, &chan->config.rel) ||
          aptus_rel_rx_ack_soon(&peer->rx))) {
-        peer->flags                       |= APTUS_UD_PEER_IN_ACK;
+        peer->flags |= APTUS_UD_PEER_IN_ACK;
         chan->ack_list[chan->num_ack++] = peer;
     }
 }
@@ -230,7 +230,7 @@ static void aptus_ud_rx_ack_later(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
         chan->soon_list = list;
         chan->max_soon  = max;
     }
-    peer->flags                      |= APTUS_UD_PEER_IN_SOON;
+    peer->flags |= APTUS_UD_PEER_IN_SOON;
     chan->soon_list[chan->num_soon++] = peer;
 }
 
@@ -240,7 +240,7 @@ void aptus_ud_rx_flush_acks(aptus_ud_chan_t *chan)
     unsigned i;
 
     for (i = 0; i < chan->num_ack; ++i) {
-        peer         = chan->ack_list[i];
+        peer = chan->ack_list[i];
         peer->flags &= ~APTUS_UD_PEER_IN_ACK;
         if (peer->flags & APTUS_UD_PEER_FAILED) {
             continue;
@@ -260,7 +260,7 @@ void aptus_ud_rx_flush_soon_acks(aptus_ud_chan_t *chan)
     unsigned i;
 
     for (i = 0; i < chan->num_soon; ++i) {
-        peer         = chan->soon_list[i];
+        peer = chan->soon_list[i];
         peer->flags &= ~APTUS_UD_PEER_IN_SOON;
         /* not settled by a reply meanwhile: acknowledge explicitly */
         if (!(peer->flags & APTUS_UD_PEER_FAILED) &&
@@ -287,7 +287,7 @@ static void aptus_ud_rx_data(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
 
     verdict = aptus_rel_rx_classify(&peer->rx, pkt->psn);
     if ((verdict == APTUS_REL_RX_DELIVER) || (verdict == APTUS_REL_RX_HOLD)) {
-        desc->msg.data   = (void*)pkt->payload;
+        desc->msg.data   = (void *)pkt->payload;
         desc->msg.length = pkt->payload_len;
         desc->msg.am_id  = pkt->am_id;
         desc->msg_len    = pkt->msg_len;
@@ -410,10 +410,9 @@ static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
         aptus_ud_chan_tx_progressed(chan, peer);
     }
     if (ucs_unlikely(peer->tx.sacked)) {
-        chan->stats.tx_fast_retransmits +=
-                aptus_rel_tx_fast_retransmit(&peer->tx, &chan->config.rel,
-                                             chan->now_us, aptus_ud_tx_resend,
-                                             &ctx);
+        chan->stats.tx_fast_retransmits += aptus_rel_tx_fast_retransmit(
+            &peer->tx, &chan->config.rel, chan->now_us, aptus_ud_tx_resend,
+            &ctx);
     }
 
     switch (pkt.type) {
@@ -426,8 +425,8 @@ static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
         if (pkt.flags & APTUS_UD_SR_F_REPLY) {
             /* everything the request covered that it does not have is lost */
             chan->stats.tx_fast_retransmits +=
-                    aptus_rel_tx_reply(&peer->tx, &chan->config.rel, pkt.psn,
-                                       chan->now_us, aptus_ud_tx_resend, &ctx);
+                aptus_rel_tx_reply(&peer->tx, &chan->config.rel, pkt.psn,
+                                   chan->now_us, aptus_ud_tx_resend, &ctx);
         }
         break;
     case APTUS_UD_SR_TYPE_RESET:

@@ -26,7 +26,7 @@ static unsigned aptus_ud_tx_frag_iov(aptus_ud_chan_t *chan,
                                      struct iovec *iov)
 {
     size_t skip = frag->offset, left = frag->length, take;
-    unsigned i, n = 0;
+    unsigned i, n                    = 0;
 
     if (left == 0) {
         return 0;
@@ -37,9 +37,9 @@ static unsigned aptus_ud_tx_frag_iov(aptus_ud_chan_t *chan,
         return 1;
     }
     if (msg->iovcnt == 0) {
-        iov[0].iov_base = UCS_PTR_BYTE_OFFSET(aptus_ud_tx_msg_data(chan, msg),
-                                              frag->offset);
-        iov[0].iov_len  = left;
+        iov[0].iov_base =
+            UCS_PTR_BYTE_OFFSET(aptus_ud_tx_msg_data(chan, msg), frag->offset);
+        iov[0].iov_len = left;
         return 1;
     }
 
@@ -53,15 +53,15 @@ static unsigned aptus_ud_tx_frag_iov(aptus_ud_chan_t *chan,
         iov[n].iov_len  = take;
         ++n;
         left -= take;
-        skip  = 0;
+        skip = 0;
     }
     ucs_assert(left == 0);
     return n;
 }
 
-static inline aptus_dgram_tx_t *
-aptus_ud_tx_batch_slot(aptus_ud_chan_t *chan, uint8_t **hdr_p,
-                       struct iovec **iov_p)
+static inline aptus_dgram_tx_t *aptus_ud_tx_batch_slot(aptus_ud_chan_t *chan,
+                                                       uint8_t **hdr_p,
+                                                       struct iovec **iov_p)
 {
     aptus_ud_tx_batch_t *batch = &chan->batch;
     unsigned idx;
@@ -94,17 +94,17 @@ static void aptus_ud_tx_batch_add_frag(aptus_ud_chan_t *chan,
     pkt.psn      = frag->rel.psn;
     pkt.ack      = peer->rx.expected;
     pkt.type     = APTUS_UD_SR_TYPE_DATA;
-    pkt.flags    = frag->flags | msg->hdr_flags |
-                   (ack_req ? APTUS_UD_SR_F_ACK_REQ : 0);
-    pkt.am_id    = msg->am_id;
-    pkt.conn_id  = peer->conn_id;
-    pkt.msg_len  = msg->length;
-    pkt.crc      = 0;
+    pkt.flags =
+        frag->flags | msg->hdr_flags | (ack_req ? APTUS_UD_SR_F_ACK_REQ : 0);
+    pkt.am_id   = msg->am_id;
+    pkt.conn_id = peer->conn_id;
+    pkt.msg_len = msg->length;
+    pkt.crc     = 0;
     if (chan->config.crc) {
         pkt.flags |= APTUS_UD_SR_F_CRC;
         for (i = 0; i < n; ++i) {
-            pkt.crc = aptus_crc32c(pkt.crc, iov[1 + i].iov_base,
-                                   iov[1 + i].iov_len);
+            pkt.crc =
+                aptus_crc32c(pkt.crc, iov[1 + i].iov_base, iov[1 + i].iov_len);
         }
     }
 
@@ -139,15 +139,15 @@ void aptus_ud_tx_send_ctl(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         if (ack_req) {
             /* a probe: "tell me what you have of everything before this" */
             pkt.flags |= APTUS_UD_SR_F_ACK_REQ;
-            pkt.psn    = aptus_rel_tx_probe_upto(&peer->tx);
+            pkt.psn = aptus_rel_tx_probe_upto(&peer->tx);
         } else if (peer->rx.flags & APTUS_REL_RX_REPLY) {
             pkt.flags |= APTUS_UD_SR_F_REPLY;
-            pkt.psn    = peer->rx.reply_upto;
+            pkt.psn = peer->rx.reply_upto;
         }
     }
     if ((type == APTUS_UD_SR_TYPE_ACK) && (peer->rx.ooo_mask != 0)) {
         pkt.flags |= APTUS_UD_SR_F_SACK;
-        pkt.sack   = peer->rx.ooo_mask;
+        pkt.sack = peer->rx.ooo_mask;
     }
 
     iov[0].iov_base = hdr;
@@ -180,8 +180,8 @@ void aptus_ud_tx_batch_flush(aptus_ud_chan_t *chan)
 
 void aptus_ud_tx_release(void *arg, aptus_rel_txe_t *txe)
 {
-    aptus_ud_tx_ctx_t *ctx  = arg;
-    aptus_ud_tx_msg_t *msg  = aptus_ud_txe_frag(txe)->msg;
+    aptus_ud_tx_ctx_t *ctx = arg;
+    aptus_ud_tx_msg_t *msg = aptus_ud_txe_frag(txe)->msg;
 
     if (--msg->frags_left > 0) {
         return;
@@ -204,7 +204,7 @@ void aptus_ud_tx_resend(void *arg, aptus_rel_txe_t *txe)
 void aptus_ud_tx_purge(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
                        ucs_status_t status)
 {
-    aptus_ud_tx_ctx_t ctx = {chan, peer, status};
+    aptus_ud_tx_ctx_t ctx = { chan, peer, status };
 
     aptus_rel_tx_purge(&peer->tx, aptus_ud_tx_release, &ctx);
 }
@@ -213,11 +213,10 @@ static void aptus_ud_tx_own_cb(void *arg, aptus_rel_txe_t *txe)
 {
     aptus_ud_tx_ctx_t *ctx = arg;
     aptus_ud_tx_msg_t *msg = aptus_ud_txe_frag(txe)->msg;
-    size_t off = 0;
+    size_t off             = 0;
     unsigned i;
 
-    if ((msg->iovcnt == 0) || (msg->owned != NULL) ||
-        (ctx->status != UCS_OK)) {
+    if ((msg->iovcnt == 0) || (msg->owned != NULL) || (ctx->status != UCS_OK)) {
         return; /* inline payload, or already copied */
     }
 
@@ -239,7 +238,7 @@ static void aptus_ud_tx_own_cb(void *arg, aptus_rel_txe_t *txe)
 
 void aptus_ud_tx_take_ownership(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
 {
-    aptus_ud_tx_ctx_t ctx = {chan, peer, UCS_OK};
+    aptus_ud_tx_ctx_t ctx = { chan, peer, UCS_OK };
 
     aptus_rel_tx_for_each(&peer->tx, aptus_ud_tx_own_cb, &ctx);
     if (ctx.status != UCS_OK) {
@@ -255,8 +254,8 @@ static inline unsigned aptus_ud_tx_num_frags(aptus_ud_chan_t *chan,
     if (length <= chan->single_payload) {
         return 1;
     }
-    return 1 + ucs_div_round_up(length - chan->first_payload,
-                                chan->frag_payload);
+    return 1 +
+           ucs_div_round_up(length - chan->first_payload, chan->frag_payload);
 }
 
 static inline unsigned aptus_ud_tx_room(aptus_ud_chan_t *chan,
@@ -289,7 +288,7 @@ static void aptus_ud_tx_post(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
             frag->flags |= APTUS_UD_SR_F_LAST;
         }
         frag->length = len;
-        offset      += len;
+        offset += len;
 
         aptus_rel_tx_push(&peer->tx, &frag->rel, chan->now_us);
         /* Ask for an ACK with the last datagram when the window is filling
@@ -338,8 +337,8 @@ static ssize_t aptus_ud_tx_bcopy(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     if (msg == NULL) {
         return UCS_ERR_NO_RESOURCE;
     }
-    length = send->bcopy.pack_cb(aptus_ud_tx_msg_data(chan, msg),
-                                 send->bcopy.arg);
+    length =
+        send->bcopy.pack_cb(aptus_ud_tx_msg_data(chan, msg), send->bcopy.arg);
     ucs_assertv(length <= chan->config.max_msg, "packed %zu > max %zu", length,
                 chan->config.max_msg);
 
@@ -388,9 +387,9 @@ static ucs_status_t aptus_ud_tx_zcopy(aptus_ud_chan_t *chan,
         return UCS_ERR_NO_RESOURCE;
     }
 
-    msg = aptus_ud_tx_msg_get(chan, (nfrags == 1) ? APTUS_UD_TX_SMALL :
-                                                    APTUS_UD_TX_LARGE,
-                              send->am_id);
+    msg = aptus_ud_tx_msg_get(
+        chan, (nfrags == 1) ? APTUS_UD_TX_SMALL : APTUS_UD_TX_LARGE,
+        send->am_id);
     if (msg == NULL) {
         return UCS_ERR_NO_RESOURCE;
     }

@@ -9,11 +9,11 @@ const char *aptus_fault_config_check(const aptus_fault_config_t *config)
 {
     const struct {
         const char *name;
-        double      value;
-    } rates[] = {{"FAULT_DROP", config->drop},
-                 {"FAULT_DUP", config->dup},
-                 {"FAULT_REORDER", config->reorder},
-                 {"FAULT_DELAY", config->delay}};
+        double value;
+    } rates[]  = { { "FAULT_DROP", config->drop },
+                   { "FAULT_DUP", config->dup },
+                   { "FAULT_REORDER", config->reorder },
+                   { "FAULT_DELAY", config->delay } };
     double sum = 0;
     unsigned i;
 
@@ -81,8 +81,8 @@ aptus_fault_action_t aptus_fault_decide(aptus_fault_t *fault)
 
 const char *aptus_fault_action_name(aptus_fault_action_t action)
 {
-    static const char *names[] = {"pass", "drop", "duplicate", "reorder",
-                                  "delay"};
+    static const char *names[] = { "pass", "drop", "duplicate", "reorder",
+                                   "delay" };
 
     return (action < APTUS_FAULT_LAST) ? names[action] : "?";
 }

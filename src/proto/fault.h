@@ -16,10 +16,10 @@ extern "C" {
 #endif
 
 typedef struct aptus_fault_config {
-    double   drop;     /* probabilities in [0, 1], their sum at most 1 */
-    double   dup;
-    double   reorder;
-    double   delay;
+    double drop; /* probabilities in [0, 1], their sum at most 1 */
+    double dup;
+    double reorder;
+    double delay;
     uint32_t delay_us; /* how long a delayed datagram is held */
     uint64_t seed;
 } aptus_fault_config_t;
@@ -35,9 +35,9 @@ typedef enum {
 
 typedef struct aptus_fault {
     aptus_fault_config_t config;
-    uint64_t             state;
-    int                  enabled;
-    uint64_t             count[APTUS_FAULT_LAST]; /* decisions taken */
+    uint64_t state;
+    int enabled;
+    uint64_t count[APTUS_FAULT_LAST]; /* decisions taken */
 } aptus_fault_t;
 
 /* Returns NULL when valid, else a message naming the offending field. */

@@ -53,11 +53,11 @@ void aptus_rel_tx_push(aptus_rel_tx_t *tx, aptus_rel_txe_t *txe,
 {
     if (tx->tail == NULL) {
         /* The silence clock runs only while we wait for the peer. */
-        txe->next     = txe;
+        txe->next      = txe;
         tx->last_heard = aptus_rel_coarse_time(now_us);
     } else {
-        txe->next       = tx->tail->next;
-        tx->tail->next  = txe;
+        txe->next      = tx->tail->next;
+        tx->tail->next = txe;
     }
     tx->tail       = txe;
     txe->psn       = tx->next_psn++;
@@ -118,14 +118,15 @@ static void aptus_rel_rtt_sample(aptus_rel_tx_t *tx, uint64_t rtt)
 
 aptus_rel_ack_status_t
 aptus_rel_tx_ack(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
-                 aptus_psn_t ack, int has_sack, uint64_t sack,
-                 uint64_t now_us, aptus_rel_txe_cb_t release_cb, void *arg)
+                 aptus_psn_t ack, int has_sack, uint64_t sack, uint64_t now_us,
+                 aptus_rel_txe_cb_t release_cb, void *arg)
 {
-    (void)cfg;
     aptus_rel_txe_t *txe, *next;
     uint64_t sample = 0;
     int have_sample = 0;
     uint16_t dist;
+
+    (void)cfg;
 
     /* An ack may not run ahead of what was sent, nor behind the point
      * already acknowledged by more than the PSN half-space allows. */
@@ -221,8 +222,9 @@ static inline int aptus_rel_resend_due(const aptus_rel_tx_t *tx,
     if (proven && (txe->sends == 1)) {
         return 1;
     }
-    min_wait = (tx->srtt_us != 0)     ? tx->srtt_us :
-               (cfg->probe_min_us != 0) ? cfg->probe_min_us : cfg->rto_min_us;
+    min_wait = (tx->srtt_us != 0)         ? tx->srtt_us
+               : (cfg->probe_min_us != 0) ? cfg->probe_min_us
+                                          : cfg->rto_min_us;
     return (now_us - txe->send_time) >= min_wait;
 }
 
@@ -377,8 +379,7 @@ aptus_rel_tx_timer(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
     return APTUS_REL_TIMER_ARMED;
 }
 
-void aptus_rel_tx_for_each(aptus_rel_tx_t *tx, aptus_rel_txe_cb_t cb,
-                           void *arg)
+void aptus_rel_tx_for_each(aptus_rel_tx_t *tx, aptus_rel_txe_cb_t cb, void *arg)
 {
     aptus_rel_txe_t *txe, *next;
 
@@ -440,8 +441,8 @@ aptus_rel_rx_verdict_t aptus_rel_rx_classify(const aptus_rel_rx_t *rx,
     if (dist >= APTUS_REL_RX_WINDOW) {
         return APTUS_REL_RX_OUT_OF_WINDOW;
     }
-    return (rx->ooo_mask & (1ull << dist)) ? APTUS_REL_RX_DUPLICATE :
-                                              APTUS_REL_RX_HOLD;
+    return (rx->ooo_mask & (1ull << dist)) ? APTUS_REL_RX_DUPLICATE
+                                           : APTUS_REL_RX_HOLD;
 }
 
 void aptus_rel_rx_commit(aptus_rel_rx_t *rx, aptus_psn_t psn,

@@ -49,14 +49,14 @@ static inline uint16_t aptus_psn_dist(aptus_psn_t a, aptus_psn_t b)
 
 /* Out-of-order span the receiver can hold: bit i of the selective map is
  * the packet (cumulative ack + i); bit 0 is never set. */
-#define APTUS_REL_RX_WINDOW   64
+#define APTUS_REL_RX_WINDOW 64
 /* Sending further ahead than the receiver can hold only makes it drop. */
 #define APTUS_REL_TX_WINDOW_MAX APTUS_REL_RX_WINDOW
 
 typedef struct aptus_rel_config {
-    uint16_t tx_window;       /* unacknowledged packets in flight per peer */
-    uint16_t ack_count;       /* explicit ACK after this many unacked packets */
-    uint32_t rto_min_us;      /* retransmission timeout bounds */
+    uint16_t tx_window;  /* unacknowledged packets in flight per peer */
+    uint16_t ack_count;  /* explicit ACK after this many unacked packets */
+    uint32_t rto_min_us; /* retransmission timeout bounds */
     uint32_t rto_max_us;
     uint32_t rto_init_us;     /* before the first RTT sample */
     uint32_t peer_timeout_us; /* silence with data outstanding => failed */
@@ -74,31 +74,31 @@ enum {
 };
 
 typedef struct aptus_rel_txe {
-    struct aptus_rel_txe *next;      /* window list, owned by the window */
-    uint64_t             send_time;  /* last (re)transmission, usec */
-    aptus_psn_t          psn;
-    uint8_t              flags;
-    uint8_t              sends;      /* transmissions so far (saturates) */
+    struct aptus_rel_txe *next; /* window list, owned by the window */
+    uint64_t send_time;         /* last (re)transmission, usec */
+    aptus_psn_t psn;
+    uint8_t flags;
+    uint8_t sends; /* transmissions so far (saturates) */
 } aptus_rel_txe_t;
 
 typedef struct aptus_rel_tx {
-    aptus_rel_txe_t *tail;       /* circular list, tail->next is the oldest */
-    uint32_t         srtt_us;    /* 0 until the first sample */
-    uint32_t         rttvar_us;
-    uint32_t         last_heard; /* coarse time (usec >> 10) peer last heard */
-    uint32_t         probe_time; /* usec (low 32 bits) of the last probe */
-    aptus_psn_t      next_psn;   /* PSN of the next new packet */
-    aptus_psn_t      acked_psn;  /* every PSN before this is acknowledged */
-    uint8_t          backoff;    /* RTO doubling exponent */
-    uint8_t          sacked;     /* a hole exists below a SACKed packet */
-    uint8_t          probing;    /* probes sent without a reply (saturates) */
+    aptus_rel_txe_t *tail; /* circular list, tail->next is the oldest */
+    uint32_t srtt_us;      /* 0 until the first sample */
+    uint32_t rttvar_us;
+    uint32_t last_heard;   /* coarse time (usec >> 10) peer last heard */
+    uint32_t probe_time;   /* usec (low 32 bits) of the last probe */
+    aptus_psn_t next_psn;  /* PSN of the next new packet */
+    aptus_psn_t acked_psn; /* every PSN before this is acknowledged */
+    uint8_t backoff;       /* RTO doubling exponent */
+    uint8_t sacked;        /* a hole exists below a SACKed packet */
+    uint8_t probing;       /* probes sent without a reply (saturates) */
 } aptus_rel_tx_t;
 
 typedef void (*aptus_rel_txe_cb_t)(void *arg, aptus_rel_txe_t *txe);
 
 typedef enum {
-    APTUS_REL_ACK_OK,      /* processed (possibly nothing new) */
-    APTUS_REL_ACK_INVALID  /* acknowledges a PSN never sent: forged/corrupt */
+    APTUS_REL_ACK_OK,     /* processed (possibly nothing new) */
+    APTUS_REL_ACK_INVALID /* acknowledges a PSN never sent: forged/corrupt */
 } aptus_rel_ack_status_t;
 
 typedef enum {
@@ -157,8 +157,8 @@ static inline void aptus_rel_tx_heard(aptus_rel_tx_t *tx, uint64_t now_us)
  */
 aptus_rel_ack_status_t
 aptus_rel_tx_ack(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
-                 aptus_psn_t ack, int has_sack, uint64_t sack,
-                 uint64_t now_us, aptus_rel_txe_cb_t release_cb, void *arg);
+                 aptus_psn_t ack, int has_sack, uint64_t sack, uint64_t now_us,
+                 aptus_rel_txe_cb_t release_cb, void *arg);
 
 /* Resend holes below the highest selectively acknowledged packet that have
  * waited at least one smoothed RTT. Returns how many were resent. */
@@ -211,21 +211,21 @@ void aptus_rel_tx_purge(aptus_rel_tx_t *tx, aptus_rel_txe_cb_t release_cb,
 /* ---- receive side ----------------------------------------------------- */
 
 enum {
-    APTUS_REL_RX_ACK_NOW  = 1u << 0, /* hole, duplicate, probe: acknowledge
-                                        with this batch */
-    APTUS_REL_RX_REPLY    = 1u << 1, /* the next explicit ACK answers a
-                                        request */
-    APTUS_REL_RX_ACK_SOON = 1u << 2  /* data asked for an ACK: on the next
-                                        progress, unless a reply to the
-                                        sender carries it first */
+    APTUS_REL_RX_ACK_NOW = 1u << 0, /* hole, duplicate, probe: acknowledge
+                                       with this batch */
+    APTUS_REL_RX_REPLY = 1u << 1,   /* the next explicit ACK answers a
+                                       request */
+    APTUS_REL_RX_ACK_SOON = 1u << 2 /* data asked for an ACK: on the next
+                                       progress, unless a reply to the
+                                       sender carries it first */
 };
 
 typedef struct aptus_rel_rx {
-    uint64_t    ooo_mask;   /* bit i: (expected + i) is held; bit 0 never */
+    uint64_t ooo_mask;      /* bit i: (expected + i) is held; bit 0 never */
     aptus_psn_t expected;   /* next in-order PSN */
-    uint16_t    unacked;    /* accepted since the last ACK sent */
+    uint16_t unacked;       /* accepted since the last ACK sent */
     aptus_psn_t reply_upto; /* the request the next reply answers */
-    uint8_t     flags;
+    uint8_t flags;
 } aptus_rel_rx_t;
 
 typedef enum {
@@ -262,7 +262,8 @@ static inline int aptus_rel_rx_pop_held(aptus_rel_rx_t *rx)
 static inline int aptus_rel_rx_ack_due(const aptus_rel_rx_t *rx,
                                        const aptus_rel_config_t *cfg)
 {
-    return (rx->flags & APTUS_REL_RX_ACK_NOW) || (rx->unacked >= cfg->ack_count);
+    return (rx->flags & APTUS_REL_RX_ACK_NOW) ||
+           (rx->unacked >= cfg->ack_count);
 }
 
 /* An explicit ACK is wanted by the next progress call. */
@@ -284,7 +285,7 @@ static inline void aptus_rel_rx_request(aptus_rel_rx_t *rx, aptus_psn_t upto,
                                         int urgent)
 {
     rx->reply_upto = upto;
-    rx->flags     |= APTUS_REL_RX_REPLY |
+    rx->flags |= APTUS_REL_RX_REPLY |
                  (urgent ? APTUS_REL_RX_ACK_NOW : APTUS_REL_RX_ACK_SOON);
 }
 

@@ -84,19 +84,19 @@ size_t aptus_ud_sr_build(void *buf, const aptus_ud_sr_pkt_t *pkt)
     p[13] = pkt->flags;
     p[14] = pkt->am_id;
     p[15] = pkt->conn_id;
-    p    += APTUS_UD_SR_HDR_LEN;
+    p += APTUS_UD_SR_HDR_LEN;
 
     if (pkt->flags & APTUS_UD_SR_F_SACK) {
         put64(p, pkt->sack);
         p += APTUS_UD_SR_EXT_LEN;
     }
     if (aptus_ud_sr_has_data_ext(pkt->type, pkt->flags)) {
-        put32(p, aptus_ud_sr_has_msg_len(pkt->type, pkt->flags) ?
-                 pkt->msg_len : 0);
+        put32(p, aptus_ud_sr_has_msg_len(pkt->type, pkt->flags) ? pkt->msg_len
+                                                                : 0);
         put32(p + 4, (pkt->flags & APTUS_UD_SR_F_CRC) ? pkt->crc : 0);
         p += APTUS_UD_SR_EXT_LEN;
     }
-    return (size_t)(p - (uint8_t*)buf);
+    return (size_t)(p - (uint8_t *)buf);
 }
 
 aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
@@ -166,7 +166,7 @@ aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
     p += APTUS_UD_SR_HDR_LEN;
     if (pkt->flags & APTUS_UD_SR_F_SACK) {
         pkt->sack = get64(p);
-        p        += APTUS_UD_SR_EXT_LEN;
+        p += APTUS_UD_SR_EXT_LEN;
         if (pkt->sack & 1) {
             /* bit 0 is the cumulative point itself: never held */
             return APTUS_UD_SR_PARSE_BAD_FLAGS;
@@ -175,7 +175,7 @@ aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
     if (aptus_ud_sr_has_data_ext(pkt->type, pkt->flags)) {
         pkt->msg_len = get32(p);
         pkt->crc     = get32(p + 4);
-        p           += APTUS_UD_SR_EXT_LEN;
+        p += APTUS_UD_SR_EXT_LEN;
         /* fields that do not apply must be zero */
         if ((!aptus_ud_sr_has_msg_len(pkt->type, pkt->flags) &&
              (pkt->msg_len != 0)) ||
@@ -216,18 +216,18 @@ aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
 
 const char *aptus_ud_sr_parse_status_str(aptus_ud_sr_parse_status_t status)
 {
-    static const char *names[] = {"ok",        "truncated", "bad type",
-                                  "bad flags", "bad am id", "bad length",
-                                  "bad crc"};
+    static const char *names[] = { "ok",        "truncated", "bad type",
+                                   "bad flags", "bad am id", "bad length",
+                                   "bad crc" };
 
     return (status < APTUS_UD_SR_PARSE_LAST) ? names[status] : "?";
 }
 
 int aptus_ud_sr_snprint(const aptus_ud_sr_pkt_t *pkt, char *buf, size_t max)
 {
-    static const char *types[] = {"?", "DATA", "ACK", "RESET"};
-    const char *type = (pkt->type <= APTUS_UD_SR_TYPE_RESET) ? types[pkt->type] :
-                                                               types[0];
+    static const char *types[] = { "?", "DATA", "ACK", "RESET" };
+    const char *type =
+        (pkt->type <= APTUS_UD_SR_TYPE_RESET) ? types[pkt->type] : types[0];
 
     return snprintf(buf, max,
                     "%s conn %u psn %u ack %u am %u%s%s%s%s%s%s%s len %zu"

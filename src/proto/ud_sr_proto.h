@@ -60,25 +60,25 @@ enum {
     APTUS_UD_SR_F_CRC     = 1u << 4, /* CRC extension present */
     APTUS_UD_SR_F_REPLY   = 1u << 5, /* ACK answering an ACK_REQ (psn: its
                                         coverage) */
-    APTUS_UD_SR_F_NOP     = 1u << 6, /* reliable DATA with nothing to deliver
+    APTUS_UD_SR_F_NOP = 1u << 6,     /* reliable DATA with nothing to deliver
                                         (endpoint check, keepalive) */
-    APTUS_UD_SR_F_KNOWN   = 0x7f
+    APTUS_UD_SR_F_KNOWN = 0x7f
 };
 
 typedef struct aptus_ud_sr_pkt {
-    uint32_t       dest_key;
-    uint32_t       src_key;
-    uint16_t       psn;
-    uint16_t       ack;
-    uint8_t        type;
-    uint8_t        flags;
-    uint8_t        am_id;
-    uint8_t        conn_id;
-    uint64_t       sack;      /* valid with APTUS_UD_SR_F_SACK */
-    uint32_t       msg_len;   /* valid on a FIRST fragment without LAST */
-    uint32_t       crc;       /* valid with APTUS_UD_SR_F_CRC */
-    const uint8_t *payload;   /* parse: points into the datagram */
-    size_t         payload_len;
+    uint32_t dest_key;
+    uint32_t src_key;
+    uint16_t psn;
+    uint16_t ack;
+    uint8_t type;
+    uint8_t flags;
+    uint8_t am_id;
+    uint8_t conn_id;
+    uint64_t sack;          /* valid with APTUS_UD_SR_F_SACK */
+    uint32_t msg_len;       /* valid on a FIRST fragment without LAST */
+    uint32_t crc;           /* valid with APTUS_UD_SR_F_CRC */
+    const uint8_t *payload; /* parse: points into the datagram */
+    size_t payload_len;
 } aptus_ud_sr_pkt_t;
 
 typedef enum {

@@ -21,16 +21,16 @@
 #include <string.h>
 
 static ucs_config_field_t uct_aptus_md_config_table[] = {
-    {"", "", NULL, ucs_offsetof(uct_aptus_md_config_t, super),
-     UCS_CONFIG_TYPE_TABLE(uct_md_config_table)},
+    { "", "", NULL, ucs_offsetof(uct_aptus_md_config_t, super),
+      UCS_CONFIG_TYPE_TABLE(uct_md_config_table) },
 
-    {"STATS", "",
-     "Print UCX-Aptus statistics when an interface closes: empty (off),\n"
-     "'stdout', 'stderr', or a file name in which %h and %p become the host\n"
-     "name and the process id (the file is appended to).",
-     ucs_offsetof(uct_aptus_md_config_t, stats), UCS_CONFIG_TYPE_STRING},
+    { "STATS", "",
+      "Print UCX-Aptus statistics when an interface closes: empty (off),\n"
+      "'stdout', 'stderr', or a file name in which %h and %p become the host\n"
+      "name and the process id (the file is appended to).",
+      ucs_offsetof(uct_aptus_md_config_t, stats), UCS_CONFIG_TYPE_STRING },
 
-    {NULL}
+    { NULL }
 };
 
 static ucs_status_t uct_aptus_md_query(uct_md_h md, uct_md_attr_t *attr)
@@ -57,16 +57,17 @@ static ucs_status_t uct_aptus_md_mem_reg(uct_md_h md, void *address,
     return UCS_OK;
 }
 
-static ucs_status_t uct_aptus_md_mem_dereg(uct_md_h md,
-                                           const uct_md_mem_dereg_params_t *params)
+static ucs_status_t
+uct_aptus_md_mem_dereg(uct_md_h md, const uct_md_mem_dereg_params_t *params)
 {
     UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 0);
     return UCS_OK;
 }
 
-static ucs_status_t uct_aptus_md_mkey_pack(uct_md_h md, uct_mem_h memh,
-                                           const uct_md_mkey_pack_params_t *params,
-                                           void *rkey_buffer)
+static ucs_status_t
+uct_aptus_md_mkey_pack(uct_md_h md, uct_mem_h memh,
+                       const uct_md_mkey_pack_params_t *params,
+                       void *rkey_buffer)
 {
     return UCS_OK;
 }
@@ -93,8 +94,8 @@ static ucs_status_t uct_aptus_md_open(uct_component_t *component,
                                       const uct_md_config_t *uct_md_config,
                                       uct_md_h *md_p)
 {
-    const uct_aptus_md_config_t *config = ucs_derived_of(uct_md_config,
-                                                         uct_aptus_md_config_t);
+    const uct_aptus_md_config_t *config =
+        ucs_derived_of(uct_md_config, uct_aptus_md_config_t);
     uct_aptus_md_t *md;
 
     md = ucs_calloc(1, sizeof(*md), "uct_aptus_md");
@@ -129,17 +130,17 @@ uct_component_t uct_aptus_component = {
     .rkey_ptr           = ucs_empty_function_return_unsupported,
     .rkey_release       = ucs_empty_function_return_success,
     .name               = UCT_APTUS_COMPONENT_NAME,
-    .md_config          = {
-        .name           = "UCX-Aptus memory domain",
-        .prefix         = "APTUS_",
-        .table          = uct_aptus_md_config_table,
-        .size           = sizeof(uct_aptus_md_config_t),
-    },
-    .cm_config          = UCS_CONFIG_EMPTY_GLOBAL_LIST_ENTRY,
-    .tl_list            = UCT_COMPONENT_TL_LIST_INITIALIZER(&uct_aptus_component),
-    .flags              = 0,
-    .md_vfs_init        = (uct_component_md_vfs_init_func_t)ucs_empty_function
-};
+    .md_config =
+        {
+            .name   = "UCX-Aptus memory domain",
+            .prefix = "APTUS_",
+            .table  = uct_aptus_md_config_table,
+            .size   = sizeof(uct_aptus_md_config_t),
+        },
+    .cm_config   = UCS_CONFIG_EMPTY_GLOBAL_LIST_ENTRY,
+    .tl_list     = UCT_COMPONENT_TL_LIST_INITIALIZER(&uct_aptus_component),
+    .flags       = 0,
+    .md_vfs_init = (uct_component_md_vfs_init_func_t)ucs_empty_function};
 
 /* Transports of this module (defined with UCT_TL_DEFINE_ENTRY). */
 extern uct_tl_t UCT_TL_NAME(ud_sr);

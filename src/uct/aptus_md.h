@@ -13,12 +13,12 @@
 
 typedef struct uct_aptus_md_config {
     uct_md_config_t super;
-    char            *stats;   /* where interfaces print their statistics */
+    char *stats; /* where interfaces print their statistics */
 } uct_aptus_md_config_t;
 
 typedef struct uct_aptus_md {
     uct_md_t super;
-    char     *stats;          /* copy of the STATS setting, "" when off */
+    char *stats; /* copy of the STATS setting, "" when off */
 } uct_aptus_md_t;
 
 extern uct_component_t uct_aptus_component;

@@ -16,7 +16,7 @@
 
 typedef struct uct_aptus_stat {
     const char *name;
-    uint64_t   value;
+    uint64_t value;
 } uct_aptus_stat_t;
 
 /* dest: "stdout", "stderr", or a file name (%h host, %p pid); "" is off. */

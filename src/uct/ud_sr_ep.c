@@ -34,13 +34,13 @@ ucs_status_t uct_ud_sr_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     ucs_status_t status;
 
     UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
-    iface_addr = (const uct_ud_sr_iface_addr_t*)params->iface_addr;
+    iface_addr = (const uct_ud_sr_iface_addr_t *)params->iface_addr;
     aptus_sock_wire_addr_make(params->dev_addr, iface_addr->port, &addr);
 
     UCT_UD_SR_ENTER(iface);
     iface->chan.now_us = iface->chan.clock();
-    status = aptus_ud_chan_peer_connect(&iface->chan, &addr, iface_addr->key,
-                                        &peer);
+    status =
+        aptus_ud_chan_peer_connect(&iface->chan, &addr, iface_addr->key, &peer);
     if (status == UCS_OK) {
         status = UCS_CLASS_INIT(uct_base_ep_t, &peer->super, &iface->super);
         if (status != UCS_OK) {
@@ -78,11 +78,11 @@ ucs_status_t uct_ud_sr_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     UCT_CHECK_LENGTH(sizeof(header) + length, 0,
                      aptus_ud_chan_max_short(&iface->chan), "am_short");
 
-    send.kind             = APTUS_UD_SEND_SHORT;
-    send.am_id            = id;
-    send.am_short.header  = header;
-    send.am_short.buffer  = payload;
-    send.am_short.length  = length;
+    send.kind            = APTUS_UD_SEND_SHORT;
+    send.am_id           = id;
+    send.am_short.header = header;
+    send.am_short.buffer = payload;
+    send.am_short.length = length;
 
     UCT_UD_SR_ENTER(iface);
     status = (ucs_status_t)aptus_ud_chan_send(&iface->chan,
@@ -121,7 +121,8 @@ ucs_status_t uct_ud_sr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     ucs_status_t status;
 
     UCT_CHECK_AM_ID(id);
-    UCT_CHECK_IOV_SIZE(iovcnt, (size_t)APTUS_UD_MAX_IOV, "uct_ud_sr_ep_am_zcopy");
+    UCT_CHECK_IOV_SIZE(iovcnt, (size_t)APTUS_UD_MAX_IOV,
+                       "uct_ud_sr_ep_am_zcopy");
     UCT_CHECK_LENGTH(header_length, 0, iface->chan.config.max_am_hdr,
                      "am_zcopy header");
     UCT_CHECK_LENGTH(header_length + uct_iov_total_length(iov, iovcnt), 0,

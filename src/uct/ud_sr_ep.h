@@ -6,8 +6,7 @@
 
 #include "ud_sr_iface.h"
 
-ucs_status_t uct_ud_sr_ep_create(const uct_ep_params_t *params,
-                                 uct_ep_h *ep_p);
+ucs_status_t uct_ud_sr_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p);
 void uct_ud_sr_ep_destroy(uct_ep_h tl_ep);
 
 ucs_status_t uct_ud_sr_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,

@@ -21,99 +21,112 @@
 #define UCT_UD_SR_MAX_AM_HDR    256
 
 ucs_config_field_t uct_ud_sr_iface_config_table[] = {
-    {"", "", NULL, ucs_offsetof(uct_ud_sr_iface_config_t, super),
-     UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
+    { "", "", NULL, ucs_offsetof(uct_ud_sr_iface_config_t, super),
+      UCS_CONFIG_TYPE_TABLE(uct_iface_config_table) },
 
-    {"MTU", "2048",
-     "Datagram size in bytes, UD-SR header included, as an InfiniBand UD MTU\n"
-     "(512 to 4096).",
-     ucs_offsetof(uct_ud_sr_iface_config_t, mtu), UCS_CONFIG_TYPE_MEMUNITS},
+    { "MTU", "2048",
+      "Datagram size in bytes, UD-SR header included, as an InfiniBand UD MTU\n"
+      "(512 to 4096).",
+      ucs_offsetof(uct_ud_sr_iface_config_t, mtu), UCS_CONFIG_TYPE_MEMUNITS },
 
-    {"SEG_SIZE", "32k",
-     "Largest active message; messages longer than one datagram are segmented\n"
-     "and reassembled. Must fit TX_WINDOW datagrams.",
-     ucs_offsetof(uct_ud_sr_iface_config_t, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
+    { "SEG_SIZE", "32k",
+      "Largest active message; messages longer than one datagram are "
+      "segmented\n"
+      "and reassembled. Must fit TX_WINDOW datagrams.",
+      ucs_offsetof(uct_ud_sr_iface_config_t, seg_size),
+      UCS_CONFIG_TYPE_MEMUNITS },
 
-    {"TX_WINDOW", "64",
-     "Unacknowledged datagrams in flight per peer (1 to 64, the span the\n"
-     "receiver holds out of order).",
-     ucs_offsetof(uct_ud_sr_iface_config_t, tx_window), UCS_CONFIG_TYPE_UINT},
+    { "TX_WINDOW", "64",
+      "Unacknowledged datagrams in flight per peer (1 to 64, the span the\n"
+      "receiver holds out of order).",
+      ucs_offsetof(uct_ud_sr_iface_config_t, tx_window), UCS_CONFIG_TYPE_UINT },
 
-    {"RX_QUEUE_LEN", "4096",
-     "Receive buffers in the static pool shared by all peers; the socket\n"
-     "buffers as many datagrams and drops beyond that, like a UD queue pair.",
-     ucs_offsetof(uct_ud_sr_iface_config_t, rx_queue_len), UCS_CONFIG_TYPE_UINT},
+    { "RX_QUEUE_LEN", "4096",
+      "Receive buffers in the static pool shared by all peers; the socket\n"
+      "buffers as many datagrams and drops beyond that, like a UD queue pair.",
+      ucs_offsetof(uct_ud_sr_iface_config_t, rx_queue_len),
+      UCS_CONFIG_TYPE_UINT },
 
-    {"RX_BATCH", "32",
-     "Datagrams taken from the socket per receive call (recvmmsg).",
-     ucs_offsetof(uct_ud_sr_iface_config_t, rx_batch), UCS_CONFIG_TYPE_UINT},
+    { "RX_BATCH", "32",
+      "Datagrams taken from the socket per receive call (recvmmsg).",
+      ucs_offsetof(uct_ud_sr_iface_config_t, rx_batch), UCS_CONFIG_TYPE_UINT },
 
-    {"ACK_COUNT", "16",
-     "Acknowledge explicitly after this many datagrams when no reply carried\n"
-     "the acknowledgement.",
-     ucs_offsetof(uct_ud_sr_iface_config_t, ack_count), UCS_CONFIG_TYPE_UINT},
+    { "ACK_COUNT", "16",
+      "Acknowledge explicitly after this many datagrams when no reply carried\n"
+      "the acknowledgement.",
+      ucs_offsetof(uct_ud_sr_iface_config_t, ack_count), UCS_CONFIG_TYPE_UINT },
 
-    {"TIMER_TICK", "200us",
-     "Timer granularity: longest delay of an explicit ACK, and how often\n"
-     "retransmission timeouts are checked.",
-     ucs_offsetof(uct_ud_sr_iface_config_t, timer_tick), UCS_CONFIG_TYPE_TIME},
+    { "TIMER_TICK", "200us",
+      "Timer granularity: longest delay of an explicit ACK, and how often\n"
+      "retransmission timeouts are checked.",
+      ucs_offsetof(uct_ud_sr_iface_config_t, timer_tick),
+      UCS_CONFIG_TYPE_TIME },
 
-    {"ASYNC_INTERVAL", "10ms",
-     "Interval of the async timer that receives, acknowledges and retransmits\n"
-     "while the application does not call progress. Shorter intervals wake a\n"
-     "thread more often and cost latency on busy cores.",
-     ucs_offsetof(uct_ud_sr_iface_config_t, async_interval),
-     UCS_CONFIG_TYPE_TIME},
+    { "ASYNC_INTERVAL", "10ms",
+      "Interval of the async timer that receives, acknowledges and "
+      "retransmits\n"
+      "while the application does not call progress. Shorter intervals wake a\n"
+      "thread more often and cost latency on busy cores.",
+      ucs_offsetof(uct_ud_sr_iface_config_t, async_interval),
+      UCS_CONFIG_TYPE_TIME },
 
-    {"RTO_MIN", "20ms",
-     "Smallest retransmission timeout. Lost datagrams are normally found\n"
-     "sooner, by selective ACKs and tail probes (after two round trips); the\n"
-     "timeout is for a peer that answers nothing, and set well above the\n"
-     "time a busy host may keep a receiver off the CPU.",
-     ucs_offsetof(uct_ud_sr_iface_config_t, rto_min), UCS_CONFIG_TYPE_TIME},
+    { "RTO_MIN", "20ms",
+      "Smallest retransmission timeout. Lost datagrams are normally found\n"
+      "sooner, by selective ACKs and tail probes (after two round trips); the\n"
+      "timeout is for a peer that answers nothing, and set well above the\n"
+      "time a busy host may keep a receiver off the CPU.",
+      ucs_offsetof(uct_ud_sr_iface_config_t, rto_min), UCS_CONFIG_TYPE_TIME },
 
-    {"RTO_MAX", "500ms", "Largest retransmission timeout (after backoff).",
-     ucs_offsetof(uct_ud_sr_iface_config_t, rto_max), UCS_CONFIG_TYPE_TIME},
+    { "RTO_MAX", "500ms", "Largest retransmission timeout (after backoff).",
+      ucs_offsetof(uct_ud_sr_iface_config_t, rto_max), UCS_CONFIG_TYPE_TIME },
 
-    {"RTO_INIT", "20ms",
-     "Retransmission timeout before the first round-trip measurement.",
-     ucs_offsetof(uct_ud_sr_iface_config_t, rto_init), UCS_CONFIG_TYPE_TIME},
+    { "RTO_INIT", "20ms",
+      "Retransmission timeout before the first round-trip measurement.",
+      ucs_offsetof(uct_ud_sr_iface_config_t, rto_init), UCS_CONFIG_TYPE_TIME },
 
-    {"TIMEOUT", "30s",
-     "A peer silent this long while data to it is unacknowledged is declared\n"
-     "failed; the error handler is called and its operations fail.",
-     ucs_offsetof(uct_ud_sr_iface_config_t, timeout), UCS_CONFIG_TYPE_TIME},
+    { "TIMEOUT", "30s",
+      "A peer silent this long while data to it is unacknowledged is declared\n"
+      "failed; the error handler is called and its operations fail.",
+      ucs_offsetof(uct_ud_sr_iface_config_t, timeout), UCS_CONFIG_TYPE_TIME },
 
-    {"CRC", "n", "End-to-end CRC-32C of every payload, checked on receipt.",
-     ucs_offsetof(uct_ud_sr_iface_config_t, crc), UCS_CONFIG_TYPE_BOOL},
+    { "CRC", "n", "End-to-end CRC-32C of every payload, checked on receipt.",
+      ucs_offsetof(uct_ud_sr_iface_config_t, crc), UCS_CONFIG_TYPE_BOOL },
 
-    {"MAX_PEERS", "1048576", "Streams (remote interfaces) one interface holds.",
-     ucs_offsetof(uct_ud_sr_iface_config_t, max_peers), UCS_CONFIG_TYPE_UINT},
+    { "MAX_PEERS", "1048576",
+      "Streams (remote interfaces) one interface holds.",
+      ucs_offsetof(uct_ud_sr_iface_config_t, max_peers), UCS_CONFIG_TYPE_UINT },
 
-    {"FAULT_DROP", "0",
-     "Fault injector: probability that a sent datagram is silently dropped.",
-     ucs_offsetof(uct_ud_sr_iface_config_t, fault_drop), UCS_CONFIG_TYPE_DOUBLE},
+    { "FAULT_DROP", "0",
+      "Fault injector: probability that a sent datagram is silently dropped.",
+      ucs_offsetof(uct_ud_sr_iface_config_t, fault_drop),
+      UCS_CONFIG_TYPE_DOUBLE },
 
-    {"FAULT_DUP", "0", "Fault injector: probability that a datagram is sent twice.",
-     ucs_offsetof(uct_ud_sr_iface_config_t, fault_dup), UCS_CONFIG_TYPE_DOUBLE},
+    { "FAULT_DUP", "0",
+      "Fault injector: probability that a datagram is sent twice.",
+      ucs_offsetof(uct_ud_sr_iface_config_t, fault_dup),
+      UCS_CONFIG_TYPE_DOUBLE },
 
-    {"FAULT_REORDER", "0",
-     "Fault injector: probability that a datagram is held back behind the next.",
-     ucs_offsetof(uct_ud_sr_iface_config_t, fault_reorder),
-     UCS_CONFIG_TYPE_DOUBLE},
+    { "FAULT_REORDER", "0",
+      "Fault injector: probability that a datagram is held back behind the "
+      "next.",
+      ucs_offsetof(uct_ud_sr_iface_config_t, fault_reorder),
+      UCS_CONFIG_TYPE_DOUBLE },
 
-    {"FAULT_DELAY", "0",
-     "Fault injector: probability that a datagram is delayed by FAULT_DELAY_TIME.",
-     ucs_offsetof(uct_ud_sr_iface_config_t, fault_delay), UCS_CONFIG_TYPE_DOUBLE},
+    { "FAULT_DELAY", "0",
+      "Fault injector: probability that a datagram is delayed by "
+      "FAULT_DELAY_TIME.",
+      ucs_offsetof(uct_ud_sr_iface_config_t, fault_delay),
+      UCS_CONFIG_TYPE_DOUBLE },
 
-    {"FAULT_DELAY_TIME", "1ms", "Fault injector: delay of a delayed datagram.",
-     ucs_offsetof(uct_ud_sr_iface_config_t, fault_delay_time),
-     UCS_CONFIG_TYPE_TIME},
+    { "FAULT_DELAY_TIME", "1ms", "Fault injector: delay of a delayed datagram.",
+      ucs_offsetof(uct_ud_sr_iface_config_t, fault_delay_time),
+      UCS_CONFIG_TYPE_TIME },
 
-    {"FAULT_SEED", "1", "Fault injector: seed of its random sequence.",
-     ucs_offsetof(uct_ud_sr_iface_config_t, fault_seed), UCS_CONFIG_TYPE_ULONG},
+    { "FAULT_SEED", "1", "Fault injector: seed of its random sequence.",
+      ucs_offsetof(uct_ud_sr_iface_config_t, fault_seed),
+      UCS_CONFIG_TYPE_ULONG },
 
-    {NULL}
+    { NULL }
 };
 
 static uint64_t uct_ud_sr_clock(void)
@@ -152,9 +165,9 @@ static void uct_ud_sr_peer_failed(void *arg, aptus_ud_peer_t *peer,
     }
     /* The error handler runs from progress, in the user's thread. */
     if (iface->num_failures == iface->max_failures) {
-        failures = ucs_realloc(iface->failures,
-                               sizeof(*failures) * (iface->max_failures * 2 + 4),
-                               "uct_ud_sr_failures");
+        failures = ucs_realloc(
+            iface->failures, sizeof(*failures) * (iface->max_failures * 2 + 4),
+            "uct_ud_sr_failures");
         if (failures == NULL) {
             ucs_error("ud_sr: cannot queue a peer failure report");
             return;
@@ -183,9 +196,8 @@ static void uct_ud_sr_iface_report_failures(uct_ud_sr_iface_t *iface)
         if (!(failure.peer->flags & APTUS_UD_PEER_USER)) {
             continue; /* the endpoint was destroyed meanwhile */
         }
-        status = uct_iface_handle_ep_err(&iface->super.super,
-                                         &failure.peer->super.super,
-                                         failure.status);
+        status = uct_iface_handle_ep_err(
+            &iface->super.super, &failure.peer->super.super, failure.status);
         if (status != UCS_OK) {
             ucs_error("ud_sr/%s: unhandled peer failure: %s", iface->dev_name,
                       ucs_status_string(failure.status));
@@ -236,15 +248,16 @@ static ucs_status_t uct_ud_sr_iface_flush(uct_iface_h tl_iface, unsigned flags,
 static ucs_status_t uct_ud_sr_iface_query(uct_iface_h tl_iface,
                                           uct_iface_attr_t *attr)
 {
-    uct_ud_sr_iface_t *iface = ucs_derived_of(tl_iface, uct_ud_sr_iface_t);
+    uct_ud_sr_iface_t *iface    = ucs_derived_of(tl_iface, uct_ud_sr_iface_t);
     const aptus_ud_chan_t *chan = &iface->chan;
 
     uct_base_iface_query(&iface->super, attr);
 
-    attr->cap.flags = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_AM_SHORT |
-                      UCT_IFACE_FLAG_AM_BCOPY | UCT_IFACE_FLAG_AM_ZCOPY |
-                      UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC |
-                      UCT_IFACE_FLAG_CB_ASYNC | UCT_IFACE_FLAG_EP_CHECK |
+    attr->cap.flags = UCT_IFACE_FLAG_CONNECT_TO_IFACE |
+                      UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY |
+                      UCT_IFACE_FLAG_AM_ZCOPY | UCT_IFACE_FLAG_PENDING |
+                      UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_CB_ASYNC |
+                      UCT_IFACE_FLAG_EP_CHECK |
                       UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
 
     attr->cap.am.max_short       = aptus_ud_chan_max_short(chan);
@@ -266,8 +279,8 @@ static ucs_status_t uct_ud_sr_iface_query(uct_iface_h tl_iface,
     attr->bandwidth.shared    = iface->bandwidth;
     /* CPU cost of one datagram through the socket layer, measured on
      * loopback (contrib/bench): a system call each way. */
-    attr->overhead            = 3e-6;
-    attr->priority            = 0;
+    attr->overhead = 3e-6;
+    attr->priority = 0;
     return UCS_OK;
 }
 
@@ -283,8 +296,8 @@ static ucs_status_t uct_ud_sr_iface_get_device_address(uct_iface_h tl_iface,
 static ucs_status_t uct_ud_sr_iface_get_address(uct_iface_h tl_iface,
                                                 uct_iface_addr_t *addr)
 {
-    uct_ud_sr_iface_t *iface     = ucs_derived_of(tl_iface, uct_ud_sr_iface_t);
-    uct_ud_sr_iface_addr_t *uaddr = (uct_ud_sr_iface_addr_t*)addr;
+    uct_ud_sr_iface_t *iface      = ucs_derived_of(tl_iface, uct_ud_sr_iface_t);
+    uct_ud_sr_iface_addr_t *uaddr = (uct_ud_sr_iface_addr_t *)addr;
 
     uaddr->port = aptus_sock_wire_addr_port(&iface->wire->addr);
     uaddr->key  = iface->chan.local_key;
@@ -306,42 +319,42 @@ unsigned uct_ud_sr_iface_stats(uct_ud_sr_iface_t *iface,
 {
     const aptus_ud_chan_stats_t *c    = &iface->chan.stats;
     const aptus_dgram_wire_stats_t *w = &iface->wire->stats;
-    uct_aptus_stat_t all[] = {
-        {"tx_msgs", c->tx_msgs},
-        {"tx_bytes", c->tx_bytes},
-        {"rx_msgs", c->rx_msgs},
-        {"rx_bytes", c->rx_bytes},
-        {"tx_dgrams", w->tx_dgrams},
-        {"rx_dgrams", w->rx_dgrams},
-        {"tx_data", c->tx_data_dgrams},
-        {"tx_acks", c->tx_acks},
-        {"rx_acks", c->rx_acks},
-        {"retransmits", c->tx_retransmits},
-        {"fast_retransmits", c->tx_fast_retransmits},
-        {"probes", c->tx_probes},
-        {"window_full", c->tx_window_full},
-        {"rx_duplicates", c->rx_duplicates},
-        {"rx_held", c->rx_held},
-        {"rx_out_of_window", c->rx_out_of_window},
-        {"rx_deferred", c->rx_deferred},
-        {"rx_bad_key", c->rx_bad_key},
-        {"rx_malformed", c->rx_malformed},
-        {"rx_bad_crc", c->rx_bad_crc},
-        {"rx_bad_ack", c->rx_bad_ack},
-        {"rx_unknown_stream", c->rx_unknown_stream},
-        {"rx_dead_stream", c->rx_dead_stream},
-        {"rx_truncated", w->rx_truncated},
-        {"tx_errors", w->tx_errors},
-        {"resets", c->tx_resets},
-        {"peers", aptus_ud_chan_num_peers(&iface->chan)},
-        {"peers_failed", c->peers_failed},
-        {"peer_bytes", aptus_ud_chan_peer_bytes(&iface->chan)},
-        {"pending_dispatched", c->pending_dispatched},
-        {"checks", c->checks},
-        {"fault_drop", w->fault_drop},
-        {"fault_dup", w->fault_dup},
-        {"fault_reorder", w->fault_reorder},
-        {"fault_delay", w->fault_delay},
+    uct_aptus_stat_t all[]            = {
+                   { "tx_msgs", c->tx_msgs },
+                   { "tx_bytes", c->tx_bytes },
+                   { "rx_msgs", c->rx_msgs },
+                   { "rx_bytes", c->rx_bytes },
+                   { "tx_dgrams", w->tx_dgrams },
+                   { "rx_dgrams", w->rx_dgrams },
+                   { "tx_data", c->tx_data_dgrams },
+                   { "tx_acks", c->tx_acks },
+                   { "rx_acks", c->rx_acks },
+                   { "retransmits", c->tx_retransmits },
+                   { "fast_retransmits", c->tx_fast_retransmits },
+                   { "probes", c->tx_probes },
+                   { "window_full", c->tx_window_full },
+                   { "rx_duplicates", c->rx_duplicates },
+                   { "rx_held", c->rx_held },
+                   { "rx_out_of_window", c->rx_out_of_window },
+                   { "rx_deferred", c->rx_deferred },
+                   { "rx_bad_key", c->rx_bad_key },
+                   { "rx_malformed", c->rx_malformed },
+                   { "rx_bad_crc", c->rx_bad_crc },
+                   { "rx_bad_ack", c->rx_bad_ack },
+                   { "rx_unknown_stream", c->rx_unknown_stream },
+                   { "rx_dead_stream", c->rx_dead_stream },
+                   { "rx_truncated", w->rx_truncated },
+                   { "tx_errors", w->tx_errors },
+                   { "resets", c->tx_resets },
+                   { "peers", aptus_ud_chan_num_peers(&iface->chan) },
+                   { "peers_failed", c->peers_failed },
+                   { "peer_bytes", aptus_ud_chan_peer_bytes(&iface->chan) },
+                   { "pending_dispatched", c->pending_dispatched },
+                   { "checks", c->checks },
+                   { "fault_drop", w->fault_drop },
+                   { "fault_dup", w->fault_dup },
+                   { "fault_reorder", w->fault_reorder },
+                   { "fault_delay", w->fault_delay },
     };
     unsigned n = ucs_min(max, sizeof(all) / sizeof(all[0]));
 
@@ -390,8 +403,9 @@ static uct_iface_ops_t uct_ud_sr_iface_tl_ops = {
 static uct_iface_internal_ops_t uct_ud_sr_iface_internal_ops = {
     .iface_estimate_perf = uct_base_iface_estimate_perf,
     .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function,
-    .ep_query            = (uct_ep_query_func_t)ucs_empty_function_return_unsupported,
-    .ep_invalidate       = (uct_ep_invalidate_func_t)ucs_empty_function_return_unsupported,
+    .ep_query = (uct_ep_query_func_t)ucs_empty_function_return_unsupported,
+    .ep_invalidate =
+        (uct_ep_invalidate_func_t)ucs_empty_function_return_unsupported,
 };
 
 static void uct_ud_sr_chan_config(const uct_ud_sr_iface_config_t *config,
@@ -412,9 +426,9 @@ static void uct_ud_sr_chan_config(const uct_ud_sr_iface_config_t *config,
     chan_config->rx_batch            = config->rx_batch;
     chan_config->tick_us             = uct_ud_sr_usec(config->timer_tick);
     /* probe no earlier than a delayed ACK could have come */
-    chan_config->rel.probe_min_us    = 2 * chan_config->tick_us;
-    chan_config->crc                 = config->crc;
-    chan_config->max_peers           = config->max_peers;
+    chan_config->rel.probe_min_us = 2 * chan_config->tick_us;
+    chan_config->crc              = config->crc;
+    chan_config->max_peers        = config->max_peers;
 }
 
 static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
@@ -422,7 +436,7 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
                            const uct_iface_config_t *tl_config)
 {
     const uct_ud_sr_iface_config_t *config =
-            ucs_derived_of(tl_config, uct_ud_sr_iface_config_t);
+        ucs_derived_of(tl_config, uct_ud_sr_iface_config_t);
     aptus_sock_dgram_config_t wire_config;
     aptus_ud_chan_config_t chan_config;
     ucs_async_context_t *async;
@@ -439,7 +453,7 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_ud_sr_iface_tl_ops,
                               &uct_ud_sr_iface_internal_ops, md, worker, params,
                               tl_config UCS_STATS_ARG(NULL)
-                              UCS_STATS_ARG(UCT_UD_SR_TL_NAME));
+                                  UCS_STATS_ARG(UCT_UD_SR_TL_NAME));
 
     ucs_strncpy_zero(self->dev_name, params->mode.device.dev_name,
                      sizeof(self->dev_name));
@@ -449,22 +463,23 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
     self->timer_id     = -1;
     async              = self->super.worker->async;
 
-    uct_ud_sr_chan_config(config,
-                          UCT_IFACE_PARAM_VALUE(params, rx_headroom,
-                                                RX_HEADROOM, 0),
-                          &chan_config);
+    uct_ud_sr_chan_config(
+        config, UCT_IFACE_PARAM_VALUE(params, rx_headroom, RX_HEADROOM, 0),
+        &chan_config);
     /* Refuse a bad setting up front, naming the variable. */
     if ((config->mtu < APTUS_SOCK_DGRAM_MTU_MIN) ||
         (config->mtu > APTUS_SOCK_DGRAM_MTU_MAX)) {
         ucs_error("ud_sr: invalid configuration: UCX_" UCT_UD_SR_CONFIG_PREFIX
-                  "MTU=%zu is out of range [%d, %d]", config->mtu,
-                  APTUS_SOCK_DGRAM_MTU_MIN, APTUS_SOCK_DGRAM_MTU_MAX);
+                  "MTU=%zu is out of range [%d, %d]",
+                  config->mtu, APTUS_SOCK_DGRAM_MTU_MIN,
+                  APTUS_SOCK_DGRAM_MTU_MAX);
         return UCS_ERR_INVALID_PARAM;
     }
     bad = aptus_ud_chan_config_check(&chan_config, config->mtu);
     if (bad != NULL) {
         ucs_error("ud_sr: invalid configuration: UCX_" UCT_UD_SR_CONFIG_PREFIX
-                  "%s", bad);
+                  "%s",
+                  bad);
         return UCS_ERR_INVALID_PARAM;
     }
 
@@ -478,10 +493,11 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
     wire_config.fault.delay    = config->fault_delay;
     wire_config.fault.delay_us = uct_ud_sr_usec(config->fault_delay_time);
     wire_config.fault.seed     = config->fault_seed;
-    bad = aptus_fault_config_check(&wire_config.fault);
+    bad                        = aptus_fault_config_check(&wire_config.fault);
     if (bad != NULL) {
         ucs_error("ud_sr: invalid configuration: UCX_" UCT_UD_SR_CONFIG_PREFIX
-                  "%s must be a probability in [0, 1]", bad);
+                  "%s must be a probability in [0, 1]",
+                  bad);
         return UCS_ERR_INVALID_PARAM;
     }
 
@@ -499,10 +515,9 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
 
     aptus_sock_netif_caps(self->dev_name, &self->latency, &self->bandwidth);
     self->async_interval_us = uct_ud_sr_usec(config->async_interval);
-    status = ucs_async_add_timer(async->mode,
-                                 ucs_time_from_sec(config->async_interval),
-                                 uct_ud_sr_iface_timer, self, async,
-                                 &self->timer_id);
+    status                  = ucs_async_add_timer(
+                         async->mode, ucs_time_from_sec(config->async_interval),
+                         uct_ud_sr_iface_timer, self, async, &self->timer_id);
     if (status != UCS_OK) {
         ucs_error("ud_sr: cannot start the async timer: %s",
                   ucs_status_string(status));
@@ -544,13 +559,13 @@ static UCS_CLASS_CLEANUP_FUNC(uct_ud_sr_iface_t)
 UCS_CLASS_DEFINE(uct_ud_sr_iface_t, uct_base_iface_t);
 
 static UCS_CLASS_DEFINE_NEW_FUNC(uct_ud_sr_iface_t, uct_iface_t, uct_md_h,
-                                 uct_worker_h, const uct_iface_params_t*,
-                                 const uct_iface_config_t*);
+                                 uct_worker_h, const uct_iface_params_t *,
+                                 const uct_iface_config_t *);
 static UCS_CLASS_DEFINE_DELETE_FUNC(uct_ud_sr_iface_t, uct_iface_t);
 
-static ucs_status_t uct_ud_sr_query_devices(uct_md_h md,
-                                            uct_tl_device_resource_t **devices_p,
-                                            unsigned *num_devices_p)
+static ucs_status_t
+uct_ud_sr_query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
+                        unsigned *num_devices_p)
 {
     return aptus_sock_query_devices(devices_p, num_devices_p);
 }

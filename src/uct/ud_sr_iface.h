@@ -15,53 +15,53 @@
 
 typedef struct uct_ud_sr_iface_config {
     uct_iface_config_t super;
-    size_t             mtu;
-    size_t             seg_size;
-    size_t             max_am_hdr;
-    unsigned           tx_window;
-    unsigned           rx_queue_len;
-    unsigned           rx_batch;
-    unsigned           ack_count;
-    unsigned           max_peers;
-    double             timer_tick;
-    double             async_interval;
-    double             rto_min;
-    double             rto_max;
-    double             rto_init;
-    double             timeout;
-    int                crc;
-    double             fault_drop;
-    double             fault_dup;
-    double             fault_reorder;
-    double             fault_delay;
-    double             fault_delay_time;
-    unsigned long      fault_seed;
+    size_t mtu;
+    size_t seg_size;
+    size_t max_am_hdr;
+    unsigned tx_window;
+    unsigned rx_queue_len;
+    unsigned rx_batch;
+    unsigned ack_count;
+    unsigned max_peers;
+    double timer_tick;
+    double async_interval;
+    double rto_min;
+    double rto_max;
+    double rto_init;
+    double timeout;
+    int crc;
+    double fault_drop;
+    double fault_dup;
+    double fault_reorder;
+    double fault_delay;
+    double fault_delay_time;
+    unsigned long fault_seed;
 } uct_ud_sr_iface_config_t;
 
 /* The iface address: UDP port and interface key (the wire's device address
  * carries the IP). */
 typedef struct uct_ud_sr_iface_addr {
-    uint16_t port;  /* network byte order */
+    uint16_t port; /* network byte order */
     uint32_t key;
 } UCS_S_PACKED uct_ud_sr_iface_addr_t;
 
 typedef struct uct_ud_sr_failure {
     aptus_ud_peer_t *peer;
-    ucs_status_t    status;
+    ucs_status_t status;
 } uct_ud_sr_failure_t;
 
 typedef struct uct_ud_sr_iface {
-    uct_base_iface_t    super;
-    aptus_ud_chan_t     chan;
-    aptus_dgram_wire_t  *wire;
-    char                dev_name[UCT_DEVICE_NAME_MAX];
-    int                 timer_id;
-    uint64_t            async_interval_us;
-    double              latency;
-    double              bandwidth;
-    uct_ud_sr_failure_t *failures;   /* to report from progress */
-    unsigned            num_failures;
-    unsigned            max_failures;
+    uct_base_iface_t super;
+    aptus_ud_chan_t chan;
+    aptus_dgram_wire_t *wire;
+    char dev_name[UCT_DEVICE_NAME_MAX];
+    int timer_id;
+    uint64_t async_interval_us;
+    double latency;
+    double bandwidth;
+    uct_ud_sr_failure_t *failures; /* to report from progress */
+    unsigned num_failures;
+    unsigned max_failures;
 } uct_ud_sr_iface_t;
 
 extern ucs_config_field_t uct_ud_sr_iface_config_table[];

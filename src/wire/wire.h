@@ -31,21 +31,21 @@ typedef struct aptus_wire_addr {
 #define APTUS_DGRAM_MAX_IOV 8
 typedef struct aptus_dgram_tx {
     const aptus_wire_addr_t *dst;
-    const struct iovec      *iov;
-    unsigned                iovcnt;
+    const struct iovec *iov;
+    unsigned iovcnt;
 } aptus_dgram_tx_t;
 
 /* A posted receive buffer and, once filled, what arrived in it. */
 typedef struct aptus_dgram_rx {
-    void              *buf;      /* in: posted buffer of wire->mtu bytes */
-    size_t            length;    /* out: datagram length */
-    aptus_wire_addr_t src;       /* out: where replies to the sender go */
+    void *buf;             /* in: posted buffer of wire->mtu bytes */
+    size_t length;         /* out: datagram length */
+    aptus_wire_addr_t src; /* out: where replies to the sender go */
 } aptus_dgram_rx_t;
 
 typedef struct aptus_dgram_wire_stats {
     uint64_t tx_dgrams;
     uint64_t tx_bytes;
-    uint64_t tx_errors;    /* send failed for a reason other than loss */
+    uint64_t tx_errors; /* send failed for a reason other than loss */
     uint64_t rx_dgrams;
     uint64_t rx_bytes;
     uint64_t rx_truncated; /* larger than the MTU: dropped */
@@ -84,9 +84,9 @@ typedef struct aptus_dgram_wire_ops {
 
 struct aptus_dgram_wire {
     const aptus_dgram_wire_ops_t *ops;
-    size_t                       mtu;      /* largest datagram, bytes */
-    aptus_wire_addr_t            addr;     /* this wire's own address */
-    aptus_dgram_wire_stats_t     stats;
+    size_t mtu;             /* largest datagram, bytes */
+    aptus_wire_addr_t addr; /* this wire's own address */
+    aptus_dgram_wire_stats_t stats;
 };
 
 #ifdef __cplusplus

@@ -31,9 +31,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#define POISON       0xDEADBEEFu
-#define MAX_REPORTS  10
-#define GAP          3   /* elements left untouched between alltoallv blocks */
+#define POISON      0xDEADBEEFu
+#define MAX_REPORTS 10
+#define GAP         3 /* elements left untouched between alltoallv blocks */
 
 enum { PHASE_ALLTOALL = 1, PHASE_ALLTOALLV, PHASE_PAIR_A, PHASE_PAIR_B };
 
@@ -49,9 +49,14 @@ static size_t parse_size(const char *s)
     unsigned long long v = strtoull(s, &end, 0);
 
     switch (tolower((unsigned char)*end)) {
-    case 'k': v <<= 10; break;
-    case 'm': v <<= 20; break;
-    case '\0': break;
+    case 'k':
+        v <<= 10;
+        break;
+    case 'm':
+        v <<= 20;
+        break;
+    case '\0':
+        break;
     default:
         fprintf(stderr, "alltoall: bad size '%s'\n", s);
         exit(2);
@@ -83,8 +88,9 @@ static void report(const char *fmt, size_t elems, int src, int iter, int phase,
                    size_t idx, uint32_t got, uint32_t want)
 {
     if (reports++ < MAX_REPORTS) {
-        fprintf(stderr, "alltoall rank %d: %s block %zu elems iter %d from %d: ",
-                rank, phase_name[phase], elems, iter, src);
+        fprintf(stderr,
+                "alltoall rank %d: %s block %zu elems iter %d from %d: ", rank,
+                phase_name[phase], elems, iter, src);
         fprintf(stderr, fmt, idx, got, want);
         fputc('\n', stderr);
     }
@@ -122,8 +128,8 @@ static void poison(uint32_t *buf, size_t count)
     }
 }
 
-static void check_count(const MPI_Status *st, int src, size_t want, size_t block,
-                        int iter, int phase)
+static void check_count(const MPI_Status *st, int src, size_t want,
+                        size_t block, int iter, int phase)
 {
     int count;
 
@@ -172,10 +178,18 @@ int main(int argc, char **argv)
 
     while ((opt = getopt(argc, argv, "m:n:i:v")) != -1) {
         switch (opt) {
-        case 'm': max_bytes = parse_size(optarg); break;
-        case 'n': min_bytes = parse_size(optarg); break;
-        case 'i': iters = atoi(optarg); break;
-        case 'v': verbose = 1; break;
+        case 'm':
+            max_bytes = parse_size(optarg);
+            break;
+        case 'n':
+            min_bytes = parse_size(optarg);
+            break;
+        case 'i':
+            iters = atoi(optarg);
+            break;
+        case 'v':
+            verbose = 1;
+            break;
         default:
             if (rank == 0) {
                 fprintf(stderr, "usage: alltoall [-m MAX] [-n MIN] [-i ITERS]"
@@ -189,8 +203,9 @@ int main(int argc, char **argv)
     if ((iters < 1) || (max_block < 1) || (min_bytes > max_bytes) ||
         ((double)max_block * (nranks + 1) * (GAP + 1) > (double)(1u << 30))) {
         if (rank == 0) {
-            fprintf(stderr, "alltoall: bad options (iters >= 1, 4 <= min <= max,"
-                            " max * ranks within 1 GiB)\n");
+            fprintf(stderr,
+                    "alltoall: bad options (iters >= 1, 4 <= min <= max,"
+                    " max * ranks within 1 GiB)\n");
         }
         MPI_Finalize();
         return 2;
@@ -204,7 +219,7 @@ int main(int argc, char **argv)
     }
     while ((block < max_block) && (nblocks < 60)) {
         blocks[nblocks++] = block;
-        block = block * 8 + (nblocks % 2 ? 3 : 1);
+        block             = block * 8 + (nblocks % 2 ? 3 : 1);
     }
     blocks[nblocks++] = max_block;
 
@@ -227,7 +242,7 @@ int main(int argc, char **argv)
     t_start = MPI_Wtime();
     for (k = 0; k < nblocks; ++k) {
         long errors_before = errors;
-        double t0 = MPI_Wtime();
+        double t0          = MPI_Wtime();
 
         block = blocks[k];
         for (iter = 0; iter < iters; ++iter) {
@@ -278,11 +293,11 @@ int main(int argc, char **argv)
             for (p = 0; p < nranks; ++p) {
                 /* start with the next rank so that not everyone sends to
                  * rank 0 first */
-                int dst = (rank + 1 + p) % nranks;
-                int tag = (iter * 64 + (int)k) % 16384;
+                int dst     = (rank + 1 + p) % nranks;
+                int tag     = (iter * 64 + (int)k) % 16384;
                 uint32_t *a = sbuf + dst * (block + GAP);
                 uint32_t *b = qbuf + dst * (block + GAP);
-                size_t n = pcount(rank, dst, block);
+                size_t n    = pcount(rank, dst, block);
 
                 fill(a, dst, block, iter, PHASE_PAIR_A);
                 fill(b, dst, n, iter, PHASE_PAIR_B);
@@ -320,9 +335,10 @@ int main(int argc, char **argv)
 
     MPI_Allreduce(&errors, &total_errors, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     printf("alltoall rank %d/%d pid %d: %s blocks=%zu max=%zu iters=%d"
-           " rx_bytes=%zu errors=%ld time=%.2fs\n", rank, nranks, (int)getpid(),
-           (errors == 0) ? "OK" : "FAIL", nblocks, max_block * sizeof(uint32_t),
-           iters, total_rx, errors, t_end - t_start);
+           " rx_bytes=%zu errors=%ld time=%.2fs\n",
+           rank, nranks, (int)getpid(), (errors == 0) ? "OK" : "FAIL", nblocks,
+           max_block * sizeof(uint32_t), iters, total_rx, errors,
+           t_end - t_start);
     fflush(stdout);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) {

@@ -27,9 +27,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#define GUARD_BYTES  64
-#define POISON       0xA5
-#define MAX_REPORTS  8
+#define GUARD_BYTES 64
+#define POISON      0xA5
+#define MAX_REPORTS 8
 
 static size_t parse_size(const char *s)
 {
@@ -37,10 +37,17 @@ static size_t parse_size(const char *s)
     unsigned long long v = strtoull(s, &end, 0);
 
     switch (tolower((unsigned char)*end)) {
-    case 'k': v <<= 10; break;
-    case 'm': v <<= 20; break;
-    case 'g': v <<= 30; break;
-    case '\0': break;
+    case 'k':
+        v <<= 10;
+        break;
+    case 'm':
+        v <<= 20;
+        break;
+    case 'g':
+        v <<= 30;
+        break;
+    case '\0':
+        break;
     default:
         fprintf(stderr, "pingpong: bad size '%s'\n", s);
         exit(2);
@@ -90,10 +97,11 @@ static long check(int rank, const uint8_t *buf, size_t size, int iter, int dir,
         uint8_t want = pattern(size, iter, dir, j);
         if (buf[j] != want) {
             if ((*reports)++ < MAX_REPORTS) {
-                fprintf(stderr,
-                        "pingpong rank %d: size %zu iter %d: byte %zu is 0x%02x,"
-                        " expected 0x%02x\n",
-                        rank, size, iter, j, buf[j], want);
+                fprintf(
+                    stderr,
+                    "pingpong rank %d: size %zu iter %d: byte %zu is 0x%02x,"
+                    " expected 0x%02x\n",
+                    rank, size, iter, j, buf[j], want);
             }
             ++bad;
         }
@@ -103,7 +111,8 @@ static long check(int rank, const uint8_t *buf, size_t size, int iter, int dir,
             if ((*reports)++ < MAX_REPORTS) {
                 fprintf(stderr,
                         "pingpong rank %d: size %zu iter %d: overrun at byte"
-                        " %zu\n", rank, size, iter, j);
+                        " %zu\n",
+                        rank, size, iter, j);
             }
             ++bad;
         }
@@ -125,23 +134,34 @@ int main(int argc, char **argv)
 
     while ((opt = getopt(argc, argv, "m:i:w:q")) != -1) {
         switch (opt) {
-        case 'm': max_size = parse_size(optarg); break;
-        case 'i': iters = atoi(optarg); break;
-        case 'w': warmup = atoi(optarg); break;
-        case 'q': quiet = 1; break;
+        case 'm':
+            max_size = parse_size(optarg);
+            break;
+        case 'i':
+            iters = atoi(optarg);
+            break;
+        case 'w':
+            warmup = atoi(optarg);
+            break;
+        case 'q':
+            quiet = 1;
+            break;
         default:
             if (rank == 0) {
-                fprintf(stderr, "usage: pingpong [-m MAX] [-i ITERS] [-w WARMUP]"
-                                " [-q]\n");
+                fprintf(stderr,
+                        "usage: pingpong [-m MAX] [-i ITERS] [-w WARMUP]"
+                        " [-q]\n");
             }
             MPI_Finalize();
             return 2;
         }
     }
-    if ((nranks < 2) || (iters < 1) || (warmup < 0) || (max_size > (1u << 30))) {
+    if ((nranks < 2) || (iters < 1) || (warmup < 0) ||
+        (max_size > (1u << 30))) {
         if (rank == 0) {
-            fprintf(stderr, "pingpong: needs >= 2 ranks, iters >= 1, warmup >= 0,"
-                            " max <= 1g\n");
+            fprintf(stderr,
+                    "pingpong: needs >= 2 ranks, iters >= 1, warmup >= 0,"
+                    " max <= 1g\n");
         }
         MPI_Finalize();
         return 2;
@@ -170,8 +190,10 @@ int main(int argc, char **argv)
     }
 
     if ((rank == 0) && !quiet) {
-        printf("# pingpong: %d ranks, max %zu bytes, %d iterations (scaled above"
-               " 64 KiB), %d warm-up\n", nranks, max_size, iters, warmup);
+        printf(
+            "# pingpong: %d ranks, max %zu bytes, %d iterations (scaled above"
+            " 64 KiB), %d warm-up\n",
+            nranks, max_size, iters, warmup);
         printf("# %10s %7s %12s %12s %12s\n", "bytes", "iters", "lat_us",
                "min_lat_us", "MB/s");
         fflush(stdout);
@@ -184,7 +206,7 @@ int main(int argc, char **argv)
         size_t k;
 
         for (k = 0; k < nsizes; ++k) {
-            int n = iters, total;
+            int n      = iters, total;
             double sum = 0.0, min = 1e30;
 
             size = sizes[k];
@@ -241,9 +263,10 @@ int main(int argc, char **argv)
 
     MPI_Allreduce(&errors, &total_errors, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     printf("pingpong rank %d/%d pid %d: %s sizes=%zu max=%zu errors=%ld"
-           " time=%.2fs\n", rank, nranks, (int)getpid(),
-           (errors == 0) ? "OK" : "FAIL", (rank < 2) ? nsizes : (size_t)0,
-           max_size, errors, MPI_Wtime() - t_start);
+           " time=%.2fs\n",
+           rank, nranks, (int)getpid(), (errors == 0) ? "OK" : "FAIL",
+           (rank < 2) ? nsizes : (size_t)0, max_size, errors,
+           MPI_Wtime() - t_start);
     fflush(stdout);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) {

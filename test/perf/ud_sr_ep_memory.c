@@ -36,9 +36,9 @@
  * (exit status 3).
  *
  * Build (public UCX headers only):
- *   gcc -O2 -o ud_sr_ep_memory ud_sr_ep_memory.c $(pkg-config --cflags --libs ucx)
- * Run (the aptus module must be in the process):
- *   UCX_APTUS_STATS=stdout LD_PRELOAD=.../libuct_aptus.so ./ud_sr_ep_memory -n 10000
+ *   gcc -O2 -o ud_sr_ep_memory ud_sr_ep_memory.c $(pkg-config --cflags --libs
+ * ucx) Run (the aptus module must be in the process): UCX_APTUS_STATS=stdout
+ * LD_PRELOAD=.../libuct_aptus.so ./ud_sr_ep_memory -n 10000
  *   ./ud_sr_ep_memory -t tcp -n 10000
  */
 #define _GNU_SOURCE
@@ -64,22 +64,22 @@ typedef struct {
     const char *component; /* UCT component */
     const char *md;        /* memory domain name */
     const char *dev;       /* device */
-    unsigned   num_eps;
-    unsigned   idle_ms;
+    unsigned num_eps;
+    unsigned idle_ms;
 } options_t;
 
 typedef struct {
     ucs_async_context_t *async;
-    uct_worker_h        worker;
-    uct_component_h     component;
-    uct_md_h            md;
-    uct_iface_h         iface;
-    uct_iface_attr_t    attr;
-    uct_device_addr_t   *dev_addr;
-    uct_iface_addr_t    *iface_addr;
-    int                 *listen_fds; /* tcp only */
-    uint16_t            *listen_ports;
-    unsigned            num_listeners;
+    uct_worker_h worker;
+    uct_component_h component;
+    uct_md_h md;
+    uct_iface_h iface;
+    uct_iface_attr_t attr;
+    uct_device_addr_t *dev_addr;
+    uct_iface_addr_t *iface_addr;
+    int *listen_fds; /* tcp only */
+    uint16_t *listen_ports;
+    unsigned num_listeners;
 } ctx_t;
 
 /* The packed interface addresses of the transports measured here. */
@@ -92,14 +92,14 @@ typedef struct {
     uint16_t port; /* network byte order */
 } __attribute__((packed)) tcp_iface_addr_t;
 
-#define CHECK(_expr, _what) \
-    do { \
-        ucs_status_t _s = (_expr); \
-        if (_s != UCS_OK) { \
-            fprintf(stderr, "ud_sr_ep_memory: %s failed: %s\n", (_what), \
-                    ucs_status_string(_s)); \
-            exit(1); \
-        } \
+#define CHECK(_expr, _what)                                                    \
+    do {                                                                       \
+        ucs_status_t _s = (_expr);                                             \
+        if (_s != UCS_OK) {                                                    \
+            fprintf(stderr, "ud_sr_ep_memory: %s failed: %s\n", (_what),       \
+                    ucs_status_string(_s));                                    \
+            exit(1);                                                           \
+        }                                                                      \
     } while (0)
 
 static size_t malloc_bytes(void)
@@ -112,7 +112,7 @@ static size_t malloc_bytes(void)
 static size_t rss_bytes(void)
 {
     unsigned long size = 0, resident = 0;
-    FILE *f            = fopen("/proc/self/statm", "r");
+    FILE *f = fopen("/proc/self/statm", "r");
 
     if (f != NULL) {
         if (fscanf(f, "%lu %lu", &size, &resident) != 2) {
@@ -136,7 +136,8 @@ static size_t tcp_slab_bytes(void)
     }
     while (fgets(line, sizeof(line), f) != NULL) {
         if ((sscanf(line, "%63s %lu %lu %lu", name, &active, &num, &objsize) ==
-             4) && !strcmp(name, "TCP")) {
+             4) &&
+            !strcmp(name, "TCP")) {
             bytes = active * objsize;
         }
     }
@@ -181,8 +182,8 @@ static void open_iface(const options_t *opts, ctx_t *ctx)
     unsigned num_components, i, j;
     int found = 0;
 
-    CHECK(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
-                                   &ctx->async), "ucs_async_context_create");
+    CHECK(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &ctx->async),
+          "ucs_async_context_create");
     CHECK(uct_worker_create(ctx->async, UCS_THREAD_MODE_SINGLE, &ctx->worker),
           "uct_worker_create");
 
@@ -213,11 +214,13 @@ static void open_iface(const options_t *opts, ctx_t *ctx)
     }
     uct_release_component_list(components);
     if (!found) {
-        fprintf(stderr,
-                "ud_sr_ep_memory: UCT component '%s' with md '%s' not found%s\n",
-                opts->component, opts->md,
-                strcmp(opts->component, "aptus") ? "" :
-                " (is libuct_aptus.so preloaded? LD_PRELOAD or aptus-env)");
+        fprintf(
+            stderr,
+            "ud_sr_ep_memory: UCT component '%s' with md '%s' not found%s\n",
+            opts->component, opts->md,
+            strcmp(opts->component, "aptus")
+                ? ""
+                : " (is libuct_aptus.so preloaded? LD_PRELOAD or aptus-env)");
         exit(2);
     }
 
@@ -227,14 +230,14 @@ static void open_iface(const options_t *opts, ctx_t *ctx)
           "uct_md_open");
     uct_config_release(md_config);
 
-    CHECK(uct_md_iface_config_read(ctx->md, opts->tl, NULL, NULL,
-                                   &iface_config), "uct_md_iface_config_read");
+    CHECK(
+        uct_md_iface_config_read(ctx->md, opts->tl, NULL, NULL, &iface_config),
+        "uct_md_iface_config_read");
     memset(&params, 0, sizeof(params));
-    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
-                                  UCT_IFACE_PARAM_FIELD_DEVICE |
-                                  UCT_IFACE_PARAM_FIELD_STATS_ROOT |
-                                  UCT_IFACE_PARAM_FIELD_RX_HEADROOM |
-                                  UCT_IFACE_PARAM_FIELD_CPU_MASK;
+    params.field_mask =
+        UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
+        UCT_IFACE_PARAM_FIELD_STATS_ROOT | UCT_IFACE_PARAM_FIELD_RX_HEADROOM |
+        UCT_IFACE_PARAM_FIELD_CPU_MASK;
     params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
     params.mode.device.tl_name  = opts->tl;
     params.mode.device.dev_name = opts->dev;
@@ -242,7 +245,8 @@ static void open_iface(const options_t *opts, ctx_t *ctx)
     params.rx_headroom          = 0;
     UCS_CPU_ZERO(&params.cpu_mask);
     CHECK(uct_iface_open(ctx->md, ctx->worker, &params, iface_config,
-                         &ctx->iface), "uct_iface_open");
+                         &ctx->iface),
+          "uct_iface_open");
     uct_config_release(iface_config);
 
     CHECK(uct_iface_query(ctx->iface, &ctx->attr), "uct_iface_query");
@@ -306,9 +310,9 @@ static int tcp_dummy_listeners(ctx_t *ctx, unsigned num_eps)
         sin.sin_family      = AF_INET;
         sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         len                 = sizeof(sin);
-        if ((bind(fd, (struct sockaddr*)&sin, sizeof(sin)) != 0) ||
+        if ((bind(fd, (struct sockaddr *)&sin, sizeof(sin)) != 0) ||
             (listen(fd, 65535) != 0) ||
-            (getsockname(fd, (struct sockaddr*)&sin, &len) != 0)) {
+            (getsockname(fd, (struct sockaddr *)&sin, &len) != 0)) {
             return -1;
         }
         ctx->listen_ports[i] = sin.sin_port;
@@ -345,8 +349,8 @@ static void make_remote_addr(const options_t *opts, const ctx_t *ctx,
     } else {
         tcp_iface_addr_t a;
 
-        a.port = ctx->listen_ports[(i / TCP_EPS_PER_LISTENER) %
-                                   ctx->num_listeners];
+        a.port =
+            ctx->listen_ports[(i / TCP_EPS_PER_LISTENER) % ctx->num_listeners];
 
         memcpy(out, &a, sizeof(a));
     }
@@ -354,15 +358,19 @@ static void make_remote_addr(const options_t *opts, const ctx_t *ctx,
 
 int main(int argc, char **argv)
 {
-    options_t opts = {.tl = "ud_sr", .component = "aptus", .md = "aptus",
-                      .dev = "lo", .num_eps = 1000, .idle_ms = 200};
+    options_t opts = { .tl        = "ud_sr",
+                       .component = "aptus",
+                       .md        = "aptus",
+                       .dev       = "lo",
+                       .num_eps   = 1000,
+                       .idle_ms   = 200 };
     size_t malloc0, malloc1, malloc2, rss0, rss1, slab0 = 0, slab1 = 0;
     double t0, t1, cpu0, cpu1, idle_t0, idle_t1;
     uct_iface_addr_t *remote;
     int is_tcp;
     uct_ep_params_t ep_params;
     uct_ep_h *eps, warm_ep;
-    ctx_t ctx = {.num_listeners = 0};
+    ctx_t ctx = { .num_listeners = 0 };
     ucs_status_t status;
     unsigned i;
     int c;

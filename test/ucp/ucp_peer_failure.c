@@ -33,8 +33,8 @@
 #define MSG_SIZE 3000 /* two datagrams each */
 #define NUM_MSGS 50
 
-static volatile int    err_seen;
-static ucs_status_t    err_status;
+static volatile int err_seen;
+static ucs_status_t err_status;
 
 static double now_sec(void)
 {
@@ -59,13 +59,13 @@ static void err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
 
 static void send_cb(void *request, ucs_status_t status, void *user_data)
 {
-    *(ucs_status_t*)user_data = status;
+    *(ucs_status_t *)user_data = status;
 }
 
 static void recv_cb(void *request, ucs_status_t status,
                     const ucp_tag_recv_info_t *info, void *user_data)
 {
-    *(ucs_status_t*)user_data = status;
+    *(ucs_status_t *)user_data = status;
 }
 
 static void init_ucp(ucp_context_h *ctx, ucp_worker_h *worker)
@@ -93,9 +93,9 @@ static ucp_ep_h connect_to(ucp_worker_h worker, const void *addr)
     ucp_ep_h ep;
 
     memset(&params, 0, sizeof(params));
-    params.field_mask      = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
-                             UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                             UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
     params.address         = addr;
     params.err_mode        = UCP_ERR_HANDLING_MODE_PEER;
     params.err_handler.cb  = err_cb;
@@ -149,19 +149,19 @@ static void exchange(const char *mode, ucp_worker_h worker, ucp_ep_h ep,
 
     for (i = 0; i < NUM_MSGS; ++i) {
         memset(&param, 0, sizeof(param));
-        param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                             UCP_OP_ATTR_FIELD_USER_DATA;
-        param.cb.recv      = recv_cb;
-        param.user_data    = (void*)&rst;
-        rst  = UCS_INPROGRESS;
-        rreq = ucp_tag_recv_nbx(worker, rbuf, MSG_SIZE, i, (ucp_tag_t)-1,
-                                &param);
+        param.op_attr_mask =
+            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+        param.cb.recv   = recv_cb;
+        param.user_data = (void *)&rst;
+        rst             = UCS_INPROGRESS;
+        rreq =
+            ucp_tag_recv_nbx(worker, rbuf, MSG_SIZE, i, (ucp_tag_t)-1, &param);
 
         fill(sbuf, who, i);
         param.cb.send   = send_cb;
-        param.user_data = (void*)&sst;
-        sst  = UCS_INPROGRESS;
-        sreq = ucp_tag_send_nbx(ep, sbuf, MSG_SIZE, i, &param);
+        param.user_data = (void *)&sst;
+        sst             = UCS_INPROGRESS;
+        sreq            = ucp_tag_send_nbx(ep, sbuf, MSG_SIZE, i, &param);
 
         if ((wait_req(worker, sreq, &sst, 30) != UCS_OK) ||
             (wait_req(worker, rreq, &rst, 30) != UCS_OK)) {
@@ -208,7 +208,8 @@ int main(int argc, char **argv)
     }
     if ((write(child ? to_child[1] : to_parent[1], &len, sizeof(len)) !=
          sizeof(len)) ||
-        (write(child ? to_child[1] : to_parent[1], addr, len) != (ssize_t)len) ||
+        (write(child ? to_child[1] : to_parent[1], addr, len) !=
+         (ssize_t)len) ||
         (read(child ? to_parent[0] : to_child[0], &peer_len,
               sizeof(peer_len)) != sizeof(peer_len)) ||
         (peer_len > sizeof(peer_addr)) ||
@@ -236,10 +237,10 @@ int main(int argc, char **argv)
         void *req;
 
         memset(&param, 0, sizeof(param));
-        param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                             UCP_OP_ATTR_FIELD_USER_DATA;
-        param.cb.send      = send_cb;
-        param.user_data    = (void*)&sst;
+        param.op_attr_mask =
+            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+        param.cb.send   = send_cb;
+        param.user_data = (void *)&sst;
         fill(buf, 1, 999);
         req = ucp_tag_send_nbx(ep, buf, MSG_SIZE, 999, &param);
         /* accepted locally (eager copy) or failed with the endpoint: either
@@ -260,8 +261,8 @@ int main(int argc, char **argv)
         fail(mode, "error callback with UCS_OK");
     }
 
-    printf("ucp_peer_failure %s: PASS (error callback after %.2f s: %s)\n", mode,
-           took, ucs_status_string(err_status));
+    printf("ucp_peer_failure %s: PASS (error callback after %.2f s: %s)\n",
+           mode, took, ucs_status_string(err_status));
     fflush(stdout);
     /* the failed endpoint is closed in force mode; nothing may hang */
     {
@@ -271,8 +272,8 @@ int main(int argc, char **argv)
         memset(&param, 0, sizeof(param));
         param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
         param.flags        = UCP_EP_CLOSE_FLAG_FORCE;
-        req = ucp_ep_close_nbx(ep, &param);
-        start = now_sec();
+        req                = ucp_ep_close_nbx(ep, &param);
+        start              = now_sec();
         while ((req != NULL) && !UCS_PTR_IS_ERR(req) &&
                (ucp_request_check_status(req) == UCS_INPROGRESS)) {
             ucp_worker_progress(worker);

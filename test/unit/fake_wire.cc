@@ -28,13 +28,13 @@ const aptus_wire_addr_t &fake_addr(unsigned id)
 static ucs_status_t fake_send(aptus_dgram_wire_t *w, const aptus_dgram_tx_t *tx,
                               unsigned count, unsigned *sent_p)
 {
-    fake_wire *fw = reinterpret_cast<fake_wire*>(w);
+    fake_wire *fw = reinterpret_cast<fake_wire *>(w);
     for (unsigned i = 0; i < count; ++i) {
         fake_dgram d;
         d.from = fw->id;
         d.to   = fake_addr_id(tx[i].dst);
         for (unsigned j = 0; j < tx[i].iovcnt; ++j) {
-            const uint8_t *p = (const uint8_t*)tx[i].iov[j].iov_base;
+            const uint8_t *p = (const uint8_t *)tx[i].iov[j].iov_base;
             d.data.insert(d.data.end(), p, p + tx[i].iov[j].iov_len);
         }
         if (d.data.size() > w->mtu) {
@@ -54,8 +54,8 @@ static ucs_status_t fake_send(aptus_dgram_wire_t *w, const aptus_dgram_tx_t *tx,
 static unsigned fake_recv(aptus_dgram_wire_t *w, aptus_dgram_rx_t *rx,
                           unsigned count)
 {
-    fake_wire *fw = reinterpret_cast<fake_wire*>(w);
-    unsigned n = 0;
+    fake_wire *fw = reinterpret_cast<fake_wire *>(w);
+    unsigned n    = 0;
     fw->recv_calls++;
     while ((n < count) && !fw->inbox.empty()) {
         fake_dgram &d = fw->inbox.front();
@@ -88,14 +88,14 @@ static int fake_event_fd(aptus_dgram_wire_t *w)
 
 static void fake_close(aptus_dgram_wire_t *w)
 {
-    fake_wire *fw = reinterpret_cast<fake_wire*>(w);
+    fake_wire *fw = reinterpret_cast<fake_wire *>(w);
     fw->net->wires.erase(fw->id);
     delete fw;
 }
 
 static const aptus_dgram_wire_ops_t fake_ops = {
-    fake_send, fake_recv, fake_progress, fake_addr_str, fake_event_fd,
-    fake_close,
+    fake_send,     fake_recv,     fake_progress,
+    fake_addr_str, fake_event_fd, fake_close,
 };
 
 fake_net::fake_net()
@@ -111,7 +111,7 @@ fake_net::~fake_net()
 fake_wire *fake_net::create(size_t mtu)
 {
     static unsigned next_id = 1;
-    fake_wire *fw = new fake_wire();
+    fake_wire *fw           = new fake_wire();
     memset(&fw->super, 0, sizeof(fw->super));
     fw->super.ops  = &fake_ops;
     fw->super.mtu  = mtu;

@@ -17,8 +17,8 @@ extern "C" {
 #include <vector>
 
 struct fake_dgram {
-    unsigned             from;
-    unsigned             to;
+    unsigned from;
+    unsigned to;
     std::vector<uint8_t> data;
 };
 
@@ -27,15 +27,16 @@ enum fake_verdict { FAKE_PASS, FAKE_DROP, FAKE_DUP, FAKE_HOLD };
 class fake_net;
 
 struct fake_wire {
-    aptus_dgram_wire_t     super;
-    fake_net               *net;
-    unsigned               id;
+    aptus_dgram_wire_t super;
+    fake_net *net;
+    unsigned id;
     std::deque<fake_dgram> inbox;
-    unsigned               recv_calls = 0;
+    unsigned recv_calls = 0;
 };
 
-class fake_net {
-public:
+class fake_net
+{
+  public:
     fake_net();
     ~fake_net();
 
@@ -51,15 +52,18 @@ public:
     void release_held();
 
     std::function<fake_verdict(const fake_dgram &, const aptus_ud_sr_pkt_t &)>
-            filter;
+        filter;
 
     std::deque<fake_dgram> in_flight;
     std::deque<fake_dgram> held;
-    std::map<unsigned, fake_wire*> wires;
+    std::map<unsigned, fake_wire *> wires;
     unsigned sent = 0, dropped = 0;
 
     static uint64_t now;
-    static uint64_t clock() { return now; }
+    static uint64_t clock()
+    {
+        return now;
+    }
 };
 
 const aptus_wire_addr_t &fake_addr(unsigned id);

@@ -10,7 +10,7 @@ extern "C" {
 static aptus_fault_config_t fault_cfg(double drop, double dup, double reorder,
                                       double delay, uint64_t seed)
 {
-    aptus_fault_config_t c = {drop, dup, reorder, delay, 1000, seed};
+    aptus_fault_config_t c = { drop, dup, reorder, delay, 1000, seed };
     return c;
 }
 

@@ -15,7 +15,8 @@ extern "C" {
 #include <random>
 #include <vector>
 
-namespace {
+namespace
+{
 
 const aptus_rel_config_t default_cfg = {
     /* tx_window */ 64,
@@ -28,23 +29,24 @@ const aptus_rel_config_t default_cfg = {
 
 struct packet {
     aptus_rel_txe_t txe;
-    unsigned        id; /* payload: the test's message number */
+    unsigned id; /* payload: the test's message number */
 };
 
 struct wire_pkt {
-    bool     is_data;
+    bool is_data;
     uint16_t psn;
     unsigned id;
     uint16_t ack;
-    bool     has_sack;
+    bool has_sack;
     uint64_t sack;
 };
 
 /* One direction of a connection: a sender window and a receiver. */
-class rel_link {
-public:
+class rel_link
+{
+  public:
     explicit rel_link(const aptus_rel_config_t &cfg = default_cfg,
-                      uint16_t initial_psn = 0)
+                      uint16_t initial_psn          = 0)
         : m_cfg(cfg), m_now(1000000)
     {
         aptus_rel_tx_init(&m_tx, m_now);
@@ -72,7 +74,7 @@ public:
         m_all.push_back(p);
         aptus_rel_tx_push(&m_tx, &p->txe, m_now);
         m_by_psn[p->txe.psn] = p;
-        m_to_rx.push_back(wire_pkt{true, p->txe.psn, id, 0, false, 0});
+        m_to_rx.push_back(wire_pkt{ true, p->txe.psn, id, 0, false, 0 });
         return true;
     }
 
@@ -98,8 +100,8 @@ public:
     /* Receiver: build an explicit ACK. */
     wire_pkt make_ack()
     {
-        wire_pkt a{false, 0, 0, m_rx.expected, m_rx.ooo_mask != 0,
-                   m_rx.ooo_mask};
+        wire_pkt a{ false,        0, 0, m_rx.expected, m_rx.ooo_mask != 0,
+                    m_rx.ooo_mask };
         aptus_rel_rx_acked(&m_rx, 1);
         return a;
     }
@@ -107,9 +109,8 @@ public:
     aptus_rel_ack_status_t tx_ack(const wire_pkt &a)
     {
         aptus_rel_tx_heard(&m_tx, m_now);
-        aptus_rel_ack_status_t st = aptus_rel_tx_ack(&m_tx, &m_cfg, a.ack,
-                                                     a.has_sack, a.sack, m_now,
-                                                     release_cb, this);
+        aptus_rel_ack_status_t st = aptus_rel_tx_ack(
+            &m_tx, &m_cfg, a.ack, a.has_sack, a.sack, m_now, release_cb, this);
         return st;
     }
 
@@ -122,8 +123,8 @@ public:
     aptus_rel_timer_status_t timer(unsigned *resent, int *probe = nullptr)
     {
         int dummy;
-        return aptus_rel_tx_timer(&m_tx, &m_cfg, m_now, resend_cb, this,
-                                  resent, (probe != nullptr) ? probe : &dummy);
+        return aptus_rel_tx_timer(&m_tx, &m_cfg, m_now, resend_cb, this, resent,
+                                  (probe != nullptr) ? probe : &dummy);
     }
 
     /* Deliver everything queued to the receiver (in order). */
@@ -138,31 +139,31 @@ public:
 
     static void release_cb(void *arg, aptus_rel_txe_t *txe)
     {
-        rel_link *self = static_cast<rel_link*>(arg);
-        packet *p      = reinterpret_cast<packet*>(txe);
+        rel_link *self = static_cast<rel_link *>(arg);
+        packet *p      = reinterpret_cast<packet *>(txe);
         self->m_released.push_back(p->id);
         self->m_by_psn.erase(txe->psn);
     }
 
     static void resend_cb(void *arg, aptus_rel_txe_t *txe)
     {
-        rel_link *self = static_cast<rel_link*>(arg);
-        packet *p      = reinterpret_cast<packet*>(txe);
+        rel_link *self = static_cast<rel_link *>(arg);
+        packet *p      = reinterpret_cast<packet *>(txe);
         self->m_resent.push_back(p->id);
-        self->m_to_rx.push_back(wire_pkt{true, txe->psn, p->id, 0, false, 0});
+        self->m_to_rx.push_back(wire_pkt{ true, txe->psn, p->id, 0, false, 0 });
     }
 
-    aptus_rel_config_t     m_cfg;
-    uint64_t               m_now;
-    aptus_rel_tx_t         m_tx;
-    aptus_rel_rx_t         m_rx;
-    std::vector<packet*>   m_all;
-    std::map<uint16_t, packet*> m_by_psn;
-    std::deque<wire_pkt>   m_to_rx;
+    aptus_rel_config_t m_cfg;
+    uint64_t m_now;
+    aptus_rel_tx_t m_tx;
+    aptus_rel_rx_t m_rx;
+    std::vector<packet *> m_all;
+    std::map<uint16_t, packet *> m_by_psn;
+    std::deque<wire_pkt> m_to_rx;
     std::map<uint16_t, unsigned> m_held;
-    std::vector<unsigned>  m_delivered;
-    std::vector<unsigned>  m_released;
-    std::vector<unsigned>  m_resent;
+    std::vector<unsigned> m_delivered;
+    std::vector<unsigned> m_released;
+    std::vector<unsigned> m_resent;
 };
 
 std::vector<unsigned> seq(unsigned from, unsigned to)
@@ -185,16 +186,16 @@ TEST(rel_window, config_check)
     EXPECT_NE(nullptr, aptus_rel_config_check(&cfg));
     cfg.tx_window = APTUS_REL_RX_WINDOW + 1;
     EXPECT_NE(nullptr, aptus_rel_config_check(&cfg));
-    cfg = default_cfg;
+    cfg            = default_cfg;
     cfg.rto_max_us = cfg.rto_min_us - 1;
     EXPECT_NE(nullptr, aptus_rel_config_check(&cfg));
-    cfg = default_cfg;
+    cfg             = default_cfg;
     cfg.rto_init_us = cfg.rto_max_us + 1;
     EXPECT_NE(nullptr, aptus_rel_config_check(&cfg));
-    cfg = default_cfg;
+    cfg                 = default_cfg;
     cfg.peer_timeout_us = cfg.rto_min_us;
     EXPECT_NE(nullptr, aptus_rel_config_check(&cfg));
-    cfg = default_cfg;
+    cfg           = default_cfg;
     cfg.ack_count = 0;
     EXPECT_NE(nullptr, aptus_rel_config_check(&cfg));
 }
@@ -321,13 +322,15 @@ TEST(rel_window, reordering_within_window_delivers_in_order)
 TEST(rel_window, out_of_window_dropped)
 {
     rel_link l;
-    wire_pkt far{true, (uint16_t)(l.m_rx.expected + APTUS_REL_RX_WINDOW), 77,
-                 0, false, 0};
+    wire_pkt far{ true,  (uint16_t)(l.m_rx.expected + APTUS_REL_RX_WINDOW),
+                  77,    0,
+                  false, 0 };
     EXPECT_EQ(APTUS_REL_RX_OUT_OF_WINDOW, l.rx(far));
     EXPECT_TRUE(l.m_delivered.empty());
     EXPECT_EQ(0u, l.m_rx.ooo_mask);
-    wire_pkt edge{true, (uint16_t)(l.m_rx.expected + APTUS_REL_RX_WINDOW - 1),
-                  78, 0, false, 0};
+    wire_pkt edge{ true,  (uint16_t)(l.m_rx.expected + APTUS_REL_RX_WINDOW - 1),
+                   78,    0,
+                   false, 0 };
     EXPECT_EQ(APTUS_REL_RX_HOLD, l.rx(edge));
 }
 
@@ -355,7 +358,7 @@ TEST(rel_window, ack_loss_recovered_by_timeout)
     wire_pkt ack = l.make_ack();
     l.tx_ack(ack);
     EXPECT_TRUE(aptus_rel_tx_is_idle(&l.m_tx));
-    EXPECT_EQ(0, l.m_tx.backoff); /* progress resets the backoff */
+    EXPECT_EQ(0, l.m_tx.backoff);  /* progress resets the backoff */
     EXPECT_EQ(0u, l.m_tx.srtt_us); /* Karn: no sample from resent packets */
 }
 
@@ -454,7 +457,7 @@ TEST(rel_window, silent_peer_declared_failed)
     rel_link l;
     ASSERT_TRUE(l.send(0));
     unsigned resent;
-    uint64_t start = l.m_now;
+    uint64_t start              = l.m_now;
     aptus_rel_timer_status_t st = APTUS_REL_TIMER_ARMED;
     while ((st == APTUS_REL_TIMER_ARMED) && (l.m_now - start < 10000000)) {
         l.m_now += 1000;
@@ -487,14 +490,14 @@ TEST(rel_window, forged_ack_ahead_of_sent_is_invalid)
 {
     rel_link l;
     ASSERT_TRUE(l.send(0));
-    wire_pkt bogus{false, 0, 0, 5, false, 0};
+    wire_pkt bogus{ false, 0, 0, 5, false, 0 };
     EXPECT_EQ(APTUS_REL_ACK_INVALID, l.tx_ack(bogus));
     EXPECT_TRUE(l.m_released.empty());
     EXPECT_EQ(1u, aptus_rel_tx_inflight(&l.m_tx));
     /* a stale ack (behind the cumulative point) is harmless */
     l.deliver_all();
     l.tx_ack(l.make_ack());
-    wire_pkt stale{false, 0, 0, 0, false, 0};
+    wire_pkt stale{ false, 0, 0, 0, false, 0 };
     EXPECT_EQ(APTUS_REL_ACK_OK, l.tx_ack(stale));
 }
 
@@ -616,7 +619,8 @@ TEST(rel_window, piggybacked_ack_settles_only_what_it_covers)
 
 /* Random loss, duplication and reordering in both directions: every
  * message is delivered exactly once, in order, and every packet released. */
-class rel_window_random : public ::testing::TestWithParam<unsigned> {
+class rel_window_random : public ::testing::TestWithParam<unsigned>
+{
 };
 
 TEST_P(rel_window_random, exactly_once_in_order)

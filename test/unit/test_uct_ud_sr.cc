@@ -21,24 +21,25 @@ extern "C" {
 #include <unistd.h>
 #include <vector>
 
-namespace {
+namespace
+{
 
 const size_t RX_HEADROOM = 32;
 
 struct received {
-    std::mutex                        lock;
+    std::mutex lock;
     std::vector<std::vector<uint8_t>> msgs;
-    std::atomic<int>                  async_calls{0};
-    pthread_t                         main_thread;
-    std::vector<void*>                kept;
-    bool                              keep = false;
+    std::atomic<int> async_calls{ 0 };
+    pthread_t main_thread;
+    std::vector<void *> kept;
+    bool keep = false;
 };
 
 ucs_status_t am_cb(void *arg, void *data, size_t length, unsigned flags)
 {
-    received *r = static_cast<received*>(arg);
+    received *r = static_cast<received *>(arg);
     std::lock_guard<std::mutex> guard(r->lock);
-    const uint8_t *p = static_cast<const uint8_t*>(data);
+    const uint8_t *p = static_cast<const uint8_t *>(data);
     r->msgs.emplace_back(p, p + length);
     if (!pthread_equal(pthread_self(), r->main_thread)) {
         r->async_calls++;
@@ -51,16 +52,16 @@ ucs_status_t am_cb(void *arg, void *data, size_t length, unsigned flags)
 }
 
 struct failure {
-    std::atomic<int> count{0};
-    uct_ep_h         ep = nullptr;
-    ucs_status_t     status = UCS_OK;
+    std::atomic<int> count{ 0 };
+    uct_ep_h ep         = nullptr;
+    ucs_status_t status = UCS_OK;
 };
 
 ucs_status_t err_cb(void *arg, uct_ep_h ep, ucs_status_t status)
 {
-    failure *f = static_cast<failure*>(arg);
-    f->ep     = ep;
-    f->status = status;
+    failure *f = static_cast<failure *>(arg);
+    f->ep      = ep;
+    f->status  = status;
     f->count++;
     return UCS_OK;
 }
@@ -76,7 +77,7 @@ std::vector<uint8_t> pattern(unsigned id, size_t len)
 
 size_t pack_vec(void *dest, void *arg)
 {
-    auto *v = static_cast<std::vector<uint8_t>*>(arg);
+    auto *v = static_cast<std::vector<uint8_t> *>(arg);
     if (!v->empty()) {
         memcpy(dest, v->data(), v->size());
     }
@@ -85,31 +86,32 @@ size_t pack_vec(void *dest, void *arg)
 
 struct comp_t {
     uct_completion_t super;
-    int              done;
-    ucs_status_t     status;
+    int done;
+    ucs_status_t status;
 };
 
 void comp_cb(uct_completion_t *self)
 {
-    comp_t *c = reinterpret_cast<comp_t*>(self);
+    comp_t *c = reinterpret_cast<comp_t *>(self);
     c->done++;
     c->status = self->status;
 }
 
-class uct_ud_sr : public ::testing::Test {
-protected:
+class uct_ud_sr : public ::testing::Test
+{
+  protected:
     struct entity {
         uct_iface_h iface = nullptr;
-        uct_ep_h    ep    = nullptr;
-        received    rx;
-        failure     err;
+        uct_ep_h ep       = nullptr;
+        received rx;
+        failure err;
         std::vector<uint8_t> dev_addr, iface_addr;
     };
 
     void SetUp() override
     {
-        ASSERT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
-                                                   &m_async));
+        ASSERT_EQ(UCS_OK, ucs_async_context_create(
+                              UCS_ASYNC_MODE_THREAD_SPINLOCK, &m_async));
         ASSERT_EQ(UCS_OK, uct_worker_create(m_async, UCS_THREAD_MODE_SINGLE,
                                             &m_worker));
         uct_component_h *comps;
@@ -127,7 +129,8 @@ protected:
         ASSERT_NE(nullptr, m_component) << "the aptus component is not loaded";
 
         uct_md_config_t *md_config;
-        ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, NULL, NULL, &md_config));
+        ASSERT_EQ(UCS_OK,
+                  uct_md_config_read(m_component, NULL, NULL, &md_config));
         ASSERT_EQ(UCS_OK, uct_md_open(m_component, "aptus", md_config, &m_md));
         uct_config_release(md_config);
     }
@@ -150,8 +153,8 @@ protected:
     ucs_status_t open(entity &e, std::map<std::string, std::string> cfg = {})
     {
         uct_iface_config_t *config;
-        ucs_status_t status = uct_md_iface_config_read(m_md, "ud_sr", NULL,
-                                                       NULL, &config);
+        ucs_status_t status =
+            uct_md_iface_config_read(m_md, "ud_sr", NULL, NULL, &config);
         EXPECT_EQ(UCS_OK, status);
         for (auto &kv : m_default_cfg) {
             if (!cfg.count(kv.first)) {
@@ -190,13 +193,14 @@ protected:
         e.dev_addr.resize(attr.device_addr_len);
         e.iface_addr.resize(attr.iface_addr_len);
         EXPECT_EQ(UCS_OK, uct_iface_get_device_address(
-                                  e.iface, (uct_device_addr_t*)e.dev_addr.data()));
-        EXPECT_EQ(UCS_OK, uct_iface_get_address(
-                                  e.iface, (uct_iface_addr_t*)e.iface_addr.data()));
+                              e.iface, (uct_device_addr_t *)e.dev_addr.data()));
+        EXPECT_EQ(UCS_OK,
+                  uct_iface_get_address(
+                      e.iface, (uct_iface_addr_t *)e.iface_addr.data()));
         e.rx.main_thread = pthread_self();
         for (uint8_t id = 0; id < 4; ++id) {
-            EXPECT_EQ(UCS_OK, uct_iface_set_am_handler(e.iface, id, am_cb,
-                                                       &e.rx, 0));
+            EXPECT_EQ(UCS_OK,
+                      uct_iface_set_am_handler(e.iface, id, am_cb, &e.rx, 0));
         }
         EXPECT_EQ(UCS_OK, uct_iface_set_am_handler(e.iface, 5, am_cb, &e.rx,
                                                    UCT_CB_FLAG_ASYNC));
@@ -213,8 +217,8 @@ protected:
                             UCT_EP_PARAM_FIELD_DEV_ADDR |
                             UCT_EP_PARAM_FIELD_IFACE_ADDR;
         params.iface      = from.iface;
-        params.dev_addr   = (const uct_device_addr_t*)to.dev_addr.data();
-        params.iface_addr = (const uct_iface_addr_t*)to.iface_addr.data();
+        params.dev_addr   = (const uct_device_addr_t *)to.dev_addr.data();
+        params.iface_addr = (const uct_iface_addr_t *)to.iface_addr.data();
         EXPECT_TRUE(uct_iface_is_reachable(from.iface, params.dev_addr,
                                            params.iface_addr));
         ASSERT_EQ(UCS_OK, uct_ep_create(&params, &from.ep));
@@ -270,11 +274,11 @@ protected:
     ucs_status_t flush_ep(uct_ep_h ep)
     {
         comp_t c;
-        c.super.func   = comp_cb;
-        c.super.count  = 1;
-        c.super.status = UCS_OK;
-        c.done         = 0;
-        c.status       = UCS_OK;
+        c.super.func        = comp_cb;
+        c.super.count       = 1;
+        c.super.status      = UCS_OK;
+        c.done              = 0;
+        c.status            = UCS_OK;
         ucs_status_t status = uct_ep_flush(ep, 0, &c.super);
         if (status == UCS_INPROGRESS) {
             EXPECT_TRUE(wait_for([&] { return c.done > 0; }));
@@ -297,12 +301,12 @@ protected:
         return m;
     }
 
-    ucs_async_context_t *m_async     = nullptr;
-    uct_worker_h         m_worker    = nullptr;
-    uct_component_h      m_component = nullptr;
-    uct_md_h             m_md        = nullptr;
-    entity               m_a, m_b;
-    std::map<std::string, std::string> m_default_cfg = {{"TIMEOUT", "2s"}};
+    ucs_async_context_t *m_async = nullptr;
+    uct_worker_h m_worker        = nullptr;
+    uct_component_h m_component  = nullptr;
+    uct_md_h m_md                = nullptr;
+    entity m_a, m_b;
+    std::map<std::string, std::string> m_default_cfg = { { "TIMEOUT", "2s" } };
 };
 
 } // namespace
@@ -330,14 +334,16 @@ TEST_F(uct_ud_sr, capabilities)
 
 TEST_F(uct_ud_sr, bad_configuration_refused)
 {
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, {{"TX_WINDOW", "100"}}));
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, {{"SEG_SIZE", "1m"}}));
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, {{"MTU", "100000"}}));
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, {{"FAULT_DROP", "1.5"}}));
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, {{"RTO_MIN", "1s"}, {"RTO_MAX", "10ms"}}));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, { { "TX_WINDOW", "100" } }));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, { { "SEG_SIZE", "1m" } }));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, { { "MTU", "100000" } }));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, { { "FAULT_DROP", "1.5" } }));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              open(m_a, { { "RTO_MIN", "1s" }, { "RTO_MAX", "10ms" } }));
     /* a value UCX cannot parse is refused when the configuration is set */
     uct_iface_config_t *config;
-    ASSERT_EQ(UCS_OK, uct_md_iface_config_read(m_md, "ud_sr", NULL, NULL, &config));
+    ASSERT_EQ(UCS_OK,
+              uct_md_iface_config_read(m_md, "ud_sr", NULL, NULL, &config));
     EXPECT_NE(UCS_OK, uct_config_modify(config, "TX_WINDOW", "many"));
     uct_config_release(config);
 }
@@ -364,9 +370,9 @@ TEST_F(uct_ud_sr, am_ordering_across_short_bcopy_zcopy)
                 break;
             }
             case 1: {
-                data = pattern(i, (i * 997) % attr.cap.am.max_bcopy);
+                data        = pattern(i, (i * 997) % attr.cap.am.max_bcopy);
                 ssize_t len = uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &data, 0);
-                status = (len < 0) ? (ucs_status_t)len : UCS_OK;
+                status      = (len < 0) ? (ucs_status_t)len : UCS_OK;
                 if (len >= 0) {
                     EXPECT_EQ((ssize_t)data.size(), len);
                 }
@@ -374,13 +380,15 @@ TEST_F(uct_ud_sr, am_ordering_across_short_bcopy_zcopy)
             }
             default: {
                 std::vector<uint8_t> hdr = pattern(i + 1000, 16);
-                zbufs[i] = pattern(i, (i * 1511) % (attr.cap.am.max_zcopy - 16));
-                data     = hdr;
+                zbufs[i] =
+                    pattern(i, (i * 1511) % (attr.cap.am.max_zcopy - 16));
+                data = hdr;
                 data.insert(data.end(), zbufs[i].begin(), zbufs[i].end());
                 uct_iov_t iov[2];
                 size_t half = zbufs[i].size() / 2;
-                iov[0] = {zbufs[i].data(), half, NULL, 0, 1};
-                iov[1] = {zbufs[i].data() + half, zbufs[i].size() - half, NULL, 0, 1};
+                iov[0]      = { zbufs[i].data(), half, NULL, 0, 1 };
+                iov[1] = { zbufs[i].data() + half, zbufs[i].size() - half, NULL,
+                           0, 1 };
                 comps[i].super.func   = comp_cb;
                 comps[i].super.count  = 1;
                 comps[i].super.status = UCS_OK;
@@ -422,26 +430,26 @@ TEST_F(uct_ud_sr, am_ordering_across_short_bcopy_zcopy)
 
 TEST_F(uct_ud_sr, pending_resumes_after_window_opens)
 {
-    setup_pair({{"TX_WINDOW", "8"}, {"SEG_SIZE", "8k"}});
+    setup_pair({ { "TX_WINDOW", "8" }, { "SEG_SIZE", "8k" } });
     struct req_t {
         uct_pending_req_t super;
-        uct_ep_h          ep;
+        uct_ep_h ep;
         std::vector<uint8_t> data;
-        int               done;
+        int done;
     };
     std::vector<uint8_t> big = pattern(1, 8000);
-    unsigned sent = 0;
+    unsigned sent            = 0;
     while (uct_ep_am_bcopy(m_a.ep, 2, pack_vec, &big, 0) > 0) {
         ++sent;
     }
     EXPECT_GE(sent, 1u);
     std::vector<req_t> reqs(10);
     for (unsigned i = 0; i < reqs.size(); ++i) {
-        reqs[i].ep   = m_a.ep;
-        reqs[i].data = pattern(100 + i, 5000);
-        reqs[i].done = 0;
+        reqs[i].ep         = m_a.ep;
+        reqs[i].data       = pattern(100 + i, 5000);
+        reqs[i].done       = 0;
         reqs[i].super.func = [](uct_pending_req_t *self) -> ucs_status_t {
-            req_t *r = reinterpret_cast<req_t*>(self);
+            req_t *r    = reinterpret_cast<req_t *>(self);
             ssize_t len = uct_ep_am_bcopy(r->ep, 2, pack_vec, &r->data, 0);
             if (len < 0) {
                 return (ucs_status_t)len;
@@ -465,10 +473,10 @@ TEST_F(uct_ud_sr, iface_flush_with_completion)
     std::vector<uint8_t> data = pattern(3, 20000);
     ASSERT_GT(uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &data, 0), 0);
     comp_t c;
-    c.super.func   = comp_cb;
-    c.super.count  = 1;
-    c.super.status = UCS_OK;
-    c.done         = 0;
+    c.super.func        = comp_cb;
+    c.super.count       = 1;
+    c.super.status      = UCS_OK;
+    c.done              = 0;
     ucs_status_t status = uct_iface_flush(m_a.iface, 0, &c.super);
     ASSERT_EQ(UCS_INPROGRESS, status);
     ASSERT_TRUE(wait_for([&] { return c.done == 1; }));
@@ -479,7 +487,7 @@ TEST_F(uct_ud_sr, iface_flush_with_completion)
 
 TEST_F(uct_ud_sr, async_handler_runs_without_progress)
 {
-    setup_pair({{"ASYNC_INTERVAL", "2ms"}});
+    setup_pair({ { "ASYNC_INTERVAL", "2ms" } });
     std::vector<uint8_t> data = pattern(7, 100);
     ASSERT_GT(uct_ep_am_bcopy(m_a.ep, 5, pack_vec, &data, 0), 0); /* async */
     ASSERT_GT(uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &data, 0), 0); /* sync */
@@ -526,9 +534,12 @@ TEST_F(uct_ud_sr, kept_descriptors_are_released_later)
 
 TEST_F(uct_ud_sr, fault_injector_loss_dup_reorder)
 {
-    setup_pair({{"FAULT_DROP", "0.1"}, {"FAULT_DUP", "0.05"},
-                {"FAULT_REORDER", "0.05"}, {"FAULT_DELAY", "0.02"},
-                {"RTO_MIN", "1ms"}, {"RTO_INIT", "5ms"}});
+    setup_pair({ { "FAULT_DROP", "0.1" },
+                 { "FAULT_DUP", "0.05" },
+                 { "FAULT_REORDER", "0.05" },
+                 { "FAULT_DELAY", "0.02" },
+                 { "RTO_MIN", "1ms" },
+                 { "RTO_INIT", "5ms" } });
     std::vector<std::vector<uint8_t>> expect;
     for (unsigned i = 0; i < 400; ++i) {
         std::vector<uint8_t> data = pattern(i, (i * 211) % 20000);
@@ -556,12 +567,14 @@ TEST_F(uct_ud_sr, fault_injector_loss_dup_reorder)
 
 TEST_F(uct_ud_sr, destroyed_endpoint_delivers_accepted_data)
 {
-    setup_pair({{"FAULT_DROP", "0.3"}, {"RTO_MIN", "1ms"}, {"RTO_INIT", "2ms"}});
-    std::vector<uint8_t> *buf = new std::vector<uint8_t>(pattern(1, 30000));
-    std::vector<uint8_t> hdr  = pattern(2, 8);
+    setup_pair({ { "FAULT_DROP", "0.3" },
+                 { "RTO_MIN", "1ms" },
+                 { "RTO_INIT", "2ms" } });
+    std::vector<uint8_t> *buf   = new std::vector<uint8_t>(pattern(1, 30000));
+    std::vector<uint8_t> hdr    = pattern(2, 8);
     std::vector<uint8_t> expect = hdr;
     expect.insert(expect.end(), buf->begin(), buf->end());
-    uct_iov_t iov = {buf->data(), buf->size(), NULL, 0, 1};
+    uct_iov_t iov = { buf->data(), buf->size(), NULL, 0, 1 };
     comp_t c;
     c.super.func   = comp_cb;
     c.super.count  = 1;
@@ -580,7 +593,9 @@ TEST_F(uct_ud_sr, destroyed_endpoint_delivers_accepted_data)
 
 TEST_F(uct_ud_sr, peer_failure_reported)
 {
-    setup_pair({{"TIMEOUT", "300ms"}, {"RTO_MIN", "1ms"}, {"RTO_MAX", "20ms"}});
+    setup_pair({ { "TIMEOUT", "300ms" },
+                 { "RTO_MIN", "1ms" },
+                 { "RTO_MAX", "20ms" } });
     std::vector<uint8_t> data = pattern(1, 64);
     ASSERT_GT(uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &data, 0), 0);
     ASSERT_EQ(UCS_OK, flush_ep(m_a.ep));
@@ -607,10 +622,12 @@ TEST_F(uct_ud_sr, peer_failure_reported)
 
 TEST_F(uct_ud_sr, ep_check_reports_idle_dead_peer)
 {
-    setup_pair({{"TIMEOUT", "300ms"}, {"RTO_MIN", "1ms"}, {"RTO_MAX", "20ms"}});
+    setup_pair({ { "TIMEOUT", "300ms" },
+                 { "RTO_MIN", "1ms" },
+                 { "RTO_MAX", "20ms" } });
     EXPECT_EQ(UCS_OK, uct_ep_check(m_a.ep, 0, NULL));
     ASSERT_EQ(UCS_OK, flush_ep(m_a.ep)); /* the peer answered */
-    EXPECT_EQ(0u, rx_count(m_b));         /* nothing delivered */
+    EXPECT_EQ(0u, rx_count(m_b));        /* nothing delivered */
 
     uct_ep_destroy(m_b.ep);
     m_b.ep = nullptr;
@@ -633,30 +650,33 @@ TEST_F(uct_ud_sr, stray_datagrams_dropped)
     setup_pair();
     /* garbage and a datagram with a wrong key, straight to the socket */
     uct_ud_sr_iface_t *iface = ucs_derived_of(m_b.iface, uct_ud_sr_iface_t);
-    int fd = iface->wire->ops->event_fd(iface->wire);
+    int fd                   = iface->wire->ops->event_fd(iface->wire);
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
-    ASSERT_EQ(0, getsockname(fd, (struct sockaddr*)&ss, &len));
+    ASSERT_EQ(0, getsockname(fd, (struct sockaddr *)&ss, &len));
     int s = socket(ss.ss_family, SOCK_DGRAM, 0);
     ASSERT_GE(s, 0);
     uint8_t junk[100];
     memset(junk, 0x42, sizeof(junk));
-    ASSERT_EQ((ssize_t)sizeof(junk), sendto(s, junk, sizeof(junk), 0,
-                                            (struct sockaddr*)&ss, len));
-    ASSERT_EQ(3, sendto(s, junk, 3, 0, (struct sockaddr*)&ss, len));
-    uint8_t big[5000] = {0};
-    ASSERT_EQ((ssize_t)sizeof(big), sendto(s, big, sizeof(big), 0,
-                                           (struct sockaddr*)&ss, len));
+    ASSERT_EQ((ssize_t)sizeof(junk),
+              sendto(s, junk, sizeof(junk), 0, (struct sockaddr *)&ss, len));
+    ASSERT_EQ(3, sendto(s, junk, 3, 0, (struct sockaddr *)&ss, len));
+    uint8_t big[5000] = { 0 };
+    ASSERT_EQ((ssize_t)sizeof(big),
+              sendto(s, big, sizeof(big), 0, (struct sockaddr *)&ss, len));
     ::close(s);
 
     std::vector<uint8_t> data = pattern(9, 300);
     ASSERT_GT(uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &data, 0), 0);
     ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == 1; }));
     EXPECT_EQ(data, m_b.rx.msgs[0]);
-    ASSERT_TRUE(wait_for([&] {
-        auto st = stats(m_b);
-        return st["rx_malformed"] + st["rx_bad_key"] + st["rx_truncated"] >= 3;
-    }, 5));
+    ASSERT_TRUE(wait_for(
+        [&] {
+            auto st = stats(m_b);
+            return st["rx_malformed"] + st["rx_bad_key"] + st["rx_truncated"] >=
+                   3;
+        },
+        5));
     auto st = stats(m_b);
     EXPECT_EQ(1u, st["rx_truncated"]);
     EXPECT_EQ(0, m_b.err.count.load());

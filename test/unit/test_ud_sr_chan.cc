@@ -19,12 +19,13 @@ extern "C" {
 #include <string>
 #include <vector>
 
-namespace {
+namespace
+{
 
 const size_t RX_HEADROOM = 24;
 
 struct message {
-    uint8_t              am_id;
+    uint8_t am_id;
     std::vector<uint8_t> data;
     bool operator==(const message &o) const
     {
@@ -33,21 +34,21 @@ struct message {
 };
 
 struct side {
-    aptus_ud_chan_t      chan;
-    fake_wire            *wire = nullptr;
-    uint32_t             key   = 0;
+    aptus_ud_chan_t chan;
+    fake_wire *wire = nullptr;
+    uint32_t key    = 0;
     std::vector<message> rx;
-    std::vector<std::pair<aptus_ud_peer_t*, ucs_status_t>> failed;
-    bool                 async_busy = false; /* handlers are sync-only */
-    bool                 keep       = false; /* keep the descriptors */
-    std::vector<void*>   kept;
-    unsigned             async_delivered = 0;
+    std::vector<std::pair<aptus_ud_peer_t *, ucs_status_t>> failed;
+    bool async_busy = false; /* handlers are sync-only */
+    bool keep       = false; /* keep the descriptors */
+    std::vector<void *> kept;
+    unsigned async_delivered = 0;
 };
 
 ucs_status_t deliver_cb(void *arg, aptus_ud_peer_t *peer, uint8_t am_id,
                         void *data, size_t length, unsigned flags, int is_async)
 {
-    side *s = static_cast<side*>(arg);
+    side *s = static_cast<side *>(arg);
     if (is_async && s->async_busy) {
         return UCS_ERR_BUSY;
     }
@@ -56,8 +57,8 @@ ucs_status_t deliver_cb(void *arg, aptus_ud_peer_t *peer, uint8_t am_id,
     /* the headroom before the payload belongs to the receiver */
     memset(UCS_PTR_BYTE_OFFSET(data, -(ptrdiff_t)RX_HEADROOM), 0xcc,
            RX_HEADROOM);
-    const uint8_t *p = static_cast<const uint8_t*>(data);
-    s->rx.push_back(message{am_id, std::vector<uint8_t>(p, p + length)});
+    const uint8_t *p = static_cast<const uint8_t *>(data);
+    s->rx.push_back(message{ am_id, std::vector<uint8_t>(p, p + length) });
     if (s->keep) {
         s->kept.push_back(UCS_PTR_BYTE_OFFSET(data, -(ptrdiff_t)RX_HEADROOM));
         return UCS_INPROGRESS;
@@ -67,10 +68,10 @@ ucs_status_t deliver_cb(void *arg, aptus_ud_peer_t *peer, uint8_t am_id,
 
 void failed_cb(void *arg, aptus_ud_peer_t *peer, ucs_status_t status)
 {
-    static_cast<side*>(arg)->failed.push_back({peer, status});
+    static_cast<side *>(arg)->failed.push_back({ peer, status });
 }
 
-const aptus_ud_chan_ops_t chan_ops = {deliver_cb, failed_cb};
+const aptus_ud_chan_ops_t chan_ops = { deliver_cb, failed_cb };
 
 std::vector<uint8_t> pattern(unsigned id, size_t len)
 {
@@ -87,7 +88,7 @@ struct pack_arg {
 
 size_t pack_cb(void *dest, void *arg)
 {
-    const std::vector<uint8_t> *v = static_cast<pack_arg*>(arg)->data;
+    const std::vector<uint8_t> *v = static_cast<pack_arg *>(arg)->data;
     if (!v->empty()) {
         memcpy(dest, v->data(), v->size());
     }
@@ -96,13 +97,13 @@ size_t pack_cb(void *dest, void *arg)
 
 struct test_comp {
     uct_completion_t super;
-    int              done = 0;
-    ucs_status_t     status = UCS_OK;
+    int done            = 0;
+    ucs_status_t status = UCS_OK;
 };
 
 void comp_cb(uct_completion_t *self)
 {
-    test_comp *c = reinterpret_cast<test_comp*>(self);
+    test_comp *c = reinterpret_cast<test_comp *>(self);
     c->done++;
     c->status = self->status;
 }
@@ -115,8 +116,9 @@ void init_comp(test_comp &c)
     c.done         = 0;
 }
 
-class ud_chan : public ::testing::Test {
-public:
+class ud_chan : public ::testing::Test
+{
+  public:
     void SetUp() override
     {
         memset(&m_cfg, 0, sizeof(m_cfg));
@@ -176,9 +178,8 @@ public:
     aptus_ud_peer_t *connect(side &from, side &to)
     {
         aptus_ud_peer_t *peer = nullptr;
-        EXPECT_EQ(UCS_OK, aptus_ud_chan_peer_connect(&from.chan,
-                                                     &to.wire->super.addr,
-                                                     to.key, &peer));
+        EXPECT_EQ(UCS_OK, aptus_ud_chan_peer_connect(
+                              &from.chan, &to.wire->super.addr, to.key, &peer));
         return peer;
     }
 
@@ -195,7 +196,8 @@ public:
         fake_net::now += step_us;
     }
 
-    template <typename Pred> bool run_until(Pred pred, uint64_t max_us = 30000000)
+    template <typename Pred>
+    bool run_until(Pred pred, uint64_t max_us = 30000000)
     {
         uint64_t start = fake_net::now;
         while (!pred()) {
@@ -210,7 +212,7 @@ public:
     ssize_t send_bcopy(side &s, aptus_ud_peer_t *peer, uint8_t am_id,
                        const std::vector<uint8_t> &data)
     {
-        pack_arg arg{&data};
+        pack_arg arg{ &data };
         aptus_ud_send_t send;
         send.kind          = APTUS_UD_SEND_BCOPY;
         send.am_id         = am_id;
@@ -233,7 +235,7 @@ public:
 
     ucs_status_t send_zcopy(side &s, aptus_ud_peer_t *peer, uint8_t am_id,
                             const std::vector<uint8_t> &hdr,
-                            std::vector<std::vector<uint8_t>*> bufs,
+                            std::vector<std::vector<uint8_t> *> bufs,
                             test_comp *comp)
     {
         std::vector<uct_iov_t> iov(bufs.size());
@@ -263,7 +265,7 @@ public:
         std::vector<message> sent;
         for (unsigned i = 0; i < n; ++i) {
             size_t len = (i % 5 == 0) ? (rng() % max_len) : (rng() % 200);
-            message m{(uint8_t)(i % 30), pattern(i, len)};
+            message m{ (uint8_t)(i % 30), pattern(i, len) };
             ssize_t ret;
             while ((ret = send_bcopy(from, peer, m.am_id, m.data)) ==
                    UCS_ERR_NO_RESOURCE) {
@@ -279,8 +281,8 @@ public:
     }
 
     aptus_ud_chan_config_t m_cfg;
-    fake_net               m_net;
-    side                   m_a, m_b;
+    fake_net m_net;
+    side m_a, m_b;
 };
 
 } // namespace
@@ -292,18 +294,19 @@ TEST_F(ud_chan, config_check_names_the_variable)
     c.max_msg = 64 * 1024; /* more fragments than the window */
     EXPECT_STREQ("SEG_SIZE needs more datagrams than TX_WINDOW allows",
                  aptus_ud_chan_config_check(&c, 1024));
-    c = m_cfg;
+    c         = m_cfg;
     c.rx_pool = c.rx_batch;
     EXPECT_NE(nullptr, aptus_ud_chan_config_check(&c, 1024));
-    c = m_cfg;
+    c               = m_cfg;
     c.rel.tx_window = 65;
-    EXPECT_NE(nullptr, strstr(aptus_ud_chan_config_check(&c, 1024), "TX_WINDOW"));
+    EXPECT_NE(nullptr,
+              strstr(aptus_ud_chan_config_check(&c, 1024), "TX_WINDOW"));
 }
 
 TEST_F(ud_chan, short_message_delivered_and_acknowledged)
 {
     init_both();
-    aptus_ud_peer_t *p = connect(m_a, m_b);
+    aptus_ud_peer_t *p           = connect(m_a, m_b);
     std::vector<uint8_t> payload = pattern(1, 40);
     ASSERT_EQ(UCS_OK, send_short(m_a, p, 3, 0x0102030405060708ull, payload));
     EXPECT_FALSE(aptus_rel_tx_is_idle(&p->tx));
@@ -328,7 +331,7 @@ TEST_F(ud_chan, segmentation_and_reassembly)
     init_both();
     aptus_ud_peer_t *p = connect(m_a, m_b);
     /* around the one-datagram payload (1024 - 16 - 8 with CRC) */
-    std::vector<size_t> sizes = {0, 1, 999, 1000, 1001, 1999, 2500, 16384};
+    std::vector<size_t> sizes = { 0, 1, 999, 1000, 1001, 1999, 2500, 16384 };
     for (size_t len : sizes) {
         ASSERT_EQ((ssize_t)len, send_bcopy(m_a, p, 7, pattern(len, len)));
         ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
@@ -344,12 +347,12 @@ TEST_F(ud_chan, segmentation_and_reassembly)
 TEST_F(ud_chan, zcopy_completes_only_when_acknowledged)
 {
     init_both();
-    aptus_ud_peer_t *p = connect(m_a, m_b);
+    aptus_ud_peer_t *p       = connect(m_a, m_b);
     std::vector<uint8_t> hdr = pattern(9, 24), b1 = pattern(10, 3000),
                          b2 = pattern(11, 5);
     test_comp comp;
     init_comp(comp);
-    ASSERT_EQ(UCS_INPROGRESS, send_zcopy(m_a, p, 4, hdr, {&b1, &b2}, &comp));
+    ASSERT_EQ(UCS_INPROGRESS, send_zcopy(m_a, p, 4, hdr, { &b1, &b2 }, &comp));
     EXPECT_EQ(0, comp.done);
     m_net.deliver();
     aptus_ud_chan_progress(&m_b.chan, 0); /* received, ACK sent at once */
@@ -389,8 +392,8 @@ TEST_F(ud_chan, loss_duplication_reordering_both_ways)
     std::mt19937 srng(3);
     for (unsigned i = 0; i < 400; ++i) {
         size_t len = (i % 9 == 0) ? (srng() % 16384) : (srng() % 300);
-        message m{(uint8_t)(i % 32), pattern(i, len)};
-        side &from = (i % 2) ? m_b : m_a;
+        message m{ (uint8_t)(i % 32), pattern(i, len) };
+        side &from            = (i % 2) ? m_b : m_a;
         aptus_ud_peer_t *peer = (i % 2) ? pb : pa;
         while (send_bcopy(from, peer, m.am_id, m.data) == UCS_ERR_NO_RESOURCE) {
             round();
@@ -402,12 +405,14 @@ TEST_F(ud_chan, loss_duplication_reordering_both_ways)
     }
     ASSERT_TRUE(run_until([&] {
         m_net.release_held();
-        return (m_b.rx.size() == to_b.size()) && (m_a.rx.size() == to_a.size()) &&
+        return (m_b.rx.size() == to_b.size()) &&
+               (m_a.rx.size() == to_a.size()) &&
                aptus_rel_tx_is_idle(&pa->tx) && aptus_rel_tx_is_idle(&pb->tx);
     }));
     EXPECT_EQ(to_b, m_b.rx);
     EXPECT_EQ(to_a, m_a.rx);
-    EXPECT_GT(m_a.chan.stats.tx_retransmits + m_a.chan.stats.tx_fast_retransmits, 0u);
+    EXPECT_GT(
+        m_a.chan.stats.tx_retransmits + m_a.chan.stats.tx_fast_retransmits, 0u);
     EXPECT_GT(m_b.chan.stats.rx_duplicates, 0u);
     EXPECT_GT(m_b.chan.stats.rx_held, 0u);
     EXPECT_TRUE(m_a.failed.empty());
@@ -425,7 +430,7 @@ TEST_F(ud_chan, lost_tail_recovered_by_probe_before_timeout)
         ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
     }
     /* the last datagram of a 4-datagram message is lost once */
-    int dropped = 0;
+    int dropped  = 0;
     m_net.filter = [&](const fake_dgram &d, const aptus_ud_sr_pkt_t &pkt) {
         if (!dropped && (pkt.type == APTUS_UD_SR_TYPE_DATA) &&
             (pkt.flags & APTUS_UD_SR_F_LAST)) {
@@ -452,8 +457,8 @@ TEST_F(ud_chan, lost_first_datagram_of_a_stream_recovered_by_probe)
     m_cfg.rel.rto_init_us = 50000;
     init_both();
     aptus_ud_peer_t *p = connect(m_a, m_b);
-    int dropped = 0;
-    m_net.filter = [&](const fake_dgram &, const aptus_ud_sr_pkt_t &pkt) {
+    int dropped        = 0;
+    m_net.filter       = [&](const fake_dgram &, const aptus_ud_sr_pkt_t &pkt) {
         if (!dropped && (pkt.type == APTUS_UD_SR_TYPE_DATA)) {
             dropped = 1;
             return FAKE_DROP;
@@ -473,7 +478,7 @@ TEST_F(ud_chan, ack_loss_recovered)
 {
     init_both();
     aptus_ud_peer_t *p = connect(m_a, m_b);
-    bool drop_acks = true;
+    bool drop_acks     = true;
     m_net.filter = [&](const fake_dgram &d, const aptus_ud_sr_pkt_t &pkt) {
         return (drop_acks && (d.from == m_b.wire->id)) ? FAKE_DROP : FAKE_PASS;
     };
@@ -492,9 +497,9 @@ TEST_F(ud_chan, ack_loss_recovered)
 TEST_F(ud_chan, window_full_then_pending_in_order)
 {
     init_both();
-    aptus_ud_peer_t *p = connect(m_a, m_b);
+    aptus_ud_peer_t *p         = connect(m_a, m_b);
     std::vector<uint8_t> small = pattern(0, 10);
-    unsigned n = 0;
+    unsigned n                 = 0;
     while (send_bcopy(m_a, p, 1, pattern(n, 10)) > 0) {
         ++n;
     }
@@ -503,15 +508,15 @@ TEST_F(ud_chan, window_full_then_pending_in_order)
 
     struct req {
         uct_pending_req_t super;
-        ud_chan           *test;
-        aptus_ud_peer_t   *peer;
-        unsigned          id;
-        int               done;
+        ud_chan *test;
+        aptus_ud_peer_t *peer;
+        unsigned id;
+        int done;
     };
     static auto func = [](uct_pending_req_t *self) -> ucs_status_t {
-        req *r = reinterpret_cast<req*>(self);
-        ssize_t ret = r->test->send_bcopy(r->test->m_a, r->peer, 1,
-                                          pattern(r->id, 10));
+        req *r = reinterpret_cast<req *>(self);
+        ssize_t ret =
+            r->test->send_bcopy(r->test->m_a, r->peer, 1, pattern(r->id, 10));
         if (ret < 0) {
             return (ucs_status_t)ret;
         }
@@ -525,8 +530,8 @@ TEST_F(ud_chan, window_full_then_pending_in_order)
         reqs[i].peer       = p;
         reqs[i].id         = n + i;
         reqs[i].done       = 0;
-        ASSERT_EQ(UCS_OK, aptus_ud_chan_pending_add(&m_a.chan, p,
-                                                    &reqs[i].super, 0));
+        ASSERT_EQ(UCS_OK,
+                  aptus_ud_chan_pending_add(&m_a.chan, p, &reqs[i].super, 0));
     }
     /* with requests queued, a direct send must not overtake them */
     EXPECT_EQ(UCS_ERR_NO_RESOURCE, send_bcopy(m_a, p, 1, small));
@@ -557,11 +562,13 @@ TEST_F(ud_chan, pending_purge_returns_requests)
     for (auto &r : reqs) {
         ASSERT_EQ(UCS_OK, aptus_ud_chan_pending_add(&m_a.chan, p, &r, 0));
     }
-    std::vector<uct_pending_req_t*> purged;
-    aptus_ud_chan_pending_purge(&m_a.chan, p,
+    std::vector<uct_pending_req_t *> purged;
+    aptus_ud_chan_pending_purge(
+        &m_a.chan, p,
         [](uct_pending_req_t *r, void *arg) {
-            static_cast<std::vector<uct_pending_req_t*>*>(arg)->push_back(r);
-        }, &purged);
+            static_cast<std::vector<uct_pending_req_t *> *>(arg)->push_back(r);
+        },
+        &purged);
     ASSERT_EQ(5u, purged.size());
     EXPECT_EQ(&reqs[0], purged[0]);
     EXPECT_EQ(&reqs[4], purged[4]);
@@ -577,8 +584,10 @@ TEST_F(ud_chan, flush_completes_after_acknowledgement)
     test_comp comp, icomp;
     init_comp(comp);
     init_comp(icomp);
-    EXPECT_EQ(UCS_INPROGRESS, aptus_ud_chan_flush(&m_a.chan, p, 0, &comp.super));
-    EXPECT_EQ(UCS_INPROGRESS, aptus_ud_chan_flush_all(&m_a.chan, 0, &icomp.super));
+    EXPECT_EQ(UCS_INPROGRESS,
+              aptus_ud_chan_flush(&m_a.chan, p, 0, &comp.super));
+    EXPECT_EQ(UCS_INPROGRESS,
+              aptus_ud_chan_flush_all(&m_a.chan, 0, &icomp.super));
     /* the flush asks for the ACK at once: one exchange completes it */
     m_net.deliver();
     aptus_ud_chan_progress(&m_b.chan, 0);
@@ -594,14 +603,14 @@ TEST_F(ud_chan, silent_peer_fails_everything_outstanding)
 {
     init_both();
     aptus_ud_peer_t *p = connect(m_a, m_b);
-    m_net.filter = [&](const fake_dgram &d, const aptus_ud_sr_pkt_t &) {
+    m_net.filter       = [&](const fake_dgram &d, const aptus_ud_sr_pkt_t &) {
         return FAKE_DROP; /* the peer is gone */
     };
     std::vector<uint8_t> hdr = pattern(1, 8), buf = pattern(2, 100);
     test_comp zc, fc;
     init_comp(zc);
     init_comp(fc);
-    ASSERT_EQ(UCS_INPROGRESS, send_zcopy(m_a, p, 1, hdr, {&buf}, &zc));
+    ASSERT_EQ(UCS_INPROGRESS, send_zcopy(m_a, p, 1, hdr, { &buf }, &zc));
     ASSERT_EQ(UCS_INPROGRESS, aptus_ud_chan_flush(&m_a.chan, p, 0, &fc.super));
     uint64_t start = fake_net::now;
     ASSERT_TRUE(run_until([&] { return !m_a.failed.empty(); }, 10000000));
@@ -614,12 +623,13 @@ TEST_F(ud_chan, silent_peer_fails_everything_outstanding)
     EXPECT_EQ(1, fc.done);
     EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, fc.status);
     EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, send_short(m_a, p, 1, 0, buf));
-    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, aptus_ud_chan_flush(&m_a.chan, p, 0, NULL));
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT,
+              aptus_ud_chan_flush(&m_a.chan, p, 0, NULL));
     EXPECT_EQ(1u, m_a.chan.stats.peers_failed);
 
     /* a new endpoint gets a fresh stream; the peer, alive after all,
      * answers data on the dead stream with a reset */
-    m_net.filter = nullptr;
+    m_net.filter        = nullptr;
     aptus_ud_peer_t *p2 = connect(m_a, m_b);
     EXPECT_NE(p, p2);
     EXPECT_NE(p->conn_id, p2->conn_id);
@@ -668,17 +678,17 @@ TEST_F(ud_chan, forged_and_malformed_datagrams_dropped_and_counted)
     ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
 
     auto inject = [&](std::vector<uint8_t> d) {
-        m_net.in_flight.push_back(fake_dgram{m_a.wire->id, m_b.wire->id, d});
+        m_net.in_flight.push_back(fake_dgram{ m_a.wire->id, m_b.wire->id, d });
         m_net.deliver();
         aptus_ud_chan_progress(&m_b.chan, 0);
     };
     aptus_ud_sr_pkt_t pkt = {};
-    pkt.dest_key = 0xdeadbeef; /* not B's key */
-    pkt.src_key  = m_a.key;
-    pkt.type     = APTUS_UD_SR_TYPE_DATA;
-    pkt.flags    = APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST;
-    pkt.psn      = 1;
-    pkt.ack      = 0;
+    pkt.dest_key          = 0xdeadbeef; /* not B's key */
+    pkt.src_key           = m_a.key;
+    pkt.type              = APTUS_UD_SR_TYPE_DATA;
+    pkt.flags             = APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST;
+    pkt.psn               = 1;
+    pkt.ack               = 0;
     std::vector<uint8_t> d(64);
     d.resize(aptus_ud_sr_build(d.data(), &pkt) + 10);
     inject(d);
@@ -696,9 +706,9 @@ TEST_F(ud_chan, forged_and_malformed_datagrams_dropped_and_counted)
     EXPECT_EQ(1u, m_b.chan.stats.rx_bad_ack);
 
     /* corrupted payload under CRC */
-    pkt.ack   = 0;
+    pkt.ack = 0;
     pkt.flags |= APTUS_UD_SR_F_CRC;
-    pkt.crc   = 0x1234;
+    pkt.crc = 0x1234;
     d.resize(64);
     d.resize(aptus_ud_sr_build(d.data(), &pkt) + 10);
     inject(d);
@@ -723,10 +733,10 @@ TEST_F(ud_chan, async_context_defers_sync_handlers_in_order)
 {
     init_both();
     aptus_ud_peer_t *p = connect(m_a, m_b);
-    m_b.async_busy = true;
+    m_b.async_busy     = true;
     std::vector<message> sent;
     for (unsigned i = 0; i < 6; ++i) {
-        sent.push_back(message{1, pattern(i, i * 700)});
+        sent.push_back(message{ 1, pattern(i, i * 700) });
         ASSERT_GT(send_bcopy(m_a, p, 1, sent.back().data), -1);
     }
     m_net.deliver();
@@ -760,8 +770,8 @@ TEST_F(ud_chan, receive_pool_exhaustion_holds_back_then_recovers)
     m_cfg.rx_batch = 4;
     init_both();
     aptus_ud_peer_t *p = connect(m_a, m_b);
-    m_b.keep = true; /* the user holds every descriptor */
-    unsigned n = 0;
+    m_b.keep           = true; /* the user holds every descriptor */
+    unsigned n         = 0;
     while (m_b.rx.size() < 40) {
         if (send_bcopy(m_a, p, 1, pattern(n, 50)) > 0) {
             ++n;
@@ -789,9 +799,8 @@ TEST_F(ud_chan, receive_pool_exhaustion_holds_back_then_recovers)
         uct_iface_release_desc(d);
     }
     m_b.kept.clear();
-    ASSERT_TRUE(run_until([&] {
-        return (m_b.rx.size() == n) && aptus_rel_tx_is_idle(&p->tx);
-    }));
+    ASSERT_TRUE(run_until(
+        [&] { return (m_b.rx.size() == n) && aptus_rel_tx_is_idle(&p->tx); }));
     for (unsigned i = 0; i < n; ++i) {
         EXPECT_EQ(pattern(i, 50), m_b.rx[i].data) << i;
     }
@@ -806,13 +815,13 @@ TEST_F(ud_chan, destroyed_endpoint_still_delivers_accepted_data)
     m_net.filter = [&](const fake_dgram &, const aptus_ud_sr_pkt_t &) {
         return (u(rng) < 0.3) ? FAKE_DROP : FAKE_PASS;
     };
-    std::vector<uint8_t> hdr = pattern(3, 16);
-    std::vector<uint8_t> *buf = new std::vector<uint8_t>(pattern(4, 9000));
+    std::vector<uint8_t> hdr    = pattern(3, 16);
+    std::vector<uint8_t> *buf   = new std::vector<uint8_t>(pattern(4, 9000));
     std::vector<uint8_t> expect = hdr;
     expect.insert(expect.end(), buf->begin(), buf->end());
     test_comp comp;
     init_comp(comp);
-    ASSERT_EQ(UCS_INPROGRESS, send_zcopy(m_a, p, 6, hdr, {buf}, &comp));
+    ASSERT_EQ(UCS_INPROGRESS, send_zcopy(m_a, p, 6, hdr, { buf }, &comp));
     ASSERT_GT(send_bcopy(m_a, p, 7, pattern(5, 700)), 0);
 
     aptus_ud_chan_peer_disconnect(&m_a.chan, p);
@@ -841,9 +850,9 @@ TEST_F(ud_chan, cancel_flush_resets_the_stream)
     std::vector<uint8_t> hdr = pattern(1, 8), data = pattern(2, 100);
     test_comp comp;
     init_comp(comp);
-    ASSERT_EQ(UCS_INPROGRESS, send_zcopy(m_a, p, 1, hdr, {&data}, &comp));
-    EXPECT_EQ(UCS_OK, aptus_ud_chan_flush(&m_a.chan, p, UCT_FLUSH_FLAG_CANCEL,
-                                          NULL));
+    ASSERT_EQ(UCS_INPROGRESS, send_zcopy(m_a, p, 1, hdr, { &data }, &comp));
+    EXPECT_EQ(UCS_OK,
+              aptus_ud_chan_flush(&m_a.chan, p, UCT_FLUSH_FLAG_CANCEL, NULL));
     EXPECT_EQ(1, comp.done);
     EXPECT_EQ(UCS_ERR_CANCELED, comp.status);
     EXPECT_TRUE(m_a.failed.size() <= 1);
@@ -872,7 +881,8 @@ TEST_F(ud_chan, endpoints_towards_each_other_share_a_stream)
     EXPECT_EQ(1, pa2->conn_id);
     ASSERT_EQ(UCS_OK, send_short(m_a, pa2, 2, 0, pattern(2, 4)));
     ASSERT_EQ(UCS_OK, send_short(m_b, pb, 3, 0, pattern(3, 4)));
-    ASSERT_TRUE(run_until([&] { return (m_b.rx.size() == 2) && (m_a.rx.size() == 1); }));
+    ASSERT_TRUE(run_until(
+        [&] { return (m_b.rx.size() == 2) && (m_a.rx.size() == 1); }));
     EXPECT_EQ(2u, aptus_ud_chan_num_peers(&m_b.chan));
 }
 
@@ -880,12 +890,12 @@ TEST_F(ud_chan, peer_state_is_constant_and_returns_to_idle)
 {
     init_both();
     size_t idle_one = 0;
-    std::vector<aptus_ud_peer_t*> peers;
+    std::vector<aptus_ud_peer_t *> peers;
     for (unsigned i = 0; i < 1000; ++i) {
         aptus_ud_peer_t *p;
-        ASSERT_EQ(UCS_OK, aptus_ud_chan_peer_connect(&m_a.chan,
-                                                     &fake_addr(100000 + i),
-                                                     0x77777777, &p));
+        ASSERT_EQ(UCS_OK,
+                  aptus_ud_chan_peer_connect(&m_a.chan, &fake_addr(100000 + i),
+                                             0x77777777, &p));
         peers.push_back(p);
         if (i == 0) {
             idle_one = aptus_ud_chan_peer_bytes(&m_a.chan);
@@ -907,7 +917,7 @@ TEST_F(ud_chan, peer_state_is_constant_and_returns_to_idle)
         double r = u(rng);
         return (r < 0.1) ? FAKE_DROP : (r < 0.2) ? FAKE_HOLD : FAKE_PASS;
     };
-    aptus_ud_peer_t *p = connect(m_a, m_b);
+    aptus_ud_peer_t *p        = connect(m_a, m_b);
     std::vector<message> sent = stream(m_a, p, 200, 16000, 9);
     ASSERT_TRUE(run_until([&] {
         m_net.release_held();
@@ -938,7 +948,7 @@ TEST_F(ud_chan, heavy_loss_repaired_without_timeouts)
     m_net.filter = [&](const fake_dgram &, const aptus_ud_sr_pkt_t &) {
         return (u(rng) < 0.3) ? FAKE_DROP : FAKE_PASS;
     };
-    uint64_t start = fake_net::now;
+    uint64_t start            = fake_net::now;
     std::vector<message> sent = stream(m_a, pa, 200, 16000, 3);
     ASSERT_TRUE(run_until([&] {
         return (m_b.rx.size() == sent.size()) && aptus_rel_tx_is_idle(&pa->tx);

@@ -15,15 +15,15 @@ extern "C" {
 static aptus_ud_sr_pkt_t data_pkt(uint8_t flags, uint32_t msg_len)
 {
     aptus_ud_sr_pkt_t p = {};
-    p.dest_key = 0x11223344;
-    p.src_key  = 0x55667788;
-    p.psn      = 1234;
-    p.ack      = 4321;
-    p.type     = APTUS_UD_SR_TYPE_DATA;
-    p.flags    = flags;
-    p.am_id    = 5;
-    p.conn_id  = 2;
-    p.msg_len  = msg_len;
+    p.dest_key          = 0x11223344;
+    p.src_key           = 0x55667788;
+    p.psn               = 1234;
+    p.ack               = 4321;
+    p.type              = APTUS_UD_SR_TYPE_DATA;
+    p.flags             = flags;
+    p.am_id             = 5;
+    p.conn_id           = 2;
+    p.msg_len           = msg_len;
     return p;
 }
 
@@ -59,9 +59,9 @@ TEST(ud_sr_proto, round_trip_all_fields)
     for (size_t i = 0; i < payload.size(); ++i) {
         payload[i] = (uint8_t)(i * 7);
     }
-    aptus_ud_sr_pkt_t p = data_pkt(APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_ACK_REQ |
-                                   APTUS_UD_SR_F_CRC, 5000);
-    p.crc = aptus_crc32c(0, payload.data(), payload.size());
+    aptus_ud_sr_pkt_t p = data_pkt(
+        APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_ACK_REQ | APTUS_UD_SR_F_CRC, 5000);
+    p.crc                    = aptus_crc32c(0, payload.data(), payload.size());
     std::vector<uint8_t> buf = build(p, payload);
 
     aptus_ud_sr_pkt_t q;
@@ -82,19 +82,21 @@ TEST(ud_sr_proto, round_trip_all_fields)
 
     char line[256];
     aptus_ud_sr_snprint(&q, line, sizeof(line));
-    EXPECT_NE(nullptr, strstr(line, "DATA conn 2 psn 1234 ack 4321 am 5 FIRST"));
+    EXPECT_NE(nullptr,
+              strstr(line, "DATA conn 2 psn 1234 ack 4321 am 5 FIRST"));
 }
 
 TEST(ud_sr_proto, ack_with_sack_round_trip)
 {
-    aptus_ud_sr_pkt_t p = {};
-    p.type  = APTUS_UD_SR_TYPE_ACK;
-    p.flags = APTUS_UD_SR_F_SACK;
-    p.ack   = 65535;
-    p.sack  = 0xf0f0f0f0f0f0f0f0ull;
+    aptus_ud_sr_pkt_t p      = {};
+    p.type                   = APTUS_UD_SR_TYPE_ACK;
+    p.flags                  = APTUS_UD_SR_F_SACK;
+    p.ack                    = 65535;
+    p.sack                   = 0xf0f0f0f0f0f0f0f0ull;
     std::vector<uint8_t> buf = build(p, {});
     aptus_ud_sr_pkt_t q;
-    ASSERT_EQ(APTUS_UD_SR_PARSE_OK, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    ASSERT_EQ(APTUS_UD_SR_PARSE_OK,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
     EXPECT_EQ(p.sack, q.sack);
     EXPECT_EQ(65535, q.ack);
 }
@@ -105,83 +107,105 @@ TEST(ud_sr_proto, rejects_malformed)
     aptus_ud_sr_pkt_t q;
 
     /* truncated header */
-    std::vector<uint8_t> buf = build(data_pkt(APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST, 0), payload);
-    EXPECT_EQ(APTUS_UD_SR_PARSE_TRUNCATED, aptus_ud_sr_parse(buf.data(), 15, 0, &q));
+    std::vector<uint8_t> buf =
+        build(data_pkt(APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST, 0), payload);
+    EXPECT_EQ(APTUS_UD_SR_PARSE_TRUNCATED,
+              aptus_ud_sr_parse(buf.data(), 15, 0, &q));
 
     /* extension announced but datagram too short for it */
     buf = build(data_pkt(APTUS_UD_SR_F_FIRST, 100), {});
-    EXPECT_EQ(APTUS_UD_SR_PARSE_TRUNCATED, aptus_ud_sr_parse(buf.data(), 18, 0, &q));
+    EXPECT_EQ(APTUS_UD_SR_PARSE_TRUNCATED,
+              aptus_ud_sr_parse(buf.data(), 18, 0, &q));
 
     /* extension fields that do not apply must be zero */
     buf = build(data_pkt(APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_CRC, 0), payload);
     buf[16] = 1; /* msg_len on a last fragment */
-    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
 
     /* unknown type, unknown flag, bad am id */
     buf = build(data_pkt(APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST, 0), payload);
     buf[12] = 9;
-    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_TYPE, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_TYPE,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
     buf[12] = APTUS_UD_SR_TYPE_DATA;
     buf[13] |= 0x80;
-    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_FLAGS, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_FLAGS,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
     buf[13] &= ~0x80;
     buf[14] = APTUS_UD_SR_AM_ID_MAX;
-    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_AM_ID, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_AM_ID,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
 
     /* a first fragment that announces no more than it carries */
     buf = build(data_pkt(APTUS_UD_SR_F_FIRST, 10), payload);
-    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
 
     /* middle fragment without data */
     buf = build(data_pkt(0, 0), {});
-    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
 
     /* an ACK carrying payload, or fragment flags */
     aptus_ud_sr_pkt_t a = {};
-    a.type = APTUS_UD_SR_TYPE_ACK;
-    buf = build(a, payload);
-    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    a.type              = APTUS_UD_SR_TYPE_ACK;
+    buf                 = build(a, payload);
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
     a.flags = APTUS_UD_SR_F_FIRST;
-    buf = build(a, {});
-    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_FLAGS, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    buf     = build(a, {});
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_FLAGS,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
 
     /* a no-op is one whole datagram without payload or AM id */
-    aptus_ud_sr_pkt_t nop = data_pkt(APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST |
-                                     APTUS_UD_SR_F_NOP, 0);
+    aptus_ud_sr_pkt_t nop = data_pkt(
+        APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_NOP, 0);
     nop.am_id = 0;
-    buf = build(nop, {});
-    EXPECT_EQ(APTUS_UD_SR_PARSE_OK, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    buf       = build(nop, {});
+    EXPECT_EQ(APTUS_UD_SR_PARSE_OK,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
     buf = build(nop, payload);
-    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
     nop.flags &= ~APTUS_UD_SR_F_LAST;
     nop.msg_len = 100;
-    buf = build(nop, payload);
-    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_FLAGS, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    buf         = build(nop, payload);
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_FLAGS,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
 
     /* REPLY belongs to ACKs only */
-    buf = build(data_pkt(APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_REPLY, 0), payload);
-    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_FLAGS, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    buf = build(
+        data_pkt(APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_REPLY,
+                 0),
+        payload);
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_FLAGS,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
 
     /* SACK bit 0 is the cumulative point itself */
     a.flags = APTUS_UD_SR_F_SACK;
     a.sack  = 1;
-    buf = build(a, {});
-    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_FLAGS, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    buf     = build(a, {});
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_FLAGS,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
 }
 
 TEST(ud_sr_proto, crc_detects_corruption)
 {
     std::vector<uint8_t> payload(64, 0x5a);
-    aptus_ud_sr_pkt_t p = data_pkt(APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST |
-                                   APTUS_UD_SR_F_CRC, 0);
-    p.crc = aptus_crc32c(0, payload.data(), payload.size());
+    aptus_ud_sr_pkt_t p = data_pkt(
+        APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_CRC, 0);
+    p.crc                    = aptus_crc32c(0, payload.data(), payload.size());
     std::vector<uint8_t> buf = build(p, payload);
     aptus_ud_sr_pkt_t q;
-    ASSERT_EQ(APTUS_UD_SR_PARSE_OK, aptus_ud_sr_parse(buf.data(), buf.size(), 1, &q));
+    ASSERT_EQ(APTUS_UD_SR_PARSE_OK,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 1, &q));
     buf[buf.size() - 3] ^= 0x04;
-    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_CRC, aptus_ud_sr_parse(buf.data(), buf.size(), 1, &q));
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_CRC,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 1, &q));
     /* without checking, the same datagram parses */
-    EXPECT_EQ(APTUS_UD_SR_PARSE_OK, aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    EXPECT_EQ(APTUS_UD_SR_PARSE_OK,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
 }
 
 TEST(ud_sr_proto, crc32c_known_value)
@@ -200,13 +224,15 @@ TEST(ud_sr_proto, fuzz_mutations)
     std::mt19937 rng(2024);
     std::vector<std::vector<uint8_t>> seeds;
     std::vector<uint8_t> payload(40, 3);
-    seeds.push_back(build(data_pkt(APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST, 0), payload));
+    seeds.push_back(
+        build(data_pkt(APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST, 0), payload));
     seeds.push_back(build(data_pkt(APTUS_UD_SR_F_FIRST, 200), payload));
-    seeds.push_back(build(data_pkt(APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_CRC, 0), payload));
+    seeds.push_back(
+        build(data_pkt(APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_CRC, 0), payload));
     aptus_ud_sr_pkt_t a = {};
-    a.type  = APTUS_UD_SR_TYPE_ACK;
-    a.flags = APTUS_UD_SR_F_SACK;
-    a.sack  = 6;
+    a.type              = APTUS_UD_SR_TYPE_ACK;
+    a.flags             = APTUS_UD_SR_F_SACK;
+    a.sack              = 6;
     seeds.push_back(build(a, {}));
     a.flags = APTUS_UD_SR_F_REPLY;
     a.psn   = 77;
@@ -215,7 +241,7 @@ TEST(ud_sr_proto, fuzz_mutations)
     unsigned accepted = 0;
     for (int iter = 0; iter < 200000; ++iter) {
         std::vector<uint8_t> buf = seeds[rng() % seeds.size()];
-        int nmut = 1 + rng() % 4;
+        int nmut                 = 1 + rng() % 4;
         for (int m = 0; m < nmut; ++m) {
             switch (rng() % 4) {
             case 0: /* flip a bit */
@@ -240,8 +266,8 @@ TEST(ud_sr_proto, fuzz_mutations)
         uint8_t *copy = new uint8_t[buf.size() + 1];
         std::copy(buf.begin(), buf.end(), copy);
         aptus_ud_sr_pkt_t q;
-        aptus_ud_sr_parse_status_t st = aptus_ud_sr_parse(copy, buf.size(),
-                                                          rng() & 1, &q);
+        aptus_ud_sr_parse_status_t st =
+            aptus_ud_sr_parse(copy, buf.size(), rng() & 1, &q);
         if (st == APTUS_UD_SR_PARSE_OK) {
             ++accepted;
             ASSERT_GE(buf.size(), APTUS_UD_SR_HDR_LEN);

@@ -19,45 +19,47 @@
 #include <string.h>
 #include <unistd.h>
 
-#define APTUS_SOCK_BATCH     64   /* recvmmsg/sendmmsg batch */
-#define APTUS_SOCK_HELD_MAX  128  /* datagrams the fault injector may hold */
-#define APTUS_SOCK_REORDER_US 1000 /* a reordered datagram waits at most this */
+#define APTUS_SOCK_BATCH    64  /* recvmmsg/sendmmsg batch */
+#define APTUS_SOCK_HELD_MAX 128 /* datagrams the fault injector may hold */
+#define APTUS_SOCK_REORDER_US                                                  \
+    1000 /* a reordered datagram waits at most this                            \
+          */
 
 typedef struct aptus_sock_held {
-    uint64_t          release_us;
-    int               after_next; /* reorder: goes out after the next one */
+    uint64_t release_us;
+    int after_next; /* reorder: goes out after the next one */
     aptus_wire_addr_t dst;
-    size_t            length;
-    uint8_t           *data;
+    size_t length;
+    uint8_t *data;
 } aptus_sock_held_t;
 
 typedef struct aptus_sock_dgram {
-    aptus_dgram_wire_t     super;
-    int                    fd;
-    int                    rcvbuf;
-    int                    sndbuf;
-    uint64_t               now_us;   /* as of the last progress call */
-    aptus_fault_t          fault;
-    aptus_sock_held_t      *held;    /* fault injector's held datagrams */
-    unsigned               num_held;
-    struct mmsghdr         msgs[APTUS_SOCK_BATCH];
+    aptus_dgram_wire_t super;
+    int fd;
+    int rcvbuf;
+    int sndbuf;
+    uint64_t now_us; /* as of the last progress call */
+    aptus_fault_t fault;
+    aptus_sock_held_t *held; /* fault injector's held datagrams */
+    unsigned num_held;
+    struct mmsghdr msgs[APTUS_SOCK_BATCH];
     struct sockaddr_storage names[APTUS_SOCK_BATCH];
-    struct iovec           rx_iov[APTUS_SOCK_BATCH];
+    struct iovec rx_iov[APTUS_SOCK_BATCH];
 } aptus_sock_dgram_t;
 
 void aptus_sock_addr_to_wire(const struct sockaddr *sa, aptus_wire_addr_t *addr)
 {
-    aptus_sock_addr_t *a = (aptus_sock_addr_t*)addr->raw;
+    aptus_sock_addr_t *a = (aptus_sock_addr_t *)addr->raw;
 
     memset(addr, 0, sizeof(*addr));
     a->family = sa->sa_family;
     if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *sin = (const struct sockaddr_in*)sa;
-        a->port = sin->sin_port;
+        const struct sockaddr_in *sin = (const struct sockaddr_in *)sa;
+        a->port                       = sin->sin_port;
         memcpy(a->ip, &sin->sin_addr, sizeof(sin->sin_addr));
     } else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6*)sa;
-        a->port = sin6->sin6_port;
+        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)sa;
+        a->port                         = sin6->sin6_port;
         memcpy(a->ip, &sin6->sin6_addr, sizeof(sin6->sin6_addr));
     }
 }
@@ -65,19 +67,19 @@ void aptus_sock_addr_to_wire(const struct sockaddr *sa, aptus_wire_addr_t *addr)
 void aptus_sock_addr_from_wire(const aptus_wire_addr_t *addr,
                                struct sockaddr_storage *ss, socklen_t *len_p)
 {
-    const aptus_sock_addr_t *a = (const aptus_sock_addr_t*)addr->raw;
+    const aptus_sock_addr_t *a = (const aptus_sock_addr_t *)addr->raw;
 
     memset(ss, 0, sizeof(*ss));
     if (a->family == AF_INET6) {
-        struct sockaddr_in6 *sin6 = (struct sockaddr_in6*)ss;
-        sin6->sin6_family = AF_INET6;
-        sin6->sin6_port   = a->port;
+        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+        sin6->sin6_family         = AF_INET6;
+        sin6->sin6_port           = a->port;
         memcpy(&sin6->sin6_addr, a->ip, sizeof(sin6->sin6_addr));
         *len_p = sizeof(*sin6);
     } else {
-        struct sockaddr_in *sin = (struct sockaddr_in*)ss;
-        sin->sin_family = AF_INET;
-        sin->sin_port   = a->port;
+        struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+        sin->sin_family         = AF_INET;
+        sin->sin_port           = a->port;
         memcpy(&sin->sin_addr, a->ip, sizeof(sin->sin_addr));
         *len_p = sizeof(*sin);
     }
@@ -86,7 +88,7 @@ void aptus_sock_addr_from_wire(const aptus_wire_addr_t *addr,
 const char *aptus_sock_addr_str(const aptus_wire_addr_t *addr, char *buf,
                                 size_t max)
 {
-    const aptus_sock_addr_t *a = (const aptus_sock_addr_t*)addr->raw;
+    const aptus_sock_addr_t *a = (const aptus_sock_addr_t *)addr->raw;
     char ip[INET6_ADDRSTRLEN];
 
     if (inet_ntop(a->family, a->ip, ip, sizeof(ip)) == NULL) {
@@ -110,7 +112,7 @@ static int aptus_sock_dgram_send_one(aptus_sock_dgram_t *sock,
     memset(&msg, 0, sizeof(msg));
     aptus_sock_addr_from_wire(dst, &ss, &msg.msg_namelen);
     msg.msg_name   = &ss;
-    msg.msg_iov    = (struct iovec*)iov;
+    msg.msg_iov    = (struct iovec *)iov;
     msg.msg_iovlen = iovcnt;
 
     ret = sendmsg(sock->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -153,8 +155,8 @@ static void aptus_sock_release_held(aptus_sock_dgram_t *sock, int after_send,
         /* keep the array dense: move the last entry here */
         --sock->num_held;
         if (i != sock->num_held) {
-            uint8_t *data = h->data;
-            *h                       = sock->held[sock->num_held];
+            uint8_t *data                   = h->data;
+            *h                              = sock->held[sock->num_held];
             sock->held[sock->num_held].data = data;
         }
     }
@@ -179,9 +181,9 @@ static int aptus_sock_hold(aptus_sock_dgram_t *sock, const aptus_dgram_tx_t *tx,
     h->length     = off;
     h->dst        = *tx->dst;
     h->after_next = (action == APTUS_FAULT_REORDER);
-    h->release_us = sock->now_us + ((action == APTUS_FAULT_REORDER) ?
-                                    APTUS_SOCK_REORDER_US :
-                                    sock->fault.config.delay_us);
+    h->release_us = sock->now_us + ((action == APTUS_FAULT_REORDER)
+                                        ? APTUS_SOCK_REORDER_US
+                                        : sock->fault.config.delay_us);
     ++sock->num_held;
     return 1;
 }
@@ -247,7 +249,7 @@ static ucs_status_t aptus_sock_dgram_send(aptus_dgram_wire_t *wire,
     }
 
     if (count == 1) {
-        status = UCS_OK;
+        status  = UCS_OK;
         *sent_p = aptus_sock_dgram_send_one(sock, tx->dst, tx->iov, tx->iovcnt,
                                             &status);
         return status;
@@ -261,7 +263,7 @@ static ucs_status_t aptus_sock_dgram_send(aptus_dgram_wire_t *wire,
             aptus_sock_addr_from_wire(tx[done + i].dst, &sock->names[i],
                                       &m->msg_namelen);
             m->msg_name   = &sock->names[i];
-            m->msg_iov    = (struct iovec*)tx[done + i].iov;
+            m->msg_iov    = (struct iovec *)tx[done + i].iov;
             m->msg_iovlen = tx[done + i].iovcnt;
         }
 
@@ -298,16 +300,16 @@ static unsigned aptus_sock_dgram_recv(aptus_dgram_wire_t *wire,
 
     count = ucs_min(count, APTUS_SOCK_BATCH);
     for (i = 0; i < count; ++i) {
-        struct msghdr *m      = &sock->msgs[i].msg_hdr;
+        struct msghdr *m         = &sock->msgs[i].msg_hdr;
         sock->rx_iov[i].iov_base = rx[i].buf;
         sock->rx_iov[i].iov_len  = wire->mtu;
-        m->msg_name       = &sock->names[i];
-        m->msg_namelen    = sizeof(sock->names[i]);
-        m->msg_iov        = &sock->rx_iov[i];
-        m->msg_iovlen     = 1;
-        m->msg_control    = NULL;
-        m->msg_controllen = 0;
-        m->msg_flags      = 0;
+        m->msg_name              = &sock->names[i];
+        m->msg_namelen           = sizeof(sock->names[i]);
+        m->msg_iov               = &sock->rx_iov[i];
+        m->msg_iovlen            = 1;
+        m->msg_control           = NULL;
+        m->msg_controllen        = 0;
+        m->msg_flags             = 0;
     }
 
     ret = recvmmsg(sock->fd, sock->msgs, count, MSG_DONTWAIT, NULL);
@@ -333,7 +335,7 @@ static unsigned aptus_sock_dgram_recv(aptus_dgram_wire_t *wire,
             rx[i].buf      = buf;
         }
         rx[filled].length = sock->msgs[i].msg_len;
-        aptus_sock_addr_to_wire((struct sockaddr*)&sock->names[i],
+        aptus_sock_addr_to_wire((struct sockaddr *)&sock->names[i],
                                 &rx[filled].src);
         ++filled;
     }
@@ -402,7 +404,7 @@ static int aptus_sock_set_buf(int fd, int force_opt, int opt, int want)
 static ucs_status_t aptus_sock_dgram_bind(aptus_sock_dgram_t *sock,
                                           const char *dev_name)
 {
-    static const sa_family_t families[] = {AF_INET, AF_INET6};
+    static const sa_family_t families[] = { AF_INET, AF_INET6 };
     struct sockaddr_storage ss;
     socklen_t len;
     ucs_status_t status = UCS_ERR_NO_DEVICE;
@@ -411,7 +413,7 @@ static ucs_status_t aptus_sock_dgram_bind(aptus_sock_dgram_t *sock,
     for (i = 0; i < sizeof(families) / sizeof(families[0]); ++i) {
         memset(&ss, 0, sizeof(ss));
         status = ucs_netif_get_addr(dev_name, families[i],
-                                    (struct sockaddr*)&ss, NULL);
+                                    (struct sockaddr *)&ss, NULL);
         if (status == UCS_OK) {
             break;
         }
@@ -422,28 +424,28 @@ static ucs_status_t aptus_sock_dgram_bind(aptus_sock_dgram_t *sock,
         return UCS_ERR_NO_DEVICE;
     }
 
-    sock->fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                      0);
+    sock->fd =
+        socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (sock->fd < 0) {
         ucs_error("sock wire: socket() failed: %m");
         return UCS_ERR_IO_ERROR;
     }
 
-    len = (ss.ss_family == AF_INET) ? sizeof(struct sockaddr_in) :
-                                      sizeof(struct sockaddr_in6);
-    if (bind(sock->fd, (struct sockaddr*)&ss, len) < 0) {
+    len = (ss.ss_family == AF_INET) ? sizeof(struct sockaddr_in)
+                                    : sizeof(struct sockaddr_in6);
+    if (bind(sock->fd, (struct sockaddr *)&ss, len) < 0) {
         ucs_error("sock wire: bind() on %s failed: %m", dev_name);
         close(sock->fd);
         return UCS_ERR_IO_ERROR;
     }
 
     len = sizeof(ss);
-    if (getsockname(sock->fd, (struct sockaddr*)&ss, &len) < 0) {
+    if (getsockname(sock->fd, (struct sockaddr *)&ss, &len) < 0) {
         ucs_error("sock wire: getsockname() failed: %m");
         close(sock->fd);
         return UCS_ERR_IO_ERROR;
     }
-    aptus_sock_addr_to_wire((struct sockaddr*)&ss, &sock->super.addr);
+    aptus_sock_addr_to_wire((struct sockaddr *)&ss, &sock->super.addr);
     return UCS_OK;
 }
 
@@ -484,12 +486,12 @@ ucs_status_t aptus_sock_dgram_open(const char *dev_name,
 
     /* The kernel charges each datagram about twice its size (skb overhead);
      * ask for that so rx_queue_len datagrams really fit. */
-    sock->rcvbuf = aptus_sock_set_buf(sock->fd, SO_RCVBUFFORCE, SO_RCVBUF,
-                                      (int)(config->rx_queue_len *
-                                            config->mtu * 2));
-    sock->sndbuf = aptus_sock_set_buf(sock->fd, SO_SNDBUFFORCE, SO_SNDBUF,
-                                      (int)(config->tx_queue_len *
-                                            config->mtu * 2));
+    sock->rcvbuf =
+        aptus_sock_set_buf(sock->fd, SO_RCVBUFFORCE, SO_RCVBUF,
+                           (int)(config->rx_queue_len * config->mtu * 2));
+    sock->sndbuf =
+        aptus_sock_set_buf(sock->fd, SO_SNDBUFFORCE, SO_SNDBUF,
+                           (int)(config->tx_queue_len * config->mtu * 2));
 
     if (aptus_fault_enabled(&sock->fault)) {
         sock->held = ucs_calloc(APTUS_SOCK_HELD_MAX, sizeof(*sock->held),
@@ -499,7 +501,8 @@ ucs_status_t aptus_sock_dgram_open(const char *dev_name,
             return UCS_ERR_NO_MEMORY;
         }
         for (i = 0; i < APTUS_SOCK_HELD_MAX; ++i) {
-            sock->held[i].data = ucs_malloc(config->mtu, "aptus_sock_held_data");
+            sock->held[i].data =
+                ucs_malloc(config->mtu, "aptus_sock_held_data");
             if (sock->held[i].data == NULL) {
                 aptus_sock_dgram_close(&sock->super);
                 return UCS_ERR_NO_MEMORY;

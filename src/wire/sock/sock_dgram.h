@@ -22,17 +22,17 @@ extern "C" {
 #define APTUS_SOCK_DGRAM_MTU_MAX 4096
 
 typedef struct aptus_sock_dgram_config {
-    size_t               mtu;          /* datagram size, bytes */
-    unsigned             rx_queue_len; /* datagrams the socket may buffer */
-    unsigned             tx_queue_len;
+    size_t mtu;            /* datagram size, bytes */
+    unsigned rx_queue_len; /* datagrams the socket may buffer */
+    unsigned tx_queue_len;
     aptus_fault_config_t fault;
 } aptus_sock_dgram_config_t;
 
 /* Layout of an aptus_wire_addr_t on the sock wire. */
 typedef struct aptus_sock_addr {
-    uint16_t family;   /* AF_INET or AF_INET6 */
-    uint16_t port;     /* network byte order */
-    uint8_t  ip[16];   /* 4 bytes used for AF_INET, rest zero */
+    uint16_t family; /* AF_INET or AF_INET6 */
+    uint16_t port;   /* network byte order */
+    uint8_t ip[16];  /* 4 bytes used for AF_INET, rest zero */
 } aptus_sock_addr_t;
 
 /* Open a UDP socket on the first address of network interface dev_name. */
@@ -44,7 +44,8 @@ ucs_status_t aptus_sock_dgram_open(const char *dev_name,
 void aptus_sock_dgram_bufsizes(aptus_dgram_wire_t *wire, int *rcvbuf_p,
                                int *sndbuf_p);
 
-void aptus_sock_addr_to_wire(const struct sockaddr *sa, aptus_wire_addr_t *addr);
+void aptus_sock_addr_to_wire(const struct sockaddr *sa,
+                             aptus_wire_addr_t *addr);
 void aptus_sock_addr_from_wire(const aptus_wire_addr_t *addr,
                                struct sockaddr_storage *ss, socklen_t *len_p);
 const char *aptus_sock_addr_str(const aptus_wire_addr_t *addr, char *buf,

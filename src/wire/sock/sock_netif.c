@@ -20,12 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum {
-    APTUS_SOCK_DEV_LOOPBACK = 1u << 0
-};
+enum { APTUS_SOCK_DEV_LOOPBACK = 1u << 0 };
 
 typedef struct aptus_sock_dev_addr_hdr {
-    uint8_t af;    /* AF_INET or AF_INET6 */
+    uint8_t af; /* AF_INET or AF_INET6 */
     uint8_t flags;
 } UCS_S_PACKED aptus_sock_dev_addr_hdr_t;
 
@@ -38,9 +36,9 @@ static int aptus_sock_has_addr(const char *name)
 {
     struct sockaddr_storage ss;
 
-    return (ucs_netif_get_addr(name, AF_INET, (struct sockaddr*)&ss, NULL) ==
+    return (ucs_netif_get_addr(name, AF_INET, (struct sockaddr *)&ss, NULL) ==
             UCS_OK) ||
-           (ucs_netif_get_addr(name, AF_INET6, (struct sockaddr*)&ss, NULL) ==
+           (ucs_netif_get_addr(name, AF_INET6, (struct sockaddr *)&ss, NULL) ==
             UCS_OK);
 }
 
@@ -48,7 +46,7 @@ ucs_status_t aptus_sock_query_devices(uct_tl_device_resource_t **devices_p,
                                       unsigned *num_devices_p)
 {
     uct_tl_device_resource_t *devices = NULL, *tmp;
-    unsigned num = 0;
+    unsigned num                      = 0;
     struct dirent *entry;
     DIR *dir;
 
@@ -130,8 +128,8 @@ void aptus_sock_netif_caps(const char *dev_name, double *latency_p,
 
 static int aptus_sock_is_loopback(const aptus_sock_addr_t *a)
 {
-    static const uint8_t v6_loop[16] = {0, 0, 0, 0, 0, 0, 0, 0,
-                                        0, 0, 0, 0, 0, 0, 0, 1};
+    static const uint8_t v6_loop[16] = { 0, 0, 0, 0, 0, 0, 0, 0,
+                                         0, 0, 0, 0, 0, 0, 0, 1 };
 
     if (a->family == AF_INET) {
         return a->ip[0] == 127;
@@ -146,7 +144,7 @@ static size_t aptus_sock_ip_len(uint8_t af)
 
 size_t aptus_sock_dev_addr_len(const aptus_wire_addr_t *local)
 {
-    const aptus_sock_addr_t *a = (const aptus_sock_addr_t*)local->raw;
+    const aptus_sock_addr_t *a = (const aptus_sock_addr_t *)local->raw;
 
     return sizeof(aptus_sock_dev_addr_hdr_t) + aptus_sock_ip_len(a->family) +
            (aptus_sock_is_loopback(a) ? sizeof(aptus_sock_dev_addr_loop_t) : 0);
@@ -159,10 +157,10 @@ static uint64_t aptus_sock_net_ns(void)
 
 void aptus_sock_dev_addr_pack(const aptus_wire_addr_t *local, void *buf)
 {
-    const aptus_sock_addr_t *a = (const aptus_sock_addr_t*)local->raw;
+    const aptus_sock_addr_t *a     = (const aptus_sock_addr_t *)local->raw;
     aptus_sock_dev_addr_hdr_t *hdr = buf;
     aptus_sock_dev_addr_loop_t loop;
-    uint8_t *p = (uint8_t*)(hdr + 1);
+    uint8_t *p = (uint8_t *)(hdr + 1);
 
     hdr->af    = (uint8_t)a->family;
     hdr->flags = aptus_sock_is_loopback(a) ? APTUS_SOCK_DEV_LOOPBACK : 0;
@@ -178,7 +176,7 @@ void aptus_sock_dev_addr_pack(const aptus_wire_addr_t *local, void *buf)
 int aptus_sock_dev_addr_reachable(const aptus_wire_addr_t *local,
                                   const void *remote_dev_addr)
 {
-    const aptus_sock_addr_t *a            = (const aptus_sock_addr_t*)local->raw;
+    const aptus_sock_addr_t *a = (const aptus_sock_addr_t *)local->raw;
     const aptus_sock_dev_addr_hdr_t *rhdr = remote_dev_addr;
     int local_loop                        = aptus_sock_is_loopback(a);
     aptus_sock_dev_addr_loop_t loop;
@@ -190,7 +188,7 @@ int aptus_sock_dev_addr_reachable(const aptus_wire_addr_t *local,
     if (!local_loop) {
         return 1; /* routed network: leave it to the network */
     }
-    memcpy(&loop, (const uint8_t*)(rhdr + 1) + aptus_sock_ip_len(rhdr->af),
+    memcpy(&loop, (const uint8_t *)(rhdr + 1) + aptus_sock_ip_len(rhdr->af),
            sizeof(loop));
     return (loop.host_id == ucs_get_system_id()) &&
            (loop.net_ns == aptus_sock_net_ns());
@@ -200,7 +198,7 @@ void aptus_sock_wire_addr_make(const void *remote_dev_addr, uint16_t port,
                                aptus_wire_addr_t *addr)
 {
     const aptus_sock_dev_addr_hdr_t *rhdr = remote_dev_addr;
-    aptus_sock_addr_t *a                  = (aptus_sock_addr_t*)addr->raw;
+    aptus_sock_addr_t *a                  = (aptus_sock_addr_t *)addr->raw;
 
     memset(addr, 0, sizeof(*addr));
     a->family = rhdr->af;
