@@ -87,75 +87,36 @@ static ucs_mpool_ops_t aptus_ud_mpool_ops = { .chunk_alloc =
                                               .obj_cleanup = NULL,
                                               .obj_str     = NULL };
 
-static void aptus_ud_rx_desc_release_cb(uct_recv_desc_t *self, void *desc);
-static void aptus_ud_reasm_release_cb(uct_recv_desc_t *self, void *desc);
+static void aptus_ud_rx_msg_release_cb(uct_recv_desc_t *self, void *desc);
 
-static void aptus_ud_rx_desc_init(ucs_mpool_t *mp, void *obj, void *chunk)
+static void aptus_ud_rx_msg_init(ucs_mpool_t *mp, void *obj, void *chunk)
 {
-    aptus_ud_rx_desc_t *desc = obj;
-
-    desc->msg.release.cb = aptus_ud_rx_desc_release_cb;
+    ((aptus_ud_rx_msg_t *)obj)->release.cb = aptus_ud_rx_msg_release_cb;
 }
 
-static void aptus_ud_reasm_init(ucs_mpool_t *mp, void *obj, void *chunk)
-{
-    aptus_ud_reasm_t *reasm = obj;
-
-    reasm->msg.release.cb = aptus_ud_reasm_release_cb;
-}
-
+/* Pools of received messages (datagrams, reassembled messages): each
+ * keeps a pointer to its channel, for the release callback. */
 static ucs_mpool_ops_t aptus_ud_rx_mpool_ops = {
     .chunk_alloc   = ucs_mpool_chunk_malloc,
     .chunk_release = ucs_mpool_chunk_free,
-    .obj_init      = aptus_ud_rx_desc_init,
+    .obj_init      = aptus_ud_rx_msg_init,
     .obj_cleanup   = NULL,
     .obj_str       = NULL
 };
-
-static ucs_mpool_ops_t aptus_ud_reasm_mpool_ops = {
-    .chunk_alloc   = ucs_mpool_chunk_malloc,
-    .chunk_release = ucs_mpool_chunk_free,
-    .obj_init      = aptus_ud_reasm_init,
-    .obj_cleanup   = NULL,
-    .obj_str       = NULL
-};
-
-/* The pool an element came from, through the header ucs_mpool keeps before
- * every element it hands out. */
-static inline ucs_mpool_t *aptus_ud_elem_mpool(void *obj)
-{
-    return ((ucs_mpool_elem_t *)obj - 1)->mpool;
-}
 
 /* A user (UCP) releases a descriptor it kept: from its own thread, so the
  * pool is touched under the async lock like everything else. */
-static void aptus_ud_rx_desc_release_cb(uct_recv_desc_t *self, void *desc)
+static void aptus_ud_rx_msg_release_cb(uct_recv_desc_t *self, void *desc)
 {
-    aptus_ud_rx_desc_t *rxd =
-        ucs_container_of(self, aptus_ud_rx_desc_t, msg.release);
-    aptus_ud_chan_t *chan =
-        ucs_container_of(aptus_ud_elem_mpool(rxd), aptus_ud_chan_t, rx_mp);
+    aptus_ud_rx_msg_t *msg = ucs_container_of(self, aptus_ud_rx_msg_t, release);
+    /* ucs_mpool keeps the owning pool in the header before each element */
+    ucs_mpool_t *mp       = ((ucs_mpool_elem_t *)msg - 1)->mpool;
+    aptus_ud_chan_t *chan = *(aptus_ud_chan_t **)ucs_mpool_priv(mp);
 
     if (chan->async != NULL) {
         UCS_ASYNC_BLOCK(chan->async);
     }
-    ucs_mpool_put_inline(rxd);
-    if (chan->async != NULL) {
-        UCS_ASYNC_UNBLOCK(chan->async);
-    }
-}
-
-static void aptus_ud_reasm_release_cb(uct_recv_desc_t *self, void *desc)
-{
-    aptus_ud_reasm_t *reasm =
-        ucs_container_of(self, aptus_ud_reasm_t, msg.release);
-    aptus_ud_chan_t *chan =
-        ucs_container_of(aptus_ud_elem_mpool(reasm), aptus_ud_chan_t, reasm_mp);
-
-    if (chan->async != NULL) {
-        UCS_ASYNC_BLOCK(chan->async);
-    }
-    ucs_mpool_put_inline(reasm);
+    ucs_mpool_put_inline(msg);
     if (chan->async != NULL) {
         UCS_ASYNC_UNBLOCK(chan->async);
     }
@@ -268,22 +229,24 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
     chan->rx_dgram_offset = ucs_align_up(
         sizeof(aptus_ud_rx_desc_t) + sizeof(void *) + config->rx_headroom, 8);
     status =
-        ucs_mpool_init(&chan->rx_mp, 0, chan->rx_dgram_offset + mtu, 0,
-                       UCS_SYS_CACHE_LINE_SIZE, config->rx_pool,
+        ucs_mpool_init(&chan->rx_mp, sizeof(chan), chan->rx_dgram_offset + mtu,
+                       0, UCS_SYS_CACHE_LINE_SIZE, config->rx_pool,
                        config->rx_pool, &aptus_ud_rx_mpool_ops, "aptus_ud_rx");
     if (status != UCS_OK) {
         goto err_tx_large;
     }
+    *(aptus_ud_chan_t **)ucs_mpool_priv(&chan->rx_mp) = chan;
 
     chan->reasm_data_offset = ucs_align_up(
         sizeof(aptus_ud_reasm_t) + sizeof(void *) + config->rx_headroom, 8);
-    status = ucs_mpool_init(&chan->reasm_mp, 0,
+    status = ucs_mpool_init(&chan->reasm_mp, sizeof(chan),
                             chan->reasm_data_offset + config->max_msg, 0,
                             UCS_SYS_CACHE_LINE_SIZE, 4, UINT_MAX,
-                            &aptus_ud_reasm_mpool_ops, "aptus_ud_reasm");
+                            &aptus_ud_rx_mpool_ops, "aptus_ud_reasm");
     if (status != UCS_OK) {
         goto err_rx_mp;
     }
+    *(aptus_ud_chan_t **)ucs_mpool_priv(&chan->reasm_mp) = chan;
 
     status =
         ucs_mpool_init(&chan->flush_mp, 0, sizeof(aptus_ud_flush_req_t), 0, 8,
