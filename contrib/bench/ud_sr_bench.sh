@@ -206,15 +206,19 @@ measure() {
     local warmup=$(( iters / 10 < 10 ? 10 : (iters / 10 > 1000 ? 1000 : iters / 10) ))
     local log="$OUT/logs/$level-$test-$layout-$tl-$size-$rep.log"
     local args=(-t "$test" -s "$size" -n "$iters" -w "$warmup") tls="" res
+    local xtl=$tl
+    # ud_sr4k: ud_sr at the largest datagram the sock wire allows
+    [ "$tl" = ud_sr4k ] && xtl=ud_sr && export UCX_UD_SR_MTU=4096
     if [ "$level" = uct ]; then
-        args+=(-x "$tl" -d lo -D "$layout")
+        args+=(-x "$xtl" -d lo -D "$layout")
     else
-        tls="$tl,self"
+        tls="$xtl,self"
     fi
     for _ in first retry; do
         res=
         perftest_once "$log" "$tls" "${args[@]}" && res=$PERF_RES && break
     done
+    unset UCX_UD_SR_MTU
     if [ -z "$res" ]; then
         echo "  FAILED: $level $test $layout $tl $size B (see $log)" >&2
         FAILED=$((FAILED + 1))
@@ -320,6 +324,17 @@ for s in $UCP_LAT_SIZES; do point ucp tag_lat - $s lat; done
 echo "== UCP bandwidth and message rate (tag_bw)"
 for s in $UCP_BW_SIZES; do point ucp tag_bw - $s bw; done
 
+echo "== ud_sr with 4096-byte datagrams (UCX_UD_SR_MTU=4096; default 2048 as an IB UD MTU)"
+for rep in $(seq $REPS); do
+    measure uct am_lat bcopy ud_sr4k 4096 $(iters_for 4096 $LAT_BUDGET $LAT_MIN $LAT_MAX) $rep
+    measure ucp tag_lat - ud_sr4k 4096 $(iters_for 4096 $LAT_BUDGET $LAT_MIN $LAT_MAX) $rep
+    measure ucp tag_bw - ud_sr4k 1048576 $(iters_for 1048576 $BW_BUDGET $BW_MIN $BW_MAX) $rep
+done
+printf '  uct am_lat bcopy 4 KB p50 %s us   ucp tag_lat 4 KB p50 %s us   ucp tag_bw 1 MB %s MB/s\n' \
+    "$(combine uct am_lat bcopy ud_sr4k 4096 lat50_us)" \
+    "$(combine ucp tag_lat - ud_sr4k 4096 lat50_us)" \
+    "$(combine ucp tag_bw - ud_sr4k 1048576 bw_MBps)"
+
 # ---------------------------------------------------------------------------
 # Memory of an idle endpoint
 
@@ -414,11 +429,20 @@ for s in 8 1024 4096; do
             "$(combine ucp tag_lat - tcp $s $stat)" "<=tcp"
     done
 done
+row "UCT am_lat bcopy 4 KB p50 (us) @MTU 4096" \
+    "$(combine uct am_lat bcopy ud_sr4k 4096 lat50_us)" \
+    "$(combine uct am_lat bcopy tcp 4096 lat50_us)" "<=tcp"
+row "UCP tag_lat 4 KB p50 (us) @MTU 4096" \
+    "$(combine ucp tag_lat - ud_sr4k 4096 lat50_us)" \
+    "$(combine ucp tag_lat - tcp 4096 lat50_us)" "<=tcp"
 for s in 65536 1048576; do
     row "UCP tag_bw $(fmt_size $s) (MB/s)" \
         "$(combine ucp tag_bw - ud_sr $s bw_MBps)" \
         "$(combine ucp tag_bw - tcp $s bw_MBps)" "-"
 done
+row "UCP tag_bw 1 MB (MB/s) @MTU 4096" \
+    "$(combine ucp tag_bw - ud_sr4k 1048576 bw_MBps)" \
+    "$(combine ucp tag_bw - tcp 1048576 bw_MBps)" "-"
 row "UCT am_bw bcopy 8 KB (MB/s)" \
     "$(combine uct am_bw bcopy ud_sr 8192 bw_MBps)" \
     "$(combine uct am_bw bcopy tcp 8192 bw_MBps)" "-"

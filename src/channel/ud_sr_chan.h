@@ -167,7 +167,7 @@ typedef struct aptus_ud_chan_stats {
     uint64_t rx_msgs, rx_bytes, rx_data_dgrams, rx_acks;
     uint64_t rx_duplicates, rx_held, rx_out_of_window, rx_deferred;
     uint64_t rx_bad_key, rx_malformed, rx_bad_crc, rx_bad_ack;
-    uint64_t rx_unknown_stream, rx_dead_stream, rx_no_buffer;
+    uint64_t rx_unknown_stream, rx_dead_stream, rx_no_buffer, rx_peer_limit;
     uint64_t peers_created, peers_failed, pending_dispatched, checks;
 } aptus_ud_chan_stats_t;
 

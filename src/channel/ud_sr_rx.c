@@ -380,7 +380,7 @@ static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
         }
         peer = aptus_ud_chan_peer_create(chan, src, pkt.src_key, pkt.conn_id);
         if (peer == NULL) {
-            chan->stats.rx_no_buffer++;
+            chan->stats.rx_peer_limit++; /* MAX_PEERS, or out of memory */
             return 0;
         }
     }
