@@ -40,12 +40,13 @@ echo "  configuration: $("$envcmd" ucx_info -c 2>/dev/null | grep -c '^UCX_UD_SR
 
 step "3. ucx_perftest between two processes on lo: ud_sr against UCX's tcp"
 declare -A R
+extra=() # more VAR=VALUE for the next measure
 port=$((23000 + RANDOM % 4000))
 measure() { # key tl perftest-args...
     local key=$1 tl=$2
     shift 2
     port=$((port + 1))
-    local env=(UCX_NET_DEVICES=lo)
+    local env=(UCX_NET_DEVICES=lo ${extra[@]+"${extra[@]}"})
     [ "$tl" = ud_sr ] && env+=(LD_PRELOAD="$lib")
     case "$1" in
         am_*) set -- -t "$@" -x "$tl" -d lo ;;
@@ -67,12 +68,17 @@ for tl in ud_sr tcp; do
     measure bw1m   $tl tag_bw -s 1048576 -n 200
     measure rate8  $tl tag_bw -s 8 -n 100000
 done
+# ud_sr with UD-ZCopy off: large messages through active messages (UD-copy)
+extra=(UCX_UD_SR_ZCOPY=n)
+measure bw1mcopy ud_sr tag_bw -s 1048576 -n 200
+extra=()
 printf '  %-30s %12s %12s\n' "test" "ud_sr" "tcp"
 printf '  %-30s %12s %12s\n' "UCT am_lat 8 B (us, median)" "${R[uct8.ud_sr.lat]}" "${R[uct8.tcp.lat]}"
 printf '  %-30s %12s %12s\n' "UCP tag_lat 8 B (us)" "${R[tag8.ud_sr.lat]}" "${R[tag8.tcp.lat]}"
 printf '  %-30s %12s %12s\n' "UCP tag_lat 4 KB (us)" "${R[tag4k.ud_sr.lat]}" "${R[tag4k.tcp.lat]}"
 printf '  %-30s %12s %12s\n' "UCP tag_bw 64 KB (MB/s)" "${R[bw64k.ud_sr.bw]}" "${R[bw64k.tcp.bw]}"
 printf '  %-30s %12s %12s\n' "UCP tag_bw 1 MB (MB/s)" "${R[bw1m.ud_sr.bw]}" "${R[bw1m.tcp.bw]}"
+printf '  %-30s %12s %12s\n' "  ud_sr with UD-ZCopy off" "${R[bw1mcopy.ud_sr.bw]}" "-"
 printf '  %-30s %12s %12s\n' "UCP tag_bw 8 B (msg/s)" "${R[rate8.ud_sr.mr]}" "${R[rate8.tcp.mr]}"
 
 step "4. MPI jobs over ud_sr (UCX_TLS=ud_sr,self: no shared memory; data verified by every rank)"
@@ -128,16 +134,17 @@ stat_sum() { # dir key
 stat_max() {
     cat "$1"/* 2>/dev/null | grep -o " $2=[0-9]*" | awk -F= '$2 > m { m = $2 } END { print m + 0 }'
 }
-printf '  %-22s %6s %10s %12s %10s %8s %8s %8s %6s %10s\n' job ranks msgs bytes datagrams acks retrans probes peers bytes/peer
+printf '  %-22s %6s %10s %12s %10s %8s %8s %8s %6s %10s %8s %12s\n' job ranks msgs bytes datagrams acks retrans probes peers bytes/peer zc_gets zc_bytes
 for job in ompi-alltoall-udsr mpich-alltoall-udsr ompi-pingpong-udsr; do
     d=$work/stats-$job
     [ -d "$d" ] || continue
-    printf '  %-22s %6s %10s %12s %10s %8s %8s %8s %6s %10s\n' "$job" \
+    printf '  %-22s %6s %10s %12s %10s %8s %8s %8s %6s %10s %8s %12s\n' "$job" \
         "$(cat "$d"/* 2>/dev/null | grep -c '^aptus-stats ud_sr')" \
         "$(stat_sum "$d" tx_msgs)" "$(stat_sum "$d" tx_bytes)" \
         "$(stat_sum "$d" tx_dgrams)" "$(stat_sum "$d" tx_acks)" \
         "$(( $(stat_sum "$d" retransmits) + $(stat_sum "$d" fast_retransmits) ))" \
-        "$(stat_sum "$d" probes)" "$(stat_max "$d" peers)" "$(stat_max "$d" peer_bytes)"
+        "$(stat_sum "$d" probes)" "$(stat_max "$d" peers)" "$(stat_max "$d" peer_bytes)" \
+        "$(stat_sum "$d" zc_gets)" "$(stat_sum "$d" zc_bytes)"
     R[$job.bytes]=$(stat_sum "$d" tx_bytes)
 done
 
@@ -149,6 +156,7 @@ printf '+----------------------------------+--------------+--------------+\n'
 printf '| %-32s | %12s | %12s |\n' "latency 8 B, UCT (us)" "${R[uct8.ud_sr.lat]}" "${R[uct8.tcp.lat]}"
 printf '| %-32s | %12s | %12s |\n' "latency 8 B, UCP tag (us)" "${R[tag8.ud_sr.lat]}" "${R[tag8.tcp.lat]}"
 printf '| %-32s | %12s | %12s |\n' "bandwidth 1 MB, UCP tag (MB/s)" "${R[bw1m.ud_sr.bw]}" "${R[bw1m.tcp.bw]}"
+printf '| %-32s | %12s | %12s |\n' "  ud_sr UD-ZCopy off (UD-copy)" "${R[bw1mcopy.ud_sr.bw]}" "-"
 printf '| %-32s | %12s | %12s |\n' "message rate 8 B (msg/s)" "${R[rate8.ud_sr.mr]}" "${R[rate8.tcp.mr]}"
 if [ $have_mpi -eq 1 ]; then
 printf '| %-32s | %12s | %12s |\n' "Open MPI alltoall 4 ranks (s)" "${R[ompi-alltoall-udsr.time]}" "${R[ompi-alltoall-tcp.time]}"

@@ -9,6 +9,9 @@
 # am_bw), message rate (UCT am_bw short 8 B, UCP tag_bw 8 B) and the memory
 # of an idle endpoint (test/perf/ud_sr_ep_memory.c), prints a table against
 # the targets, and writes CSV files and PNG plots to the output directory.
+# Its UD-ZCopy section compares large-message bandwidth and CPU time per
+# transferred megabyte of UD-ZCopy, copy-based ud_sr and tcp, at the
+# default datagram size and at the largest the wire allows.
 # Targets are reported, never asserted: the exit status is non-zero only
 # when a measurement could not be taken. See contrib/bench/README.md.
 #
@@ -23,6 +26,7 @@ OUT=
 PLOTS=1
 INSTALL=1
 STAT=best
+ONLY=all
 RUN_TIMEOUT=${BENCH_RUN_TIMEOUT:-120}  # seconds per ucx_perftest run
 
 usage() {
@@ -37,6 +41,9 @@ usage: $0 [options]
                    how repetitions are combined (default best: lowest
                    latency, highest bandwidth and rate, which is the least
                    disturbed by other load on the machine)
+  --only base|zcopy
+                   run one section: the ud_sr/tcp comparison and endpoint
+                   memory (base), or UD-ZCopy bandwidth and CPU (zcopy)
   --no-plots       do not draw the PNG plots
   --no-install     do not apt-get install gnuplot when it is missing
   -h, --help       this text
@@ -55,6 +62,8 @@ while [ $# -gt 0 ]; do
     --reps=*)     REPS=${1#--reps=} ;;
     --stat)       STAT=$2; shift ;;
     --stat=*)     STAT=${1#--stat=} ;;
+    --only)       ONLY=$2; shift ;;
+    --only=*)     ONLY=${1#--only=} ;;
     --no-plots)   PLOTS=0 ;;
     --no-install) INSTALL=0 ;;
     -h|--help)    usage; exit 0 ;;
@@ -71,6 +80,10 @@ esac
 case "$STAT" in
 best|median) ;;
 *) echo "--stat: best or median expected" >&2; exit 2 ;;
+esac
+case "$ONLY" in
+all|base|zcopy) ;;
+*) echo "--only: base or zcopy expected" >&2; exit 2 ;;
 esac
 OUT=${OUT:-$ROOT/results/bench-$(date +%Y%m%d-%H%M%S)}
 
@@ -98,6 +111,9 @@ mkdir -p "$OUT/logs" "$OUT/bin" || die "cannot create $OUT"
 RAW=$OUT/raw.csv
 echo "level,test,layout,tl,size,rep,iters,lat50_us,latavg_us,bw_MBps,msgrate" \
     > "$RAW"
+CPUCSV=$OUT/cpu.csv
+echo "level,test,layout,tl,size,rep,messages,bw_MBps,client_user_s,client_sys_s,server_user_s,server_sys_s" \
+    > "$CPUCSV"
 
 # Same environment for both transports; only UCX_TLS / -x differ.
 export LD_PRELOAD="$LIB${LD_PRELOAD:+ $LD_PRELOAD}"
@@ -170,20 +186,25 @@ trap 'echo "ud_sr_bench: interrupted" >&2; exit 130' INT TERM
 # fields (p50, average latency, overall MB/s, overall msg/s). Not to be run
 # in a subshell: the trap must see the processes.
 PERF_RES=
+PERF_ENV=() # VAR=VALUE settings of the run in hand (transport variants)
+# Each side runs under a shell that records its CPU time (user, system) in
+# LOG.cpu (the client) and LOG.server.cpu, from the 'times' builtin.
+TIMED='ucx_perftest "$@"; rc=$?; times > "$0"; exit $rc'
 perftest_once() {
     local log=$1 tls=$2 rc
     shift 2
     PERF_RES=
+    rm -f "$log.cpu" "$log.server.cpu"
     next_port || return 1
-    env ${tls:+UCX_TLS=$tls} timeout $RUN_TIMEOUT \
-        ucx_perftest -p $PORT "$@" > "$log.server" 2>&1 &
+    env ${tls:+UCX_TLS=$tls} ${PERF_ENV[@]+"${PERF_ENV[@]}"} timeout $RUN_TIMEOUT \
+        bash -c "$TIMED" "$log.server.cpu" -p $PORT "$@" > "$log.server" 2>&1 &
     SRV_PID=$!
     if ! wait_listen $SRV_PID; then
         cleanup
         return 1
     fi
-    env ${tls:+UCX_TLS=$tls} timeout $RUN_TIMEOUT \
-        ucx_perftest 127.0.0.1 -p $PORT "$@" > "$log" 2>&1 &
+    env ${tls:+UCX_TLS=$tls} ${PERF_ENV[@]+"${PERF_ENV[@]}"} timeout $RUN_TIMEOUT \
+        bash -c "$TIMED" "$log.cpu" 127.0.0.1 -p $PORT "$@" > "$log" 2>&1 &
     CLI_PID=$!
     wait $CLI_PID
     rc=$?
@@ -207,8 +228,23 @@ measure() {
     local log="$OUT/logs/$level-$test-$layout-$tl-$size-$rep.log"
     local args=(-t "$test" -s "$size" -n "$iters" -w "$warmup") tls="" res
     local xtl=$tl
-    # ud_sr4k: ud_sr at the largest datagram the sock wire allows
-    [ "$tl" = ud_sr4k ] && xtl=ud_sr && export UCX_UD_SR_MTU=4096
+    # ud_sr*: variants of ud_sr -- 4k: at the largest datagram the sock wire
+    # allows; copy: UD-ZCopy off (the paper's UD-copy)
+    case $tl in
+    ud_sr*) xtl=ud_sr ;;
+    esac
+    PERF_ENV=()
+    case $tl in
+    *4k) PERF_ENV+=(UCX_UD_SR_MTU=4096) ;;
+    esac
+    case $tl in
+    ud_sr_copy*) PERF_ENV+=(UCX_UD_SR_ZCOPY=n) ;;
+    esac
+    # UD-ZCopy rows of the zcopy section: rendezvous (and so get_zcopy) from
+    # 32 KB; UCP sends tag_send_nbr messages below 256 KB eagerly otherwise
+    if [ "$layout" = zc ] && { [ $tl = ud_sr ] || [ $tl = ud_sr4k ]; }; then
+        PERF_ENV+=(UCX_RNDV_THRESH=32k UCX_UD_SR_ZCOPY=y)
+    fi
     if [ "$level" = uct ]; then
         args+=(-x "$xtl" -d lo -D "$layout")
     else
@@ -218,7 +254,7 @@ measure() {
         res=
         perftest_once "$log" "$tls" "${args[@]}" && res=$PERF_RES && break
     done
-    unset UCX_UD_SR_MTU
+    PERF_ENV=()
     if [ -z "$res" ]; then
         echo "  FAILED: $level $test $layout $tl $size B (see $log)" >&2
         FAILED=$((FAILED + 1))
@@ -226,6 +262,21 @@ measure() {
     fi
     set -- $res
     echo "$level,$test,$layout,$tl,$size,$rep,$iters,$1,$2,$3,$4" >> "$RAW"
+    # CPU seconds of each side (client: sender in bandwidth tests)
+    echo "$level,$test,$layout,$tl,$size,$rep,$((iters + warmup)),$3,$(cpu_of "$log.cpu"),$(cpu_of "$log.server.cpu")" \
+        >> "$CPUCSV"
+}
+
+# cpu_of FILE: "user,sys" seconds of the child recorded by 'times'
+cpu_of() {
+    awk 'NR == 2 {
+        n = split($0, f, " ")
+        for (i = 1; i <= 2; i++) {
+            split(f[i], ms, /[ms]/)
+            t[i] = ms[1] * 60 + ms[2]
+        }
+        printf "%.3f,%.3f", t[1], t[2]
+    }' "$1" 2>/dev/null
 }
 
 # combine LEVEL TEST LAYOUT TL SIZE COLUMN(lat50_us|latavg_us|bw_MBps|msgrate):
@@ -294,6 +345,11 @@ point() {
 }
 
 # ---------------------------------------------------------------------------
+# Section "base": ud_sr against tcp, and the memory of an endpoint (the
+# whole block, down to its plots; skipped with --only zcopy)
+
+if [ "$ONLY" != zcopy ]; then
+
 # What to measure
 
 if [ $QUICK = 1 ]; then
@@ -561,12 +617,148 @@ EOF
     fi
 fi
 
+fi # section "base"
+
+# ---------------------------------------------------------------------------
+# Section "zcopy": UD-ZCopy against copy-based ud_sr and tcp: UCP tag_bw
+# bandwidth, and CPU time per transferred megabyte on each side (the
+# client sends, the server receives), at the default datagram size (2048)
+# and the largest the sock wire allows (4096).
+
+if [ "$ONLY" != base ]; then
+    if [ $QUICK = 1 ]; then
+        ZC_BUDGET=$((256 << 20)); ZC_MIN=10; ZC_MAX=4000
+    else
+        ZC_BUDGET=$((1024 << 20)); ZC_MIN=40; ZC_MAX=16000
+    fi
+    ZC_SIZES="65536 1048576 16777216"
+    ZC_TLS="ud_sr ud_sr_copy tcp ud_sr4k ud_sr_copy4k"
+    echo
+    echo "== UD-ZCopy: UCP tag_bw, bandwidth and CPU per transferred MB"
+    for s in $ZC_SIZES; do
+        iters=$(iters_for $s $ZC_BUDGET $ZC_MIN $ZC_MAX)
+        for rep in $(seq $REPS); do
+            order=$ZC_TLS
+            # alternate the order between repetitions
+            [ $((rep % 2)) = 0 ] && order=$(echo $ZC_TLS | tr ' ' '\n' | tac | tr '\n' ' ')
+            for tl in $order; do
+                measure ucp tag_bw zc $tl $s $iters $rep
+            done
+        done
+    done
+
+    # zc_point TL SIZE: "MB/s,sender us/MB,(sys),receiver us/MB,(sys)" of
+    # the repetition with the best bandwidth (CPU of that same run)
+    zc_point() {
+        awk -F, -v tl="$1" -v s="$2" '
+            NR == 1 { next }
+            $2 == "tag_bw" && $3 == "zc" && $4 == tl && $5 == s {
+                if (best == "" || $8 + 0 > best + 0) {
+                    mb   = $7 * $5 / 1e6
+                    best = $8
+                    line = sprintf("%s,%.0f,%.0f,%.0f,%.0f", $8,
+                                   ($9 + $10) * 1e6 / mb, $10 * 1e6 / mb,
+                                   ($11 + $12) * 1e6 / mb, $12 * 1e6 / mb)
+                }
+            }
+            END { print line }' "$CPUCSV"
+    }
+    ZCSV=$OUT/zcopy.csv
+    echo "size,tl,mtu,bw_MBps,sender_cpu_us_per_MB,sender_sys_us_per_MB,receiver_cpu_us_per_MB,receiver_sys_us_per_MB" \
+        > "$ZCSV"
+    ZTABLE=$OUT/zcopy_table.txt
+    {
+        echo
+        echo "== UD-ZCopy summary (best bandwidth of $REPS; CPU of that run: user+system"
+        echo "   microseconds per MB moved, system part in parentheses; the sender is"
+        echo "   the client, the receiver the server; UD-ZCopy rows with"
+        echo "   UCX_RNDV_THRESH=32k so that UCP fetches 64 KB messages with gets)"
+        printf '%-7s | %-20s | %5s | %8s | %-15s | %-15s\n' size transport MTU MB/s \
+            "sender us/MB" "receiver us/MB"
+        echo "--------+----------------------+-------+----------+-----------------+----------------"
+        for s in $ZC_SIZES; do
+            for tl in $ZC_TLS; do
+                case $tl in
+                ud_sr)        name="ud_sr UD-ZCopy"; mtu=${UCX_UD_SR_MTU:-2048} ;;
+                ud_sr_copy)   name="ud_sr copy (UD-copy)"; mtu=${UCX_UD_SR_MTU:-2048} ;;
+                tcp)          name="tcp"; mtu=- ;;
+                ud_sr4k)      name="ud_sr UD-ZCopy"; mtu=4096 ;;
+                ud_sr_copy4k) name="ud_sr copy (UD-copy)"; mtu=4096 ;;
+                esac
+                IFS=, read -r bw scpu ssys rcpu rsys <<< "$(zc_point $tl $s)"
+                echo "$s,$tl,$mtu,$bw,$scpu,$ssys,$rcpu,$rsys" >> "$ZCSV"
+                printf '%-7s | %-20s | %5s | %8s | %6s (%6s) | %6s (%6s)\n' \
+                    "$(fmt_size $s)" "$name" "$mtu" "${bw:-n/a}" "${scpu:--}" \
+                    "${ssys:--}" "${rcpu:--}" "${rsys:--}"
+            done
+        done
+        echo
+        echo "targets (reported, not asserted): UD-ZCopy at least 1.5x the copy-based"
+        echo "bandwidth at 1 MB, and less CPU per MB than copy-based on both sides"
+        for mtu in 2048 4096; do
+            zc=ud_sr; cp=ud_sr_copy
+            [ $mtu = 4096 ] && zc=ud_sr4k && cp=ud_sr_copy4k
+            IFS=, read -r zbw zs _ zr _ <<< "$(zc_point $zc 1048576)"
+            IFS=, read -r cbw cs _ cr _ <<< "$(zc_point $cp 1048576)"
+            awk -v mtu=$mtu -v zbw="$zbw" -v cbw="$cbw" -v zs="$zs" -v cs="$cs" \
+                -v zr="$zr" -v cr="$cr" 'BEGIN {
+                ok = (zbw != "" && cbw != "")
+                r = (ok && cbw > 0) ? zbw / cbw : 0
+                printf "  MTU %s, 1 MB: bandwidth %.2fx copy-based (>= 1.5): %s\n",
+                    mtu, r, !ok ? "n/a" : (r >= 1.5 ? "met" : "MISSED")
+                printf "  MTU %s, 1 MB: sender %s vs %s us/MB, receiver %s vs %s us/MB (less): %s\n",
+                    mtu, zs, cs, zr, cr,
+                    !ok ? "n/a" : ((zs + 0 < cs + 0 && zr + 0 < cr + 0) ? "met" : "MISSED")
+            }'
+        done
+    } | tee "$ZTABLE"
+
+    if [ $PLOTS = 1 ] && command -v gnuplot >/dev/null; then
+        ZPLOT=$OUT/zcopy_plot.csv
+        # no header line: gnuplot would draw it as an empty cluster
+        : > "$ZPLOT"
+        for s in $ZC_SIZES; do
+            line="$(fmt_size $s | tr -d ' ')"
+            for tl in $ZC_TLS; do
+                v=$(awk -F, -v s=$s -v tl=$tl '$1 == s && $2 == tl { print $4 }' "$ZCSV")
+                line="$line,${v:-NaN}"
+            done
+            echo "$line" >> "$ZPLOT"
+        done
+        if gnuplot > "$OUT/logs/gnuplot-zcopy.log" 2>&1 <<EOF
+set datafile separator ","
+set datafile missing "NaN"
+set terminal pngcairo size 1000,650 font "sans,11" noenhanced
+set output "$OUT/zcopy.png"
+set title "UCP tag_bw over the loopback: UD-ZCopy, copy-based ud_sr (UD-copy), tcp\n($(hostname), $(date +%F), best of $REPS)" noenhanced
+set key top left box opaque
+set grid ytics lc rgb "#dddddd"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.85 border -1
+set ylabel "bandwidth (MB/s)"
+set xlabel "message size"
+set yrange [0:*]
+plot "$ZPLOT" using 2:xtic(1) title "ud_sr UD-ZCopy, MTU 2048" lc rgb "#d62728", \
+     "" using 5 title "ud_sr UD-ZCopy, MTU 4096" lc rgb "#ff9896", \
+     "" using 3 title "ud_sr copy, MTU 2048" lc rgb "#2ca02c", \
+     "" using 6 title "ud_sr copy, MTU 4096" lc rgb "#98df8a", \
+     "" using 4 title "tcp" lc rgb "#1f77b4"
+EOF
+        then
+            echo "plot: $OUT/zcopy.png"
+        else
+            echo "ud_sr_bench: gnuplot failed (see $OUT/logs/gnuplot-zcopy.log)" >&2
+        fi
+    fi
+fi # section "zcopy"
+
 END=$(date +%s)
 echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/meta.txt"
 if awk -v l="$(cut -d' ' -f1 /proc/loadavg)" -v n="$(nproc)" 'BEGIN { exit !(l > n) }'; then
     echo "WARNING: $LOAD_WARN"
 fi
-echo "csv: $RAW $SWEEP $SUMMARY $MEMCSV"
+echo "csv: $RAW $CPUCSV ${SWEEP:-} ${SUMMARY:-} ${MEMCSV:-} ${ZCSV:-}"
 echo "elapsed: $((END - START)) s"
 echo "elapsed: $((END - START)) s" >> "$OUT/meta.txt"
 if [ $FAILED -gt 0 ]; then

@@ -79,13 +79,11 @@ const char *aptus_ud_chan_config_check(const aptus_ud_chan_config_t *config,
     return NULL;
 }
 
-static ucs_mpool_ops_t aptus_ud_mpool_ops = { .chunk_alloc =
-                                                  ucs_mpool_chunk_malloc,
-                                              .chunk_release =
-                                                  ucs_mpool_chunk_free,
-                                              .obj_init    = NULL,
-                                              .obj_cleanup = NULL,
-                                              .obj_str     = NULL };
+ucs_mpool_ops_t aptus_ud_mpool_ops = { .chunk_alloc   = ucs_mpool_chunk_malloc,
+                                       .chunk_release = ucs_mpool_chunk_free,
+                                       .obj_init      = NULL,
+                                       .obj_cleanup   = NULL,
+                                       .obj_str       = NULL };
 
 static void aptus_ud_rx_msg_release_cb(uct_recv_desc_t *self, void *desc);
 
@@ -333,6 +331,9 @@ void aptus_ud_chan_cleanup(aptus_ud_chan_t *chan)
     aptus_ud_peer_t *peer;
     unsigned i;
 
+    chan->in_async = 0;
+    aptus_ud_comp_list_cleanup(&chan->async_comps);
+
     kh_foreach_key(&chan->peers, peer,
                    {
                        aptus_ud_tx_purge(chan, peer, UCS_ERR_CANCELED);
@@ -564,7 +565,7 @@ static void aptus_ud_chan_complete_flushes(aptus_ud_chan_t *chan,
             continue;
         }
         ucs_queue_del_iter(&chan->flush_reqs, iter);
-        uct_invoke_completion(freq->comp, status);
+        aptus_ud_chan_complete(chan, freq->comp, status);
         ucs_mpool_put(freq);
     }
     if (!remaining) {
@@ -668,13 +669,72 @@ void aptus_ud_chan_tick(aptus_ud_chan_t *chan)
     aptus_ud_tx_batch_flush(chan);
 }
 
+void aptus_ud_comp_list_add(aptus_ud_comp_list_t *list, uct_completion_t *comp,
+                            ucs_status_t status)
+{
+    aptus_ud_comp_t *comps;
+    unsigned max;
+
+    if (list->num == list->max) {
+        max   = list->max * 2 + 16;
+        comps = ucs_realloc(list->comps, max * sizeof(*comps),
+                            "aptus_ud_comp_list");
+        if (comps == NULL) {
+            ucs_error("ud_sr: cannot defer a completion; running it now");
+            uct_invoke_completion(comp, status);
+            return;
+        }
+        list->comps = comps;
+        list->max   = max;
+    }
+    list->comps[list->num].comp   = comp;
+    list->comps[list->num].status = status;
+    list->num++;
+}
+
+unsigned aptus_ud_comp_list_dispatch(aptus_ud_comp_list_t *list)
+{
+    aptus_ud_comp_t c;
+    unsigned n = 0;
+
+    /* a callback may add more, or dispatch the list itself */
+    while (list->first < list->num) {
+        c = list->comps[list->first++];
+        uct_invoke_completion(c.comp, c.status);
+        ++n;
+    }
+    list->first = 0;
+    list->num   = 0;
+    return n;
+}
+
+void aptus_ud_comp_list_cleanup(aptus_ud_comp_list_t *list)
+{
+    aptus_ud_comp_list_dispatch(list);
+    ucs_free(list->comps);
+    list->comps = NULL;
+    list->max   = 0;
+}
+
+void aptus_ud_chan_complete(aptus_ud_chan_t *chan, uct_completion_t *comp,
+                            ucs_status_t status)
+{
+    if (chan->in_async) {
+        aptus_ud_comp_list_add(&chan->async_comps, comp, status);
+    } else {
+        uct_invoke_completion(comp, status);
+    }
+}
+
 unsigned aptus_ud_chan_progress(aptus_ud_chan_t *chan, int is_async)
 {
     unsigned count = 0;
 
     aptus_ud_chan_now(chan);
+    chan->in_async = is_async;
     if (!is_async) {
         chan->last_sync_us = chan->now_us;
+        count += aptus_ud_comp_list_dispatch(&chan->async_comps);
         if (!ucs_queue_is_empty(&chan->deferred)) {
             count += aptus_ud_rx_dispatch_deferred(chan);
         }
@@ -693,6 +753,7 @@ unsigned aptus_ud_chan_progress(aptus_ud_chan_t *chan, int is_async)
     if (!is_async && !ucs_arbiter_is_empty(&chan->pending)) {
         aptus_ud_chan_dispatch_pending(chan);
     }
+    chan->in_async = 0;
     return count;
 }
 
@@ -814,6 +875,8 @@ static ucs_status_t aptus_ud_chan_flush_peer(aptus_ud_chan_t *chan,
 ucs_status_t aptus_ud_chan_flush(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
                                  unsigned flags, uct_completion_t *comp)
 {
+    /* completed operations are reported before the flush that covers them */
+    aptus_ud_comp_list_dispatch(&chan->async_comps);
     if (peer->flags & APTUS_UD_PEER_FAILED) {
         return (flags & UCT_FLUSH_FLAG_CANCEL) ? UCS_OK
                                                : UCS_ERR_ENDPOINT_TIMEOUT;
@@ -850,6 +913,7 @@ ucs_status_t aptus_ud_chan_flush_all(aptus_ud_chan_t *chan, unsigned flags,
     unsigned i, busy = 0;
     ucs_status_t status;
 
+    aptus_ud_comp_list_dispatch(&chan->async_comps);
     for (i = 0; i < chan->num_active; ++i) {
         if (!aptus_rel_tx_is_idle(&chan->active[i]->tx)) {
             ++busy;

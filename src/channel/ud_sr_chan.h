@@ -53,6 +53,17 @@ typedef struct aptus_ud_chan_config {
     unsigned max_peers; /* streams this channel may hold */
 } aptus_ud_chan_config_t;
 
+/* Messages between the channels of two interfaces (UD-ZCopy's control):
+ * delivered in stream order to this handler instead of the user's. The
+ * handler consumes the data before it returns; UCS_ERR_BUSY in async
+ * context defers it, like a sync-only active message. */
+typedef ucs_status_t (*aptus_ud_internal_cb_t)(void *arg, aptus_ud_peer_t *peer,
+                                               uint8_t id, const void *data,
+                                               size_t length, int is_async);
+
+/* internal messages carry this bit in the descriptor's am_id */
+#define APTUS_UD_AM_INTERNAL 0x80
+
 /* Upcalls into the transport that owns the channel. */
 typedef struct aptus_ud_chan_ops {
     /* A complete message, in order. data has rx_headroom bytes before it and
@@ -204,12 +215,39 @@ typedef struct aptus_ud_tx_batch {
     uint8_t *hdrs;     /* max * APTUS_UD_SR_HDR_MAX_LEN */
 } aptus_ud_tx_batch_t;
 
+/* Completions to run later, in the order they were added. */
+typedef struct aptus_ud_comp {
+    uct_completion_t *comp;
+    ucs_status_t status;
+} aptus_ud_comp_t;
+
+typedef struct aptus_ud_comp_list {
+    aptus_ud_comp_t *comps;
+    unsigned first; /* next to run */
+    unsigned num;
+    unsigned max;
+} aptus_ud_comp_list_t;
+
+/* Runs comp at once only when there is no memory to keep it. */
+void aptus_ud_comp_list_add(aptus_ud_comp_list_t *list, uct_completion_t *comp,
+                            ucs_status_t status);
+
+/* Runs them all, those added meanwhile too; returns how many. */
+unsigned aptus_ud_comp_list_dispatch(aptus_ud_comp_list_t *list);
+
+void aptus_ud_comp_list_cleanup(aptus_ud_comp_list_t *list);
+
+/* Memory pools of plain objects. */
+extern ucs_mpool_ops_t aptus_ud_mpool_ops;
+
 struct aptus_ud_chan {
     aptus_ud_chan_config_t config;
     aptus_dgram_wire_t *wire;
     ucs_async_context_t *async; /* NULL: caller is single-threaded */
     const aptus_ud_chan_ops_t *ops;
     void *ops_arg;
+    aptus_ud_internal_cb_t internal_cb;
+    void *internal_arg;
     aptus_ud_clock_t clock; /* usec, monotonic */
     uint32_t local_key;
     size_t single_payload; /* payload of a one-datagram msg */
@@ -245,6 +283,10 @@ struct aptus_ud_chan {
     int in_pending;
     aptus_ud_tx_batch_t batch;
 
+    /* completions found in async context run from the user's progress */
+    int in_async;
+    aptus_ud_comp_list_t async_comps;
+
     uint64_t now_us;
     uint64_t last_tick_us;
     uint64_t last_sync_us; /* last progress from the user */
@@ -262,6 +304,7 @@ typedef enum {
 typedef struct aptus_ud_send {
     aptus_ud_send_kind_t kind;
     uint8_t am_id;
+    uint8_t internal; /* for the peer's channel, not its user */
     union {
         struct {
             uint64_t header;
@@ -298,6 +341,22 @@ void aptus_ud_chan_cleanup(aptus_ud_chan_t *chan);
 
 /* Largest payloads, for iface_query. */
 size_t aptus_ud_chan_max_short(const aptus_ud_chan_t *chan);
+
+static inline void aptus_ud_chan_set_internal(aptus_ud_chan_t *chan,
+                                              aptus_ud_internal_cb_t cb,
+                                              void *arg)
+{
+    chan->internal_cb  = cb;
+    chan->internal_arg = arg;
+}
+
+/* Send an internal message: hdr and data concatenated (at most max_msg).
+ * Returns the length, UCS_ERR_NO_RESOURCE (window full: retry from
+ * progress), or an error. Not held back by the user's pending requests. */
+ssize_t aptus_ud_chan_send_internal(aptus_ud_chan_t *chan,
+                                    aptus_ud_peer_t *peer, uint8_t id,
+                                    const void *hdr, size_t hdr_len,
+                                    const void *data, size_t data_len);
 
 /* Find the stream a new endpoint should use to (addr, remote_key): the
  * lowest stream that has no endpoint yet, created if needed. */

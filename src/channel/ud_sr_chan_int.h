@@ -94,6 +94,11 @@ typedef struct aptus_ud_tx_ctx {
 
 /* ud_sr_rx.c */
 unsigned aptus_ud_rx_progress(aptus_ud_chan_t *chan, int is_async);
+
+/* Complete comp now in the user's thread, or from its next progress call
+ * when found in async context (UCT users expect completions there). */
+void aptus_ud_chan_complete(aptus_ud_chan_t *chan, uct_completion_t *comp,
+                            ucs_status_t status);
 unsigned aptus_ud_rx_dispatch_deferred(aptus_ud_chan_t *chan);
 void aptus_ud_rx_release_peer(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer);
 void aptus_ud_rx_flush_acks(aptus_ud_chan_t *chan);

@@ -28,6 +28,19 @@ static ucs_status_t aptus_ud_rx_deliver_now(aptus_ud_chan_t *chan,
         msg->data, -(ptrdiff_t)(chan->config.rx_headroom + sizeof(void *))) =
         &msg->release;
 
+    if (msg->am_id & APTUS_UD_AM_INTERNAL) {
+        status = (chan->internal_cb == NULL)
+                     ? UCS_OK
+                     : chan->internal_cb(chan->internal_arg, msg->peer,
+                                         msg->am_id & ~APTUS_UD_AM_INTERNAL,
+                                         msg->data, msg->length, is_async);
+        if (status == UCS_ERR_BUSY) {
+            return status;
+        }
+        ucs_mpool_put_inline(msg); /* internal handlers never keep it */
+        return UCS_OK;
+    }
+
     status = chan->ops->deliver(chan->ops_arg, msg->peer, msg->am_id, msg->data,
                                 msg->length, UCT_CB_PARAM_FLAG_DESC, is_async);
     if (status == UCS_ERR_BUSY) {
@@ -289,10 +302,12 @@ static void aptus_ud_rx_data(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     if ((verdict == APTUS_REL_RX_DELIVER) || (verdict == APTUS_REL_RX_HOLD)) {
         desc->msg.data   = (void *)pkt->payload;
         desc->msg.length = pkt->payload_len;
-        desc->msg.am_id  = pkt->am_id;
-        desc->msg_len    = pkt->msg_len;
-        desc->psn        = pkt->psn;
-        desc->flags      = pkt->flags;
+        desc->msg.am_id =
+            pkt->am_id |
+            ((pkt->flags & APTUS_UD_SR_F_INTERNAL) ? APTUS_UD_AM_INTERNAL : 0);
+        desc->msg_len = pkt->msg_len;
+        desc->psn     = pkt->psn;
+        desc->flags   = pkt->flags;
     }
 
     switch (verdict) {

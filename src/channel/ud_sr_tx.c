@@ -187,7 +187,7 @@ void aptus_ud_tx_release(void *arg, aptus_rel_txe_t *txe)
         return;
     }
     if (msg->comp != NULL) {
-        uct_invoke_completion(msg->comp, ctx->status);
+        aptus_ud_chan_complete(ctx->chan, msg->comp, ctx->status);
     }
     ucs_free(msg->owned);
     ctx->chan->tx_msg_bytes -= msg->length;
@@ -231,7 +231,7 @@ static void aptus_ud_tx_own_cb(void *arg, aptus_rel_txe_t *txe)
         off += msg->iov[i].iov_len;
     }
     if (msg->comp != NULL) {
-        uct_invoke_completion(msg->comp, UCS_OK);
+        aptus_ud_chan_complete(ctx->chan, msg->comp, UCS_OK);
         msg->comp = NULL;
     }
 }
@@ -245,6 +245,11 @@ void aptus_ud_tx_take_ownership(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
         /* cannot keep the data alive without the user's buffers */
         aptus_ud_chan_peer_fail(chan, peer, UCS_ERR_NO_MEMORY);
     }
+}
+
+static inline uint8_t aptus_ud_send_hdr_flags(const aptus_ud_send_t *send)
+{
+    return send->internal ? APTUS_UD_SR_F_INTERNAL : 0;
 }
 
 /* Split length bytes into fragments; returns their number. */
@@ -307,8 +312,10 @@ static void aptus_ud_tx_post(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     aptus_ud_chan_activate(chan, peer);
 }
 
-static inline aptus_ud_tx_msg_t *
-aptus_ud_tx_msg_get(aptus_ud_chan_t *chan, unsigned pool, uint8_t am_id)
+static inline aptus_ud_tx_msg_t *aptus_ud_tx_msg_get(aptus_ud_chan_t *chan,
+                                                     unsigned pool,
+                                                     uint8_t am_id,
+                                                     uint8_t hdr_flags)
 {
     aptus_ud_tx_msg_t *msg = ucs_mpool_get_inline(&chan->tx_mp[pool]);
 
@@ -318,7 +325,7 @@ aptus_ud_tx_msg_get(aptus_ud_chan_t *chan, unsigned pool, uint8_t am_id)
         msg->pool      = pool;
         msg->am_id     = am_id;
         msg->iovcnt    = 0;
-        msg->hdr_flags = 0;
+        msg->hdr_flags = hdr_flags;
     }
     return msg;
 }
@@ -333,7 +340,8 @@ static ssize_t aptus_ud_tx_bcopy(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     /* The size is known only after packing, so pack into a large message;
      * a result that fits one datagram moves to a small one so that large
      * buffers are held only by large messages. */
-    msg = aptus_ud_tx_msg_get(chan, APTUS_UD_TX_LARGE, send->am_id);
+    msg = aptus_ud_tx_msg_get(chan, APTUS_UD_TX_LARGE, send->am_id,
+                              aptus_ud_send_hdr_flags(send));
     if (msg == NULL) {
         return UCS_ERR_NO_RESOURCE;
     }
@@ -350,7 +358,8 @@ static ssize_t aptus_ud_tx_bcopy(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     }
 
     if (nfrags == 1) {
-        small = aptus_ud_tx_msg_get(chan, APTUS_UD_TX_SMALL, send->am_id);
+        small = aptus_ud_tx_msg_get(chan, APTUS_UD_TX_SMALL, send->am_id,
+                                    aptus_ud_send_hdr_flags(send));
         if (small != NULL) {
             memcpy(aptus_ud_tx_msg_data(chan, small),
                    aptus_ud_tx_msg_data(chan, msg), length);
@@ -389,7 +398,7 @@ static ucs_status_t aptus_ud_tx_zcopy(aptus_ud_chan_t *chan,
 
     msg = aptus_ud_tx_msg_get(
         chan, (nfrags == 1) ? APTUS_UD_TX_SMALL : APTUS_UD_TX_LARGE,
-        send->am_id);
+        send->am_id, aptus_ud_send_hdr_flags(send));
     if (msg == NULL) {
         return UCS_ERR_NO_RESOURCE;
     }
@@ -433,7 +442,8 @@ ssize_t aptus_ud_chan_send(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     if (ucs_unlikely(peer->flags & APTUS_UD_PEER_FAILED)) {
         return UCS_ERR_ENDPOINT_TIMEOUT;
     }
-    if (ucs_unlikely(aptus_ud_peer_has_pending(peer) && !chan->in_pending)) {
+    if (ucs_unlikely(aptus_ud_peer_has_pending(peer) && !chan->in_pending &&
+                     !send->internal)) {
         return UCS_ERR_NO_RESOURCE; /* keep order behind queued requests */
     }
     if (ucs_unlikely(aptus_rel_tx_window_full(&peer->tx, &chan->config.rel))) {
@@ -447,7 +457,8 @@ ssize_t aptus_ud_chan_send(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     case APTUS_UD_SEND_SHORT:
         length = sizeof(uint64_t) + send->am_short.length;
         ucs_assert(length <= chan->single_payload);
-        msg = aptus_ud_tx_msg_get(chan, APTUS_UD_TX_SMALL, send->am_id);
+        msg = aptus_ud_tx_msg_get(chan, APTUS_UD_TX_SMALL, send->am_id,
+                                  aptus_ud_send_hdr_flags(send));
         if (msg == NULL) {
             return UCS_ERR_NO_RESOURCE;
         }
@@ -478,12 +489,11 @@ ucs_status_t aptus_ud_chan_check(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
         return UCS_OK;
     }
 
-    msg = aptus_ud_tx_msg_get(chan, APTUS_UD_TX_SMALL, 0);
+    msg = aptus_ud_tx_msg_get(chan, APTUS_UD_TX_SMALL, 0, APTUS_UD_SR_F_NOP);
     if (msg == NULL) {
         return UCS_ERR_NO_RESOURCE;
     }
     aptus_ud_chan_now(chan);
-    msg->hdr_flags  = APTUS_UD_SR_F_NOP;
     msg->length     = 0;
     msg->num_frags  = 1;
     msg->frags_left = 1;
@@ -491,4 +501,40 @@ ucs_status_t aptus_ud_chan_check(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
     chan->stats.tx_msgs--; /* not an active message */
     chan->stats.checks++;
     return UCS_OK;
+}
+
+typedef struct aptus_ud_internal_pack {
+    const void *hdr;
+    size_t hdr_len;
+    const void *data;
+    size_t data_len;
+} aptus_ud_internal_pack_t;
+
+static size_t aptus_ud_internal_pack(void *dest, void *arg)
+{
+    aptus_ud_internal_pack_t *p = arg;
+
+    memcpy(dest, p->hdr, p->hdr_len);
+    if (p->data_len > 0) {
+        memcpy(UCS_PTR_BYTE_OFFSET(dest, p->hdr_len), p->data, p->data_len);
+    }
+    return p->hdr_len + p->data_len;
+}
+
+ssize_t aptus_ud_chan_send_internal(aptus_ud_chan_t *chan,
+                                    aptus_ud_peer_t *peer, uint8_t id,
+                                    const void *hdr, size_t hdr_len,
+                                    const void *data, size_t data_len)
+{
+    aptus_ud_internal_pack_t pack = { hdr, hdr_len, data, data_len };
+    aptus_ud_send_t send;
+
+    ucs_assert(id < APTUS_UD_SR_INTERNAL_MAX);
+    ucs_assert(hdr_len + data_len <= chan->config.max_msg);
+    send.kind          = APTUS_UD_SEND_BCOPY;
+    send.am_id         = id;
+    send.internal      = 1;
+    send.bcopy.pack_cb = aptus_ud_internal_pack;
+    send.bcopy.arg     = &pack;
+    return aptus_ud_chan_send(chan, peer, &send);
 }

@@ -3,48 +3,10 @@
  */
 #include "ud_sr_proto.h"
 
-#include <endian.h>
+#include "le.h"
+
 #include <stdio.h>
 #include <string.h>
-
-static inline void put16(uint8_t *p, uint16_t v)
-{
-    v = htole16(v);
-    memcpy(p, &v, sizeof(v));
-}
-
-static inline void put32(uint8_t *p, uint32_t v)
-{
-    v = htole32(v);
-    memcpy(p, &v, sizeof(v));
-}
-
-static inline void put64(uint8_t *p, uint64_t v)
-{
-    v = htole64(v);
-    memcpy(p, &v, sizeof(v));
-}
-
-static inline uint16_t get16(const uint8_t *p)
-{
-    uint16_t v;
-    memcpy(&v, p, sizeof(v));
-    return le16toh(v);
-}
-
-static inline uint32_t get32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, sizeof(v));
-    return le32toh(v);
-}
-
-static inline uint64_t get64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, sizeof(v));
-    return le64toh(v);
-}
 
 static int aptus_ud_sr_has_msg_len(uint8_t type, uint8_t flags)
 {
@@ -76,10 +38,10 @@ size_t aptus_ud_sr_build(void *buf, const aptus_ud_sr_pkt_t *pkt)
 {
     uint8_t *p = buf;
 
-    put32(p + 0, pkt->dest_key);
-    put32(p + 4, pkt->src_key);
-    put16(p + 8, pkt->psn);
-    put16(p + 10, pkt->ack);
+    aptus_put32(p + 0, pkt->dest_key);
+    aptus_put32(p + 4, pkt->src_key);
+    aptus_put16(p + 8, pkt->psn);
+    aptus_put16(p + 10, pkt->ack);
     p[12] = pkt->type;
     p[13] = pkt->flags;
     p[14] = pkt->am_id;
@@ -87,13 +49,14 @@ size_t aptus_ud_sr_build(void *buf, const aptus_ud_sr_pkt_t *pkt)
     p += APTUS_UD_SR_HDR_LEN;
 
     if (pkt->flags & APTUS_UD_SR_F_SACK) {
-        put64(p, pkt->sack);
+        aptus_put64(p, pkt->sack);
         p += APTUS_UD_SR_EXT_LEN;
     }
     if (aptus_ud_sr_has_data_ext(pkt->type, pkt->flags)) {
-        put32(p, aptus_ud_sr_has_msg_len(pkt->type, pkt->flags) ? pkt->msg_len
-                                                                : 0);
-        put32(p + 4, (pkt->flags & APTUS_UD_SR_F_CRC) ? pkt->crc : 0);
+        aptus_put32(p, aptus_ud_sr_has_msg_len(pkt->type, pkt->flags)
+                           ? pkt->msg_len
+                           : 0);
+        aptus_put32(p + 4, (pkt->flags & APTUS_UD_SR_F_CRC) ? pkt->crc : 0);
         p += APTUS_UD_SR_EXT_LEN;
     }
     return (size_t)(p - (uint8_t *)buf);
@@ -110,10 +73,10 @@ aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
         return APTUS_UD_SR_PARSE_TRUNCATED;
     }
 
-    pkt->dest_key = get32(p + 0);
-    pkt->src_key  = get32(p + 4);
-    pkt->psn      = get16(p + 8);
-    pkt->ack      = get16(p + 10);
+    pkt->dest_key = aptus_get32(p + 0);
+    pkt->src_key  = aptus_get32(p + 4);
+    pkt->psn      = aptus_get16(p + 8);
+    pkt->ack      = aptus_get16(p + 10);
     pkt->type     = p[12];
     pkt->flags    = p[13];
     pkt->am_id    = p[14];
@@ -128,14 +91,17 @@ aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
 
     switch (pkt->type) {
     case APTUS_UD_SR_TYPE_DATA:
-        if (pkt->am_id >= APTUS_UD_SR_AM_ID_MAX) {
+        if (pkt->am_id >= ((pkt->flags & APTUS_UD_SR_F_INTERNAL)
+                               ? APTUS_UD_SR_INTERNAL_MAX
+                               : APTUS_UD_SR_AM_ID_MAX)) {
             return APTUS_UD_SR_PARSE_BAD_AM_ID;
         }
         if (pkt->flags & APTUS_UD_SR_F_REPLY) {
             return APTUS_UD_SR_PARSE_BAD_FLAGS;
         }
         if ((pkt->flags & APTUS_UD_SR_F_NOP) &&
-            (((pkt->flags & (APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST)) !=
+            ((pkt->flags & APTUS_UD_SR_F_INTERNAL) ||
+             ((pkt->flags & (APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST)) !=
               (APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST)) ||
              (pkt->am_id != 0))) {
             return APTUS_UD_SR_PARSE_BAD_FLAGS;
@@ -144,8 +110,9 @@ aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
     case APTUS_UD_SR_TYPE_ACK:
     case APTUS_UD_SR_TYPE_RESET:
         /* an ACK may ask for one back (flush polls the peer) */
-        if ((pkt->flags & (APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST |
-                           APTUS_UD_SR_F_CRC | APTUS_UD_SR_F_NOP)) ||
+        if ((pkt->flags &
+             (APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_CRC |
+              APTUS_UD_SR_F_NOP | APTUS_UD_SR_F_INTERNAL)) ||
             ((pkt->type == APTUS_UD_SR_TYPE_RESET) &&
              (pkt->flags & (APTUS_UD_SR_F_ACK_REQ | APTUS_UD_SR_F_REPLY)))) {
             return APTUS_UD_SR_PARSE_BAD_FLAGS;
@@ -165,7 +132,7 @@ aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
 
     p += APTUS_UD_SR_HDR_LEN;
     if (pkt->flags & APTUS_UD_SR_F_SACK) {
-        pkt->sack = get64(p);
+        pkt->sack = aptus_get64(p);
         p += APTUS_UD_SR_EXT_LEN;
         if (pkt->sack & 1) {
             /* bit 0 is the cumulative point itself: never held */
@@ -173,8 +140,8 @@ aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
         }
     }
     if (aptus_ud_sr_has_data_ext(pkt->type, pkt->flags)) {
-        pkt->msg_len = get32(p);
-        pkt->crc     = get32(p + 4);
+        pkt->msg_len = aptus_get32(p);
+        pkt->crc     = aptus_get32(p + 4);
         p += APTUS_UD_SR_EXT_LEN;
         /* fields that do not apply must be zero */
         if ((!aptus_ud_sr_has_msg_len(pkt->type, pkt->flags) &&
@@ -230,7 +197,7 @@ int aptus_ud_sr_snprint(const aptus_ud_sr_pkt_t *pkt, char *buf, size_t max)
         (pkt->type <= APTUS_UD_SR_TYPE_RESET) ? types[pkt->type] : types[0];
 
     return snprintf(buf, max,
-                    "%s conn %u psn %u ack %u am %u%s%s%s%s%s%s%s len %zu"
+                    "%s conn %u psn %u ack %u am %u%s%s%s%s%s%s%s%s len %zu"
                     " sack 0x%llx msg_len %u",
                     type, pkt->conn_id, pkt->psn, pkt->ack, pkt->am_id,
                     (pkt->flags & APTUS_UD_SR_F_FIRST) ? " FIRST" : "",
@@ -240,6 +207,7 @@ int aptus_ud_sr_snprint(const aptus_ud_sr_pkt_t *pkt, char *buf, size_t max)
                     (pkt->flags & APTUS_UD_SR_F_CRC) ? " CRC" : "",
                     (pkt->flags & APTUS_UD_SR_F_REPLY) ? " REPLY" : "",
                     (pkt->flags & APTUS_UD_SR_F_NOP) ? " NOP" : "",
+                    (pkt->flags & APTUS_UD_SR_F_INTERNAL) ? " INTERNAL" : "",
                     pkt->payload_len, (unsigned long long)pkt->sack,
                     pkt->msg_len);
 }

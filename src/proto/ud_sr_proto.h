@@ -41,10 +41,11 @@
 extern "C" {
 #endif
 
-#define APTUS_UD_SR_HDR_LEN     16u
-#define APTUS_UD_SR_EXT_LEN     8u
-#define APTUS_UD_SR_HDR_MAX_LEN (APTUS_UD_SR_HDR_LEN + 2 * APTUS_UD_SR_EXT_LEN)
-#define APTUS_UD_SR_AM_ID_MAX   32u /* UCT_AM_ID_MAX */
+#define APTUS_UD_SR_HDR_LEN      16u
+#define APTUS_UD_SR_EXT_LEN      8u
+#define APTUS_UD_SR_HDR_MAX_LEN  (APTUS_UD_SR_HDR_LEN + 2 * APTUS_UD_SR_EXT_LEN)
+#define APTUS_UD_SR_AM_ID_MAX    32u /* UCT_AM_ID_MAX */
+#define APTUS_UD_SR_INTERNAL_MAX 8u  /* internal message ids */
 
 typedef enum {
     APTUS_UD_SR_TYPE_DATA  = 1, /* an active message or a fragment of one */
@@ -53,16 +54,18 @@ typedef enum {
 } aptus_ud_sr_type_t;
 
 enum {
-    APTUS_UD_SR_F_FIRST   = 1u << 0, /* first fragment of a message */
-    APTUS_UD_SR_F_LAST    = 1u << 1, /* last fragment of a message */
-    APTUS_UD_SR_F_ACK_REQ = 1u << 2, /* acknowledge at once */
-    APTUS_UD_SR_F_SACK    = 1u << 3, /* SACK extension present */
-    APTUS_UD_SR_F_CRC     = 1u << 4, /* CRC extension present */
-    APTUS_UD_SR_F_REPLY   = 1u << 5, /* ACK answering an ACK_REQ (psn: its
-                                        coverage) */
-    APTUS_UD_SR_F_NOP = 1u << 6,     /* reliable DATA with nothing to deliver
-                                        (endpoint check, keepalive) */
-    APTUS_UD_SR_F_KNOWN = 0x7f
+    APTUS_UD_SR_F_FIRST   = 1u << 0,  /* first fragment of a message */
+    APTUS_UD_SR_F_LAST    = 1u << 1,  /* last fragment of a message */
+    APTUS_UD_SR_F_ACK_REQ = 1u << 2,  /* acknowledge at once */
+    APTUS_UD_SR_F_SACK    = 1u << 3,  /* SACK extension present */
+    APTUS_UD_SR_F_CRC     = 1u << 4,  /* CRC extension present */
+    APTUS_UD_SR_F_REPLY   = 1u << 5,  /* ACK answering an ACK_REQ (psn: its
+                                         coverage) */
+    APTUS_UD_SR_F_NOP = 1u << 6,      /* reliable DATA with nothing to deliver
+                                         (endpoint check, keepalive) */
+    APTUS_UD_SR_F_INTERNAL = 1u << 7, /* DATA for the channels themselves: am
+                                         id is an internal message id */
+    APTUS_UD_SR_F_KNOWN = 0xff
 };
 
 typedef struct aptus_ud_sr_pkt {

@@ -3,28 +3,75 @@
  *
  * One component, one memory domain, several transports (ud_sr, later rc_sr,
  * rc_fp and aptus), all registered when the module is loaded into a process.
+ *
+ * Registration records a region [address, address + length) under a random
+ * 64-bit token (cached with ucs_rcache unless turned off). The packed remote
+ * key carries the region's bounds, the token and the owner's process and
+ * host: a peer may only ask for, or reach, memory inside a region its owner
+ * registered and whose key it was given.
  */
 #ifndef UCT_APTUS_MD_H_
 #define UCT_APTUS_MD_H_
 
 #include <uct/base/uct_md.h>
+#include <ucs/datastruct/khash.h>
+#include <ucs/memory/rcache.h>
+#include <ucs/type/spinlock.h>
 
 #define UCT_APTUS_COMPONENT_NAME "aptus"
 
 typedef struct uct_aptus_md_config {
     uct_md_config_t super;
-    char *stats; /* where interfaces print their statistics */
+    char *stats; /* where interfaces print statistics */
+    ucs_ternary_auto_value_t rcache_enable;
+    uct_md_rcache_config_t rcache;
 } uct_aptus_md_config_t;
+
+/* A registered region (also an rcache region when the cache is on). */
+typedef struct uct_aptus_region {
+    ucs_rcache_region_t super; /* only with the cache */
+    uint64_t address;
+    uint64_t length;
+    uint64_t token;
+    int cached;
+} uct_aptus_region_t;
+
+KHASH_MAP_INIT_INT64(uct_aptus_tokens, uct_aptus_region_t *)
 
 typedef struct uct_aptus_md {
     uct_md_t super;
-    char *stats; /* copy of the STATS setting, "" when off */
+    char *stats;
+    ucs_rcache_t *rcache;             /* NULL: no registration cache */
+    ucs_spinlock_t lock;              /* protects tokens and counters */
+    khash_t(uct_aptus_tokens) tokens; /* live registrations */
+    uint64_t reg_calls;               /* mem_reg requests */
+    uint64_t registrations;           /* regions actually created */
 } uct_aptus_md_t;
+
+/* The packed remote key. */
+typedef struct uct_aptus_rkey {
+    uint64_t address; /* region start */
+    uint64_t length;
+    uint64_t token;
+    uint64_t host_id; /* ucs_get_system_id() of the owner */
+    uint32_t pid;     /* the owner process */
+    uint32_t reserved;
+} UCS_S_PACKED uct_aptus_rkey_t;
 
 extern uct_component_t uct_aptus_component;
 
-/* Dummy registration handle: the sock wire moves data with system calls,
- * so memory needs no pinning for send and receive. */
-#define UCT_APTUS_MEMH_DUMMY ((uct_mem_h)0x1)
+/* Whether [address, address + length) lies inside a live registration with
+ * this token (for requests that arrive from the network). */
+int uct_aptus_md_check_region(uct_aptus_md_t *md, uint64_t token,
+                              uint64_t address, uint64_t length);
+
+/* Whether [address, address + length) lies inside the unpacked key's
+ * region (checked by the initiator before it asks). */
+static inline int uct_aptus_rkey_covers(const uct_aptus_rkey_t *rkey,
+                                        uint64_t address, uint64_t length)
+{
+    return (address >= rkey->address) && (length <= rkey->length) &&
+           (address - rkey->address <= rkey->length - length);
+}
 
 #endif

@@ -10,6 +10,8 @@
 
 #include "ud_sr_ep.h"
 #include <uct/base/uct_iov.inl>
+
+#include <inttypes.h>
 #include "../wire/sock/sock_netif.h"
 
 static inline uct_ud_sr_iface_t *uct_ud_sr_ep_iface(uct_ep_h tl_ep)
@@ -63,6 +65,7 @@ void uct_ud_sr_ep_destroy(uct_ep_h tl_ep)
 
     UCT_UD_SR_ENTER(iface);
     UCS_CLASS_CLEANUP(uct_base_ep_t, &peer->super);
+    aptus_udz_peer_disconnect(&iface->udz, peer);
     aptus_ud_chan_peer_disconnect(&iface->chan, peer);
     UCT_UD_SR_LEAVE(iface);
 }
@@ -78,7 +81,9 @@ ucs_status_t uct_ud_sr_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     UCT_CHECK_LENGTH(sizeof(header) + length, 0,
                      aptus_ud_chan_max_short(&iface->chan), "am_short");
 
-    send.kind            = APTUS_UD_SEND_SHORT;
+    send.kind = APTUS_UD_SEND_SHORT;
+
+    send.internal        = 0;
     send.am_id           = id;
     send.am_short.header = header;
     send.am_short.buffer = payload;
@@ -101,6 +106,7 @@ ssize_t uct_ud_sr_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
 
     UCT_CHECK_AM_ID(id);
     send.kind          = APTUS_UD_SEND_BCOPY;
+    send.internal      = 0;
     send.am_id         = id;
     send.bcopy.pack_cb = pack_cb;
     send.bcopy.arg     = arg;
@@ -128,7 +134,9 @@ ucs_status_t uct_ud_sr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     UCT_CHECK_LENGTH(header_length + uct_iov_total_length(iov, iovcnt), 0,
                      iface->chan.config.max_msg, "am_zcopy");
 
-    send.kind                = APTUS_UD_SEND_ZCOPY;
+    send.kind = APTUS_UD_SEND_ZCOPY;
+
+    send.internal            = 0;
     send.am_id               = id;
     send.zcopy.header        = header;
     send.zcopy.header_length = header_length;
@@ -139,6 +147,34 @@ ucs_status_t uct_ud_sr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     UCT_UD_SR_ENTER(iface);
     status = (ucs_status_t)aptus_ud_chan_send(&iface->chan,
                                               uct_ud_sr_ep_peer(tl_ep), &send);
+    UCT_UD_SR_LEAVE(iface);
+    return status;
+}
+
+ucs_status_t uct_ud_sr_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                    size_t iovcnt, uint64_t remote_addr,
+                                    uct_rkey_t rkey, uct_completion_t *comp)
+{
+    uct_ud_sr_iface_t *iface     = uct_ud_sr_ep_iface(tl_ep);
+    const uct_aptus_rkey_t *akey = (const uct_aptus_rkey_t *)rkey;
+    size_t length;
+    ucs_status_t status;
+
+    UCT_CHECK_PARAM(iovcnt == 1, "ud_sr get_zcopy takes one iov, got %zu",
+                    iovcnt);
+    length = uct_iov_get_length(iov);
+    UCT_CHECK_LENGTH(length, 0, iface->udz.config.max_get, "get_zcopy");
+    if (!uct_aptus_rkey_covers(akey, remote_addr, length)) {
+        ucs_error("ud_sr get_zcopy: [0x%" PRIx64 ", +%zu) is outside the "
+                  "remote key's region",
+                  remote_addr, length);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    UCT_UD_SR_ENTER(iface);
+    iface->chan.now_us = iface->chan.clock();
+    status = aptus_udz_get(&iface->udz, uct_ud_sr_ep_peer(tl_ep), iov->buffer,
+                           length, remote_addr, akey->token, comp);
     UCT_UD_SR_LEAVE(iface);
     return status;
 }
@@ -176,6 +212,16 @@ ucs_status_t uct_ud_sr_ep_flush(uct_ep_h tl_ep, unsigned flags,
     UCT_UD_SR_ENTER(iface);
     status = aptus_ud_chan_flush(&iface->chan, uct_ud_sr_ep_peer(tl_ep), flags,
                                  comp);
+    if (((status == UCS_OK) || (status == UCS_INPROGRESS)) &&
+        !(flags & UCT_FLUSH_FLAG_CANCEL)) {
+        /* gets too: comp completes after both */
+        if (aptus_udz_flush(&iface->udz, uct_ud_sr_ep_peer(tl_ep), comp,
+                            status == UCS_INPROGRESS) == UCS_INPROGRESS) {
+            status = UCS_INPROGRESS;
+        }
+    } else if ((flags & UCT_FLUSH_FLAG_CANCEL) && (status == UCS_OK)) {
+        aptus_udz_peer_disconnect(&iface->udz, uct_ud_sr_ep_peer(tl_ep));
+    }
     UCT_UD_SR_LEAVE(iface);
     return status;
 }

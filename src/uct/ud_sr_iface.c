@@ -126,6 +126,36 @@ ucs_config_field_t uct_ud_sr_iface_config_table[] = {
       ucs_offsetof(uct_ud_sr_iface_config_t, fault_seed),
       UCS_CONFIG_TYPE_ULONG },
 
+    { "ZCOPY", "y",
+      "UD-ZCopy: offer get_zcopy, so that UCP's rendezvous moves large "
+      "messages\n"
+      "straight from the sender's buffer into the receiver's, in tagged\n"
+      "datagrams. 'n' is the paper's UD-copy configuration: large messages go\n"
+      "through the copy-based active-message path.",
+      ucs_offsetof(uct_ud_sr_iface_config_t, zcopy), UCS_CONFIG_TYPE_BOOL },
+
+    { "ZCOPY_THRESH", "16k",
+      "Gets smaller than this take the copy-based path (through the reliable\n"
+      "stream) instead of a receive context.",
+      ucs_offsetof(uct_ud_sr_iface_config_t, zcopy_thresh),
+      UCS_CONFIG_TYPE_MEMUNITS },
+
+    { "ZCOPY_CONTEXTS", "32",
+      "Receive contexts (dedicated receive queues) in the pool; when all are\n"
+      "busy, gets take the copy-based path.",
+      ucs_offsetof(uct_ud_sr_iface_config_t, zcopy_contexts),
+      UCS_CONFIG_TYPE_UINT },
+
+    { "ZCOPY_WINDOW", "256",
+      "Datagrams a receive context holds; the owner of the data may send that\n"
+      "many beyond the lowest one missing.",
+      ucs_offsetof(uct_ud_sr_iface_config_t, zcopy_window),
+      UCS_CONFIG_TYPE_UINT },
+
+    { "ZCOPY_MAX", "64m", "Largest get (UCP splits larger transfers).",
+      ucs_offsetof(uct_ud_sr_iface_config_t, zcopy_max),
+      UCS_CONFIG_TYPE_MEMUNITS },
+
     { NULL }
 };
 
@@ -159,6 +189,9 @@ static void uct_ud_sr_peer_failed(void *arg, aptus_ud_peer_t *peer,
     uct_ud_sr_iface_t *iface = arg;
     uct_ud_sr_failure_t *failures;
 
+    /* transfers to or from it end (completions run from progress) */
+    aptus_udz_peer_failed(&iface->udz, peer, status);
+
     if (!(peer->flags & APTUS_UD_PEER_USER) ||
         (peer->flags & APTUS_UD_PEER_REPORTED)) {
         return;
@@ -179,6 +212,25 @@ static void uct_ud_sr_peer_failed(void *arg, aptus_ud_peer_t *peer,
     iface->failures[iface->num_failures].peer   = peer;
     iface->failures[iface->num_failures].status = status;
     iface->num_failures++;
+}
+
+static ucs_status_t uct_ud_sr_internal(void *arg, aptus_ud_peer_t *peer,
+                                       uint8_t id, const void *data,
+                                       size_t length, int is_async)
+{
+    uct_ud_sr_iface_t *iface = arg;
+
+    if (id != APTUS_UDZ_MSG_ID) {
+        iface->chan.stats.rx_malformed++;
+        return UCS_OK;
+    }
+    return aptus_udz_internal(&iface->udz, peer, data, length, is_async);
+}
+
+static int uct_ud_sr_check_region(void *arg, uint64_t token, uint64_t address,
+                                  uint64_t length)
+{
+    return uct_aptus_md_check_region(arg, token, address, length);
 }
 
 static const aptus_ud_chan_ops_t uct_ud_sr_chan_ops = {
@@ -212,6 +264,7 @@ static unsigned uct_ud_sr_iface_progress(uct_iface_h tl_iface)
 
     UCS_ASYNC_BLOCK(iface->super.worker->async);
     count = aptus_ud_chan_progress(&iface->chan, 0);
+    count += aptus_udz_progress(&iface->udz);
     if (ucs_unlikely(iface->num_failures > 0)) {
         uct_ud_sr_iface_report_failures(iface);
     }
@@ -241,6 +294,13 @@ static ucs_status_t uct_ud_sr_iface_flush(uct_iface_h tl_iface, unsigned flags,
 
     UCS_ASYNC_BLOCK(iface->super.worker->async);
     status = aptus_ud_chan_flush_all(&iface->chan, flags, comp);
+    if ((status == UCS_OK) || (status == UCS_INPROGRESS)) {
+        /* and every get: comp completes after both */
+        if (aptus_udz_flush(&iface->udz, NULL, comp,
+                            status == UCS_INPROGRESS) == UCS_INPROGRESS) {
+            status = UCS_INPROGRESS;
+        }
+    }
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
     return status;
 }
@@ -268,6 +328,15 @@ static ucs_status_t uct_ud_sr_iface_query(uct_iface_h tl_iface,
     attr->cap.am.max_iov         = APTUS_UD_MAX_IOV;
     attr->cap.am.opt_zcopy_align = 1;
     attr->cap.am.align_mtu       = 1;
+
+    if (iface->zcopy) {
+        attr->cap.flags |= UCT_IFACE_FLAG_GET_ZCOPY;
+        attr->cap.get.min_zcopy       = 0;
+        attr->cap.get.max_zcopy       = iface->udz.config.max_get;
+        attr->cap.get.max_iov         = 1;
+        attr->cap.get.opt_zcopy_align = 1;
+        attr->cap.get.align_mtu       = 1;
+    }
 
     attr->device_addr_len = aptus_sock_dev_addr_len(&iface->wire->addr);
     attr->iface_addr_len  = sizeof(uct_ud_sr_iface_addr_t);
@@ -319,6 +388,7 @@ unsigned uct_ud_sr_iface_stats(uct_ud_sr_iface_t *iface,
 {
     const aptus_ud_chan_stats_t *c    = &iface->chan.stats;
     const aptus_dgram_wire_stats_t *w = &iface->wire->stats;
+    const aptus_udz_stats_t *z        = &iface->udz.stats;
     uct_aptus_stat_t all[]            = {
                    { "tx_msgs", c->tx_msgs },
                    { "tx_bytes", c->tx_bytes },
@@ -355,6 +425,25 @@ unsigned uct_ud_sr_iface_stats(uct_ud_sr_iface_t *iface,
                    { "fault_dup", w->fault_dup },
                    { "fault_reorder", w->fault_reorder },
                    { "fault_delay", w->fault_delay },
+                   { "zc_gets", z->zc_gets },
+                   { "zc_bytes", z->zc_bytes },
+                   { "copy_gets", z->copy_gets },
+                   { "copy_bytes", z->copy_bytes },
+                   { "zc_pool_empty", z->pool_empty },
+                   { "zc_dgrams_sent", z->dgrams_sent },
+                   { "zc_dgrams_resent", z->dgrams_resent },
+                   { "zc_dgrams_received", z->dgrams_received },
+                   { "zc_misplaced", z->misplaced },
+                   { "zc_duplicates", z->duplicates },
+                   { "zc_bad_key", z->bad_key },
+                   { "zc_bad_index", z->bad_index },
+                   { "zc_truncated", z->truncated },
+                   { "zc_credits", z->credits },
+                   { "zc_nacks", z->nacks },
+                   { "zc_stalls", z->stalls },
+                   { "zc_probes", z->probes },
+                   { "zc_errors", z->errors },
+                   { "zc_aborted", z->aborted },
     };
     unsigned n = ucs_min(max, sizeof(all) / sizeof(all[0]));
 
@@ -379,6 +468,7 @@ static uct_iface_ops_t uct_ud_sr_iface_tl_ops = {
     .ep_am_short_iov          = uct_base_ep_am_short_iov,
     .ep_am_bcopy              = uct_ud_sr_ep_am_bcopy,
     .ep_am_zcopy              = uct_ud_sr_ep_am_zcopy,
+    .ep_get_zcopy             = uct_ud_sr_ep_get_zcopy,
     .ep_pending_add           = uct_ud_sr_ep_pending_add,
     .ep_pending_purge         = uct_ud_sr_ep_pending_purge,
     .ep_flush                 = uct_ud_sr_ep_flush,
@@ -439,6 +529,7 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
         ucs_derived_of(tl_config, uct_ud_sr_iface_config_t);
     aptus_sock_dgram_config_t wire_config;
     aptus_ud_chan_config_t chan_config;
+    aptus_udz_config_t udz_config;
     ucs_async_context_t *async;
     const char *bad;
     ucs_status_t status;
@@ -475,7 +566,15 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
                   APTUS_SOCK_DGRAM_MTU_MAX);
         return UCS_ERR_INVALID_PARAM;
     }
-    bad = aptus_ud_chan_config_check(&chan_config, config->mtu);
+    udz_config.thresh   = config->zcopy_thresh;
+    udz_config.contexts = config->zcopy ? config->zcopy_contexts : 0;
+    udz_config.window   = config->zcopy_window;
+    udz_config.batch    = config->rx_batch;
+    udz_config.max_get  = config->zcopy_max;
+    bad                 = aptus_ud_chan_config_check(&chan_config, config->mtu);
+    if (bad == NULL) {
+        bad = aptus_udz_config_check(&udz_config);
+    }
     if (bad != NULL) {
         ucs_error("ud_sr: invalid configuration: UCX_" UCT_UD_SR_CONFIG_PREFIX
                   "%s",
@@ -513,6 +612,17 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
         goto err_wire;
     }
 
+    /* peers may ask this interface for data even when it does not use
+     * zero copy itself, so the channel is always there */
+    status = aptus_udz_init(&self->udz, &self->chan, &udz_config,
+                            uct_ud_sr_check_region,
+                            ucs_derived_of(md, uct_aptus_md_t));
+    if (status != UCS_OK) {
+        goto err_chan;
+    }
+    self->zcopy = config->zcopy;
+    aptus_ud_chan_set_internal(&self->chan, uct_ud_sr_internal, self);
+
     aptus_sock_netif_caps(self->dev_name, &self->latency, &self->bandwidth);
     self->async_interval_us = uct_ud_sr_usec(config->async_interval);
     status                  = ucs_async_add_timer(
@@ -521,7 +631,7 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
     if (status != UCS_OK) {
         ucs_error("ud_sr: cannot start the async timer: %s",
                   ucs_status_string(status));
-        goto err_chan;
+        goto err_udz;
     }
 
     ucs_debug("ud_sr/%s: key 0x%08x mtu %zu seg %zu window %u rx %u",
@@ -529,6 +639,8 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
               config->seg_size, config->tx_window, config->rx_queue_len);
     return UCS_OK;
 
+err_udz:
+    aptus_udz_cleanup(&self->udz);
 err_chan:
     aptus_ud_chan_cleanup(&self->chan);
 err_wire:
@@ -539,7 +651,7 @@ err_wire:
 static UCS_CLASS_CLEANUP_FUNC(uct_ud_sr_iface_t)
 {
     uct_aptus_md_t *md = ucs_derived_of(self->super.md, uct_aptus_md_t);
-    uct_aptus_stat_t stats[64];
+    uct_aptus_stat_t stats[96];
     unsigned n;
 
     ucs_async_remove_handler(self->timer_id, 1);
@@ -547,9 +659,10 @@ static UCS_CLASS_CLEANUP_FUNC(uct_ud_sr_iface_t)
     UCS_ASYNC_BLOCK(self->super.worker->async);
     uct_base_iface_progress_disable(&self->super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-    n = uct_ud_sr_iface_stats(self, stats, 64);
+    n = uct_ud_sr_iface_stats(self, stats, 96);
     uct_aptus_stats_print(md->stats, UCT_UD_SR_TL_NAME, self->dev_name, stats,
                           n);
+    aptus_udz_cleanup(&self->udz);
     aptus_ud_chan_cleanup(&self->chan);
     self->wire->ops->close(self->wire);
     ucs_free(self->failures);

@@ -8,6 +8,7 @@
 #include "aptus_md.h"
 #include "aptus_stats.h"
 #include "../channel/ud_sr_chan.h"
+#include "../channel/ud_zcopy.h"
 
 #include <uct/base/uct_iface.h>
 
@@ -36,6 +37,11 @@ typedef struct uct_ud_sr_iface_config {
     double fault_delay;
     double fault_delay_time;
     unsigned long fault_seed;
+    int zcopy;
+    size_t zcopy_thresh;
+    unsigned zcopy_contexts;
+    unsigned zcopy_window;
+    size_t zcopy_max;
 } uct_ud_sr_iface_config_t;
 
 /* The iface address: UDP port and interface key (the wire's device address
@@ -53,6 +59,8 @@ typedef struct uct_ud_sr_failure {
 typedef struct uct_ud_sr_iface {
     uct_base_iface_t super;
     aptus_ud_chan_t chan;
+    aptus_udz_t udz; /* UD-ZCopy: gets, and serving peers' gets */
+    int zcopy;       /* get_zcopy offered to the user */
     aptus_dgram_wire_t *wire;
     char dev_name[UCT_DEVICE_NAME_MAX];
     int timer_id;

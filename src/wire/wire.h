@@ -57,6 +57,26 @@ typedef struct aptus_dgram_wire_stats {
 
 typedef struct aptus_dgram_wire aptus_dgram_wire_t;
 
+/* A dedicated receive queue with an address of its own: what arrives there
+ * lands in buffers the caller posts with each receive call, scattered over
+ * a list of pieces (a UD QP's receive work requests). UD-ZCopy points the
+ * pieces straight into the destination of a transfer. */
+typedef struct aptus_dgram_rxq {
+    aptus_dgram_wire_t *wire;
+    aptus_wire_addr_t addr;
+} aptus_dgram_rxq_t;
+
+/* One posted scatter receive and, once filled, its result. */
+typedef struct aptus_dgram_rxv {
+    const struct iovec *iov; /* in */
+    unsigned iovcnt;         /* in */
+    size_t length;           /* out: bytes received */
+    size_t seg_size;         /* out: a train of datagrams of this size
+                                (the last may be shorter) arrived
+                                together; 0: one datagram */
+    int truncated;           /* out: it did not fit */
+} aptus_dgram_rxv_t;
+
 typedef struct aptus_dgram_wire_ops {
     /* Send count datagrams, in order. A datagram the wire cannot take now
      * (UCS_ERR_NO_RESOURCE) stops the batch; *sent_p says how many went.
@@ -69,6 +89,16 @@ typedef struct aptus_dgram_wire_ops {
     unsigned (*recv)(aptus_dgram_wire_t *wire, aptus_dgram_rx_t *rx,
                      unsigned count);
 
+    /* Optional (NULL, or UCS_ERR_UNSUPPORTED when the path refuses it): send
+     * a train of datagrams of seg_size bytes each (the last may be shorter)
+     * to one address in one call, at most wire->seg_max_bytes in all and
+     * wire->seg_max_count datagrams. The receiving end may get them one by
+     * one or together (rxv.seg_size). */
+    ucs_status_t (*send_seg)(aptus_dgram_wire_t *wire,
+                             const aptus_wire_addr_t *dst,
+                             const struct iovec *iov, unsigned iovcnt,
+                             size_t seg_size);
+
     /* Time-driven work (datagrams the fault injector holds back). */
     unsigned (*progress)(aptus_dgram_wire_t *wire, uint64_t now_us);
 
@@ -79,12 +109,29 @@ typedef struct aptus_dgram_wire_ops {
     /* File descriptor that becomes readable when datagrams arrive, or -1. */
     int (*event_fd)(aptus_dgram_wire_t *wire);
 
+    /* A receive queue that holds at least depth datagrams of wire->mtu. */
+    ucs_status_t (*rxq_open)(aptus_dgram_wire_t *wire, unsigned depth,
+                             aptus_dgram_rxq_t **rxq_p);
+
+    /* Fill up to count posted scatter receives, in arrival order; returns
+     * how many were filled (0 when nothing is waiting). A receive may hold
+     * a train of datagrams sent with send_seg (rxv.seg_size). */
+    unsigned (*rxq_recv)(aptus_dgram_rxq_t *rxq, aptus_dgram_rxv_t *rx,
+                         unsigned count);
+
+    /* Throw away whatever is queued (before the queue serves a new user). */
+    void (*rxq_drain)(aptus_dgram_rxq_t *rxq);
+
+    void (*rxq_close)(aptus_dgram_rxq_t *rxq);
+
     void (*close)(aptus_dgram_wire_t *wire);
 } aptus_dgram_wire_ops_t;
 
 struct aptus_dgram_wire {
     const aptus_dgram_wire_ops_t *ops;
-    size_t mtu;             /* largest datagram, bytes */
+    size_t mtu;           /* largest datagram, bytes */
+    size_t seg_max_bytes; /* send_seg limit; 0: none */
+    unsigned seg_max_count;
     aptus_wire_addr_t addr; /* this wire's own address */
     aptus_dgram_wire_stats_t stats;
 };

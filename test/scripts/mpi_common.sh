@@ -272,6 +272,25 @@ aptus_stat_total() {
     echo "$total"
 }
 
+# aptus_check_zcopy NAME on|off: PASS when the last job fetched messages
+# with UD-ZCopy gets (on: zc_gets > 0 and none aborted) or with none (off).
+aptus_check_zcopy() {
+    local name=$1 mode=$2 gets bytes aborted resent detail
+    gets=$(aptus_stat_total zc_gets)
+    bytes=$(aptus_stat_total zc_bytes)
+    aborted=$(aptus_stat_total zc_aborted)
+    resent=$(aptus_stat_total zc_dgrams_resent)
+    detail="zc_gets=$gets zc_bytes=$bytes zc_dgrams_resent=$resent"
+    detail="$detail copy_gets=$(aptus_stat_total copy_gets)"
+    if [ "$mode" = on ] && [ "$gets" -gt 0 ] && [ "$aborted" -eq 0 ]; then
+        pass "$name: large messages moved by UD-ZCopy ($detail)"
+    elif [ "$mode" = off ] && [ "$gets" -eq 0 ]; then
+        pass "$name: no UD-ZCopy with it off ($detail)"
+    else
+        fail "$name: UD-ZCopy $mode" "$detail zc_aborted=$aborted"
+    fi
+}
+
 # aptus_check_traffic NAME NP: PASS when every rank of the last job wrote a
 # ud_sr statistics line with tx_msgs > 0 and rx_msgs > 0.
 aptus_check_traffic() {

@@ -6,7 +6,9 @@
 #   (a) in a network namespace made for the test, where nftables drops 5% of
 #       the UDP datagrams on the input hook (TCP, which the MPI launchers
 #       use, is untouched). Asserts: correct data, the job ends, the nft
-#       rule really dropped datagrams and ud_sr retransmitted;
+#       rule really dropped datagrams and ud_sr retransmitted; then with
+#       1 MiB to every peer, UD-ZCopy on (lost zero-copy datagrams were
+#       asked for and resent) and off;
 #   (b) on the host with ud_sr's own fault injector dropping, duplicating,
 #       reordering and delaying datagrams. Asserts: correct data, and the
 #       injector's counters (fault_drop, fault_dup, fault_reorder,
@@ -137,6 +139,34 @@ if ns_setup; then
         else
             fail "$name: loss happened and was repaired" "$detail"
         fi
+
+        for mode in on off; do
+            name=$flavour/alltoall-1MiB/np4/nft-loss-$LOSS%/zcopy-$mode
+            zcopy=y
+            [ $mode = off ] && zcopy=n
+            nft_reset
+            APTUS_RUN_PREFIX=(ip netns exec "$NS")
+            APTUS_RUN_ENV=(UCX_UD_SR_ZCOPY=$zcopy)
+            aptus_mpirun "$name" "$flavour" 4 alltoall -n 1m -m 1m -i 3
+            unset APTUS_RUN_PREFIX APTUS_RUN_ENV
+            dropped=$(nft_dropped)
+            aptus_check_run "$name" alltoall 4
+            aptus_check_zcopy "$name" $mode
+            resent=$(aptus_stat_total zc_dgrams_resent)
+            rto=$(aptus_stat_total retransmits)
+            fast=$(aptus_stat_total fast_retransmits)
+            detail="nft dropped ${dropped:-?}, zc_dgrams_resent=$resent"
+            detail="$detail zc_nacks=$(aptus_stat_total zc_nacks)"
+            detail="$detail zc_probes=$(aptus_stat_total zc_probes)"
+            detail="$detail retransmits=$rto fast_retransmits=$fast"
+            if [ "${dropped:-0}" -gt 0 ] &&
+               { { [ $mode = on ] && [ "$resent" -gt 0 ]; } ||
+                 { [ $mode = off ] && [ $((rto + fast)) -gt 0 ]; }; }; then
+                pass "$name: loss happened and was repaired ($detail)"
+            else
+                fail "$name: loss happened and was repaired" "$detail"
+            fi
+        done
     done
 else
     skip "nftables loss in a network namespace" "$ns_why"

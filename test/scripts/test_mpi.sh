@@ -5,6 +5,8 @@
 # and runs, for each MPI, with UCX_TLS=ud_sr,self on lo:
 #   pingpong  2 ranks, 0 B .. 4 MiB, every payload verified
 #   alltoall  4 and 8 ranks, 4 B .. 1 MiB per peer, every element verified
+#   alltoall  4 ranks, 1 MiB to every peer, with UD-ZCopy on and off (the
+#             statistics must show zero-copy gets, or none)
 # Each job must exit 0, report correct data from every rank, and every rank's
 # UCX_APTUS_STATS line must show ud_sr traffic (tx_msgs > 0).
 #
@@ -47,6 +49,18 @@ for flavour in $APTUS_MPIS; do
         note "retransmits=$(aptus_stat_total retransmits)" \
              "rx_duplicates=$(aptus_stat_total rx_duplicates)" \
              "(all ranks)"
+    done
+
+    for mode in on off; do
+        name=$flavour/alltoall-1MiB/np4/zcopy-$mode
+        zcopy=y
+        [ $mode = off ] && zcopy=n
+        APTUS_RUN_ENV=(UCX_UD_SR_ZCOPY=$zcopy)
+        aptus_mpirun "$name" "$flavour" 4 alltoall -n 1m -m 1m -i 3
+        unset APTUS_RUN_ENV
+        aptus_check_run "$name" alltoall 4
+        aptus_check_traffic "$name" 4
+        aptus_check_zcopy "$name" $mode
     done
 done
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 
 uint64_t fake_net::now = 1000000;
 
@@ -69,6 +70,42 @@ static unsigned fake_recv(aptus_dgram_wire_t *w, aptus_dgram_rx_t *rx,
     return n;
 }
 
+/* A train: one datagram per segment, each filtered on its own. */
+static ucs_status_t fake_send_seg(aptus_dgram_wire_t *w,
+                                  const aptus_wire_addr_t *dst,
+                                  const struct iovec *iov, unsigned iovcnt,
+                                  size_t seg_size)
+{
+    fake_wire *fw = reinterpret_cast<fake_wire *>(w);
+    std::vector<uint8_t> all;
+    unsigned train = ++fw->net->trains, n = 0;
+
+    for (unsigned j = 0; j < iovcnt; ++j) {
+        const uint8_t *p = (const uint8_t *)iov[j].iov_base;
+        all.insert(all.end(), p, p + iov[j].iov_len);
+    }
+    if ((seg_size > w->mtu) || (all.size() > w->seg_max_bytes)) {
+        fprintf(stderr, "fake wire: bad train %zu/%zu\n", seg_size, all.size());
+        abort();
+    }
+    for (size_t off = 0; off < all.size(); off += seg_size, ++n) {
+        fake_dgram d;
+        size_t len = std::min(seg_size, all.size() - off);
+        d.from     = fw->id;
+        d.to       = fake_addr_id(dst);
+        d.train    = train;
+        d.data.assign(all.begin() + off, all.begin() + off + len);
+        w->stats.tx_dgrams++;
+        w->stats.tx_bytes += len;
+        fw->net->in_flight.push_back(d);
+        fw->net->sent++;
+    }
+    if (n > w->seg_max_count) {
+        abort();
+    }
+    return UCS_OK;
+}
+
 static unsigned fake_progress(aptus_dgram_wire_t *w, uint64_t now)
 {
     return 0;
@@ -93,10 +130,85 @@ static void fake_close(aptus_dgram_wire_t *w)
     delete fw;
 }
 
+static ucs_status_t fake_rxq_open(aptus_dgram_wire_t *w, unsigned depth,
+                                  aptus_dgram_rxq_t **rxq_p)
+{
+    fake_wire *fw        = reinterpret_cast<fake_wire *>(w);
+    fake_rxq *q          = new fake_rxq();
+    q->super.wire        = w;
+    q->net               = fw->net;
+    q->id                = fake_net::next_id();
+    q->depth             = depth;
+    q->super.addr        = fake_addr(q->id);
+    fw->net->rxqs[q->id] = q;
+    *rxq_p               = &q->super;
+    return UCS_OK;
+}
+
+/* Scatter each datagram (or, coalescing, a run of datagrams of one train
+ * with the size of the first, the last possibly shorter) over the posted
+ * pieces, in arrival order. */
+static unsigned fake_rxq_recv(aptus_dgram_rxq_t *rxq, aptus_dgram_rxv_t *rx,
+                              unsigned count)
+{
+    fake_rxq *q = reinterpret_cast<fake_rxq *>(rxq);
+    unsigned n  = 0;
+    while ((n < count) && !q->inbox.empty()) {
+        std::vector<uint8_t> d = q->inbox.front().data;
+        unsigned train         = q->inbox.front().train;
+        size_t room = 0, seg = d.size(), segs = 1;
+        for (unsigned i = 0; i < rx[n].iovcnt; ++i) {
+            room += rx[n].iov[i].iov_len;
+        }
+        q->inbox.pop_front();
+        rxq->wire->stats.rx_dgrams++;
+        while (q->net->coalesce && (train != 0) && !q->inbox.empty() &&
+               (q->inbox.front().train == train) &&
+               (q->inbox.front().data.size() <= seg) && (d.size() % seg == 0) &&
+               (d.size() + q->inbox.front().data.size() <= room)) {
+            const std::vector<uint8_t> &next = q->inbox.front().data;
+            d.insert(d.end(), next.begin(), next.end());
+            q->inbox.pop_front();
+            rxq->wire->stats.rx_dgrams++;
+            ++segs;
+        }
+        size_t off = 0;
+        for (unsigned i = 0; (i < rx[n].iovcnt) && (off < d.size()); ++i) {
+            size_t take = std::min(rx[n].iov[i].iov_len, d.size() - off);
+            memcpy(rx[n].iov[i].iov_base, d.data() + off, take);
+            off += take;
+        }
+        rx[n].length    = off;
+        rx[n].seg_size  = (segs > 1) ? seg : 0;
+        rx[n].truncated = off < d.size();
+        ++n;
+    }
+    return n;
+}
+
+static void fake_rxq_drain(aptus_dgram_rxq_t *rxq)
+{
+    reinterpret_cast<fake_rxq *>(rxq)->inbox.clear();
+}
+
+static void fake_rxq_close(aptus_dgram_rxq_t *rxq)
+{
+    fake_rxq *q = reinterpret_cast<fake_rxq *>(rxq);
+    q->net->rxqs.erase(q->id);
+    delete q;
+}
+
 static const aptus_dgram_wire_ops_t fake_ops = {
-    fake_send,     fake_recv,     fake_progress,
-    fake_addr_str, fake_event_fd, fake_close,
+    fake_send,      fake_recv,      fake_send_seg, fake_progress,
+    fake_addr_str,  fake_event_fd,  fake_rxq_open, fake_rxq_recv,
+    fake_rxq_drain, fake_rxq_close, fake_close,
 };
+
+unsigned fake_net::next_id()
+{
+    static unsigned id = 1;
+    return id++;
+}
 
 fake_net::fake_net()
 {
@@ -108,15 +220,18 @@ fake_net::~fake_net()
     /* wires are closed by their owners */
 }
 
-fake_wire *fake_net::create(size_t mtu)
+fake_wire *fake_net::create(size_t mtu, bool seg)
 {
-    static unsigned next_id = 1;
-    fake_wire *fw           = new fake_wire();
+    fake_wire *fw = new fake_wire();
     memset(&fw->super, 0, sizeof(fw->super));
-    fw->super.ops  = &fake_ops;
-    fw->super.mtu  = mtu;
+    fw->super.ops = &fake_ops;
+    fw->super.mtu = mtu;
+    if (seg) {
+        fw->super.seg_max_bytes = 65507;
+        fw->super.seg_max_count = 64;
+    }
     fw->net        = this;
-    fw->id         = next_id++;
+    fw->id         = next_id();
     fw->super.addr = fake_addr(fw->id);
     wires[fw->id]  = fw;
     return fw;
@@ -135,13 +250,29 @@ unsigned fake_net::deliver()
             aptus_ud_sr_parse(d.data.data(), d.data.size(), 0, &pkt);
             v = filter(d, pkt);
         }
-        auto it = wires.find(d.to);
-        if ((v == FAKE_DROP) || (it == wires.end())) {
+        if (v == FAKE_DROP) {
             ++dropped;
             continue;
         }
         if (v == FAKE_HOLD) {
             held.push_back(d);
+            continue;
+        }
+        auto rq = rxqs.find(d.to);
+        if (rq != rxqs.end()) {
+            for (int copies = (v == FAKE_DUP) ? 2 : 1; copies > 0; --copies) {
+                if (rq->second->inbox.size() >= rq->second->depth) {
+                    ++rxq_overflow; /* like a UD QP out of receives */
+                } else {
+                    rq->second->inbox.push_back(d);
+                    ++n;
+                }
+            }
+            continue;
+        }
+        auto it = wires.find(d.to);
+        if (it == wires.end()) {
+            ++dropped;
             continue;
         }
         it->second->inbox.push_back(d);

@@ -9,8 +9,10 @@
 extern "C" {
 #include "wire/wire.h"
 #include "proto/ud_sr_proto.h"
+#include "channel/ud_sr_chan.h"
 }
 
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
@@ -20,11 +22,20 @@ struct fake_dgram {
     unsigned from;
     unsigned to;
     std::vector<uint8_t> data;
+    unsigned train = 0; /* nonzero: sent together with send_seg */
 };
 
 enum fake_verdict { FAKE_PASS, FAKE_DROP, FAKE_DUP, FAKE_HOLD };
 
 class fake_net;
+
+struct fake_rxq {
+    aptus_dgram_rxq_t super;
+    fake_net *net;
+    unsigned id;
+    unsigned depth;
+    std::deque<fake_dgram> inbox;
+};
 
 struct fake_wire {
     aptus_dgram_wire_t super;
@@ -42,7 +53,10 @@ class fake_net
 
     /* A new wire with its own address; the channel owns it after this and
      * closes it through ops->close (which only detaches it). */
-    fake_wire *create(size_t mtu = 2048);
+    fake_wire *create(size_t mtu = 2048, bool seg = false);
+
+    /* Addresses are handed out from one counter (wires and queues). */
+    static unsigned next_id();
 
     /* Move in-flight datagrams to their destination inboxes through the
      * filter; returns how many arrived. */
@@ -57,6 +71,12 @@ class fake_net
     std::deque<fake_dgram> in_flight;
     std::deque<fake_dgram> held;
     std::map<unsigned, fake_wire *> wires;
+    std::map<unsigned, fake_rxq *> rxqs;
+    unsigned rxq_overflow = 0; /* dropped: a receive queue was full */
+    /* receive queues hand consecutive datagrams of one segmented send over
+     * together, as UDP GRO does */
+    bool coalesce   = false;
+    unsigned trains = 0; /* segmented sends */
     unsigned sent = 0, dropped = 0;
 
     static uint64_t now;
@@ -67,5 +87,44 @@ class fake_net
 };
 
 const aptus_wire_addr_t &fake_addr(unsigned id);
+
+/* A UD-SR channel configuration for tests on the fake wire: short timers
+ * in fake time, a small window that fills quickly. */
+static inline aptus_ud_chan_config_t fake_chan_config(size_t rx_headroom)
+{
+    aptus_ud_chan_config_t cfg;
+
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.rel.tx_window       = 32;
+    cfg.rel.ack_count       = 8;
+    cfg.rel.rto_min_us      = 1000;
+    cfg.rel.rto_max_us      = 100000;
+    cfg.rel.rto_init_us     = 5000;
+    cfg.rel.peer_timeout_us = 2000000;
+    cfg.rel.probe_min_us    = 400;
+    cfg.max_msg             = 16384;
+    cfg.max_am_hdr          = 64;
+    cfg.rx_pool             = 256;
+    cfg.rx_headroom         = rx_headroom;
+    cfg.rx_batch            = 16;
+    cfg.tick_us             = 200;
+    cfg.crc                 = 1;
+    cfg.max_peers           = 1000000;
+    return cfg;
+}
+
+/* Run rounds until pred holds; false when max_us of fake time passed. */
+template <typename Pred, typename Round>
+bool fake_run_until(Pred pred, Round round, uint64_t max_us)
+{
+    uint64_t start = fake_net::now;
+    while (!pred()) {
+        if (fake_net::now - start > max_us) {
+            return false;
+        }
+        round();
+    }
+    return true;
+}
 
 #endif

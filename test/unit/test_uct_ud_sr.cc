@@ -2,8 +2,11 @@
  * UCT-level tests of the ud_sr transport through the public UCT API: two
  * interfaces in one process on the loopback device, over the real sock
  * wire (UDP). Ordering, segmentation, zero-copy, pending, flush, async
- * callbacks, endpoint destroy, bad configuration, peer failure.
+ * callbacks, endpoint destroy, bad configuration, peer failure; memory
+ * registration, remote keys and get_zcopy (UD-ZCopy).
  */
+#include "test_util.h"
+
 #include <gtest/gtest.h>
 
 extern "C" {
@@ -11,6 +14,7 @@ extern "C" {
 #include <ucs/async/async.h>
 #include <ucs/time/time.h>
 #include "uct/ud_sr_iface.h"
+#include "uct/aptus_md.h"
 }
 
 #include <atomic>
@@ -66,15 +70,6 @@ ucs_status_t err_cb(void *arg, uct_ep_h ep, ucs_status_t status)
     return UCS_OK;
 }
 
-std::vector<uint8_t> pattern(unsigned id, size_t len)
-{
-    std::vector<uint8_t> v(len);
-    for (size_t i = 0; i < len; ++i) {
-        v[i] = (uint8_t)(id * 31 + i * 13 + (i >> 9));
-    }
-    return v;
-}
-
 size_t pack_vec(void *dest, void *arg)
 {
     auto *v = static_cast<std::vector<uint8_t> *>(arg);
@@ -82,19 +77,6 @@ size_t pack_vec(void *dest, void *arg)
         memcpy(dest, v->data(), v->size());
     }
     return v->size();
-}
-
-struct comp_t {
-    uct_completion_t super;
-    int done;
-    ucs_status_t status;
-};
-
-void comp_cb(uct_completion_t *self)
-{
-    comp_t *c = reinterpret_cast<comp_t *>(self);
-    c->done++;
-    c->status = self->status;
 }
 
 class uct_ud_sr : public ::testing::Test
@@ -273,12 +255,8 @@ class uct_ud_sr : public ::testing::Test
 
     ucs_status_t flush_ep(uct_ep_h ep)
     {
-        comp_t c;
-        c.super.func        = comp_cb;
-        c.super.count       = 1;
-        c.super.status      = UCS_OK;
-        c.done              = 0;
-        c.status            = UCS_OK;
+        test_comp c;
+        init_comp(c);
         ucs_status_t status = uct_ep_flush(ep, 0, &c.super);
         if (status == UCS_INPROGRESS) {
             EXPECT_TRUE(wait_for([&] { return c.done > 0; }));
@@ -299,6 +277,62 @@ class uct_ud_sr : public ::testing::Test
             m[st[i].name] = st[i].value;
         }
         return m;
+    }
+
+    /* A registered buffer and its packed and unpacked remote key. */
+    struct remote_buf {
+        std::vector<uint8_t> data;
+        uct_mem_h memh = UCT_MEM_HANDLE_NULL;
+        std::vector<uint8_t> packed;
+        uct_rkey_bundle_t rkey = {};
+    };
+
+    void expose(remote_buf &rb, size_t length, unsigned id = 9)
+    {
+        rb.data = pattern(id, length);
+        ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, rb.data.data(), length,
+                                         UCT_MD_MEM_ACCESS_ALL, &rb.memh));
+        uct_md_attr_t attr;
+        ASSERT_EQ(UCS_OK, uct_md_query(m_md, &attr));
+        rb.packed.resize(attr.rkey_packed_size);
+        ASSERT_EQ(UCS_OK, uct_md_mkey_pack(m_md, rb.memh, rb.packed.data()));
+        unpack(rb);
+    }
+
+    void unpack(remote_buf &rb)
+    {
+        ASSERT_EQ(UCS_OK,
+                  uct_rkey_unpack(m_component, rb.packed.data(), &rb.rkey));
+    }
+
+    void release(remote_buf &rb)
+    {
+        if (rb.rkey.rkey != 0) {
+            uct_rkey_release(m_component, &rb.rkey);
+            rb.rkey.rkey = 0;
+        }
+        if (rb.memh != UCT_MEM_HANDLE_NULL) {
+            EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, rb.memh));
+            rb.memh = UCT_MEM_HANDLE_NULL;
+        }
+    }
+
+    /* get_zcopy into dest; returns the completion status (or the call's). */
+    ucs_status_t get(uct_ep_h ep, std::vector<uint8_t> &dest,
+                     const remote_buf &rb, size_t offset, size_t length)
+    {
+        dest.assign(length, 0);
+        uct_iov_t iov = { dest.data(), length, NULL, 0, 1 };
+        test_comp c;
+        init_comp(c);
+        ucs_status_t status = uct_ep_get_zcopy(
+            ep, &iov, 1, (uint64_t)(uintptr_t)rb.data.data() + offset,
+            rb.rkey.rkey, &c.super);
+        if (status == UCS_INPROGRESS) {
+            EXPECT_TRUE(wait_for([&] { return c.done > 0; }));
+            return c.status;
+        }
+        return status;
     }
 
     ucs_async_context_t *m_async = nullptr;
@@ -340,6 +374,8 @@ TEST_F(uct_ud_sr, bad_configuration_refused)
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, { { "FAULT_DROP", "1.5" } }));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               open(m_a, { { "RTO_MIN", "1s" }, { "RTO_MAX", "10ms" } }));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, { { "ZCOPY_WINDOW", "2" } }));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, { { "ZCOPY_MAX", "0" } }));
     /* a value UCX cannot parse is refused when the configuration is set */
     uct_iface_config_t *config;
     ASSERT_EQ(UCS_OK,
@@ -354,7 +390,7 @@ TEST_F(uct_ud_sr, am_ordering_across_short_bcopy_zcopy)
     uct_iface_attr_t attr;
     ASSERT_EQ(UCS_OK, uct_iface_query(m_a.iface, &attr));
     std::vector<std::vector<uint8_t>> expect;
-    std::vector<comp_t> comps(300);
+    std::vector<test_comp> comps(300);
     std::vector<std::vector<uint8_t>> zbufs(300);
     for (unsigned i = 0; i < 300; ++i) {
         ucs_status_t status;
@@ -389,10 +425,7 @@ TEST_F(uct_ud_sr, am_ordering_across_short_bcopy_zcopy)
                 iov[0]      = { zbufs[i].data(), half, NULL, 0, 1 };
                 iov[1] = { zbufs[i].data() + half, zbufs[i].size() - half, NULL,
                            0, 1 };
-                comps[i].super.func   = comp_cb;
-                comps[i].super.count  = 1;
-                comps[i].super.status = UCS_OK;
-                comps[i].done         = 0;
+                init_comp(comps[i]);
                 status = uct_ep_am_zcopy(m_a.ep, 1, hdr.data(), hdr.size(), iov,
                                          2, 0, &comps[i].super);
                 if (status == UCS_INPROGRESS) {
@@ -472,11 +505,8 @@ TEST_F(uct_ud_sr, iface_flush_with_completion)
     setup_pair();
     std::vector<uint8_t> data = pattern(3, 20000);
     ASSERT_GT(uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &data, 0), 0);
-    comp_t c;
-    c.super.func        = comp_cb;
-    c.super.count       = 1;
-    c.super.status      = UCS_OK;
-    c.done              = 0;
+    test_comp c;
+    init_comp(c);
     ucs_status_t status = uct_iface_flush(m_a.iface, 0, &c.super);
     ASSERT_EQ(UCS_INPROGRESS, status);
     ASSERT_TRUE(wait_for([&] { return c.done == 1; }));
@@ -575,11 +605,8 @@ TEST_F(uct_ud_sr, destroyed_endpoint_delivers_accepted_data)
     std::vector<uint8_t> expect = hdr;
     expect.insert(expect.end(), buf->begin(), buf->end());
     uct_iov_t iov = { buf->data(), buf->size(), NULL, 0, 1 };
-    comp_t c;
-    c.super.func   = comp_cb;
-    c.super.count  = 1;
-    c.super.status = UCS_OK;
-    c.done         = 0;
+    test_comp c;
+    init_comp(c);
     ASSERT_EQ(UCS_INPROGRESS, uct_ep_am_zcopy(m_a.ep, 1, hdr.data(), hdr.size(),
                                               &iov, 1, 0, &c.super));
     uct_ep_destroy(m_a.ep);
@@ -680,4 +707,196 @@ TEST_F(uct_ud_sr, stray_datagrams_dropped)
     auto st = stats(m_b);
     EXPECT_EQ(1u, st["rx_truncated"]);
     EXPECT_EQ(0, m_b.err.count.load());
+}
+
+TEST_F(uct_ud_sr, get_zcopy_offered_and_sized)
+{
+    ASSERT_EQ(UCS_OK, open(m_a));
+    uct_iface_attr_t attr;
+    ASSERT_EQ(UCS_OK, uct_iface_query(m_a.iface, &attr));
+    EXPECT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY);
+    EXPECT_EQ(64u << 20, attr.cap.get.max_zcopy);
+    EXPECT_EQ(1u, attr.cap.get.max_iov);
+    uct_md_attr_t md_attr;
+    ASSERT_EQ(UCS_OK, uct_md_query(m_md, &md_attr));
+    EXPECT_TRUE(md_attr.cap.flags & UCT_MD_FLAG_REG);
+    EXPECT_TRUE(md_attr.cap.flags & UCT_MD_FLAG_NEED_RKEY);
+    EXPECT_EQ(sizeof(uct_aptus_rkey_t), md_attr.rkey_packed_size);
+    close(m_a);
+
+    /* UD-ZCopy off: no get at all (UCP then sends large messages itself) */
+    ASSERT_EQ(UCS_OK, open(m_a, { { "ZCOPY", "n" } }));
+    ASSERT_EQ(UCS_OK, uct_iface_query(m_a.iface, &attr));
+    EXPECT_FALSE(attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY);
+}
+
+TEST_F(uct_ud_sr, get_zcopy_reads_registered_memory)
+{
+    setup_pair();
+    remote_buf rb;
+    expose(rb, 3000000 + 17);
+    std::vector<uint8_t> dst;
+    /* whole, an unaligned middle part, one byte, the last bytes */
+    ASSERT_EQ(UCS_OK, get(m_a.ep, dst, rb, 0, rb.data.size()));
+    EXPECT_EQ(rb.data, dst);
+    ASSERT_EQ(UCS_OK, get(m_a.ep, dst, rb, 12345, 777777));
+    EXPECT_EQ(std::vector<uint8_t>(rb.data.begin() + 12345,
+                                   rb.data.begin() + 12345 + 777777),
+              dst);
+    ASSERT_EQ(UCS_OK, get(m_a.ep, dst, rb, 5, 1));
+    EXPECT_EQ(rb.data[5], dst[0]);
+    ASSERT_EQ(UCS_OK, get(m_a.ep, dst, rb, rb.data.size() - 20000, 20000));
+    EXPECT_EQ(std::vector<uint8_t>(rb.data.end() - 20000, rb.data.end()), dst);
+    auto sa = stats(m_a), sb = stats(m_b);
+    EXPECT_EQ(3u, sa["zc_gets"]);   /* above the 16 KB threshold */
+    EXPECT_EQ(1u, sa["copy_gets"]); /* one byte: copied */
+    /* each byte left its buffer once: (3 MB + 778 KB + 20 KB) / 2032 */
+    EXPECT_EQ(1870u, sb["zc_dgrams_sent"]);
+    EXPECT_EQ(0u, sb["zc_errors"]);
+    EXPECT_EQ(UCS_OK, flush_ep(m_a.ep));
+    release(rb);
+}
+
+TEST_F(uct_ud_sr, get_zcopy_with_loss_duplication_and_reordering)
+{
+    setup_pair({ { "FAULT_DROP", "0.05" },
+                 { "FAULT_DUP", "0.02" },
+                 { "FAULT_REORDER", "0.02" },
+                 { "RTO_MIN", "1ms" } });
+    remote_buf rb;
+    expose(rb, 2000000);
+    std::vector<uint8_t> dst;
+    for (int i = 0; i < 3; ++i) {
+        ASSERT_EQ(UCS_OK, get(m_a.ep, dst, rb, i * 1000, 1000000 + i));
+        ASSERT_EQ(
+            std::vector<uint8_t>(rb.data.begin() + i * 1000,
+                                 rb.data.begin() + i * 1000 + 1000000 + i),
+            dst);
+    }
+    auto sa = stats(m_a), sb = stats(m_b);
+    EXPECT_EQ(3u, sa["zc_gets"]);
+    EXPECT_GT(sb["fault_drop"], 0u);
+    EXPECT_GT(sb["zc_dgrams_resent"], 0u);
+    EXPECT_GT(sa["zc_nacks"], 0u);
+    release(rb);
+}
+
+TEST_F(uct_ud_sr, get_zcopy_copy_path_when_zcopy_contexts_are_none)
+{
+    setup_pair({ { "ZCOPY_CONTEXTS", "0" } });
+    remote_buf rb;
+    expose(rb, 500000);
+    std::vector<uint8_t> dst;
+    ASSERT_EQ(UCS_OK, get(m_a.ep, dst, rb, 0, rb.data.size()));
+    EXPECT_EQ(rb.data, dst);
+    auto sa = stats(m_a);
+    EXPECT_EQ(0u, sa["zc_gets"]);
+    EXPECT_EQ(1u, sa["copy_gets"]);
+    EXPECT_EQ(1u, sa["zc_pool_empty"]);
+    release(rb);
+}
+
+TEST_F(uct_ud_sr, get_zcopy_outside_the_key_or_with_a_forged_key_fails)
+{
+    setup_pair();
+    remote_buf rb;
+    expose(rb, 100000);
+    std::vector<uint8_t> dst;
+    /* refused before anything is sent: beyond the key's region */
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, get(m_a.ep, dst, rb, 90000, 20000));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              get(m_a.ep, dst, rb, (size_t)-50000, 20000));
+
+    /* a forged token: the owner refuses, the get fails, nothing is read */
+    remote_buf forged;
+    forged.data   = rb.data;
+    forged.packed = rb.packed;
+    uct_aptus_rkey_t k;
+    memcpy(&k, forged.packed.data(), sizeof(k));
+    k.token ^= 0x10;
+    k.address = (uint64_t)(uintptr_t)forged.data.data(); /* claim the copy */
+    memcpy(forged.packed.data(), &k, sizeof(k));
+    unpack(forged);
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR, get(m_a.ep, dst, forged, 0, 50000));
+    EXPECT_EQ(std::vector<uint8_t>(50000, 0), dst);
+    EXPECT_EQ(1u, stats(m_b)["zc_errors"]);
+    uct_rkey_release(m_component, &forged.rkey);
+
+    /* after deregistration (no cache: the region is gone at once) */
+    release(rb);
+    uct_md_config_t *md_config;
+    ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, NULL, NULL, &md_config));
+    ASSERT_EQ(UCS_OK, uct_config_modify(md_config, "RCACHE", "no"));
+    uct_md_h md2;
+    ASSERT_EQ(UCS_OK, uct_md_open(m_component, "aptus", md_config, &md2));
+    uct_config_release(md_config);
+    uct_md_h saved = m_md;
+    m_md           = md2;
+    /* the interfaces check tokens with the md they were opened on */
+    close(m_a);
+    close(m_b);
+    setup_pair();
+    remote_buf gone;
+    expose(gone, 60000);
+    ASSERT_EQ(UCS_OK, get(m_a.ep, dst, gone, 0, 60000));
+    EXPECT_EQ(gone.data, dst);
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, gone.memh));
+    gone.memh = UCT_MEM_HANDLE_NULL;
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR, get(m_a.ep, dst, gone, 0, 60000));
+    release(gone);
+    close(m_a);
+    close(m_b);
+    uct_md_close(md2);
+    m_md = saved;
+}
+
+TEST_F(uct_ud_sr, registration_cache_reuses_regions)
+{
+    for (const char *mode : { "no", "yes" }) {
+        uct_md_config_t *md_config;
+        ASSERT_EQ(UCS_OK,
+                  uct_md_config_read(m_component, NULL, NULL, &md_config));
+        ASSERT_EQ(UCS_OK, uct_config_modify(md_config, "RCACHE", mode));
+        uct_md_h md;
+        ucs_status_t status = uct_md_open(m_component, "aptus", md_config, &md);
+        uct_config_release(md_config);
+        if ((status != UCS_OK) && !strcmp(mode, "yes")) {
+            /* memory events are off in this process (the sanitizer run) */
+            GTEST_SKIP() << "no registration cache without memory events";
+        }
+        ASSERT_EQ(UCS_OK, status);
+        uct_aptus_md_t *amd = ucs_derived_of(md, uct_aptus_md_t);
+        std::vector<uint8_t> buf(1 << 20);
+        std::vector<uct_mem_h> memhs;
+        for (int i = 0; i < 10; ++i) {
+            uct_mem_h memh;
+            ASSERT_EQ(UCS_OK,
+                      uct_md_mem_reg(md, buf.data() + 4096 * (i % 2), 65536,
+                                     UCT_MD_MEM_ACCESS_ALL, &memh));
+            memhs.push_back(memh);
+        }
+        EXPECT_EQ(10u, amd->reg_calls);
+        if (!strcmp(mode, "yes")) {
+            EXPECT_LE(amd->registrations, 2u) << "cached";
+        } else {
+            EXPECT_EQ(10u, amd->registrations) << "one per call";
+        }
+        /* every handle's key reads back what was registered */
+        for (size_t i = 0; i < memhs.size(); ++i) {
+            std::vector<uint8_t> packed(sizeof(uct_aptus_rkey_t));
+            ASSERT_EQ(UCS_OK, uct_md_mkey_pack(md, memhs[i], packed.data()));
+            uct_aptus_rkey_t k;
+            memcpy(&k, packed.data(), sizeof(k));
+            uint64_t addr = (uint64_t)(uintptr_t)buf.data() + 4096 * (i % 2);
+            EXPECT_TRUE(uct_aptus_md_check_region(amd, k.token, addr, 65536));
+            EXPECT_FALSE(
+                uct_aptus_md_check_region(amd, k.token ^ 1, addr, 65536));
+            EXPECT_TRUE(uct_aptus_rkey_covers(&k, addr, 65536));
+            EXPECT_EQ((uint32_t)getpid(), k.pid);
+        }
+        for (uct_mem_h memh : memhs) {
+            EXPECT_EQ(UCS_OK, uct_md_mem_dereg(md, memh));
+        }
+        uct_md_close(md);
+    }
 }

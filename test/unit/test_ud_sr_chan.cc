@@ -5,6 +5,7 @@
  * delivery from async context, receive-pool exhaustion, endpoint destroy.
  */
 #include "fake_wire.h"
+#include "test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -73,15 +74,6 @@ void failed_cb(void *arg, aptus_ud_peer_t *peer, ucs_status_t status)
 
 const aptus_ud_chan_ops_t chan_ops = { deliver_cb, failed_cb };
 
-std::vector<uint8_t> pattern(unsigned id, size_t len)
-{
-    std::vector<uint8_t> v(len);
-    for (size_t i = 0; i < len; ++i) {
-        v[i] = (uint8_t)(id * 131 + i * 7 + (i >> 8));
-    }
-    return v;
-}
-
 struct pack_arg {
     const std::vector<uint8_t> *data;
 };
@@ -95,48 +87,12 @@ size_t pack_cb(void *dest, void *arg)
     return v->size();
 }
 
-struct test_comp {
-    uct_completion_t super;
-    int done            = 0;
-    ucs_status_t status = UCS_OK;
-};
-
-void comp_cb(uct_completion_t *self)
-{
-    test_comp *c = reinterpret_cast<test_comp *>(self);
-    c->done++;
-    c->status = self->status;
-}
-
-void init_comp(test_comp &c)
-{
-    c.super.func   = comp_cb;
-    c.super.count  = 1;
-    c.super.status = UCS_OK;
-    c.done         = 0;
-}
-
 class ud_chan : public ::testing::Test
 {
   public:
     void SetUp() override
     {
-        memset(&m_cfg, 0, sizeof(m_cfg));
-        m_cfg.rel.tx_window       = 32;
-        m_cfg.rel.ack_count       = 8;
-        m_cfg.rel.rto_min_us      = 1000;
-        m_cfg.rel.rto_max_us      = 100000;
-        m_cfg.rel.rto_init_us     = 5000;
-        m_cfg.rel.peer_timeout_us = 2000000;
-        m_cfg.rel.probe_min_us    = 400;
-        m_cfg.max_msg             = 16384;
-        m_cfg.max_am_hdr          = 64;
-        m_cfg.rx_pool             = 256;
-        m_cfg.rx_headroom         = RX_HEADROOM;
-        m_cfg.rx_batch            = 16;
-        m_cfg.tick_us             = 200;
-        m_cfg.crc                 = 1;
-        m_cfg.max_peers           = 1000000;
+        m_cfg = fake_chan_config(RX_HEADROOM);
     }
 
     void TearDown() override
@@ -199,14 +155,8 @@ class ud_chan : public ::testing::Test
     template <typename Pred>
     bool run_until(Pred pred, uint64_t max_us = 30000000)
     {
-        uint64_t start = fake_net::now;
-        while (!pred()) {
-            if (fake_net::now - start > max_us) {
-                return false;
-            }
-            round();
-        }
-        return true;
+        return fake_run_until(
+            pred, [this] { round(); }, max_us);
     }
 
     ssize_t send_bcopy(side &s, aptus_ud_peer_t *peer, uint8_t am_id,
@@ -215,6 +165,7 @@ class ud_chan : public ::testing::Test
         pack_arg arg{ &data };
         aptus_ud_send_t send;
         send.kind          = APTUS_UD_SEND_BCOPY;
+        send.internal      = 0;
         send.am_id         = am_id;
         send.bcopy.pack_cb = pack_cb;
         send.bcopy.arg     = &arg;
@@ -226,6 +177,7 @@ class ud_chan : public ::testing::Test
     {
         aptus_ud_send_t send;
         send.kind            = APTUS_UD_SEND_SHORT;
+        send.internal        = 0;
         send.am_id           = am_id;
         send.am_short.header = header;
         send.am_short.buffer = data.data();
@@ -247,6 +199,7 @@ class ud_chan : public ::testing::Test
         }
         aptus_ud_send_t send;
         send.kind                = APTUS_UD_SEND_ZCOPY;
+        send.internal            = 0;
         send.am_id               = am_id;
         send.zcopy.header        = hdr.data();
         send.zcopy.header_length = hdr.size();

@@ -129,10 +129,14 @@ TEST(ud_sr_proto, rejects_malformed)
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_TYPE,
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
     buf[12] = APTUS_UD_SR_TYPE_DATA;
-    buf[13] |= 0x80;
-    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_FLAGS,
+    buf[13] |= APTUS_UD_SR_F_INTERNAL; /* internal ids are fewer */
+    buf[14] = APTUS_UD_SR_INTERNAL_MAX;
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_AM_ID,
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
-    buf[13] &= ~0x80;
+    buf[14] = 3;
+    EXPECT_EQ(APTUS_UD_SR_PARSE_OK,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    buf[13] &= ~APTUS_UD_SR_F_INTERNAL;
     buf[14] = APTUS_UD_SR_AM_ID_MAX;
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_AM_ID,
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
@@ -277,7 +281,9 @@ TEST(ud_sr_proto, fuzz_mutations)
                         q.type <= APTUS_UD_SR_TYPE_RESET);
             ASSERT_EQ(0, q.flags & ~APTUS_UD_SR_F_KNOWN);
             if (q.type == APTUS_UD_SR_TYPE_DATA) {
-                ASSERT_LT(q.am_id, APTUS_UD_SR_AM_ID_MAX);
+                ASSERT_LT(q.am_id, (q.flags & APTUS_UD_SR_F_INTERNAL)
+                                       ? APTUS_UD_SR_INTERNAL_MAX
+                                       : APTUS_UD_SR_AM_ID_MAX);
                 if ((q.flags & (APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST)) ==
                     APTUS_UD_SR_F_FIRST) {
                     ASSERT_GT(q.msg_len, q.payload_len);

@@ -13,6 +13,7 @@
 #include <ucs/sys/sock.h>
 
 #include <arpa/inet.h>
+#include <netinet/udp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -291,6 +292,66 @@ static ucs_status_t aptus_sock_dgram_send(aptus_dgram_wire_t *wire,
     return UCS_OK;
 }
 
+/* UDP segmentation offload: one system call, one skb through the stack,
+ * seg_size-byte datagrams on the wire (or delivered whole to a UDP_GRO
+ * socket over loopback). */
+static ucs_status_t aptus_sock_dgram_send_seg(aptus_dgram_wire_t *wire,
+                                              const aptus_wire_addr_t *dst,
+                                              const struct iovec *iov,
+                                              unsigned iovcnt, size_t seg_size)
+{
+    aptus_sock_dgram_t *sock = ucs_derived_of(wire, aptus_sock_dgram_t);
+    char control[CMSG_SPACE(sizeof(uint16_t))];
+    struct sockaddr_storage ss;
+    struct cmsghdr *cmsg;
+    struct msghdr msg;
+    uint16_t gso = (uint16_t)seg_size;
+    ssize_t ret;
+    size_t total = 0;
+    unsigned i;
+
+    if (wire->seg_max_bytes == 0) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    memset(&msg, 0, sizeof(msg));
+    memset(control, 0, sizeof(control));
+    aptus_sock_addr_from_wire(dst, &ss, &msg.msg_namelen);
+    msg.msg_name       = &ss;
+    msg.msg_iov        = (struct iovec *)iov;
+    msg.msg_iovlen     = iovcnt;
+    msg.msg_control    = control;
+    msg.msg_controllen = sizeof(control);
+    cmsg               = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level   = SOL_UDP;
+    cmsg->cmsg_type    = UDP_SEGMENT;
+    cmsg->cmsg_len     = CMSG_LEN(sizeof(gso));
+    memcpy(CMSG_DATA(cmsg), &gso, sizeof(gso));
+
+    ret = sendmsg(sock->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (ret >= 0) {
+        for (i = 0; i < iovcnt; ++i) {
+            total += iov[i].iov_len;
+        }
+        wire->stats.tx_dgrams += (total + seg_size - 1) / seg_size;
+        wire->stats.tx_bytes += ret;
+        return UCS_OK;
+    }
+    if ((errno == EAGAIN) || (errno == EWOULDBLOCK) || (errno == ENOBUFS)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    if ((errno == EINVAL) || (errno == EIO) || (errno == EOPNOTSUPP) ||
+        (errno == EMSGSIZE)) {
+        /* the path cannot take it (e.g. datagrams above the link MTU): send
+         * datagram by datagram from now on */
+        ucs_debug(
+            "sock wire: UDP segmentation refused (%m), not used any more");
+        wire->seg_max_bytes = 0;
+        return UCS_ERR_UNSUPPORTED;
+    }
+    wire->stats.tx_errors++;
+    return UCS_OK; /* lost, as far as the caller is concerned */
+}
+
 static unsigned aptus_sock_dgram_recv(aptus_dgram_wire_t *wire,
                                       aptus_dgram_rx_t *rx, unsigned count)
 {
@@ -377,12 +438,17 @@ static void aptus_sock_dgram_close(aptus_dgram_wire_t *wire)
 }
 
 static const aptus_dgram_wire_ops_t aptus_sock_dgram_ops = {
-    .send     = aptus_sock_dgram_send,
-    .recv     = aptus_sock_dgram_recv,
-    .progress = aptus_sock_dgram_progress,
-    .addr_str = aptus_sock_addr_str,
-    .event_fd = aptus_sock_dgram_event_fd,
-    .close    = aptus_sock_dgram_close,
+    .send      = aptus_sock_dgram_send,
+    .recv      = aptus_sock_dgram_recv,
+    .progress  = aptus_sock_dgram_progress,
+    .addr_str  = aptus_sock_addr_str,
+    .send_seg  = aptus_sock_dgram_send_seg,
+    .event_fd  = aptus_sock_dgram_event_fd,
+    .rxq_open  = aptus_sock_rxq_open,
+    .rxq_recv  = aptus_sock_rxq_recv,
+    .rxq_drain = aptus_sock_rxq_drain,
+    .rxq_close = aptus_sock_rxq_close,
+    .close     = aptus_sock_dgram_close,
 };
 
 /* Ask for a socket buffer of 'want' bytes; as root the rmem/wmem_max caps
@@ -492,6 +558,13 @@ ucs_status_t aptus_sock_dgram_open(const char *dev_name,
     sock->sndbuf =
         aptus_sock_set_buf(sock->fd, SO_SNDBUFFORCE, SO_SNDBUF,
                            (int)(config->tx_queue_len * config->mtu * 2));
+
+    /* UDP segmentation offload, unless the fault injector must see every
+     * datagram on its own */
+    if (!aptus_fault_enabled(&sock->fault)) {
+        sock->super.seg_max_bytes = 65507; /* largest UDP payload */
+        sock->super.seg_max_count = 64;    /* UDP_MAX_SEGMENTS, older kernels */
+    }
 
     if (aptus_fault_enabled(&sock->fault)) {
         sock->held = ucs_calloc(APTUS_SOCK_HELD_MAX, sizeof(*sock->held),

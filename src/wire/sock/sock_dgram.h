@@ -51,6 +51,14 @@ void aptus_sock_addr_from_wire(const aptus_wire_addr_t *addr,
 const char *aptus_sock_addr_str(const aptus_wire_addr_t *addr, char *buf,
                                 size_t max);
 
+/* Receive queues (sock_rxq.c). */
+ucs_status_t aptus_sock_rxq_open(aptus_dgram_wire_t *wire, unsigned depth,
+                                 aptus_dgram_rxq_t **rxq_p);
+unsigned aptus_sock_rxq_recv(aptus_dgram_rxq_t *rxq, aptus_dgram_rxv_t *rx,
+                             unsigned count);
+void aptus_sock_rxq_drain(aptus_dgram_rxq_t *rxq);
+void aptus_sock_rxq_close(aptus_dgram_rxq_t *rxq);
+
 #ifdef __cplusplus
 }
 #endif

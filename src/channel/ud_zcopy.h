@@ -1,0 +1,135 @@
+/*
+ * UCX-Aptus: the UD-ZCopy channel (papers/aptus-hybrid-ud-rc-mpi.txt 3.2).
+ *
+ * Large transfers over unreliable datagrams without staging copies. The
+ * initiator of a get takes a receive context (a dedicated receive queue)
+ * from a bounded pool and receives straight into the destination; the
+ * owner of the memory streams tagged datagrams from the source buffer
+ * inside the window the initiator grants. Control (request, credit with
+ * missing ranges, done, error) and the copy-based fallback travel over the
+ * UD-SR stream between the two, as internal messages. Protocol logic is in
+ * proto/zcopy.
+ *
+ * A get below the threshold, or when no context is free, is served by the
+ * copy-based path: the owner sends the data through the reliable stream.
+ * Everything runs from the user's progress (completions are the user's).
+ */
+#ifndef APTUS_UD_ZCOPY_H_
+#define APTUS_UD_ZCOPY_H_
+
+#include "ud_sr_chan.h"
+#include "../proto/zcopy.h"
+
+#include <ucs/datastruct/list.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Internal message id of UD-ZCopy on the UD-SR stream. */
+#define APTUS_UDZ_MSG_ID 1
+
+/* Datagrams posted per receive, and sent per segmented send. */
+#define APTUS_UDZ_TRAIN_MAX 64
+
+typedef struct aptus_udz_config {
+    size_t thresh;     /* smaller gets take the copy-based path */
+    unsigned contexts; /* receive contexts (dedicated queues) */
+    unsigned window;   /* datagrams one context holds: the owner's window */
+    unsigned batch;    /* datagrams per receive or send call */
+    size_t max_get;    /* largest get */
+} aptus_udz_config_t;
+
+/* Whether the owner registered [address, address + length) with token. */
+typedef int (*aptus_udz_check_t)(void *arg, uint64_t token, uint64_t address,
+                                 uint64_t length);
+
+typedef struct aptus_udz_get aptus_udz_get_t;
+
+typedef struct aptus_udz_ctx {
+    aptus_dgram_rxq_t *rxq;
+    aptus_udz_get_t *get; /* NULL: free */
+    uint32_t key;         /* of the transfer it serves */
+} aptus_udz_ctx_t;
+
+typedef struct aptus_udz_stats {
+    uint64_t zc_gets, zc_bytes, copy_gets, copy_bytes, pool_empty;
+    uint64_t dgrams_sent, dgrams_resent, dgrams_received, misplaced;
+    uint64_t duplicates, bad_key, bad_index, truncated, credits, nacks;
+    uint64_t stalls, probes, errors, aborted;
+} aptus_udz_stats_t;
+
+typedef struct aptus_udz {
+    aptus_ud_chan_t *ud;
+    aptus_udz_config_t config;
+    aptus_udz_check_t check;
+    void *check_arg;
+    uint32_t payload;   /* data bytes per datagram */
+    unsigned max_train; /* datagrams per segmented send */
+    aptus_udz_ctx_t *ctxs;
+    unsigned num_ctxs;
+    ucs_list_link_t gets;    /* this side asked */
+    ucs_list_link_t puts;    /* this side serves */
+    ucs_list_link_t flushes; /* waiting for gets to finish */
+    ucs_mpool_t get_mp;
+    ucs_mpool_t put_mp;
+    uint32_t next_xfer;
+    /* receive batch: header, destination piece, spill of the last piece */
+    uint8_t *hdrs;
+    uint8_t *scratch;
+    uint8_t *staging;
+    struct iovec *rx_iov;
+    aptus_dgram_rxv_t *rxv;
+    uint32_t *slots;
+    /* send batch */
+    aptus_dgram_tx_t *tx;
+    struct iovec *tx_iov;
+    uint8_t *tx_hdrs;
+    /* completions are handed to the user last, once the lists are
+     * consistent: a callback may start or cancel other transfers */
+    aptus_ud_comp_list_t done;
+    aptus_udz_stats_t stats;
+} aptus_udz_t;
+
+const char *aptus_udz_config_check(const aptus_udz_config_t *config);
+
+ucs_status_t aptus_udz_init(aptus_udz_t *udz, aptus_ud_chan_t *ud,
+                            const aptus_udz_config_t *config,
+                            aptus_udz_check_t check, void *check_arg);
+
+/* Outstanding gets complete with UCS_ERR_CANCELED. */
+void aptus_udz_cleanup(aptus_udz_t *udz);
+
+/* Read length bytes at remote_addr (owner's registration token) into
+ * dest; comp is called when every byte is in place (UCS_INPROGRESS), or
+ * with an error. */
+ucs_status_t aptus_udz_get(aptus_udz_t *udz, aptus_ud_peer_t *peer, void *dest,
+                           uint64_t length, uint64_t remote_addr,
+                           uint64_t token, uct_completion_t *comp);
+
+/* The user's progress: receive, grant credit, ask for what is missing,
+ * stream what peers asked for. */
+unsigned aptus_udz_progress(aptus_udz_t *udz);
+
+/* Internal messages from the UD-SR stream. */
+ucs_status_t aptus_udz_internal(aptus_udz_t *udz, aptus_ud_peer_t *peer,
+                                const void *data, size_t length, int is_async);
+
+/* The stream to peer failed: its gets fail with status, its puts stop. */
+void aptus_udz_peer_failed(aptus_udz_t *udz, aptus_ud_peer_t *peer,
+                           ucs_status_t status);
+
+/* The user's endpoint to peer is gone: its gets are cancelled. */
+void aptus_udz_peer_disconnect(aptus_udz_t *udz, aptus_ud_peer_t *peer);
+
+/* UCS_OK when peer (NULL: any) has no get outstanding; otherwise comp (if
+ * any) is completed when they are done, with comp->count raised by one
+ * when 'counted' says the caller already owns a unit of it. */
+ucs_status_t aptus_udz_flush(aptus_udz_t *udz, aptus_ud_peer_t *peer,
+                             uct_completion_t *comp, int counted);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

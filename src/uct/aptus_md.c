@@ -1,0 +1,363 @@
+/*
+ * UCX-Aptus: the memory domain (see aptus_md.h).
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "aptus_md.h"
+
+#include <ucm/api/ucm.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/string.h>
+#include <ucs/debug/log.h>
+#include <ucs/sys/sys.h>
+#include <ucs/sys/uid.h>
+
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static ucs_config_field_t uct_aptus_md_config_table[] = {
+    { "", "", NULL, ucs_offsetof(uct_aptus_md_config_t, super),
+      UCS_CONFIG_TYPE_TABLE(uct_md_config_table) },
+
+    { "STATS", "",
+      "Print UCX-Aptus statistics when an interface closes: empty (off),\n"
+      "'stdout', 'stderr', or a file name in which %h and %p become the host\n"
+      "name and the process id (the file is appended to).",
+      ucs_offsetof(uct_aptus_md_config_t, stats), UCS_CONFIG_TYPE_STRING },
+
+    { "RCACHE", "try",
+      "Cache memory registrations (ucs_rcache): yes, no, or try (use it when\n"
+      "memory events are available).",
+      ucs_offsetof(uct_aptus_md_config_t, rcache_enable),
+      UCS_CONFIG_TYPE_TERNARY },
+
+    { "", "", NULL, ucs_offsetof(uct_aptus_md_config_t, rcache),
+      UCS_CONFIG_TYPE_TABLE(uct_md_config_rcache_table) },
+
+    { NULL }
+};
+
+static uint64_t uct_aptus_md_new_token(void)
+{
+    uint64_t token;
+
+    do {
+        token = ucs_generate_uuid((uintptr_t)&token);
+    } while (token == 0);
+    return token;
+}
+
+/* Record a region under a fresh token. */
+static ucs_status_t uct_aptus_md_region_add(uct_aptus_md_t *md,
+                                            uct_aptus_region_t *region,
+                                            uint64_t address, uint64_t length)
+{
+    khiter_t iter;
+    int ret;
+
+    region->address = address;
+    region->length  = length;
+    ucs_spin_lock(&md->lock);
+    do {
+        region->token = uct_aptus_md_new_token();
+        iter = kh_put(uct_aptus_tokens, &md->tokens, region->token, &ret);
+    } while (ret == UCS_KH_PUT_KEY_PRESENT);
+    if (ret == UCS_KH_PUT_FAILED) {
+        ucs_spin_unlock(&md->lock);
+        return UCS_ERR_NO_MEMORY;
+    }
+    kh_value(&md->tokens, iter) = region;
+    md->registrations++;
+    ucs_spin_unlock(&md->lock);
+    return UCS_OK;
+}
+
+static void uct_aptus_md_region_del(uct_aptus_md_t *md,
+                                    uct_aptus_region_t *region)
+{
+    khiter_t iter;
+
+    ucs_spin_lock(&md->lock);
+    iter = kh_get(uct_aptus_tokens, &md->tokens, region->token);
+    if (iter != kh_end(&md->tokens)) {
+        kh_del(uct_aptus_tokens, &md->tokens, iter);
+    }
+    ucs_spin_unlock(&md->lock);
+}
+
+int uct_aptus_md_check_region(uct_aptus_md_t *md, uint64_t token,
+                              uint64_t address, uint64_t length)
+{
+    uct_aptus_region_t *region;
+    khiter_t iter;
+    int ok = 0;
+
+    ucs_spin_lock(&md->lock);
+    iter = kh_get(uct_aptus_tokens, &md->tokens, token);
+    if (iter != kh_end(&md->tokens)) {
+        region = kh_value(&md->tokens, iter);
+        ok     = (address >= region->address) && (length <= region->length) &&
+             (address - region->address <= region->length - length);
+    }
+    ucs_spin_unlock(&md->lock);
+    return ok;
+}
+
+/* rcache callbacks: a region enters or leaves the cache */
+static ucs_status_t uct_aptus_rcache_mem_reg(void *context,
+                                             ucs_rcache_t *rcache, void *arg,
+                                             ucs_rcache_region_t *rregion,
+                                             uint16_t flags)
+{
+    uct_aptus_region_t *region = ucs_derived_of(rregion, uct_aptus_region_t);
+
+    region->cached = 1;
+    return uct_aptus_md_region_add(context, region, rregion->super.start,
+                                   rregion->super.end - rregion->super.start);
+}
+
+static void uct_aptus_rcache_mem_dereg(void *context, ucs_rcache_t *rcache,
+                                       ucs_rcache_region_t *rregion)
+{
+    uct_aptus_md_region_del(context,
+                            ucs_derived_of(rregion, uct_aptus_region_t));
+}
+
+static void uct_aptus_rcache_dump(void *context, ucs_rcache_t *rcache,
+                                  ucs_rcache_region_t *rregion, char *buf,
+                                  size_t max)
+{
+    uct_aptus_region_t *region = ucs_derived_of(rregion, uct_aptus_region_t);
+
+    snprintf(buf, max, "token 0x%016llx", (unsigned long long)region->token);
+}
+
+static const ucs_rcache_ops_t uct_aptus_rcache_ops = {
+    .mem_reg     = uct_aptus_rcache_mem_reg,
+    .mem_dereg   = uct_aptus_rcache_mem_dereg,
+    .dump_region = uct_aptus_rcache_dump
+};
+
+static ucs_status_t uct_aptus_md_query(uct_md_h md, uct_md_attr_t *attr)
+{
+    memset(attr, 0, sizeof(*attr));
+    attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY;
+    attr->cap.max_alloc        = 0;
+    attr->cap.max_reg          = ULONG_MAX;
+    attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    attr->cap.detect_mem_types = 0;
+    attr->cap.alloc_mem_types  = 0;
+    attr->rkey_packed_size     = sizeof(uct_aptus_rkey_t);
+    /* no pinning: a table entry, or a cache lookup */
+    attr->reg_cost = ucs_linear_func_make(200e-9, 0);
+    memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
+    return UCS_OK;
+}
+
+static ucs_status_t uct_aptus_md_mem_reg(uct_md_h uct_md, void *address,
+                                         size_t length, unsigned flags,
+                                         uct_mem_h *memh_p)
+{
+    uct_aptus_md_t *md = ucs_derived_of(uct_md, uct_aptus_md_t);
+    ucs_rcache_region_t *rregion;
+    uct_aptus_region_t *region;
+    ucs_status_t status;
+
+    if (length == 0) {
+        *memh_p = UCT_MEM_HANDLE_NULL;
+        return UCS_OK;
+    }
+
+    ucs_spin_lock(&md->lock);
+    md->reg_calls++;
+    ucs_spin_unlock(&md->lock);
+
+    if (md->rcache != NULL) {
+        status = ucs_rcache_get(md->rcache, address, length,
+                                PROT_READ | PROT_WRITE, NULL, &rregion);
+        if (status != UCS_OK) {
+            return status;
+        }
+        *memh_p = ucs_derived_of(rregion, uct_aptus_region_t);
+        return UCS_OK;
+    }
+
+    region = ucs_calloc(1, sizeof(*region), "uct_aptus_region");
+    if (region == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    status = uct_aptus_md_region_add(md, region, (uintptr_t)address, length);
+    if (status != UCS_OK) {
+        ucs_free(region);
+        return status;
+    }
+    *memh_p = region;
+    return UCS_OK;
+}
+
+static ucs_status_t
+uct_aptus_md_mem_dereg(uct_md_h uct_md, const uct_md_mem_dereg_params_t *params)
+{
+    uct_aptus_md_t *md = ucs_derived_of(uct_md, uct_aptus_md_t);
+    uct_aptus_region_t *region;
+
+    UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 0);
+    region = params->memh;
+    if (region == UCT_MEM_HANDLE_NULL) {
+        return UCS_OK;
+    }
+    if (region->cached) {
+        ucs_rcache_region_put(md->rcache, &region->super);
+    } else {
+        uct_aptus_md_region_del(md, region);
+        ucs_free(region);
+    }
+    return UCS_OK;
+}
+
+static ucs_status_t
+uct_aptus_md_mkey_pack(uct_md_h md, uct_mem_h memh,
+                       const uct_md_mkey_pack_params_t *params,
+                       void *rkey_buffer)
+{
+    const uct_aptus_region_t *region = memh;
+    uct_aptus_rkey_t rkey;
+
+    memset(&rkey, 0, sizeof(rkey));
+    if (region != UCT_MEM_HANDLE_NULL) {
+        rkey.address = region->address;
+        rkey.length  = region->length;
+        rkey.token   = region->token;
+    }
+    rkey.host_id = ucs_get_system_id();
+    rkey.pid     = getpid();
+    memcpy(rkey_buffer, &rkey, sizeof(rkey));
+    return UCS_OK;
+}
+
+static void uct_aptus_md_close(uct_md_h uct_md)
+{
+    uct_aptus_md_t *md = ucs_derived_of(uct_md, uct_aptus_md_t);
+
+    if (md->rcache != NULL) {
+        ucs_rcache_destroy(md->rcache);
+    }
+    kh_destroy_inplace(uct_aptus_tokens, &md->tokens);
+    ucs_spinlock_destroy(&md->lock);
+    ucs_free(md->stats);
+    ucs_free(md);
+}
+
+static uct_md_ops_t uct_aptus_md_ops = {
+    .close              = uct_aptus_md_close,
+    .query              = uct_aptus_md_query,
+    .mkey_pack          = uct_aptus_md_mkey_pack,
+    .mem_reg            = uct_aptus_md_mem_reg,
+    .mem_dereg          = uct_aptus_md_mem_dereg,
+    .detect_memory_type = ucs_empty_function_return_unsupported,
+};
+
+static ucs_status_t uct_aptus_md_open(uct_component_t *component,
+                                      const char *md_name,
+                                      const uct_md_config_t *uct_md_config,
+                                      uct_md_h *md_p)
+{
+    const uct_aptus_md_config_t *config =
+        ucs_derived_of(uct_md_config, uct_aptus_md_config_t);
+    ucs_rcache_params_t rcache_params;
+    uct_aptus_md_t *md;
+    ucs_status_t status;
+
+    md = ucs_calloc(1, sizeof(*md), "uct_aptus_md");
+    if (md == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    md->super.ops       = &uct_aptus_md_ops;
+    md->super.component = &uct_aptus_component;
+    md->stats           = ucs_strdup(config->stats, "uct_aptus_md_stats");
+    if (md->stats == NULL) {
+        status = UCS_ERR_NO_MEMORY;
+        goto err_free;
+    }
+    ucs_spinlock_init(&md->lock, 0);
+    kh_init_inplace(uct_aptus_tokens, &md->tokens);
+
+    if (config->rcache_enable != UCS_NO) {
+        memset(&rcache_params, 0, sizeof(rcache_params));
+        uct_md_set_rcache_params(&rcache_params, &config->rcache);
+        rcache_params.region_struct_size = sizeof(uct_aptus_region_t);
+        rcache_params.max_alignment      = ucs_get_page_size();
+        rcache_params.ucm_events         = UCM_EVENT_VM_UNMAPPED;
+        rcache_params.context            = md;
+        rcache_params.ops                = &uct_aptus_rcache_ops;
+        status = ucs_rcache_create(&rcache_params, "aptus", NULL, &md->rcache);
+        if (status != UCS_OK) {
+            md->rcache = NULL;
+            if (config->rcache_enable == UCS_YES) {
+                ucs_error("UCX_APTUS_RCACHE=yes, but the registration cache "
+                          "cannot be created: %s",
+                          ucs_status_string(status));
+                goto err_tokens;
+            }
+            ucs_debug("aptus md: no registration cache: %s",
+                      ucs_status_string(status));
+        }
+    }
+
+    *md_p = &md->super;
+    return UCS_OK;
+
+err_tokens:
+    kh_destroy_inplace(uct_aptus_tokens, &md->tokens);
+    ucs_spinlock_destroy(&md->lock);
+    ucs_free(md->stats);
+err_free:
+    ucs_free(md);
+    return status;
+}
+
+static ucs_status_t uct_aptus_rkey_unpack(uct_component_t *component,
+                                          const void *rkey_buffer,
+                                          uct_rkey_t *rkey_p, void **handle_p)
+{
+    uct_aptus_rkey_t *rkey = ucs_malloc(sizeof(*rkey), "uct_aptus_rkey");
+
+    if (rkey == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    memcpy(rkey, rkey_buffer, sizeof(*rkey));
+    *rkey_p   = (uintptr_t)rkey;
+    *handle_p = NULL;
+    return UCS_OK;
+}
+
+static ucs_status_t uct_aptus_rkey_release(uct_component_t *component,
+                                           uct_rkey_t rkey, void *handle)
+{
+    ucs_free((void *)rkey);
+    return UCS_OK;
+}
+
+uct_component_t uct_aptus_component = {
+    .query_md_resources = uct_md_query_single_md_resource,
+    .md_open            = uct_aptus_md_open,
+    .cm_open            = ucs_empty_function_return_unsupported,
+    .rkey_unpack        = uct_aptus_rkey_unpack,
+    .rkey_ptr           = ucs_empty_function_return_unsupported,
+    .rkey_release       = uct_aptus_rkey_release,
+    .name               = UCT_APTUS_COMPONENT_NAME,
+    .md_config          = {
+        .name           = "UCX-Aptus memory domain",
+        .prefix         = "APTUS_",
+        .table          = uct_aptus_md_config_table,
+        .size           = sizeof(uct_aptus_md_config_t),
+    },
+    .cm_config          = UCS_CONFIG_EMPTY_GLOBAL_LIST_ENTRY,
+    .tl_list            = UCT_COMPONENT_TL_LIST_INITIALIZER(&uct_aptus_component),
+    .flags              = 0,
+    .md_vfs_init        = (uct_component_md_vfs_init_func_t)ucs_empty_function
+};
