@@ -235,6 +235,9 @@ uct_aptus_md_mkey_pack(uct_md_h md, uct_mem_h memh,
     }
     rkey.host_id = ucs_get_system_id();
     rkey.pid     = getpid();
+    rkey.flags   = ucs_derived_of(md, uct_aptus_md_t)->one_sided ?
+                           UCT_APTUS_RKEY_FLAG_SAME_HOST :
+                           0;
     memcpy(rkey_buffer, &rkey, sizeof(rkey));
     return UCS_OK;
 }
@@ -278,6 +281,7 @@ static ucs_status_t uct_aptus_md_open(uct_component_t *component,
     }
     md->super.ops       = &uct_aptus_md_ops;
     md->super.component = &uct_aptus_component;
+    md->one_sided       = !strcmp(md_name, UCT_APTUS_RC_MD_NAME);
     md->stats           = ucs_strdup(config->stats, "uct_aptus_md_stats");
     if (md->stats == NULL) {
         status = UCS_ERR_NO_MEMORY;
@@ -324,12 +328,19 @@ static ucs_status_t uct_aptus_rkey_unpack(uct_component_t *component,
                                           const void *rkey_buffer,
                                           uct_rkey_t *rkey_p, void **handle_p)
 {
-    uct_aptus_rkey_t *rkey = ucs_malloc(sizeof(*rkey), "uct_aptus_rkey");
+    uct_aptus_rkey_t *rkey;
+    uct_aptus_rkey_t packed;
 
+    memcpy(&packed, rkey_buffer, sizeof(packed));
+    if ((packed.flags & UCT_APTUS_RKEY_FLAG_SAME_HOST) &&
+        (packed.host_id != ucs_get_system_id())) {
+        return UCS_ERR_UNREACHABLE; /* one-sided access needs the same host */
+    }
+    rkey = ucs_malloc(sizeof(*rkey), "uct_aptus_rkey");
     if (rkey == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
-    memcpy(rkey, rkey_buffer, sizeof(*rkey));
+    *rkey = packed;
     *rkey_p   = (uintptr_t)rkey;
     *handle_p = NULL;
     return UCS_OK;
@@ -342,8 +353,30 @@ static ucs_status_t uct_aptus_rkey_release(uct_component_t *component,
     return UCS_OK;
 }
 
+static ucs_status_t
+uct_aptus_query_md_resources(uct_component_t *component,
+                             uct_md_resource_desc_t **resources_p,
+                             unsigned *num_resources_p)
+{
+    static const char *names[] = { UCT_APTUS_MD_NAME, UCT_APTUS_RC_MD_NAME };
+    uct_md_resource_desc_t *resources;
+    unsigned i;
+
+    resources = ucs_calloc(2, sizeof(*resources), "uct_aptus_md_resources");
+    if (resources == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    for (i = 0; i < 2; ++i) {
+        ucs_strncpy_zero(resources[i].md_name, names[i],
+                         sizeof(resources[i].md_name));
+    }
+    *resources_p     = resources;
+    *num_resources_p = 2;
+    return UCS_OK;
+}
+
 uct_component_t uct_aptus_component = {
-    .query_md_resources = uct_md_query_single_md_resource,
+    .query_md_resources = uct_aptus_query_md_resources,
     .md_open            = uct_aptus_md_open,
     .cm_open            = ucs_empty_function_return_unsupported,
     .rkey_unpack        = uct_aptus_rkey_unpack,

@@ -19,6 +19,15 @@
 #include <ucs/type/spinlock.h>
 
 #define UCT_APTUS_COMPONENT_NAME "aptus"
+/* Two memory domains: "aptus" keys are usable from any host (the owner
+ * serves the data, as UD-ZCopy does); "aptus_rc" keys name memory that
+ * peers reach one-sided, so only peers on the owner's host can use them
+ * (rkey_unpack elsewhere answers UCS_ERR_UNREACHABLE and UCP picks another
+ * way). */
+#define UCT_APTUS_MD_NAME    "aptus"
+#define UCT_APTUS_RC_MD_NAME "aptus_rc"
+
+#define UCT_APTUS_RKEY_FLAG_SAME_HOST 1u
 
 typedef struct uct_aptus_md_config {
     uct_md_config_t super;
@@ -46,6 +55,7 @@ typedef struct uct_aptus_md {
     khash_t(uct_aptus_tokens) tokens; /* live registrations */
     uint64_t reg_calls;               /* mem_reg requests */
     uint64_t registrations;           /* regions actually created */
+    int one_sided;                    /* the "aptus_rc" domain */
 } uct_aptus_md_t;
 
 /* The packed remote key. */
@@ -55,13 +65,19 @@ typedef struct uct_aptus_rkey {
     uint64_t token;
     uint64_t host_id; /* ucs_get_system_id() of the owner */
     uint32_t pid;     /* the owner process */
-    uint32_t reserved;
+    uint32_t flags;   /* UCT_APTUS_RKEY_FLAG_* */
 } UCS_S_PACKED uct_aptus_rkey_t;
 
 extern uct_component_t uct_aptus_component;
 
 /* Whether [address, address + length) lies inside a live registration with
  * this token (for requests that arrive from the network). */
+/* Whether a transport belongs on this domain (one_sided: rc_sr, rc_fp). */
+static inline int uct_aptus_md_is_one_sided(uct_md_h md)
+{
+    return ucs_derived_of(md, uct_aptus_md_t)->one_sided;
+}
+
 int uct_aptus_md_check_region(uct_aptus_md_t *md, uint64_t token,
                               uint64_t address, uint64_t length);
 

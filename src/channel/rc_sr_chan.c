@@ -1,0 +1,574 @@
+/*
+ * UCX-Aptus: the RC-SR channel (see rc_sr_chan.h).
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "rc_sr_chan.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+
+#include <string.h>
+
+typedef struct aptus_rc_flush {
+    ucs_queue_elem_t queue;
+    uct_completion_t *comp;
+} aptus_rc_flush_t;
+
+static size_t aptus_rc_link_backlog(const aptus_rc_link_t *link)
+{
+    return (link->conn == NULL) ? 0
+                                : link->conn->wire->ops->backlog(link->conn);
+}
+
+static int aptus_rc_link_idle(const aptus_rc_link_t *link)
+{
+    return (aptus_rc_link_backlog(link) == 0) &&
+           ucs_arbiter_group_is_empty((ucs_arbiter_group_t *)&link->pending) &&
+           ucs_queue_is_empty((ucs_queue_head_t *)&link->flushes);
+}
+
+static void aptus_rc_link_init(aptus_rc_link_t *link, unsigned flags,
+                               uint32_t tx_credits, uint32_t grant)
+{
+    memset(link, 0, sizeof(*link));
+    link->flags    = flags;
+    link->tx_limit = tx_credits;
+    aptus_rc_credits_init(&link->fc, tx_credits, grant);
+    ucs_arbiter_group_init(&link->pending);
+    ucs_queue_head_init(&link->flushes);
+}
+
+static void aptus_rc_link_complete_flushes(aptus_rc_link_t *link,
+                                           ucs_status_t status)
+{
+    aptus_rc_flush_t *flush;
+
+    while (!ucs_queue_is_empty(&link->flushes)) {
+        flush = ucs_queue_pull_elem_non_empty(&link->flushes, aptus_rc_flush_t,
+                                              queue);
+        if (flush->comp != NULL) {
+            uct_invoke_completion(flush->comp, status);
+        }
+        ucs_free(flush);
+    }
+}
+
+static void aptus_rc_link_report(aptus_rc_chan_t *chan, aptus_rc_link_t *link)
+{
+    if (link->flags & APTUS_RC_LINK_REPORTED) {
+        return;
+    }
+    link->flags |= APTUS_RC_LINK_REPORTED;
+    chan->ops->peer_failed(chan->arg,
+                           ucs_container_of(link, aptus_rc_peer_t, link),
+                           link->error);
+}
+
+static void aptus_rc_accepted_free(aptus_rc_chan_t *chan, aptus_rc_link_t *link)
+{
+    link->conn->wire->ops->conn_close(link->conn);
+    ucs_list_del(&link->list);
+    chan->num_accepted_links--;
+    ucs_arbiter_group_cleanup(&link->pending);
+    ucs_free(link);
+}
+
+/* The link's connection is gone. A peer that closed an idle connection in
+ * order is told to the owner when it next uses the link; anything else at
+ * once. */
+static void aptus_rc_link_failed(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
+                                 ucs_status_t status)
+{
+    int clean = (status == UCS_ERR_NOT_CONNECTED) && aptus_rc_link_idle(link);
+
+    if (!(link->flags & APTUS_RC_LINK_USER)) {
+        aptus_rc_accepted_free(chan, link);
+        return;
+    }
+    if (link->flags & APTUS_RC_LINK_FAILED) {
+        return;
+    }
+    chan->stats.links_failed++;
+    link->flags |= APTUS_RC_LINK_FAILED;
+    link->error  = (status == UCS_ERR_NOT_CONNECTED) ? UCS_ERR_CONNECTION_RESET
+                                                     : status;
+    if (clean) {
+        link->flags |= APTUS_RC_LINK_EOF;
+    }
+    if (link->conn != NULL) {
+        link->conn->wire->ops->conn_close(link->conn);
+        link->conn = NULL;
+    }
+    aptus_rc_link_complete_flushes(link, link->error);
+    if (!clean) {
+        aptus_rc_link_report(chan, link);
+    }
+}
+
+/* A control message: no credit; left owed if the backlog is full. */
+static void aptus_rc_link_send_ctl(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
+                                   unsigned kind)
+{
+    uint8_t hdr[APTUS_RC_HDR_LEN];
+    struct iovec iov = { hdr, sizeof(hdr) };
+    uint16_t credits;
+    ucs_status_t status;
+
+    credits = aptus_rc_credits_piggyback(&link->fc);
+    aptus_rc_hdr_pack(hdr, kind, 0, credits);
+    status = link->conn->wire->ops->send(link->conn, &iov, 1);
+    if (status == UCS_OK) {
+        if (kind == APTUS_RC_KIND_CREDIT) {
+            chan->stats.tx_credits++;
+        }
+        return;
+    }
+    link->fc.owed += credits;
+    if (status != UCS_ERR_NO_RESOURCE) {
+        aptus_rc_link_failed(chan, link, status);
+    }
+}
+
+static void aptus_rc_link_schedule(aptus_rc_chan_t *chan, aptus_rc_link_t *link)
+{
+    if (!ucs_arbiter_group_is_empty(&link->pending) && (link->fc.tx > 0)) {
+        ucs_arbiter_group_schedule(&chan->pending, &link->pending);
+    }
+}
+
+static void aptus_rc_chan_accepted(void *arg, aptus_conn_t *conn)
+{
+    aptus_rc_chan_t *chan = arg;
+    aptus_rc_link_t *link;
+
+    link = ucs_malloc(sizeof(*link), "aptus_rc_accepted_link");
+    if (link == NULL) {
+        ucs_error("rc_sr: no memory for an accepted connection");
+        conn->wire->ops->conn_close(conn);
+        return;
+    }
+    /* no credits to send until the peer's HELLO grants some */
+    aptus_rc_link_init(link, 0, 0, chan->config.credits);
+    link->conn = conn;
+    conn->user = link;
+    ucs_list_add_tail(&chan->links, &link->list);
+    chan->num_accepted_links++;
+}
+
+static void aptus_rc_chan_bad_msg(aptus_rc_chan_t *chan, aptus_rc_link_t *link)
+{
+    chan->stats.rx_malformed++;
+    aptus_rc_link_failed(chan, link, UCS_ERR_IO_ERROR);
+}
+
+static void aptus_rc_chan_recv(void *arg, aptus_conn_t *conn, void *data,
+                               size_t length, aptus_conn_buf_t *buf,
+                               int at_start)
+{
+    aptus_rc_chan_t *chan = arg;
+    aptus_rc_link_t *link = conn->user;
+    aptus_rc_hello_t hello;
+    aptus_rc_msg_t msg;
+
+    if (aptus_rc_msg_parse(data, length, &msg) != 0) {
+        aptus_rc_chan_bad_msg(chan, link);
+        return;
+    }
+
+    if (!(link->flags & (APTUS_RC_LINK_USER | APTUS_RC_LINK_GREETED))) {
+        /* the first message must name this interface */
+        if ((aptus_rc_hello_parse(&msg, &hello) != 0) ||
+            (hello.key != chan->local_key)) {
+            chan->stats.rx_bad_hello++;
+            aptus_rc_link_failed(chan, link, UCS_ERR_REJECTED);
+            return;
+        }
+        link->flags   |= APTUS_RC_LINK_GREETED;
+        link->tx_limit = hello.credits;
+        link->fc.tx    = hello.credits;
+        return;
+    }
+
+    if ((msg.kind == APTUS_RC_KIND_HELLO) ||
+        !aptus_rc_credits_returned(&link->fc, msg.credits, link->tx_limit)) {
+        aptus_rc_chan_bad_msg(chan, link);
+        return;
+    }
+    if (msg.credits > 0) {
+        aptus_rc_link_schedule(chan, link);
+    }
+
+    switch (msg.kind) {
+    case APTUS_RC_KIND_AM:
+        chan->stats.rx_msgs++;
+        chan->stats.rx_bytes += msg.body_length;
+        if (chan->ops->deliver(chan->arg, msg.am_id, (void *)msg.body,
+                               msg.body_length, buf,
+                               at_start) == UCS_INPROGRESS) {
+            chan->stats.rx_held++;
+        }
+        /* The message left the receive path: the pool may refill its
+         * buffer (a held one is replaced by growing the pool). */
+        aptus_rc_credits_consumed(&link->fc);
+        if (aptus_rc_credits_need_explicit(&link->fc) &&
+            !(link->flags & APTUS_RC_LINK_FAILED)) {
+            aptus_rc_link_send_ctl(chan, link, APTUS_RC_KIND_CREDIT);
+        }
+        break;
+    case APTUS_RC_KIND_CREDIT:
+        chan->stats.rx_credits++;
+        break;
+    default: /* NOP */
+        break;
+    }
+}
+
+static void aptus_rc_chan_imm(void *arg, aptus_conn_t *conn, uint32_t imm)
+{
+    /* RC-SR itself does not write with immediates; a peer that does is not
+     * speaking this protocol */
+    aptus_rc_chan_bad_msg(arg, conn->user);
+}
+
+static void aptus_rc_chan_writable(void *arg, aptus_conn_t *conn)
+{
+    aptus_rc_chan_t *chan = arg;
+    aptus_rc_link_t *link = conn->user;
+
+    if (aptus_rc_credits_need_explicit(&link->fc)) {
+        aptus_rc_link_send_ctl(chan, link, APTUS_RC_KIND_CREDIT);
+        if (link->flags & APTUS_RC_LINK_FAILED) {
+            return;
+        }
+    }
+    if (aptus_rc_link_backlog(link) == 0) {
+        link->am_queued = 0;
+        aptus_rc_link_complete_flushes(link, UCS_OK);
+        aptus_rc_link_schedule(chan, link);
+    }
+}
+
+static void aptus_rc_chan_conn_failed(void *arg, aptus_conn_t *conn,
+                                      ucs_status_t status)
+{
+    aptus_rc_link_failed(arg, conn->user, status);
+}
+
+const aptus_conn_handlers_t aptus_rc_chan_wire_handlers = {
+    .accepted = aptus_rc_chan_accepted,
+    .recv     = aptus_rc_chan_recv,
+    .imm      = aptus_rc_chan_imm,
+    .writable = aptus_rc_chan_writable,
+    .failed   = aptus_rc_chan_conn_failed,
+};
+
+void aptus_rc_chan_init(aptus_rc_chan_t *chan, aptus_conn_wire_t *wire,
+                        const aptus_rc_chan_config_t *config,
+                        uint32_t local_key, const aptus_rc_chan_ops_t *ops,
+                        void *arg)
+{
+    memset(chan, 0, sizeof(*chan));
+    chan->wire      = wire;
+    chan->config    = *config;
+    chan->local_key = local_key;
+    chan->ops       = ops;
+    chan->arg       = arg;
+    ucs_arbiter_init(&chan->pending);
+    ucs_list_head_init(&chan->links);
+}
+
+void aptus_rc_chan_cleanup(aptus_rc_chan_t *chan)
+{
+    aptus_rc_link_t *link, *tmp;
+
+    ucs_list_for_each_safe(link, tmp, &chan->links, list) {
+        if (link->flags & APTUS_RC_LINK_USER) {
+            ucs_warn("rc_sr: endpoint %p still connected at interface close",
+                     ucs_container_of(link, aptus_rc_peer_t, link));
+            aptus_rc_chan_disconnect(chan, ucs_container_of(link,
+                                                            aptus_rc_peer_t,
+                                                            link));
+        } else {
+            aptus_rc_accepted_free(chan, link);
+        }
+    }
+    ucs_arbiter_cleanup(&chan->pending);
+}
+
+ucs_status_t aptus_rc_chan_connect(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer,
+                                   const aptus_wire_addr_t *addr, uint32_t key,
+                                   uint32_t credits)
+{
+    aptus_rc_link_t *link = &peer->link;
+    uint8_t msg[APTUS_RC_HDR_LEN + APTUS_RC_HELLO_LEN];
+    struct iovec iov = { msg, sizeof(msg) };
+    aptus_rc_hello_t hello;
+    ucs_status_t status;
+
+    if (credits == 0) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    aptus_rc_link_init(link, APTUS_RC_LINK_USER, credits,
+                       chan->config.credits);
+    status = chan->wire->ops->connect(chan->wire, addr, link, &link->conn);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    hello.key     = key;
+    hello.credits = chan->config.credits;
+    hello.version = APTUS_RC_VERSION;
+    aptus_rc_hdr_pack(msg, APTUS_RC_KIND_HELLO, 0, 0);
+    aptus_rc_hello_pack(msg + APTUS_RC_HDR_LEN, &hello);
+    status = chan->wire->ops->send(link->conn, &iov, 1);
+    if (status != UCS_OK) {
+        chan->wire->ops->conn_close(link->conn);
+        return status;
+    }
+    ucs_list_add_tail(&chan->links, &link->list);
+    chan->num_user_links++;
+    return UCS_OK;
+}
+
+void aptus_rc_chan_disconnect(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer)
+{
+    aptus_rc_link_t *link = &peer->link;
+
+    aptus_rc_link_complete_flushes(link, UCS_ERR_CANCELED);
+    if (!ucs_arbiter_group_is_empty(&link->pending)) {
+        ucs_warn("rc_sr: endpoint %p destroyed with pending requests", peer);
+        aptus_rc_chan_pending_purge(chan, link, NULL, NULL);
+    }
+    ucs_arbiter_group_cleanup(&link->pending);
+    if (link->conn != NULL) {
+        link->conn->wire->ops->conn_close(link->conn);
+        link->conn = NULL;
+    }
+    link->flags &= ~APTUS_RC_LINK_USER;
+    ucs_list_del(&link->list);
+    chan->num_user_links--;
+}
+
+/* A send on a failed link reports the failure (if it waited for a use). */
+static ucs_status_t aptus_rc_link_error(aptus_rc_chan_t *chan,
+                                        aptus_rc_link_t *link)
+{
+    aptus_rc_link_report(chan, link);
+    return link->error;
+}
+
+ucs_status_t aptus_rc_chan_send_am(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
+                                   uint8_t am_id, const struct iovec *iov,
+                                   unsigned iovcnt)
+{
+    struct iovec msg_iov[APTUS_RC_MAX_IOV + 1];
+    uint8_t hdr[APTUS_RC_HDR_LEN];
+    ucs_status_t status;
+    uint16_t credits;
+    size_t length = 0;
+    unsigned i;
+
+    if (ucs_unlikely(link->flags & APTUS_RC_LINK_FAILED)) {
+        return aptus_rc_link_error(chan, link);
+    }
+    if (!chan->in_pending && !ucs_arbiter_group_is_empty(&link->pending)) {
+        return UCS_ERR_NO_RESOURCE; /* behind those already waiting */
+    }
+    if (!aptus_rc_credits_take(&link->fc)) {
+        chan->stats.no_credits++;
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    credits = aptus_rc_credits_piggyback(&link->fc);
+    aptus_rc_hdr_pack(hdr, APTUS_RC_KIND_AM, am_id, credits);
+    msg_iov[0].iov_base = hdr;
+    msg_iov[0].iov_len  = sizeof(hdr);
+    for (i = 0; i < iovcnt; ++i) {
+        msg_iov[i + 1] = iov[i];
+        length        += iov[i].iov_len;
+    }
+    status = link->conn->wire->ops->send(link->conn, msg_iov, iovcnt + 1);
+    if (ucs_likely(status == UCS_OK)) {
+        chan->stats.tx_msgs++;
+        chan->stats.tx_bytes += length;
+        if (aptus_rc_link_backlog(link) > 0) {
+            link->am_queued = 1;
+        }
+        return UCS_OK;
+    }
+    link->fc.tx++;
+    link->fc.owed += credits;
+    if (status == UCS_ERR_NO_RESOURCE) {
+        chan->stats.backlog_full++;
+        return status;
+    }
+    aptus_rc_link_failed(chan, link, status);
+    return aptus_rc_link_error(chan, link);
+}
+
+ucs_status_t aptus_rc_chan_rma_check(aptus_rc_chan_t *chan,
+                                     aptus_rc_link_t *link)
+{
+    if (ucs_unlikely(link->flags & APTUS_RC_LINK_FAILED)) {
+        return aptus_rc_link_error(chan, link);
+    }
+    if ((!chan->in_pending && !ucs_arbiter_group_is_empty(&link->pending)) ||
+        link->am_queued) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    return UCS_OK;
+}
+
+static ucs_arbiter_cb_result_t
+aptus_rc_pending_dispatch_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
+                             ucs_arbiter_elem_t *elem, void *arg)
+{
+    aptus_rc_chan_t *chan  = arg;
+    aptus_rc_link_t *link  = ucs_container_of(group, aptus_rc_link_t, pending);
+    uct_pending_req_t *req = ucs_container_of(elem, uct_pending_req_t, priv);
+    ucs_status_t status;
+
+    if (link->flags & APTUS_RC_LINK_FAILED) {
+        return UCS_ARBITER_CB_RESULT_DESCHED_GROUP;
+    }
+    chan->in_pending = 1;
+    status           = req->func(req);
+    chan->in_pending = 0;
+    if (status == UCS_OK) {
+        chan->stats.pending_dispatched++;
+        return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
+    } else if (status == UCS_INPROGRESS) {
+        return UCS_ARBITER_CB_RESULT_NEXT_GROUP;
+    }
+    /* rescheduled when credits come back or the backlog drains */
+    return UCS_ARBITER_CB_RESULT_DESCHED_GROUP;
+}
+
+ucs_status_t aptus_rc_chan_pending_add(aptus_rc_chan_t *chan,
+                                       aptus_rc_link_t *link,
+                                       uct_pending_req_t *req)
+{
+    if (ucs_arbiter_group_is_empty(&link->pending) &&
+        ((link->flags & APTUS_RC_LINK_FAILED) ||
+         ((link->fc.tx > 0) && (aptus_rc_link_backlog(link) == 0)))) {
+        return UCS_ERR_BUSY; /* a retry would go through (or fail) now */
+    }
+    ucs_arbiter_elem_init((ucs_arbiter_elem_t *)req->priv);
+    ucs_arbiter_group_push_elem(&link->pending,
+                                (ucs_arbiter_elem_t *)req->priv);
+    if (aptus_rc_link_backlog(link) == 0) {
+        aptus_rc_link_schedule(chan, link);
+    }
+    return UCS_OK;
+}
+
+typedef struct {
+    uct_pending_purge_callback_t cb;
+    void *arg;
+} aptus_rc_purge_ctx_t;
+
+static ucs_arbiter_cb_result_t
+aptus_rc_pending_purge_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
+                          ucs_arbiter_elem_t *elem, void *arg)
+{
+    aptus_rc_purge_ctx_t *ctx = arg;
+    uct_pending_req_t *req    = ucs_container_of(elem, uct_pending_req_t, priv);
+
+    if (ctx->cb != NULL) {
+        ctx->cb(req, ctx->arg);
+    }
+    return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
+}
+
+void aptus_rc_chan_pending_purge(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
+                                 uct_pending_purge_callback_t cb, void *arg)
+{
+    aptus_rc_purge_ctx_t ctx = { cb, arg };
+
+    ucs_arbiter_group_purge(&chan->pending, &link->pending,
+                            aptus_rc_pending_purge_cb, &ctx);
+}
+
+ucs_status_t aptus_rc_chan_flush(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
+                                 unsigned flags, uct_completion_t *comp)
+{
+    aptus_rc_flush_t *flush;
+
+    if (flags & UCT_FLUSH_FLAG_CANCEL) {
+        /* unsent bytes stay in order in the backlog; nothing is in flight
+         * that a cancel could stop short of closing the connection */
+        aptus_rc_chan_pending_purge(chan, link, NULL, NULL);
+    }
+    if (!ucs_arbiter_group_is_empty(&link->pending)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    if (aptus_rc_link_backlog(link) == 0) {
+        /* everything is in the connection (puts and gets complete at
+         * once); a connection the peer closed has nothing left to flush */
+        return UCS_OK;
+    }
+    flush = ucs_malloc(sizeof(*flush), "aptus_rc_flush");
+    if (flush == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    flush->comp = comp;
+    ucs_queue_push(&link->flushes, &flush->queue);
+    return UCS_INPROGRESS;
+}
+
+ucs_status_t aptus_rc_chan_flush_all(aptus_rc_chan_t *chan)
+{
+    aptus_rc_link_t *link;
+
+    ucs_list_for_each(link, &chan->links, list) {
+        if ((link->flags & APTUS_RC_LINK_USER) &&
+            ((aptus_rc_link_backlog(link) > 0) ||
+             !ucs_arbiter_group_is_empty(&link->pending))) {
+            return UCS_INPROGRESS;
+        }
+    }
+    return UCS_OK;
+}
+
+ucs_status_t aptus_rc_chan_check(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer)
+{
+    aptus_rc_link_t *link = &peer->link;
+
+    chan->stats.checks++;
+    if (link->flags & APTUS_RC_LINK_FAILED) {
+        aptus_rc_link_report(chan, link);
+        return UCS_OK;
+    }
+    aptus_rc_link_send_ctl(chan, link, APTUS_RC_KIND_NOP);
+    return UCS_OK;
+}
+
+unsigned aptus_rc_chan_progress(aptus_rc_chan_t *chan)
+{
+    unsigned count = chan->wire->ops->progress(chan->wire);
+
+    if (!ucs_arbiter_is_empty(&chan->pending)) {
+        ucs_arbiter_dispatch(&chan->pending, 1, aptus_rc_pending_dispatch_cb,
+                             chan);
+    }
+    return count;
+}
+
+void aptus_rc_chan_link_resources(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
+                                  aptus_rc_conn_resources_t *res)
+{
+    memset(res, 0, sizeof(*res));
+    res->state_bytes = sizeof(*link);
+    if (link->conn != NULL) {
+        link->conn->wire->ops->conn_resources(link->conn, &res->state_bytes,
+                                              &res->kernel_bytes, &res->fds);
+        res->state_bytes += sizeof(*link);
+    }
+    /* receive buffers this connection may occupy in the peer's pool */
+    res->descriptors      = chan->config.credits;
+    res->descriptor_bytes = (size_t)chan->config.credits *
+                            chan->wire->rx_buf_size;
+}

@@ -1,0 +1,171 @@
+/*
+ * UCX-Aptus: the RC-SR channel: active messages over reliable connections,
+ * received into one buffer pool shared by every connection (the SRQ design)
+ * under credit flow control, plus the RC-RDMA one-sided operations.
+ *
+ * A link is one connection and the credit state of both its directions.
+ * The endpoint that opened a connection owns its link (USER); connections
+ * peers open to this interface get links of their own, which carry the
+ * peer's messages in and this side's credit returns out. Nothing is ever
+ * dropped: a sender without credits gets UCS_ERR_NO_RESOURCE and waits on
+ * the pending queue; a receiver without free buffers leaves the bytes in
+ * the connection until a buffer is free.
+ */
+#ifndef APTUS_RC_SR_CHAN_H_
+#define APTUS_RC_SR_CHAN_H_
+
+#include "../proto/rc_sr_proto.h"
+#include "../wire/conn.h"
+
+#include <uct/base/uct_iface.h>
+#include <ucs/datastruct/arbiter.h>
+#include <ucs/datastruct/list.h>
+#include <ucs/datastruct/queue.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define APTUS_RC_MAX_IOV 14 /* wire limit, minus the two headers */
+
+enum {
+    APTUS_RC_LINK_USER     = UCS_BIT(0), /* owned by an endpoint */
+    APTUS_RC_LINK_GREETED  = UCS_BIT(1), /* accepted: HELLO received */
+    APTUS_RC_LINK_FAILED   = UCS_BIT(2),
+    APTUS_RC_LINK_REPORTED = UCS_BIT(3), /* failure given to the owner */
+    APTUS_RC_LINK_EOF      = UCS_BIT(4)  /* closed by the peer, cleanly */
+};
+
+typedef struct aptus_rc_chan_stats {
+    uint64_t tx_msgs;
+    uint64_t tx_bytes;
+    uint64_t rx_msgs;
+    uint64_t rx_bytes;
+    uint64_t rx_held;      /* messages the receiver kept in place */
+    uint64_t tx_credits;   /* explicit credit messages sent */
+    uint64_t rx_credits;   /* explicit credit messages received */
+    uint64_t no_credits;   /* sends refused for lack of credits */
+    uint64_t backlog_full; /* sends refused for a full backlog */
+    uint64_t pending_dispatched;
+    uint64_t rx_malformed; /* bad messages: the connection is cut */
+    uint64_t rx_bad_hello; /* connections refused at greeting */
+    uint64_t links_failed;
+    uint64_t puts;
+    uint64_t put_bytes;
+    uint64_t gets;
+    uint64_t get_bytes;
+    uint64_t rma_refused; /* outside the key's region */
+    uint64_t checks;
+} aptus_rc_chan_stats_t;
+
+typedef struct aptus_rc_link {
+    aptus_conn_t *conn;
+    aptus_rc_credits_t fc;
+    uint32_t tx_limit; /* what the peer granted: fc.tx never exceeds it */
+    unsigned flags;
+    int am_queued; /* a message waits in the wire's backlog */
+    ucs_status_t error;
+    ucs_arbiter_group_t pending; /* uct_pending_req_t waiting for credits */
+    ucs_queue_head_t flushes;    /* flush requests waiting for the backlog */
+    ucs_list_link_t list;        /* chan->links */
+} aptus_rc_link_t;
+
+/* The UCT endpoint: a link of its own. */
+typedef struct aptus_rc_peer {
+    uct_base_ep_t super;
+    aptus_rc_link_t link;
+} aptus_rc_peer_t;
+
+typedef struct aptus_rc_chan aptus_rc_chan_t;
+
+typedef struct aptus_rc_chan_ops {
+    /* An active message arrived; buf may be held when at_start (then the
+     * callee takes a reference). */
+    ucs_status_t (*deliver)(void *arg, uint8_t am_id, void *data,
+                            size_t length, aptus_conn_buf_t *buf,
+                            int at_start);
+    /* An endpoint's link failed: report from the user's progress. */
+    void (*peer_failed)(void *arg, aptus_rc_peer_t *peer,
+                        ucs_status_t status);
+} aptus_rc_chan_ops_t;
+
+typedef struct aptus_rc_chan_config {
+    uint32_t credits; /* messages granted to each connection's sender */
+    size_t max_msg;   /* active message bytes (UCT header included) */
+} aptus_rc_chan_config_t;
+
+struct aptus_rc_chan {
+    aptus_conn_wire_t *wire;
+    aptus_rc_chan_config_t config;
+    uint32_t local_key; /* peers name it in their HELLO */
+    const aptus_rc_chan_ops_t *ops;
+    void *arg;
+    ucs_arbiter_t pending;
+    ucs_list_link_t links;
+    unsigned num_user_links;
+    unsigned num_accepted_links;
+    int in_pending; /* dispatching: the pending group may send */
+    aptus_rc_chan_stats_t stats;
+};
+
+/* Handlers to give the wire (config.handlers, with config.arg = chan). */
+extern const aptus_conn_handlers_t aptus_rc_chan_wire_handlers;
+
+void aptus_rc_chan_init(aptus_rc_chan_t *chan, aptus_conn_wire_t *wire,
+                        const aptus_rc_chan_config_t *config,
+                        uint32_t local_key, const aptus_rc_chan_ops_t *ops,
+                        void *arg);
+void aptus_rc_chan_cleanup(aptus_rc_chan_t *chan);
+
+/* Connect an endpoint's link to a remote interface (its listening address,
+ * key and credit grant) and greet it. */
+ucs_status_t aptus_rc_chan_connect(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer,
+                                   const aptus_wire_addr_t *addr, uint32_t key,
+                                   uint32_t credits);
+void aptus_rc_chan_disconnect(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer);
+
+/* Send an active message gathered from iov (one credit). */
+ucs_status_t aptus_rc_chan_send_am(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
+                                   uint8_t am_id, const struct iovec *iov,
+                                   unsigned iovcnt);
+
+/* Whether one-sided operations may start now on the link: they must not
+ * overtake messages still queued or pending. Returns UCS_OK, NO_RESOURCE,
+ * or the link's error. */
+ucs_status_t aptus_rc_chan_rma_check(aptus_rc_chan_t *chan,
+                                     aptus_rc_link_t *link);
+
+ucs_status_t aptus_rc_chan_pending_add(aptus_rc_chan_t *chan,
+                                       aptus_rc_link_t *link,
+                                       uct_pending_req_t *req);
+void aptus_rc_chan_pending_purge(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
+                                 uct_pending_purge_callback_t cb, void *arg);
+
+ucs_status_t aptus_rc_chan_flush(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
+                                 unsigned flags, uct_completion_t *comp);
+ucs_status_t aptus_rc_chan_flush_all(aptus_rc_chan_t *chan);
+
+/* Keepalive: a NOP on the connection; a broken one is reported. */
+ucs_status_t aptus_rc_chan_check(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer);
+
+unsigned aptus_rc_chan_progress(aptus_rc_chan_t *chan);
+
+/* Resources of one endpoint's connection, both ends counted on this host
+ * when the peer is local (bytes of state, kernel buffer space, file
+ * descriptors, receive descriptors it may occupy). */
+typedef struct aptus_rc_conn_resources {
+    size_t state_bytes;
+    size_t kernel_bytes;
+    unsigned fds;
+    unsigned descriptors;
+    size_t descriptor_bytes;
+} aptus_rc_conn_resources_t;
+
+void aptus_rc_chan_link_resources(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
+                                  aptus_rc_conn_resources_t *res);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,118 @@
+/*
+ * UCX-Aptus: the RC-SR wire format and credit flow control (see
+ * rc_sr_proto.h).
+ */
+#include "rc_sr_proto.h"
+#include "le.h"
+
+void aptus_frame_hdr_pack(uint8_t *hdr, unsigned type, size_t length)
+{
+    aptus_put32(hdr, ((uint32_t)type << 24) | (uint32_t)length);
+}
+
+aptus_frame_result_t aptus_frame_parse(const uint8_t *buf, size_t avail,
+                                       size_t max_len, aptus_frame_t *frame)
+{
+    uint32_t word;
+
+    if (avail < APTUS_FRAME_HDR_LEN) {
+        return APTUS_FRAME_PARTIAL;
+    }
+    word          = aptus_get32(buf);
+    frame->type   = word >> 24;
+    frame->length = word & APTUS_FRAME_MAX_LEN;
+    switch (frame->type) {
+    case APTUS_FRAME_TYPE_MSG:
+        if (frame->length > max_len) {
+            return APTUS_FRAME_BAD;
+        }
+        break;
+    case APTUS_FRAME_TYPE_IMM:
+        if (frame->length != APTUS_FRAME_IMM_LEN) {
+            return APTUS_FRAME_BAD;
+        }
+        break;
+    default:
+        return APTUS_FRAME_BAD;
+    }
+    if (avail - APTUS_FRAME_HDR_LEN < frame->length) {
+        return APTUS_FRAME_PARTIAL;
+    }
+    frame->payload = buf + APTUS_FRAME_HDR_LEN;
+    return APTUS_FRAME_OK;
+}
+
+void aptus_rc_hdr_pack(uint8_t *hdr, unsigned kind, uint8_t am_id,
+                       uint16_t credits)
+{
+    hdr[0] = (uint8_t)kind;
+    hdr[1] = am_id;
+    aptus_put16(hdr + 2, credits);
+}
+
+int aptus_rc_msg_parse(const uint8_t *payload, size_t length,
+                       aptus_rc_msg_t *msg)
+{
+    if (length < APTUS_RC_HDR_LEN) {
+        return -1;
+    }
+    msg->kind        = payload[0];
+    msg->am_id       = payload[1];
+    msg->credits     = aptus_get16(payload + 2);
+    msg->body        = payload + APTUS_RC_HDR_LEN;
+    msg->body_length = length - APTUS_RC_HDR_LEN;
+    switch (msg->kind) {
+    case APTUS_RC_KIND_AM:
+        return 0;
+    case APTUS_RC_KIND_HELLO:
+        return (msg->body_length == APTUS_RC_HELLO_LEN) ? 0 : -1;
+    case APTUS_RC_KIND_CREDIT:
+    case APTUS_RC_KIND_NOP:
+        return (msg->body_length == 0) ? 0 : -1;
+    default:
+        return -1;
+    }
+}
+
+void aptus_rc_hello_pack(uint8_t *body, const aptus_rc_hello_t *hello)
+{
+    aptus_put32(body, APTUS_RC_HELLO_MAGIC);
+    aptus_put32(body + 4, hello->key);
+    aptus_put16(body + 8, hello->credits);
+    aptus_put16(body + 10, hello->version);
+}
+
+int aptus_rc_hello_parse(const aptus_rc_msg_t *msg, aptus_rc_hello_t *hello)
+{
+    if ((msg->kind != APTUS_RC_KIND_HELLO) ||
+        (msg->body_length != APTUS_RC_HELLO_LEN) ||
+        (aptus_get32(msg->body) != APTUS_RC_HELLO_MAGIC)) {
+        return -1;
+    }
+    hello->key     = aptus_get32(msg->body + 4);
+    hello->credits = aptus_get16(msg->body + 8);
+    hello->version = aptus_get16(msg->body + 10);
+    if ((hello->version != APTUS_RC_VERSION) || (hello->credits == 0)) {
+        return -1;
+    }
+    return 0;
+}
+
+void aptus_rc_credits_init(aptus_rc_credits_t *fc, uint32_t tx_initial,
+                           uint32_t grant)
+{
+    fc->tx          = tx_initial;
+    fc->owed        = 0;
+    fc->grant       = grant;
+    fc->explicit_at = (grant + 1) / 2;
+}
+
+int aptus_rc_credits_returned(aptus_rc_credits_t *fc, uint32_t credits,
+                              uint32_t tx_limit)
+{
+    if (credits > tx_limit - fc->tx) {
+        return 0;
+    }
+    fc->tx += credits;
+    return 1;
+}

@@ -1,0 +1,309 @@
+/*
+ * UCX-Aptus: rc_sr endpoint operations.
+ *
+ * Active messages go over the endpoint's connection under credits; put and
+ * get are one-sided copies into or out of the peer's registered memory,
+ * complete when the call returns. They wait (UCS_ERR_NO_RESOURCE) while
+ * messages sent before them are still queued, so every operation on an
+ * endpoint happens in the order it was issued.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "rc_sr_ep.h"
+#include "../wire/sock/sock_netif.h"
+
+#include <uct/base/uct_iov.inl>
+
+#include <inttypes.h>
+
+static inline uct_rc_sr_iface_t *uct_rc_sr_ep_iface(uct_ep_h tl_ep)
+{
+    return ucs_derived_of(tl_ep->iface, uct_rc_sr_iface_t);
+}
+
+static inline aptus_rc_peer_t *uct_rc_sr_ep_peer(uct_ep_h tl_ep)
+{
+    return ucs_derived_of(tl_ep, aptus_rc_peer_t);
+}
+
+static inline aptus_rc_link_t *uct_rc_sr_ep_link(uct_ep_h tl_ep)
+{
+    return &uct_rc_sr_ep_peer(tl_ep)->link;
+}
+
+ucs_status_t uct_rc_sr_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
+{
+    uct_rc_sr_iface_t *iface = ucs_derived_of(params->iface, uct_rc_sr_iface_t);
+    const uct_rc_sr_iface_addr_t *iface_addr;
+    aptus_wire_addr_t addr;
+    aptus_rc_peer_t *peer;
+    ucs_status_t status;
+
+    UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
+    iface_addr = (const uct_rc_sr_iface_addr_t *)params->iface_addr;
+    aptus_sock_wire_addr_make(params->dev_addr, iface_addr->port, &addr);
+
+    peer = ucs_calloc(1, sizeof(*peer), "uct_rc_sr_ep");
+    if (peer == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    status = UCS_CLASS_INIT(uct_base_ep_t, &peer->super, &iface->super);
+    if (status != UCS_OK) {
+        goto err_free;
+    }
+    status = aptus_rc_chan_connect(&iface->chan, peer, &addr, iface_addr->key,
+                                   iface_addr->credits);
+    if (status != UCS_OK) {
+        goto err_cleanup;
+    }
+    aptus_rc_chan_link_resources(&iface->chan, &peer->link, &iface->conn_res);
+    iface->conn_res.state_bytes += sizeof(*peer) - sizeof(peer->link);
+    iface->eps_created++;
+    *ep_p = &peer->super.super;
+    return UCS_OK;
+
+err_cleanup:
+    UCS_CLASS_CLEANUP(uct_base_ep_t, &peer->super);
+err_free:
+    ucs_free(peer);
+    return status;
+}
+
+void uct_rc_sr_ep_destroy(uct_ep_h tl_ep)
+{
+    uct_rc_sr_iface_t *iface = uct_rc_sr_ep_iface(tl_ep);
+    aptus_rc_peer_t *peer    = uct_rc_sr_ep_peer(tl_ep);
+
+    uct_rc_sr_iface_forget_peer(iface, peer);
+    aptus_rc_chan_disconnect(&iface->chan, peer);
+    UCS_CLASS_CLEANUP(uct_base_ep_t, &peer->super);
+    ucs_free(peer);
+}
+
+ucs_status_t uct_rc_sr_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
+                                   const void *payload, unsigned length)
+{
+    uct_rc_sr_iface_t *iface = uct_rc_sr_ep_iface(tl_ep);
+    struct iovec iov[2];
+
+    UCT_CHECK_AM_ID(id);
+    UCT_CHECK_LENGTH(sizeof(header) + length, 0, iface->chan.config.max_msg,
+                     "am_short");
+    iov[0].iov_base = &header;
+    iov[0].iov_len  = sizeof(header);
+    iov[1].iov_base = (void *)payload;
+    iov[1].iov_len  = length;
+    return aptus_rc_chan_send_am(&iface->chan, uct_rc_sr_ep_link(tl_ep), id,
+                                 iov, 2);
+}
+
+ssize_t uct_rc_sr_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
+                              uct_pack_callback_t pack_cb, void *arg,
+                              unsigned flags)
+{
+    uct_rc_sr_iface_t *iface = uct_rc_sr_ep_iface(tl_ep);
+    aptus_rc_link_t *link    = uct_rc_sr_ep_link(tl_ep);
+    struct iovec iov;
+    ucs_status_t status;
+
+    UCT_CHECK_AM_ID(id);
+    /* packing is not free: do it only when the send can go */
+    if (!(link->flags & APTUS_RC_LINK_FAILED) && (link->fc.tx == 0)) {
+        iface->chan.stats.no_credits++;
+        return UCS_ERR_NO_RESOURCE;
+    }
+    iov.iov_base = iface->bounce;
+    iov.iov_len  = pack_cb(iface->bounce, arg);
+    status = aptus_rc_chan_send_am(&iface->chan, link, id, &iov, 1);
+    return (status == UCS_OK) ? (ssize_t)iov.iov_len : status;
+}
+
+static unsigned uct_rc_sr_ep_iov(const uct_iov_t *uiov, size_t iovcnt,
+                                 struct iovec *iov)
+{
+    size_t i;
+
+    for (i = 0; i < iovcnt; ++i) {
+        iov[i].iov_base = uiov[i].buffer;
+        iov[i].iov_len  = uct_iov_get_length(&uiov[i]);
+    }
+    return iovcnt;
+}
+
+ucs_status_t uct_rc_sr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
+                                   const void *header, unsigned header_length,
+                                   const uct_iov_t *iov, size_t iovcnt,
+                                   unsigned flags, uct_completion_t *comp)
+{
+    uct_rc_sr_iface_t *iface = uct_rc_sr_ep_iface(tl_ep);
+    struct iovec msg_iov[APTUS_RC_MAX_IOV];
+
+    UCT_CHECK_AM_ID(id);
+    UCT_CHECK_IOV_SIZE(iovcnt, (size_t)APTUS_RC_MAX_IOV - 1,
+                       "uct_rc_sr_ep_am_zcopy");
+    UCT_CHECK_LENGTH(header_length, 0, UCT_RC_SR_MAX_AM_HDR,
+                     "am_zcopy header");
+    UCT_CHECK_LENGTH(header_length + uct_iov_total_length(iov, iovcnt), 0,
+                     iface->chan.config.max_msg, "am_zcopy");
+
+    msg_iov[0].iov_base = (void *)header;
+    msg_iov[0].iov_len  = header_length;
+    uct_rc_sr_ep_iov(iov, iovcnt, msg_iov + 1);
+    /* the connection (or its backlog) has the bytes when this returns */
+    return aptus_rc_chan_send_am(&iface->chan, uct_rc_sr_ep_link(tl_ep), id,
+                                 msg_iov, iovcnt + 1);
+}
+
+static void uct_rc_sr_mem_key(uct_rkey_t rkey, aptus_mem_key_t *key)
+{
+    const uct_aptus_rkey_t *akey = (const uct_aptus_rkey_t *)rkey;
+
+    key->address = akey->address;
+    key->length  = akey->length;
+    key->host_id = akey->host_id;
+    key->pid     = akey->pid;
+}
+
+static ucs_status_t uct_rc_sr_ep_rma(uct_ep_h tl_ep, const struct iovec *iov,
+                                     unsigned iovcnt, uint64_t remote_addr,
+                                     uct_rkey_t rkey, int is_write)
+{
+    uct_rc_sr_iface_t *iface = uct_rc_sr_ep_iface(tl_ep);
+    aptus_conn_wire_t *wire  = iface->wire;
+    aptus_mem_key_t key;
+    ucs_status_t status;
+    size_t length = 0;
+    unsigned i;
+
+    status = aptus_rc_chan_rma_check(&iface->chan, uct_rc_sr_ep_link(tl_ep));
+    if (status != UCS_OK) {
+        return status;
+    }
+    uct_rc_sr_mem_key(rkey, &key);
+    for (i = 0; i < iovcnt; ++i) {
+        length += iov[i].iov_len;
+    }
+    status = is_write ? wire->ops->write(wire, &key, remote_addr, iov, iovcnt)
+                      : wire->ops->read(wire, &key, remote_addr, iov, iovcnt);
+    if (ucs_unlikely(status != UCS_OK)) {
+        if (status == UCS_ERR_INVALID_ADDR) {
+            ucs_error("rc_sr %s: [0x%" PRIx64 ", +%zu) is outside the remote "
+                      "key's region or not mapped",
+                      is_write ? "put" : "get", remote_addr, length);
+        }
+        return status;
+    }
+    if (is_write) {
+        iface->chan.stats.puts++;
+        iface->chan.stats.put_bytes += length;
+    } else {
+        iface->chan.stats.gets++;
+        iface->chan.stats.get_bytes += length;
+    }
+    return UCS_OK;
+}
+
+ucs_status_t uct_rc_sr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
+                                    unsigned length, uint64_t remote_addr,
+                                    uct_rkey_t rkey)
+{
+    struct iovec iov = { (void *)buffer, length };
+
+    UCT_CHECK_LENGTH(length, 0, UCT_RC_SR_PUT_MAX_SHORT, "put_short");
+    return uct_rc_sr_ep_rma(tl_ep, &iov, 1, remote_addr, rkey, 1);
+}
+
+ssize_t uct_rc_sr_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
+                               void *arg, uint64_t remote_addr, uct_rkey_t rkey)
+{
+    uct_rc_sr_iface_t *iface = uct_rc_sr_ep_iface(tl_ep);
+    struct iovec iov;
+    ucs_status_t status;
+
+    status = aptus_rc_chan_rma_check(&iface->chan, uct_rc_sr_ep_link(tl_ep));
+    if (status != UCS_OK) {
+        return status;
+    }
+    iov.iov_base = iface->bounce;
+    iov.iov_len  = pack_cb(iface->bounce, arg);
+    status       = uct_rc_sr_ep_rma(tl_ep, &iov, 1, remote_addr, rkey, 1);
+    return (status == UCS_OK) ? (ssize_t)iov.iov_len : status;
+}
+
+ucs_status_t uct_rc_sr_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                    size_t iovcnt, uint64_t remote_addr,
+                                    uct_rkey_t rkey, uct_completion_t *comp)
+{
+    struct iovec liov[APTUS_RC_MAX_IOV];
+
+    UCT_CHECK_IOV_SIZE(iovcnt, (size_t)APTUS_RC_MAX_IOV,
+                       "uct_rc_sr_ep_put_zcopy");
+    return uct_rc_sr_ep_rma(tl_ep, liov, uct_rc_sr_ep_iov(iov, iovcnt, liov),
+                            remote_addr, rkey, 1);
+}
+
+ucs_status_t uct_rc_sr_ep_get_bcopy(uct_ep_h tl_ep,
+                                    uct_unpack_callback_t unpack_cb, void *arg,
+                                    size_t length, uint64_t remote_addr,
+                                    uct_rkey_t rkey, uct_completion_t *comp)
+{
+    uct_rc_sr_iface_t *iface = uct_rc_sr_ep_iface(tl_ep);
+    struct iovec iov         = { iface->bounce, length };
+    ucs_status_t status;
+
+    UCT_CHECK_LENGTH(length, 0, iface->chan.config.max_msg, "get_bcopy");
+    status = uct_rc_sr_ep_rma(tl_ep, &iov, 1, remote_addr, rkey, 0);
+    if (status == UCS_OK) {
+        unpack_cb(arg, iface->bounce, length);
+    }
+    return status;
+}
+
+ucs_status_t uct_rc_sr_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                    size_t iovcnt, uint64_t remote_addr,
+                                    uct_rkey_t rkey, uct_completion_t *comp)
+{
+    struct iovec liov[APTUS_RC_MAX_IOV];
+
+    UCT_CHECK_IOV_SIZE(iovcnt, (size_t)APTUS_RC_MAX_IOV,
+                       "uct_rc_sr_ep_get_zcopy");
+    return uct_rc_sr_ep_rma(tl_ep, liov, uct_rc_sr_ep_iov(iov, iovcnt, liov),
+                            remote_addr, rkey, 0);
+}
+
+ucs_status_t uct_rc_sr_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
+                                      unsigned flags)
+{
+    return aptus_rc_chan_pending_add(&uct_rc_sr_ep_iface(tl_ep)->chan,
+                                     uct_rc_sr_ep_link(tl_ep), req);
+}
+
+void uct_rc_sr_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
+                                void *arg)
+{
+    aptus_rc_chan_pending_purge(&uct_rc_sr_ep_iface(tl_ep)->chan,
+                                uct_rc_sr_ep_link(tl_ep), cb, arg);
+}
+
+ucs_status_t uct_rc_sr_ep_flush(uct_ep_h tl_ep, unsigned flags,
+                                uct_completion_t *comp)
+{
+    return aptus_rc_chan_flush(&uct_rc_sr_ep_iface(tl_ep)->chan,
+                               uct_rc_sr_ep_link(tl_ep), flags, comp);
+}
+
+ucs_status_t uct_rc_sr_ep_fence(uct_ep_h tl_ep, unsigned flags)
+{
+    /* operations of an endpoint already happen in issue order */
+    return UCS_OK;
+}
+
+ucs_status_t uct_rc_sr_ep_check(uct_ep_h tl_ep, unsigned flags,
+                                uct_completion_t *comp)
+{
+    UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
+    return aptus_rc_chan_check(&uct_rc_sr_ep_iface(tl_ep)->chan,
+                               uct_rc_sr_ep_peer(tl_ep));
+}

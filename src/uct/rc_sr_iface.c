@@ -1,0 +1,498 @@
+/*
+ * UCX-Aptus: the rc_sr UCT interface.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "rc_sr_iface.h"
+#include "rc_sr_ep.h"
+#include "../wire/sock/sock_conn.h"
+#include "../wire/sock/sock_netif.h"
+
+#include <ucs/sys/string.h>
+#include <ucs/sys/sys.h>
+
+#include <string.h>
+
+#define UCT_RC_SR_CONFIG_PREFIX "RC_SR_"
+#define UCT_RC_SR_RMA_MAX_ZCOPY (1ul << 30)
+
+ucs_config_field_t uct_rc_sr_iface_config_table[] = {
+    { "", "", NULL, ucs_offsetof(uct_rc_sr_iface_config_t, super),
+      UCS_CONFIG_TYPE_TABLE(uct_iface_config_table) },
+
+    { "SEG_SIZE", "8k",
+      "Largest active message, UCT header included, and the size of one\n"
+      "receive buffer (the papers' 8 KB eager buffers).",
+      ucs_offsetof(uct_rc_sr_iface_config_t, seg_size),
+      UCS_CONFIG_TYPE_MEMUNITS },
+
+    { "CREDITS", "32",
+      "Messages a sender may have in flight on one connection before the\n"
+      "receiver returns credits (1 to 65535). Beyond that sends wait on the\n"
+      "pending queue; nothing is dropped.",
+      ucs_offsetof(uct_rc_sr_iface_config_t, credits), UCS_CONFIG_TYPE_UINT },
+
+    { "RX_QUEUE_LEN", "1024",
+      "Receive buffers in the pool shared by every connection of the\n"
+      "interface (the shared receive queue). When all are in use, data waits\n"
+      "in the connections until one is free.",
+      ucs_offsetof(uct_rc_sr_iface_config_t, rx_queue_len),
+      UCS_CONFIG_TYPE_UINT },
+
+    { "TX_BACKLOG", "256k",
+      "Bytes a connection may queue when the network does not take them at\n"
+      "once; further sends wait on the pending queue.",
+      ucs_offsetof(uct_rc_sr_iface_config_t, tx_backlog),
+      UCS_CONFIG_TYPE_MEMUNITS },
+
+    { "RMA", "y",
+      "Offer put and get (RC-RDMA): one-sided access to registered memory of\n"
+      "peers on the same host, which UCP uses for rendezvous and RMA. 'n'\n"
+      "leaves active messages only.",
+      ucs_offsetof(uct_rc_sr_iface_config_t, rma), UCS_CONFIG_TYPE_BOOL },
+
+    { NULL }
+};
+
+static void uct_rc_sr_release_desc(uct_recv_desc_t *self, void *desc)
+{
+    uct_rc_sr_iface_t *iface =
+        ucs_container_of(self, uct_rc_sr_iface_t, release_desc);
+
+    aptus_conn_buf_release(
+        (aptus_conn_buf_t *)((uint8_t *)desc - iface->desc_to_buf));
+}
+
+static ucs_status_t uct_rc_sr_deliver(void *arg, uint8_t am_id, void *data,
+                                      size_t length, aptus_conn_buf_t *buf,
+                                      int at_start)
+{
+    uct_rc_sr_iface_t *iface = arg;
+    ucs_status_t status;
+    void *desc;
+
+    status = uct_iface_invoke_am(&iface->super, am_id, data, length,
+                                 at_start ? UCT_CB_PARAM_FLAG_DESC : 0);
+    if (status == UCS_INPROGRESS) {
+        /* the receiver keeps the message in its buffer */
+        desc                  = (uint8_t *)data - iface->rx_headroom;
+        uct_recv_desc(desc)   = &iface->release_desc;
+        aptus_conn_buf_hold(buf);
+    }
+    return status;
+}
+
+static void uct_rc_sr_peer_failed(void *arg, aptus_rc_peer_t *peer,
+                                  ucs_status_t status)
+{
+    uct_rc_sr_iface_t *iface = arg;
+    uct_rc_sr_failure_t *failures;
+
+    /* The error handler runs from progress, in the user's thread. */
+    if (iface->num_failures == iface->max_failures) {
+        failures = ucs_realloc(
+            iface->failures, sizeof(*failures) * (iface->max_failures * 2 + 4),
+            "uct_rc_sr_failures");
+        if (failures == NULL) {
+            ucs_error("rc_sr: cannot queue a peer failure report");
+            return;
+        }
+        iface->failures     = failures;
+        iface->max_failures = iface->max_failures * 2 + 4;
+    }
+    iface->failures[iface->num_failures].peer   = peer;
+    iface->failures[iface->num_failures].status = status;
+    iface->num_failures++;
+}
+
+void uct_rc_sr_iface_forget_peer(uct_rc_sr_iface_t *iface,
+                                 aptus_rc_peer_t *peer)
+{
+    unsigned i = 0;
+
+    while (i < iface->num_failures) {
+        if (iface->failures[i].peer == peer) {
+            iface->failures[i] = iface->failures[--iface->num_failures];
+        } else {
+            ++i;
+        }
+    }
+}
+
+static const aptus_rc_chan_ops_t uct_rc_sr_chan_ops = {
+    .deliver     = uct_rc_sr_deliver,
+    .peer_failed = uct_rc_sr_peer_failed,
+};
+
+static void uct_rc_sr_iface_report_failures(uct_rc_sr_iface_t *iface)
+{
+    uct_rc_sr_failure_t failure;
+    ucs_status_t status;
+
+    while (iface->num_failures > 0) {
+        failure = iface->failures[--iface->num_failures];
+        status  = uct_iface_handle_ep_err(
+            &iface->super.super, &failure.peer->super.super, failure.status);
+        if (status != UCS_OK) {
+            ucs_error("rc_sr/%s: unhandled peer failure: %s", iface->dev_name,
+                      ucs_status_string(failure.status));
+        }
+    }
+}
+
+static unsigned uct_rc_sr_iface_progress(uct_iface_h tl_iface)
+{
+    uct_rc_sr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_sr_iface_t);
+    unsigned count;
+
+    count = aptus_rc_chan_progress(&iface->chan);
+    if (ucs_unlikely(iface->num_failures > 0)) {
+        uct_rc_sr_iface_report_failures(iface);
+    }
+    return count;
+}
+
+static ucs_status_t uct_rc_sr_iface_flush(uct_iface_h tl_iface, unsigned flags,
+                                          uct_completion_t *comp)
+{
+    uct_rc_sr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_sr_iface_t);
+
+    if (comp != NULL) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    return aptus_rc_chan_flush_all(&iface->chan);
+}
+
+static ucs_status_t uct_rc_sr_iface_query(uct_iface_h tl_iface,
+                                          uct_iface_attr_t *attr)
+{
+    uct_rc_sr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_sr_iface_t);
+    size_t max_msg           = iface->chan.config.max_msg;
+
+    uct_base_iface_query(&iface->super, attr);
+
+    attr->cap.flags = UCT_IFACE_FLAG_CONNECT_TO_IFACE |
+                      UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY |
+                      UCT_IFACE_FLAG_AM_ZCOPY | UCT_IFACE_FLAG_PENDING |
+                      UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_EP_CHECK |
+                      UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+
+    attr->cap.am.max_short       = max_msg - sizeof(uint64_t);
+    attr->cap.am.max_bcopy       = max_msg;
+    attr->cap.am.min_zcopy       = 0;
+    attr->cap.am.max_zcopy       = max_msg;
+    attr->cap.am.max_hdr         = UCT_RC_SR_MAX_AM_HDR;
+    attr->cap.am.max_iov         = APTUS_RC_MAX_IOV - 1; /* + the header */
+    attr->cap.am.opt_zcopy_align = 1;
+    attr->cap.am.align_mtu       = 1;
+
+    if (iface->rma) {
+        attr->cap.flags |= UCT_IFACE_FLAG_PUT_SHORT |
+                           UCT_IFACE_FLAG_PUT_BCOPY |
+                           UCT_IFACE_FLAG_PUT_ZCOPY |
+                           UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY;
+        attr->cap.put.max_short       = UCT_RC_SR_PUT_MAX_SHORT;
+        attr->cap.put.max_bcopy       = max_msg;
+        attr->cap.put.min_zcopy       = 0;
+        attr->cap.put.max_zcopy       = UCT_RC_SR_RMA_MAX_ZCOPY;
+        attr->cap.put.max_iov         = APTUS_RC_MAX_IOV;
+        attr->cap.put.opt_zcopy_align = 1;
+        attr->cap.put.align_mtu       = 1;
+        attr->cap.get.max_bcopy       = max_msg;
+        attr->cap.get.min_zcopy       = 0;
+        attr->cap.get.max_zcopy       = UCT_RC_SR_RMA_MAX_ZCOPY;
+        attr->cap.get.max_iov         = APTUS_RC_MAX_IOV;
+        attr->cap.get.opt_zcopy_align = 1;
+        attr->cap.get.align_mtu       = 1;
+    }
+
+    attr->device_addr_len = aptus_sock_dev_addr_len(&iface->wire->addr);
+    attr->iface_addr_len  = sizeof(uct_rc_sr_iface_addr_t);
+    attr->ep_addr_len     = 0;
+    attr->max_conn_priv   = 0;
+
+    attr->latency             = ucs_linear_func_make(iface->latency, 0);
+    attr->bandwidth.dedicated = 0;
+    attr->bandwidth.shared    = iface->bandwidth;
+    /* a system call per message, as with UCX's tcp */
+    attr->overhead = 2e-6;
+    attr->priority = 0;
+    return UCS_OK;
+}
+
+static ucs_status_t uct_rc_sr_iface_get_device_address(uct_iface_h tl_iface,
+                                                       uct_device_addr_t *addr)
+{
+    uct_rc_sr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_sr_iface_t);
+
+    aptus_sock_dev_addr_pack(&iface->wire->addr, addr);
+    return UCS_OK;
+}
+
+static ucs_status_t uct_rc_sr_iface_get_address(uct_iface_h tl_iface,
+                                                uct_iface_addr_t *addr)
+{
+    uct_rc_sr_iface_t *iface      = ucs_derived_of(tl_iface, uct_rc_sr_iface_t);
+    uct_rc_sr_iface_addr_t *raddr = (uct_rc_sr_iface_addr_t *)addr;
+
+    raddr->port    = aptus_sock_wire_addr_port(&iface->wire->addr);
+    raddr->key     = iface->chan.local_key;
+    raddr->credits = (uint16_t)iface->chan.config.credits;
+    return UCS_OK;
+}
+
+static int uct_rc_sr_iface_is_reachable(const uct_iface_h tl_iface,
+                                        const uct_device_addr_t *dev_addr,
+                                        const uct_iface_addr_t *iface_addr)
+{
+    uct_rc_sr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_sr_iface_t);
+
+    return (dev_addr != NULL) &&
+           aptus_sock_dev_addr_reachable(&iface->wire->addr, dev_addr);
+}
+
+unsigned uct_rc_sr_iface_stats(uct_rc_sr_iface_t *iface,
+                               uct_aptus_stat_t *stats, unsigned max)
+{
+    const aptus_rc_chan_stats_t *c    = &iface->chan.stats;
+    const aptus_conn_wire_stats_t *w  = &iface->wire->stats;
+    const aptus_rc_conn_resources_t *r = &iface->conn_res;
+    uct_aptus_stat_t all[]            = {
+        { "tx_msgs", c->tx_msgs },
+        { "tx_bytes", c->tx_bytes },
+        { "rx_msgs", c->rx_msgs },
+        { "rx_bytes", c->rx_bytes },
+        { "rx_held", c->rx_held },
+        { "puts", c->puts },
+        { "put_bytes", c->put_bytes },
+        { "gets", c->gets },
+        { "get_bytes", c->get_bytes },
+        { "rma_refused", c->rma_refused + w->refused },
+        { "tx_credit_msgs", c->tx_credits },
+        { "rx_credit_msgs", c->rx_credits },
+        { "no_credits", c->no_credits },
+        { "backlog_full", c->backlog_full },
+        { "pending_dispatched", c->pending_dispatched },
+        { "rx_malformed", c->rx_malformed },
+        { "rx_bad_hello", c->rx_bad_hello },
+        { "links_failed", c->links_failed },
+        { "checks", c->checks },
+        { "connects", w->connects },
+        { "accepts", w->accepts },
+        { "tx_frames", w->tx_frames },
+        { "tx_queued", w->tx_queued },
+        { "rx_frames", w->rx_frames },
+        { "rx_syscalls", w->rx_syscalls },
+        { "rx_pool_empty", w->rx_pool_empty },
+        { "wire_failures", w->failures },
+        { "eps_created", iface->eps_created },
+        { "conn_state_bytes", r->state_bytes },
+        { "conn_kernel_bytes", r->kernel_bytes },
+        { "conn_fds", r->fds },
+        { "conn_descriptors", r->descriptors },
+        { "conn_descriptor_bytes", r->descriptor_bytes },
+        { "rx_buf_bytes", iface->wire->rx_buf_size },
+        { "rx_pool_buffers", iface->rx_queue_len },
+    };
+    unsigned n = ucs_min(max, sizeof(all) / sizeof(all[0]));
+
+    memcpy(stats, all, n * sizeof(*stats));
+    return n;
+}
+
+static uint32_t uct_rc_sr_iface_key(void)
+{
+    uint32_t key;
+
+    do {
+        key = (uint32_t)ucs_generate_uuid((uintptr_t)&key);
+    } while (key == 0);
+    return key;
+}
+
+static UCS_CLASS_DECLARE_DELETE_FUNC(uct_rc_sr_iface_t, uct_iface_t);
+
+static uct_iface_ops_t uct_rc_sr_iface_tl_ops = {
+    .ep_am_short              = uct_rc_sr_ep_am_short,
+    .ep_am_short_iov          = uct_base_ep_am_short_iov,
+    .ep_am_bcopy              = uct_rc_sr_ep_am_bcopy,
+    .ep_am_zcopy              = uct_rc_sr_ep_am_zcopy,
+    .ep_put_short             = uct_rc_sr_ep_put_short,
+    .ep_put_bcopy             = uct_rc_sr_ep_put_bcopy,
+    .ep_put_zcopy             = uct_rc_sr_ep_put_zcopy,
+    .ep_get_bcopy             = uct_rc_sr_ep_get_bcopy,
+    .ep_get_zcopy             = uct_rc_sr_ep_get_zcopy,
+    .ep_pending_add           = uct_rc_sr_ep_pending_add,
+    .ep_pending_purge         = uct_rc_sr_ep_pending_purge,
+    .ep_flush                 = uct_rc_sr_ep_flush,
+    .ep_fence                 = uct_rc_sr_ep_fence,
+    .ep_check                 = uct_rc_sr_ep_check,
+    .ep_create                = uct_rc_sr_ep_create,
+    .ep_destroy               = uct_rc_sr_ep_destroy,
+    .iface_flush              = uct_rc_sr_iface_flush,
+    .iface_fence              = uct_base_iface_fence,
+    .iface_progress_enable    = uct_base_iface_progress_enable,
+    .iface_progress_disable   = uct_base_iface_progress_disable,
+    .iface_progress           = uct_rc_sr_iface_progress,
+    .iface_event_fd_get       = ucs_empty_function_return_unsupported,
+    .iface_event_arm          = ucs_empty_function_return_unsupported,
+    .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_rc_sr_iface_t),
+    .iface_query              = uct_rc_sr_iface_query,
+    .iface_get_device_address = uct_rc_sr_iface_get_device_address,
+    .iface_get_address        = uct_rc_sr_iface_get_address,
+    .iface_is_reachable       = uct_rc_sr_iface_is_reachable,
+};
+
+static uct_iface_internal_ops_t uct_rc_sr_iface_internal_ops = {
+    .iface_estimate_perf = uct_base_iface_estimate_perf,
+    .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function,
+    .ep_query = (uct_ep_query_func_t)ucs_empty_function_return_unsupported,
+    .ep_invalidate =
+        (uct_ep_invalidate_func_t)ucs_empty_function_return_unsupported,
+};
+
+static UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
+                           const uct_iface_params_t *params,
+                           const uct_iface_config_t *tl_config)
+{
+    const uct_rc_sr_iface_config_t *config =
+        ucs_derived_of(tl_config, uct_rc_sr_iface_config_t);
+    aptus_conn_wire_config_t wire_config;
+    aptus_rc_chan_config_t chan_config;
+    size_t wire_headroom;
+    ucs_status_t status;
+
+    UCT_CHECK_PARAM(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE,
+                    "UCT_IFACE_PARAM_FIELD_OPEN_MODE is not defined");
+    if (!(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE)) {
+        ucs_error("rc_sr: only UCT_IFACE_OPEN_MODE_DEVICE is supported");
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_rc_sr_iface_tl_ops,
+                              &uct_rc_sr_iface_internal_ops, md, worker, params,
+                              tl_config UCS_STATS_ARG(NULL)
+                                  UCS_STATS_ARG(UCT_RC_SR_TL_NAME));
+
+    /* Refuse a bad setting up front, naming the variable. */
+    if ((config->seg_size < UCT_RC_SR_MAX_AM_HDR + sizeof(uint64_t)) ||
+        (config->seg_size > APTUS_FRAME_MAX_LEN - APTUS_RC_HDR_LEN)) {
+        ucs_error("rc_sr: invalid configuration: UCX_" UCT_RC_SR_CONFIG_PREFIX
+                  "SEG_SIZE=%zu is out of range [%zu, %u]",
+                  config->seg_size, UCT_RC_SR_MAX_AM_HDR + sizeof(uint64_t),
+                  APTUS_FRAME_MAX_LEN - APTUS_RC_HDR_LEN);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((config->credits == 0) || (config->credits > APTUS_RC_MAX_CREDITS)) {
+        ucs_error("rc_sr: invalid configuration: UCX_" UCT_RC_SR_CONFIG_PREFIX
+                  "CREDITS=%u is out of range [1, %u]",
+                  config->credits, APTUS_RC_MAX_CREDITS);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (config->rx_queue_len == 0) {
+        ucs_error("rc_sr: invalid configuration: UCX_" UCT_RC_SR_CONFIG_PREFIX
+                  "RX_QUEUE_LEN must be at least 1");
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    ucs_strncpy_zero(self->dev_name, params->mode.device.dev_name,
+                     sizeof(self->dev_name));
+    self->rma          = config->rma;
+    self->rx_queue_len = config->rx_queue_len;
+    self->rx_headroom  = UCT_IFACE_PARAM_VALUE(params, rx_headroom, RX_HEADROOM,
+                                               0);
+    self->failures     = NULL;
+    self->num_failures = 0;
+    self->max_failures = 0;
+    self->eps_created  = 0;
+    memset(&self->conn_res, 0, sizeof(self->conn_res));
+    self->release_desc.cb = uct_rc_sr_release_desc;
+
+    /* A held message's descriptor is rx_headroom bytes before its data,
+     * with UCT's release pointer just before that: the wire reserves both
+     * in front of each receive area. */
+    wire_headroom = ucs_align_up(self->rx_headroom + sizeof(uct_recv_desc_t *),
+                                 8);
+    self->desc_to_buf = sizeof(aptus_conn_buf_t) + wire_headroom +
+                        APTUS_FRAME_HDR_LEN + APTUS_RC_HDR_LEN -
+                        self->rx_headroom;
+
+    self->bounce = ucs_malloc(config->seg_size, "uct_rc_sr_bounce");
+    if (self->bounce == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    memset(&wire_config, 0, sizeof(wire_config));
+    wire_config.max_frame   = APTUS_RC_HDR_LEN + config->seg_size;
+    wire_config.rx_headroom = wire_headroom;
+    wire_config.rx_buffers  = config->rx_queue_len;
+    wire_config.max_backlog = config->tx_backlog;
+    wire_config.handlers    = &aptus_rc_chan_wire_handlers;
+    wire_config.arg         = &self->chan;
+    status = aptus_sock_conn_open(self->dev_name, &wire_config, &self->wire);
+    if (status != UCS_OK) {
+        goto err_bounce;
+    }
+
+    chan_config.credits = config->credits;
+    chan_config.max_msg = config->seg_size;
+    aptus_rc_chan_init(&self->chan, self->wire, &chan_config,
+                       uct_rc_sr_iface_key(), &uct_rc_sr_chan_ops, self);
+
+    aptus_sock_netif_caps(self->dev_name, &self->latency, &self->bandwidth);
+    if (self->rma) {
+        /* large messages move by one-sided copy between the processes */
+        self->bandwidth = ucs_max(self->bandwidth, 6000.0 * UCS_MBYTE);
+    }
+
+    ucs_debug("rc_sr/%s: key 0x%08x seg %zu credits %u rx %u rma %d",
+              self->dev_name, self->chan.local_key, config->seg_size,
+              config->credits, config->rx_queue_len, self->rma);
+    return UCS_OK;
+
+err_bounce:
+    ucs_free(self->bounce);
+    return status;
+}
+
+static UCS_CLASS_CLEANUP_FUNC(uct_rc_sr_iface_t)
+{
+    uct_aptus_md_t *md = ucs_derived_of(self->super.md, uct_aptus_md_t);
+    uct_aptus_stat_t stats[64];
+    unsigned n;
+
+    uct_base_iface_progress_disable(&self->super.super,
+                                    UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    n = uct_rc_sr_iface_stats(self, stats, 64);
+    uct_aptus_stats_print(md->stats, UCT_RC_SR_TL_NAME, self->dev_name, stats,
+                          n);
+    aptus_rc_chan_cleanup(&self->chan);
+    self->wire->ops->close(self->wire);
+    ucs_free(self->failures);
+    ucs_free(self->bounce);
+}
+
+UCS_CLASS_DEFINE(uct_rc_sr_iface_t, uct_base_iface_t);
+
+static UCS_CLASS_DEFINE_NEW_FUNC(uct_rc_sr_iface_t, uct_iface_t, uct_md_h,
+                                 uct_worker_h, const uct_iface_params_t *,
+                                 const uct_iface_config_t *);
+static UCS_CLASS_DEFINE_DELETE_FUNC(uct_rc_sr_iface_t, uct_iface_t);
+
+static ucs_status_t
+uct_rc_sr_query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
+                        unsigned *num_devices_p)
+{
+    if (!uct_aptus_md_is_one_sided(md)) {
+        *devices_p     = NULL; /* rc_sr lives on the "aptus_rc" domain */
+        *num_devices_p = 0;
+        return UCS_OK;
+    }
+    return aptus_sock_query_devices(devices_p, num_devices_p);
+}
+
+UCT_TL_DEFINE_ENTRY(&uct_aptus_component, rc_sr, uct_rc_sr_query_devices,
+                    uct_rc_sr_iface_t, UCT_RC_SR_CONFIG_PREFIX,
+                    uct_rc_sr_iface_config_table, uct_rc_sr_iface_config_t);

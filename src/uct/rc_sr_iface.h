@@ -1,0 +1,73 @@
+/*
+ * UCX-Aptus: the rc_sr UCT transport: RC-SR eager active messages over a
+ * reliable connection per endpoint (receive pool shared by all connections,
+ * credit flow control) and RC-RDMA one-sided put/get for UCP's rendezvous
+ * and RMA, connect-to-iface.
+ */
+#ifndef UCT_RC_SR_IFACE_H_
+#define UCT_RC_SR_IFACE_H_
+
+#include "aptus_md.h"
+#include "aptus_stats.h"
+#include "../channel/rc_sr_chan.h"
+
+#include <uct/base/uct_iface.h>
+
+#define UCT_RC_SR_TL_NAME       "rc_sr"
+#define UCT_RC_SR_MAX_AM_HDR    256
+#define UCT_RC_SR_PUT_MAX_SHORT 2048
+
+typedef struct uct_rc_sr_iface_config {
+    uct_iface_config_t super;
+    size_t seg_size;
+    unsigned credits;
+    unsigned rx_queue_len;
+    size_t tx_backlog;
+    int rma;
+} uct_rc_sr_iface_config_t;
+
+/* The iface address: listening port, interface key, and the credits this
+ * interface grants every connection (the wire's device address carries the
+ * IP). */
+typedef struct uct_rc_sr_iface_addr {
+    uint16_t port; /* network byte order */
+    uint32_t key;
+    uint16_t credits;
+} UCS_S_PACKED uct_rc_sr_iface_addr_t;
+
+typedef struct uct_rc_sr_failure {
+    aptus_rc_peer_t *peer;
+    ucs_status_t status;
+} uct_rc_sr_failure_t;
+
+typedef struct uct_rc_sr_iface {
+    uct_base_iface_t super;
+    aptus_rc_chan_t chan;
+    aptus_conn_wire_t *wire;
+    char dev_name[UCT_DEVICE_NAME_MAX];
+    int rma;              /* put/get offered */
+    unsigned rx_queue_len;
+    size_t rx_headroom;   /* the user's, before each held message */
+    size_t desc_to_buf;   /* from a held message's descriptor to its buffer */
+    uct_recv_desc_t release_desc;
+    void *bounce;         /* bcopy staging, seg_size bytes */
+    double latency;
+    double bandwidth;
+    aptus_rc_conn_resources_t conn_res; /* of the last connection opened */
+    uint64_t eps_created;
+    uct_rc_sr_failure_t *failures; /* to report from progress */
+    unsigned num_failures;
+    unsigned max_failures;
+} uct_rc_sr_iface_t;
+
+extern ucs_config_field_t uct_rc_sr_iface_config_table[];
+
+/* Statistics of an interface, as printed; returns the number of entries. */
+unsigned uct_rc_sr_iface_stats(uct_rc_sr_iface_t *iface,
+                               uct_aptus_stat_t *stats, unsigned max);
+
+/* Forget queued failure reports of an endpoint being destroyed. */
+void uct_rc_sr_iface_forget_peer(uct_rc_sr_iface_t *iface,
+                                 aptus_rc_peer_t *peer);
+
+#endif

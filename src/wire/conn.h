@@ -1,0 +1,177 @@
+/*
+ * UCX-Aptus: the wire interface, connection part.
+ *
+ * Verbs-shaped: reliable ordered connections that carry framed messages,
+ * received into buffers of one pool shared by every connection of the wire
+ * (a shared receive queue), and one-sided write, read and write-with-
+ * immediate into memory a peer registered, named by a key that carries the
+ * region's bounds. The sock wire implements it with TCP and
+ * process_vm_writev/readv (same host only); the verbs wire with RC queue
+ * pairs and an SRQ.
+ */
+#ifndef APTUS_WIRE_CONN_H_
+#define APTUS_WIRE_CONN_H_
+
+#include "wire.h"
+
+#include <ucs/type/status.h>
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct aptus_conn_wire aptus_conn_wire_t;
+
+/* One reliable connection. */
+typedef struct aptus_conn {
+    aptus_conn_wire_t *wire;
+    void *user; /* the owner's, set after connect/accept */
+} aptus_conn_t;
+
+/* A buffer of the shared receive pool. Messages arrive in it; one that
+ * starts at the beginning of the receive area may be kept in place by
+ * taking a reference (aptus_conn_buf_hold), released later. The owner's
+ * headroom (config.rx_headroom bytes) lies just before the area. */
+typedef struct aptus_conn_buf {
+    aptus_conn_wire_t *wire;
+    uint32_t refs;
+    uint32_t reserved;
+} aptus_conn_buf_t;
+
+/* Memory a peer registered: where, how much, and whose. */
+typedef struct aptus_mem_key {
+    uint64_t address;
+    uint64_t length;
+    uint64_t host_id;
+    uint32_t pid;
+} aptus_mem_key_t;
+
+typedef struct aptus_conn_handlers {
+    /* A peer connected to this wire's listening address. */
+    void (*accepted)(void *arg, aptus_conn_t *conn);
+    /* A message arrived; data lies in buf, and at_start says whether it
+     * begins buf's receive area (then it may be held). Valid until the
+     * call returns unless held. */
+    void (*recv)(void *arg, aptus_conn_t *conn, void *data, size_t length,
+                 aptus_conn_buf_t *buf, int at_start);
+    /* The immediate of a write-with-immediate: the data is in place. */
+    void (*imm)(void *arg, aptus_conn_t *conn, uint32_t imm);
+    /* Queued bytes went out (or the connection completed): more may be
+     * sent. */
+    void (*writable)(void *arg, aptus_conn_t *conn);
+    /* The connection broke: UCS_ERR_NOT_CONNECTED when the peer closed it
+     * in order, another error for a reset, a failed connect or a malformed
+     * stream. Nothing more arrives on it; the owner closes it. */
+    void (*failed)(void *arg, aptus_conn_t *conn, ucs_status_t status);
+} aptus_conn_handlers_t;
+
+typedef struct aptus_conn_wire_config {
+    size_t max_frame;    /* largest message payload, bytes */
+    size_t rx_headroom;  /* owner's bytes before each receive area */
+    unsigned rx_buffers; /* receive pool size (shared by all connections) */
+    size_t max_backlog;  /* queued bytes per connection before sends are
+                            refused (messages beyond credits never queue) */
+    const aptus_conn_handlers_t *handlers;
+    void *arg;
+} aptus_conn_wire_config_t;
+
+typedef struct aptus_conn_wire_stats {
+    uint64_t connects;
+    uint64_t accepts;
+    uint64_t tx_frames;
+    uint64_t tx_bytes;
+    uint64_t tx_queued; /* frames (or their tails) queued in a backlog */
+    uint64_t rx_frames;
+    uint64_t rx_bytes;
+    uint64_t rx_syscalls;
+    uint64_t rx_pool_empty; /* reads deferred: no free receive buffer */
+    uint64_t rx_malformed;  /* connections cut for a bad frame */
+    uint64_t failures;
+    uint64_t writes;
+    uint64_t write_bytes;
+    uint64_t reads;
+    uint64_t read_bytes;
+    uint64_t imms;
+    uint64_t refused; /* one-sided operations refused */
+} aptus_conn_wire_stats_t;
+
+typedef struct aptus_conn_wire_ops {
+    /* Start connecting to a listening address; messages may be sent at
+     * once (they wait until the connection is up). */
+    ucs_status_t (*connect)(aptus_conn_wire_t *wire,
+                            const aptus_wire_addr_t *dst, void *user,
+                            aptus_conn_t **conn_p);
+
+    /* Send one message, gathered from iov. UCS_OK: it is the wire's (sent
+     * or queued, in order); UCS_ERR_NO_RESOURCE: the backlog is full,
+     * nothing was taken; another error: the connection is broken. */
+    ucs_status_t (*send)(aptus_conn_t *conn, const struct iovec *iov,
+                         unsigned iovcnt);
+
+    /* Bytes queued on the connection, not yet handed to the network. */
+    size_t (*backlog)(aptus_conn_t *conn);
+
+    /* One-sided write, read into local iovecs, write-with-immediate (the
+     * immediate is delivered on conn after the data is in place). A range
+     * outside the key's region, or a peer on another host, is refused
+     * (UCS_ERR_INVALID_ADDR, UCS_ERR_UNREACHABLE) with nothing moved. */
+    ucs_status_t (*write)(aptus_conn_wire_t *wire, const aptus_mem_key_t *key,
+                          uint64_t remote_addr, const struct iovec *iov,
+                          unsigned iovcnt);
+    ucs_status_t (*read)(aptus_conn_wire_t *wire, const aptus_mem_key_t *key,
+                         uint64_t remote_addr, const struct iovec *iov,
+                         unsigned iovcnt);
+    ucs_status_t (*write_imm)(aptus_conn_t *conn, const aptus_mem_key_t *key,
+                              uint64_t remote_addr, const struct iovec *iov,
+                              unsigned iovcnt, uint32_t imm);
+
+    /* Whether one-sided operations can reach memory behind key. */
+    int (*key_reachable)(aptus_conn_wire_t *wire, const aptus_mem_key_t *key);
+
+    /* Accept, receive, send queued bytes; calls the handlers. */
+    unsigned (*progress)(aptus_conn_wire_t *wire);
+
+    /* Resources of one connection: bytes of state, kernel buffer space
+     * (send + receive) its socket or queue pair may hold, and file
+     * descriptors. */
+    void (*conn_resources)(aptus_conn_t *conn, size_t *state_bytes_p,
+                           size_t *kernel_bytes_p, unsigned *fds_p);
+
+    /* Close a connection (also from a handler). Unsent bytes are lost. */
+    void (*conn_close)(aptus_conn_t *conn);
+
+    void (*close)(aptus_conn_wire_t *wire);
+} aptus_conn_wire_ops_t;
+
+struct aptus_conn_wire {
+    const aptus_conn_wire_ops_t *ops;
+    aptus_wire_addr_t addr; /* the listening address */
+    uint64_t host_id;       /* one-sided operations reach this host */
+    size_t rx_buf_size;     /* bytes of one pool buffer, headers included */
+    unsigned num_conns;
+    aptus_conn_wire_stats_t stats;
+};
+
+/* Start of a pool buffer's receive area, and the buffer from it. */
+static inline void *aptus_conn_buf_area(aptus_conn_buf_t *buf,
+                                        size_t rx_headroom)
+{
+    return (uint8_t *)(buf + 1) + rx_headroom;
+}
+
+static inline void aptus_conn_buf_hold(aptus_conn_buf_t *buf)
+{
+    buf->refs++;
+}
+
+void aptus_conn_buf_release(aptus_conn_buf_t *buf);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

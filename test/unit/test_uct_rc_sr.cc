@@ -1,0 +1,681 @@
+/*
+ * UCT-level tests of the rc_sr transport through the public UCT API: two
+ * interfaces in one process on the loopback device, over the real sock
+ * wire (TCP, process_vm_writev/readv). Ordering, credit exhaustion and
+ * return, the shared receive pool, put/get with bounds, flush with
+ * outstanding operations, remote keys per host, connection loss, forged
+ * connections, the registration cache's LRU limit.
+ */
+#include "uct_fixture.h"
+
+extern "C" {
+#include "uct/rc_sr_iface.h"
+#include "proto/rc_sr_proto.h"
+#include "wire/sock/sock_dgram.h"
+}
+
+#include <sys/socket.h>
+
+namespace
+{
+
+struct pending_am {
+    uct_pending_req_t super;
+    uct_ep_h ep;
+    std::vector<uint8_t> data;
+    int done = 0;
+};
+
+ucs_status_t pending_am_cb(uct_pending_req_t *self)
+{
+    pending_am *p       = ucs_container_of(self, pending_am, super);
+    ucs_status_t status = uct_ep_am_short(p->ep, 1, 0, p->data.data(),
+                                          p->data.size());
+    if (status == UCS_OK) {
+        p->done++;
+    }
+    return status;
+}
+
+struct pending_put {
+    uct_pending_req_t super;
+    uct_ep_h ep;
+    std::vector<uint8_t> data;
+    uint64_t addr;
+    uct_rkey_t rkey;
+    int done = 0;
+};
+
+ucs_status_t pending_put_cb(uct_pending_req_t *self)
+{
+    pending_put *p      = ucs_container_of(self, pending_put, super);
+    uct_iov_t iov       = { p->data.data(), p->data.size(), NULL, 0, 1 };
+    ucs_status_t status = uct_ep_put_zcopy(p->ep, &iov, 1, p->addr, p->rkey,
+                                           NULL);
+    if (status == UCS_OK) {
+        p->done++;
+    }
+    return status;
+}
+
+struct unpack_ctx {
+    std::vector<uint8_t> *dest;
+};
+
+void unpack_vec(void *arg, const void *data, size_t length)
+{
+    auto *v = static_cast<std::vector<uint8_t> *>(arg);
+    v->assign((const uint8_t *)data, (const uint8_t *)data + length);
+}
+
+class uct_rc_sr : public uct_aptus_test
+{
+  protected:
+    uct_rc_sr()
+    {
+        m_tl      = "rc_sr";
+        m_md_name = "aptus_rc";
+    }
+
+    std::map<std::string, uint64_t> stats(entity &e)
+    {
+        uct_aptus_stat_t st[64];
+        std::map<std::string, uint64_t> m;
+        unsigned n = uct_rc_sr_iface_stats(
+            ucs_derived_of(e.iface, uct_rc_sr_iface_t), st, 64);
+        for (unsigned i = 0; i < n; ++i) {
+            m[st[i].name] = st[i].value;
+        }
+        return m;
+    }
+
+    uct_rc_sr_iface_t *iface(entity &e)
+    {
+        return ucs_derived_of(e.iface, uct_rc_sr_iface_t);
+    }
+
+    /* Sends until the transport refuses; returns how many went. */
+    unsigned send_until_refused(uct_ep_h ep, size_t length, unsigned max,
+                                ucs_status_t *last)
+    {
+        std::vector<uint8_t> data = pattern(3, length);
+        unsigned sent             = 0;
+        for (; sent < max; ++sent) {
+            *last = uct_ep_am_short(ep, 1, sent, data.data(), data.size());
+            if (*last != UCS_OK) {
+                break;
+            }
+        }
+        return sent;
+    }
+
+    /* am_bcopy, waiting for credits as long as it takes */
+    void send_bcopy(uct_ep_h ep, std::vector<uint8_t> &data)
+    {
+        ssize_t ret;
+        while ((ret = uct_ep_am_bcopy(ep, 1, pack_vec, &data, 0)) ==
+               UCS_ERR_NO_RESOURCE) {
+            progress();
+        }
+        ASSERT_EQ((ssize_t)data.size(), ret);
+    }
+
+    void settle(double seconds)
+    {
+        ucs_time_t end = ucs_get_time() + ucs_time_from_sec(seconds);
+        while (ucs_get_time() < end) {
+            progress();
+        }
+    }
+};
+
+} // namespace
+
+TEST_F(uct_rc_sr, capabilities)
+{
+    ASSERT_EQ(UCS_OK, open(m_a));
+    uct_iface_attr_t attr;
+    ASSERT_EQ(UCS_OK, uct_iface_query(m_a.iface, &attr));
+    uint64_t need = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_AM_SHORT |
+                    UCT_IFACE_FLAG_AM_BCOPY | UCT_IFACE_FLAG_AM_ZCOPY |
+                    UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_BCOPY |
+                    UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_GET_BCOPY |
+                    UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PENDING |
+                    UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_EP_CHECK |
+                    UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+    EXPECT_EQ(need, attr.cap.flags & need);
+    EXPECT_EQ(8192u, attr.cap.am.max_bcopy);
+    EXPECT_EQ(8192u - 8, attr.cap.am.max_short);
+    EXPECT_GE(attr.cap.get.max_zcopy, 16u << 20);
+    EXPECT_GE(attr.cap.put.max_zcopy, 16u << 20);
+    EXPECT_GT(attr.latency.c, 0);
+
+    /* without RMA: active messages only */
+    close(m_a);
+    ASSERT_EQ(UCS_OK, open(m_a, { { "RMA", "n" } }));
+    ASSERT_EQ(UCS_OK, uct_iface_query(m_a.iface, &attr));
+    EXPECT_FALSE(attr.cap.flags &
+                 (UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_GET_ZCOPY));
+    EXPECT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_AM_BCOPY);
+}
+
+TEST_F(uct_rc_sr, lives_on_its_own_memory_domain)
+{
+    /* rc_sr on "aptus_rc", ud_sr on "aptus": never both on one domain */
+    uct_tl_resource_desc_t *res;
+    unsigned n;
+    ASSERT_EQ(UCS_OK, uct_md_query_tl_resources(m_md, &res, &n));
+    unsigned rc = 0;
+    for (unsigned i = 0; i < n; ++i) {
+        EXPECT_STRNE("ud_sr", res[i].tl_name);
+        rc += !strcmp(res[i].tl_name, "rc_sr");
+    }
+    EXPECT_GT(rc, 0u);
+    uct_release_tl_resource_list(res);
+}
+
+TEST_F(uct_rc_sr, bad_configuration_refused)
+{
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, { { "SEG_SIZE", "16" } }));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, { { "SEG_SIZE", "64m" } }));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, { { "CREDITS", "0" } }));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, { { "CREDITS", "70000" } }));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, { { "RX_QUEUE_LEN", "0" } }));
+    uct_iface_config_t *config;
+    ASSERT_EQ(UCS_OK,
+              uct_md_iface_config_read(m_md, "rc_sr", NULL, NULL, &config));
+    EXPECT_NE(UCS_OK, uct_config_modify(config, "CREDITS", "lots"));
+    uct_config_release(config);
+}
+
+TEST_F(uct_rc_sr, am_ordering_across_short_bcopy_zcopy)
+{
+    setup_pair({ { "CREDITS", "8" } });
+    std::vector<std::vector<uint8_t>> expect;
+    for (unsigned i = 0; i < 600; ++i) {
+        size_t len                = (i * 977) % 8000 + 1;
+        std::vector<uint8_t> data = pattern(i, len);
+        ucs_status_t status;
+        for (;;) {
+            switch (i % 3) {
+            case 0: {
+                uint64_t hdr;
+                memcpy(&hdr, data.data(), 8);
+                data.resize(std::max<size_t>(len, 8));
+                memcpy(&hdr, data.data(), 8);
+                status = uct_ep_am_short(m_a.ep, 1, hdr, data.data() + 8,
+                                         data.size() - 8);
+                break;
+            }
+            case 1: {
+                ssize_t ret = uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &data, 0);
+                status      = (ret >= 0) ? UCS_OK : (ucs_status_t)ret;
+                break;
+            }
+            default: {
+                uct_iov_t iov[2] = { { data.data(), len / 2, NULL, 0, 1 },
+                                     { data.data() + len / 2, len - len / 2,
+                                       NULL, 0, 1 } };
+                status = uct_ep_am_zcopy(m_a.ep, 1, NULL, 0, iov, 2, 0, NULL);
+                break;
+            }
+            }
+            if (status != UCS_ERR_NO_RESOURCE) {
+                break;
+            }
+            progress(); /* out of credits: the receiver returns them */
+        }
+        ASSERT_EQ(UCS_OK, status) << i;
+        expect.push_back(data);
+    }
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == expect.size(); }));
+    for (size_t i = 0; i < expect.size(); ++i) {
+        ASSERT_EQ(expect[i], m_b.rx.msgs[i]) << "message " << i;
+    }
+    auto s = stats(m_a);
+    EXPECT_GT(s["no_credits"], 0u);
+    EXPECT_GT(s["rx_credit_msgs"], 0u);
+    EXPECT_EQ(600u, s["tx_msgs"]);
+    EXPECT_EQ(600u, stats(m_b)["rx_msgs"]);
+}
+
+TEST_F(uct_rc_sr, credit_exhaustion_and_return)
+{
+    setup_pair({ { "CREDITS", "4" } });
+    ucs_status_t last;
+    /* nobody progresses: the grant is all a sender gets */
+    EXPECT_EQ(4u, send_until_refused(m_a.ep, 16, 100, &last));
+    EXPECT_EQ(UCS_ERR_NO_RESOURCE, last);
+    EXPECT_EQ(1u, stats(m_a)["no_credits"]);
+
+    pending_am req;
+    req.ep         = m_a.ep;
+    req.data       = pattern(7, 40);
+    req.super.func = pending_am_cb;
+    ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_a.ep, &req.super, 0));
+    /* with a request waiting, new sends queue behind it */
+    EXPECT_EQ(UCS_ERR_NO_RESOURCE,
+              uct_ep_am_short(m_a.ep, 1, 0, req.data.data(), 8));
+
+    ASSERT_TRUE(wait_for([&] { return req.done == 1; }));
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == 5; }));
+    EXPECT_EQ(std::vector<uint8_t>(req.data.begin(), req.data.end()),
+              std::vector<uint8_t>(m_b.rx.msgs[4].begin() + 8,
+                                   m_b.rx.msgs[4].end()));
+    auto sa = stats(m_a);
+    auto sb = stats(m_b);
+    EXPECT_EQ(1u, sa["pending_dispatched"]);
+    EXPECT_GT(sb["tx_credit_msgs"], 0u);
+    EXPECT_EQ(sb["tx_credit_msgs"], sa["rx_credit_msgs"]);
+
+    /* credits come back in halves of the grant: of 5 consumed, 4 were
+     * returned and 1 is still owed, until the next half */
+    settle(0.05);
+    EXPECT_EQ(3u, send_until_refused(m_a.ep, 16, 100, &last));
+    settle(0.05);
+    EXPECT_EQ(4u, send_until_refused(m_a.ep, 16, 100, &last));
+}
+
+TEST_F(uct_rc_sr, shared_pool_exhaustion_waits_and_loses_nothing)
+{
+    setup_pair({ { "RX_QUEUE_LEN", "2" }, { "CREDITS", "64" } });
+    m_b.rx.keep = true; /* the receiver holds every message it can */
+    std::vector<std::vector<uint8_t>> sent;
+    for (unsigned i = 0; i < 40; ++i) {
+        sent.push_back(pattern(i, 6000));
+        ASSERT_GT(uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &sent.back(), 0), 0);
+    }
+    ASSERT_TRUE(wait_for([&] { return stats(m_b)["rx_pool_empty"] > 0; }));
+    size_t got = rx_count(m_b);
+    EXPECT_LT(got, sent.size()); /* the rest waits in the connection */
+    EXPECT_LE(m_b.rx.kept.size(), 2u);
+
+    m_b.rx.keep = false;
+    for (void *d : m_b.rx.kept) {
+        uct_iface_release_desc(d);
+    }
+    m_b.rx.kept.clear();
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == sent.size(); }));
+    for (size_t i = 0; i < sent.size(); ++i) {
+        ASSERT_EQ(sent[i], m_b.rx.msgs[i]) << i;
+    }
+}
+
+TEST_F(uct_rc_sr, kept_descriptors_stay_intact)
+{
+    setup_pair();
+    m_b.rx.keep = true;
+    std::vector<std::vector<uint8_t>> sent;
+    for (unsigned i = 0; i < 50; ++i) {
+        sent.push_back(pattern(i, 100 + i));
+        send_bcopy(m_a.ep, sent.back());
+    }
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == sent.size(); }));
+    EXPECT_GT(m_b.rx.kept.size(), 0u);
+    for (void *d : m_b.rx.kept) {
+        /* the held message is still there, after its headroom */
+        const uint8_t *data = (const uint8_t *)d + RX_HEADROOM;
+        bool found          = false;
+        for (auto &s : sent) {
+            found = found || !memcmp(data, s.data(), s.size());
+        }
+        EXPECT_TRUE(found);
+    }
+    EXPECT_EQ(m_b.rx.kept.size(), stats(m_b)["rx_held"]);
+}
+
+TEST_F(uct_rc_sr, put_and_get_short_bcopy_zcopy)
+{
+    setup_pair();
+    remote_buf rb;
+    expose(rb, 64 * 1024, 1);
+    uint64_t base = (uint64_t)(uintptr_t)rb.data.data();
+
+    std::vector<uint8_t> s = pattern(2, 100);
+    ASSERT_EQ(UCS_OK,
+              uct_ep_put_short(m_a.ep, s.data(), s.size(), base, rb.rkey.rkey));
+    EXPECT_EQ(0, memcmp(rb.data.data(), s.data(), s.size()));
+
+    std::vector<uint8_t> b = pattern(3, 5000);
+    EXPECT_EQ((ssize_t)b.size(), uct_ep_put_bcopy(m_a.ep, pack_vec, &b,
+                                                  base + 1000, rb.rkey.rkey));
+    EXPECT_EQ(0, memcmp(rb.data.data() + 1000, b.data(), b.size()));
+
+    std::vector<uint8_t> z = pattern(4, 30000);
+    uct_iov_t iov[3]       = { { z.data(), 10, NULL, 0, 1 },
+                               { z.data() + 10, 20000, NULL, 0, 1 },
+                               { z.data() + 20010, 9990, NULL, 0, 1 } };
+    EXPECT_EQ(UCS_OK, uct_ep_put_zcopy(m_a.ep, iov, 3, base + 30000,
+                                       rb.rkey.rkey, NULL));
+    EXPECT_EQ(0, memcmp(rb.data.data() + 30000, z.data(), z.size()));
+
+    std::vector<uint8_t> got;
+    EXPECT_EQ(UCS_OK, uct_ep_get_bcopy(m_a.ep, unpack_vec, &got, 5000,
+                                       base + 1000, rb.rkey.rkey, NULL));
+    EXPECT_EQ(b, got);
+    std::vector<uint8_t> zg(30000);
+    uct_iov_t giov = { zg.data(), zg.size(), NULL, 0, 1 };
+    EXPECT_EQ(UCS_OK, uct_ep_get_zcopy(m_a.ep, &giov, 1, base + 30000,
+                                       rb.rkey.rkey, NULL));
+    EXPECT_EQ(z, zg);
+
+    auto st = stats(m_a);
+    EXPECT_EQ(3u, st["puts"]);
+    EXPECT_EQ(2u, st["gets"]);
+    EXPECT_EQ(100u + 5000 + 30000, st["put_bytes"]);
+    EXPECT_EQ(0u, rx_count(m_b)); /* one-sided: the target saw nothing */
+    release(rb);
+}
+
+TEST_F(uct_rc_sr, out_of_bounds_key_refused)
+{
+    setup_pair();
+    std::vector<uint8_t> mem(3 * 4096, 0x5a);
+    remote_buf rb;
+    rb.data.assign(4096, 0);
+    /* register the middle page only of a larger buffer */
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, mem.data() + 4096, 4096,
+                                     UCT_MD_MEM_ACCESS_ALL, &rb.memh));
+    uct_md_attr_t attr;
+    ASSERT_EQ(UCS_OK, uct_md_query(m_md, &attr));
+    rb.packed.resize(attr.rkey_packed_size);
+    ASSERT_EQ(UCS_OK, uct_md_mkey_pack(m_md, rb.memh, rb.packed.data()));
+    unpack(rb);
+    const uct_aptus_rkey_t *key = (const uct_aptus_rkey_t *)rb.rkey.rkey;
+    uint64_t start              = key->address;
+    uint64_t end                = key->address + key->length;
+
+    std::vector<uint8_t> d = pattern(5, 64);
+    uct_iov_t iov          = { d.data(), d.size(), NULL, 0, 1 };
+    EXPECT_EQ(UCS_OK,
+              uct_ep_put_zcopy(m_a.ep, &iov, 1, end - 64, rb.rkey.rkey, NULL));
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+              uct_ep_put_zcopy(m_a.ep, &iov, 1, end - 63, rb.rkey.rkey, NULL));
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+              uct_ep_put_zcopy(m_a.ep, &iov, 1, start - 1, rb.rkey.rkey, NULL));
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+              uct_ep_get_zcopy(m_a.ep, &iov, 1, end, rb.rkey.rkey, NULL));
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+              uct_ep_put_short(m_a.ep, d.data(), 64, UINT64_MAX - 10,
+                               rb.rkey.rkey));
+    /* nothing outside the region was touched */
+    for (uint64_t p = (uint64_t)(uintptr_t)mem.data(); p < start; ++p) {
+        ASSERT_EQ(0x5a, *(uint8_t *)(uintptr_t)p);
+    }
+    for (uint64_t p = end; p < (uint64_t)(uintptr_t)mem.data() + mem.size();
+         ++p) {
+        ASSERT_EQ(0x5a, *(uint8_t *)(uintptr_t)p);
+    }
+    EXPECT_EQ(4u, stats(m_a)["rma_refused"]);
+    release(rb);
+}
+
+TEST_F(uct_rc_sr, remote_keys_of_another_host_are_unreachable)
+{
+    remote_buf rb;
+    expose(rb, 4096);
+    uct_aptus_rkey_t packed;
+    memcpy(&packed, rb.packed.data(), sizeof(packed));
+    EXPECT_TRUE(packed.flags & UCT_APTUS_RKEY_FLAG_SAME_HOST);
+    packed.host_id ^= 0x1234;
+    uct_rkey_bundle_t bundle;
+    EXPECT_EQ(UCS_ERR_UNREACHABLE,
+              uct_rkey_unpack(m_component, &packed, &bundle));
+
+    /* keys of the "aptus" domain (served by their owner) work anywhere */
+    uct_md_config_t *md_config;
+    uct_md_h md;
+    ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, NULL, NULL, &md_config));
+    ASSERT_EQ(UCS_OK, uct_md_open(m_component, "aptus", md_config, &md));
+    uct_config_release(md_config);
+    uct_mem_h memh;
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(md, rb.data.data(), 4096,
+                                     UCT_MD_MEM_ACCESS_ALL, &memh));
+    ASSERT_EQ(UCS_OK, uct_md_mkey_pack(md, memh, &packed));
+    EXPECT_FALSE(packed.flags & UCT_APTUS_RKEY_FLAG_SAME_HOST);
+    packed.host_id ^= 0x1234;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &packed, &bundle));
+    uct_rkey_release(m_component, &bundle);
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(md, memh));
+    uct_md_close(md);
+    release(rb);
+}
+
+TEST_F(uct_rc_sr, flush_with_outstanding_puts)
+{
+    setup_pair({ { "CREDITS", "2000" }, { "TX_BACKLOG", "64m" } });
+    remote_buf rb;
+    expose(rb, 1 << 20, 6);
+    uint64_t base = (uint64_t)(uintptr_t)rb.data.data();
+
+    /* the receiver is not progressing: fill the connection until messages
+     * queue in the backlog */
+    std::vector<uint8_t> big = pattern(8, 8000);
+    unsigned n               = 0;
+    aptus_rc_peer_t *peer = ucs_derived_of(m_a.ep, aptus_rc_peer_t);
+    while (!peer->link.am_queued) {
+        ASSERT_GT(uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &big, 0), 0);
+        ASSERT_LT(++n, 1900u);
+    }
+
+    /* a put must not overtake the queued messages: it waits */
+    pending_put put;
+    put.ep         = m_a.ep;
+    put.data       = pattern(9, 4096);
+    put.addr       = base + 4096;
+    put.rkey       = rb.rkey.rkey;
+    put.super.func = pending_put_cb;
+    uct_iov_t iov  = { put.data.data(), put.data.size(), NULL, 0, 1 };
+    ASSERT_EQ(UCS_ERR_NO_RESOURCE,
+              uct_ep_put_zcopy(m_a.ep, &iov, 1, put.addr, put.rkey, NULL));
+    ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_a.ep, &put.super, 0));
+    EXPECT_EQ(UCS_ERR_NO_RESOURCE, uct_ep_flush(m_a.ep, 0, NULL));
+
+    ASSERT_TRUE(wait_for([&] { return put.done == 1; }));
+    /* it went once the messages before it had left the backlog */
+    EXPECT_EQ(0, memcmp(rb.data.data() + 4096, put.data.data(), 4096));
+    ASSERT_EQ(UCS_OK, flush_ep(m_a.ep));
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == n; }));
+    release(rb);
+}
+
+TEST_F(uct_rc_sr, flush_completes_when_backlog_drains)
+{
+    setup_pair({ { "CREDITS", "2000" }, { "TX_BACKLOG", "64m" } });
+    std::vector<uint8_t> big = pattern(8, 8000);
+    aptus_rc_peer_t *peer    = ucs_derived_of(m_a.ep, aptus_rc_peer_t);
+    unsigned n               = 0;
+    while (!peer->link.am_queued) {
+        ASSERT_GT(uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &big, 0), 0);
+        ASSERT_LT(++n, 1900u);
+    }
+    test_comp c;
+    init_comp(c);
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_flush(m_a.ep, 0, &c.super));
+    EXPECT_EQ(UCS_INPROGRESS, uct_iface_flush(m_a.iface, 0, NULL));
+    ASSERT_TRUE(wait_for([&] { return c.done == 1; }));
+    EXPECT_EQ(UCS_OK, c.status);
+    EXPECT_EQ(UCS_OK, uct_iface_flush(m_a.iface, 0, NULL));
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == n; }));
+}
+
+TEST_F(uct_rc_sr, connection_loss_with_waiting_sends_is_reported)
+{
+    setup_pair({ { "CREDITS", "4" } });
+    ASSERT_TRUE(wait_for([&] { return stats(m_b)["accepts"] == 1; }));
+    ucs_status_t last;
+    EXPECT_EQ(4u, send_until_refused(m_a.ep, 16, 100, &last));
+    pending_am req;
+    req.ep         = m_a.ep;
+    req.data       = pattern(7, 40);
+    req.super.func = pending_am_cb;
+    ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_a.ep, &req.super, 0));
+
+    /* the peer goes away before returning a credit */
+    uct_ep_destroy(m_b.ep);
+    m_b.ep = nullptr;
+    uct_iface_close(m_b.iface);
+    m_b.iface = nullptr;
+
+    ASSERT_TRUE(wait_for([&] { return m_a.err.count.load() > 0; }, 10));
+    EXPECT_EQ(1, m_a.err.count.load());
+    EXPECT_EQ(m_a.ep, m_a.err.ep);
+    EXPECT_EQ(UCS_ERR_CONNECTION_RESET, m_a.err.status);
+    uct_ep_pending_purge(m_a.ep, NULL, NULL);
+    EXPECT_EQ(UCS_ERR_CONNECTION_RESET,
+              uct_ep_am_short(m_a.ep, 1, 0, req.data.data(), 8));
+    remote_buf rb;
+    expose(rb, 4096);
+    uct_iov_t iov = { req.data.data(), 8, NULL, 0, 1 };
+    EXPECT_EQ(UCS_ERR_CONNECTION_RESET,
+              uct_ep_put_zcopy(m_a.ep, &iov, 1,
+                               (uint64_t)(uintptr_t)rb.data.data(),
+                               rb.rkey.rkey, NULL));
+    release(rb);
+    EXPECT_EQ(1u, stats(m_a)["links_failed"]);
+}
+
+TEST_F(uct_rc_sr, idle_connection_loss_is_reported_on_next_use)
+{
+    setup_pair();
+    std::vector<uint8_t> d = pattern(1, 32);
+    ASSERT_EQ(UCS_OK, uct_ep_am_short(m_a.ep, 1, 0, d.data(), d.size()));
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == 1; }));
+
+    uct_ep_destroy(m_b.ep);
+    m_b.ep = nullptr;
+    uct_iface_close(m_b.iface);
+    m_b.iface = nullptr;
+
+    /* an idle connection closed in order is no error by itself (a peer
+     * that finished) ... */
+    settle(0.1);
+    EXPECT_EQ(0, m_a.err.count.load());
+    EXPECT_EQ(UCS_OK, uct_ep_flush(m_a.ep, 0, NULL));
+    /* ... but the keepalive check and the next send report it */
+    EXPECT_EQ(UCS_OK, uct_ep_check(m_a.ep, 0, NULL));
+    ASSERT_TRUE(wait_for([&] { return m_a.err.count.load() > 0; }, 10));
+    EXPECT_EQ(UCS_ERR_CONNECTION_RESET, m_a.err.status);
+    EXPECT_EQ(UCS_ERR_CONNECTION_RESET,
+              uct_ep_am_short(m_a.ep, 1, 0, d.data(), 8));
+    settle(0.01);
+    EXPECT_EQ(1, m_a.err.count.load());
+}
+
+TEST_F(uct_rc_sr, connect_to_closed_interface_is_reported)
+{
+    ASSERT_EQ(UCS_OK, open(m_a));
+    ASSERT_EQ(UCS_OK, open(m_b));
+    std::vector<uint8_t> dev = m_b.dev_addr, addr = m_b.iface_addr;
+    close(m_b);
+    m_b.dev_addr   = dev;
+    m_b.iface_addr = addr;
+    connect(m_a, m_b);
+    ASSERT_TRUE(wait_for([&] { return m_a.err.count.load() > 0; }, 10));
+    EXPECT_NE(UCS_OK, m_a.err.status);
+}
+
+TEST_F(uct_rc_sr, forged_connections_are_cut)
+{
+    setup_pair();
+    aptus_conn_wire_t *wire = iface(m_b)->wire;
+    struct sockaddr_storage ss;
+    socklen_t len;
+    aptus_sock_addr_from_wire(&wire->addr, &ss, &len);
+
+    /* a HELLO that names another interface, then garbage */
+    int s1 = socket(ss.ss_family, SOCK_STREAM, 0);
+    ASSERT_EQ(0, ::connect(s1, (struct sockaddr *)&ss, len));
+    uint8_t hello[APTUS_FRAME_HDR_LEN + APTUS_RC_HDR_LEN + APTUS_RC_HELLO_LEN];
+    aptus_rc_hello_t h = { iface(m_b)->chan.local_key ^ 1, 8,
+                           APTUS_RC_VERSION };
+    aptus_frame_hdr_pack(hello, APTUS_FRAME_TYPE_MSG,
+                         APTUS_RC_HDR_LEN + APTUS_RC_HELLO_LEN);
+    aptus_rc_hdr_pack(hello + 4, APTUS_RC_KIND_HELLO, 0, 0);
+    aptus_rc_hello_pack(hello + 8, &h);
+    ASSERT_EQ((ssize_t)sizeof(hello), send(s1, hello, sizeof(hello), 0));
+    int s2 = socket(ss.ss_family, SOCK_STREAM, 0);
+    ASSERT_EQ(0, ::connect(s2, (struct sockaddr *)&ss, len));
+    uint8_t junk[64];
+    memset(junk, 0xee, sizeof(junk));
+    ASSERT_EQ((ssize_t)sizeof(junk), send(s2, junk, sizeof(junk), 0));
+    /* a good HELLO, then an AM that returns credits never granted */
+    int s3 = socket(ss.ss_family, SOCK_STREAM, 0);
+    ASSERT_EQ(0, ::connect(s3, (struct sockaddr *)&ss, len));
+    h.key = iface(m_b)->chan.local_key;
+    aptus_rc_hello_pack(hello + 8, &h);
+    uint8_t am[APTUS_FRAME_HDR_LEN + APTUS_RC_HDR_LEN + 8];
+    aptus_frame_hdr_pack(am, APTUS_FRAME_TYPE_MSG, APTUS_RC_HDR_LEN + 8);
+    aptus_rc_hdr_pack(am + 4, APTUS_RC_KIND_AM, 1, 9);
+    ASSERT_EQ((ssize_t)sizeof(hello), send(s3, hello, sizeof(hello), 0));
+    ASSERT_EQ((ssize_t)sizeof(am), send(s3, am, sizeof(am), 0));
+
+    ASSERT_TRUE(wait_for([&] {
+        auto st = stats(m_b);
+        return (st["rx_bad_hello"] == 1) && (st["rx_malformed"] >= 1) &&
+               (st["wire_failures"] + st["rx_malformed"] >= 2);
+    }));
+    /* the forged peers see their connections closed */
+    char c;
+    for (int s : { s1, s2, s3 }) {
+        ASSERT_TRUE(wait_for([&] { return recv(s, &c, 1, MSG_DONTWAIT) == 0; }));
+        ::close(s);
+    }
+    EXPECT_EQ(0u, rx_count(m_b));
+
+    /* the real peer is unaffected */
+    std::vector<uint8_t> d = pattern(1, 200);
+    ASSERT_GT(uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &d, 0), 0);
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == 1; }));
+    EXPECT_EQ(d, m_b.rx.msgs[0]);
+}
+
+TEST_F(uct_rc_sr, connection_resources_are_counted)
+{
+    setup_pair({ { "CREDITS", "16" } });
+    auto st = stats(m_a);
+    EXPECT_EQ(1u, st["eps_created"]);
+    EXPECT_GT(st["conn_state_bytes"], sizeof(aptus_rc_peer_t));
+    EXPECT_LT(st["conn_state_bytes"], 4096u); /* no buffers while idle */
+    EXPECT_GT(st["conn_kernel_bytes"], 0u);
+    EXPECT_EQ(1u, st["conn_fds"]);
+    EXPECT_EQ(16u, st["conn_descriptors"]);
+    EXPECT_EQ(16u * st["rx_buf_bytes"], st["conn_descriptor_bytes"]);
+    EXPECT_GE(st["rx_buf_bytes"], 8192u);
+}
+
+TEST_F(uct_rc_sr, registration_cache_evicts_least_recently_used)
+{
+    uct_md_close(m_md);
+    uct_md_config_t *md_config;
+    ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, NULL, NULL, &md_config));
+    ASSERT_EQ(UCS_OK, uct_config_modify(md_config, "RCACHE", "try"));
+    ASSERT_EQ(UCS_OK,
+              uct_config_modify(md_config, "RCACHE_MAX_REGIONS", "2"));
+    ASSERT_EQ(UCS_OK, uct_md_open(m_component, "aptus_rc", md_config, &m_md));
+    uct_config_release(md_config);
+    uct_aptus_md_t *md = ucs_derived_of(m_md, uct_aptus_md_t);
+    if (md->rcache == NULL) {
+        GTEST_SKIP() << "no registration cache (memory events are off)";
+    }
+
+    const size_t page = 4096;
+    std::vector<uint8_t> mem(8 * page + page);
+    uint8_t *base = (uint8_t *)ucs_align_up_pow2((uintptr_t)mem.data(), page);
+    auto reg      = [&](unsigned i) {
+        uct_mem_h memh;
+        ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, base + 2 * i * page, page,
+                                              UCT_MD_MEM_ACCESS_ALL, &memh));
+        ASSERT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+    };
+    for (unsigned i = 0; i < 4; ++i) {
+        reg(i);
+    }
+    EXPECT_EQ(4u, md->registrations);
+    EXPECT_LE(kh_size(&md->tokens), 2u); /* the limit holds */
+    reg(3);                              /* recently used: a cache hit */
+    EXPECT_EQ(4u, md->registrations);
+    reg(0);                              /* evicted: registered again */
+    EXPECT_EQ(5u, md->registrations);
+    EXPECT_LE(kh_size(&md->tokens), 2u);
+}

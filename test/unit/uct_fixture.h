@@ -1,0 +1,315 @@
+/*
+ * The UCT-level test fixture shared by the transports' tests: two
+ * interfaces of one transport in one process on the loopback device, over
+ * the real sock wire; active-message capture, error capture, memory
+ * registration and remote keys.
+ */
+#ifndef APTUS_UCT_FIXTURE_H_
+#define APTUS_UCT_FIXTURE_H_
+
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+
+extern "C" {
+#include <uct/api/uct.h>
+#include <ucs/async/async.h>
+#include <ucs/time/time.h>
+#include "uct/aptus_md.h"
+}
+
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+
+static const size_t RX_HEADROOM = 32;
+
+struct received {
+    std::mutex lock;
+    std::vector<std::vector<uint8_t>> msgs;
+    std::atomic<int> async_calls{ 0 };
+    pthread_t main_thread;
+    std::vector<void *> kept;
+    bool keep = false;
+};
+
+static inline ucs_status_t am_cb(void *arg, void *data, size_t length, unsigned flags)
+{
+    received *r = static_cast<received *>(arg);
+    std::lock_guard<std::mutex> guard(r->lock);
+    const uint8_t *p = static_cast<const uint8_t *>(data);
+    r->msgs.emplace_back(p, p + length);
+    if (!pthread_equal(pthread_self(), r->main_thread)) {
+        r->async_calls++;
+    }
+    if (r->keep && (flags & UCT_CB_PARAM_FLAG_DESC)) {
+        r->kept.push_back(UCS_PTR_BYTE_OFFSET(data, -(ptrdiff_t)RX_HEADROOM));
+        return UCS_INPROGRESS;
+    }
+    return UCS_OK;
+}
+
+struct failure {
+    std::atomic<int> count{ 0 };
+    uct_ep_h ep         = nullptr;
+    ucs_status_t status = UCS_OK;
+};
+
+static inline ucs_status_t err_cb(void *arg, uct_ep_h ep, ucs_status_t status)
+{
+    failure *f = static_cast<failure *>(arg);
+    f->ep      = ep;
+    f->status  = status;
+    f->count++;
+    return UCS_OK;
+}
+
+static inline size_t pack_vec(void *dest, void *arg)
+{
+    auto *v = static_cast<std::vector<uint8_t> *>(arg);
+    if (!v->empty()) {
+        memcpy(dest, v->data(), v->size());
+    }
+    return v->size();
+}
+
+class uct_aptus_test : public ::testing::Test
+{
+  protected:
+    struct entity {
+        uct_iface_h iface = nullptr;
+        uct_ep_h ep       = nullptr;
+        received rx;
+        failure err;
+        std::vector<uint8_t> dev_addr, iface_addr;
+    };
+
+    void SetUp() override
+    {
+        ASSERT_EQ(UCS_OK, ucs_async_context_create(
+                              UCS_ASYNC_MODE_THREAD_SPINLOCK, &m_async));
+        ASSERT_EQ(UCS_OK, uct_worker_create(m_async, UCS_THREAD_MODE_SINGLE,
+                                            &m_worker));
+        uct_component_h *comps;
+        unsigned num_comps;
+        ASSERT_EQ(UCS_OK, uct_query_components(&comps, &num_comps));
+        for (unsigned i = 0; i < num_comps; ++i) {
+            uct_component_attr_t attr;
+            attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+            ASSERT_EQ(UCS_OK, uct_component_query(comps[i], &attr));
+            if (!strcmp(attr.name, "aptus")) {
+                m_component = comps[i];
+            }
+        }
+        uct_release_component_list(comps);
+        ASSERT_NE(nullptr, m_component) << "the aptus component is not loaded";
+
+        uct_md_config_t *md_config;
+        ASSERT_EQ(UCS_OK,
+                  uct_md_config_read(m_component, NULL, NULL, &md_config));
+        ASSERT_EQ(UCS_OK, uct_md_open(m_component, m_md_name, md_config, &m_md));
+        uct_config_release(md_config);
+    }
+
+    void TearDown() override
+    {
+        close(m_a);
+        close(m_b);
+        if (m_md != nullptr) {
+            uct_md_close(m_md);
+        }
+        if (m_worker != nullptr) {
+            uct_worker_destroy(m_worker);
+        }
+        if (m_async != nullptr) {
+            ucs_async_context_destroy(m_async);
+        }
+    }
+
+    ucs_status_t open(entity &e, std::map<std::string, std::string> cfg = {})
+    {
+        uct_iface_config_t *config;
+        ucs_status_t status =
+            uct_md_iface_config_read(m_md, m_tl, NULL, NULL, &config);
+        EXPECT_EQ(UCS_OK, status);
+        for (auto &kv : m_default_cfg) {
+            if (!cfg.count(kv.first)) {
+                cfg[kv.first] = kv.second;
+            }
+        }
+        for (auto &kv : cfg) {
+            EXPECT_EQ(UCS_OK, uct_config_modify(config, kv.first.c_str(),
+                                                kv.second.c_str()));
+        }
+
+        uct_iface_params_t params;
+        memset(&params, 0, sizeof(params));
+        params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                            UCT_IFACE_PARAM_FIELD_DEVICE |
+                            UCT_IFACE_PARAM_FIELD_RX_HEADROOM |
+                            UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
+                            UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+                            UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
+        params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+        params.mode.device.tl_name  = m_tl;
+        params.mode.device.dev_name = "lo";
+        params.rx_headroom          = RX_HEADROOM;
+        params.err_handler          = err_cb;
+        params.err_handler_arg      = &e.err;
+        params.err_handler_flags    = 0;
+        status = uct_iface_open(m_md, m_worker, &params, config, &e.iface);
+        uct_config_release(config);
+        if (status != UCS_OK) {
+            e.iface = nullptr;
+            return status;
+        }
+
+        uct_iface_attr_t attr;
+        EXPECT_EQ(UCS_OK, uct_iface_query(e.iface, &attr));
+        e.dev_addr.resize(attr.device_addr_len);
+        e.iface_addr.resize(attr.iface_addr_len);
+        EXPECT_EQ(UCS_OK, uct_iface_get_device_address(
+                              e.iface, (uct_device_addr_t *)e.dev_addr.data()));
+        EXPECT_EQ(UCS_OK,
+                  uct_iface_get_address(
+                      e.iface, (uct_iface_addr_t *)e.iface_addr.data()));
+        e.rx.main_thread = pthread_self();
+        for (uint8_t id = 0; id < 4; ++id) {
+            EXPECT_EQ(UCS_OK,
+                      uct_iface_set_am_handler(e.iface, id, am_cb, &e.rx, 0));
+        }
+        EXPECT_EQ(UCS_OK, uct_iface_set_am_handler(e.iface, 5, am_cb, &e.rx,
+                                                   UCT_CB_FLAG_ASYNC));
+        uct_iface_progress_enable(e.iface,
+                                  UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+        return UCS_OK;
+    }
+
+    void connect(entity &from, entity &to)
+    {
+        uct_ep_params_t params;
+        memset(&params, 0, sizeof(params));
+        params.field_mask = UCT_EP_PARAM_FIELD_IFACE |
+                            UCT_EP_PARAM_FIELD_DEV_ADDR |
+                            UCT_EP_PARAM_FIELD_IFACE_ADDR;
+        params.iface      = from.iface;
+        params.dev_addr   = (const uct_device_addr_t *)to.dev_addr.data();
+        params.iface_addr = (const uct_iface_addr_t *)to.iface_addr.data();
+        EXPECT_TRUE(uct_iface_is_reachable(from.iface, params.dev_addr,
+                                           params.iface_addr));
+        ASSERT_EQ(UCS_OK, uct_ep_create(&params, &from.ep));
+    }
+
+    void close(entity &e)
+    {
+        for (void *d : e.rx.kept) {
+            uct_iface_release_desc(d);
+        }
+        e.rx.kept.clear();
+        if (e.ep != nullptr) {
+            uct_ep_destroy(e.ep);
+            e.ep = nullptr;
+        }
+        if (e.iface != nullptr) {
+            uct_iface_close(e.iface);
+            e.iface = nullptr;
+        }
+    }
+
+    void setup_pair(std::map<std::string, std::string> cfg = {})
+    {
+        ASSERT_EQ(UCS_OK, open(m_a, cfg));
+        ASSERT_EQ(UCS_OK, open(m_b, cfg));
+        connect(m_a, m_b);
+        connect(m_b, m_a);
+    }
+
+    void progress()
+    {
+        uct_worker_progress(m_worker);
+    }
+
+    template <typename Pred> bool wait_for(Pred pred, double seconds = 20)
+    {
+        ucs_time_t deadline = ucs_get_time() + ucs_time_from_sec(seconds);
+        while (!pred()) {
+            if (ucs_get_time() > deadline) {
+                return false;
+            }
+            progress();
+        }
+        return true;
+    }
+
+    size_t rx_count(entity &e)
+    {
+        std::lock_guard<std::mutex> guard(e.rx.lock);
+        return e.rx.msgs.size();
+    }
+
+    ucs_status_t flush_ep(uct_ep_h ep)
+    {
+        test_comp c;
+        init_comp(c);
+        ucs_status_t status = uct_ep_flush(ep, 0, &c.super);
+        if (status == UCS_INPROGRESS) {
+            EXPECT_TRUE(wait_for([&] { return c.done > 0; }));
+            return c.status;
+        }
+        return status;
+    }
+
+    /* A registered buffer and its packed and unpacked remote key. */
+    struct remote_buf {
+        std::vector<uint8_t> data;
+        uct_mem_h memh = UCT_MEM_HANDLE_NULL;
+        std::vector<uint8_t> packed;
+        uct_rkey_bundle_t rkey = {};
+    };
+
+    void expose(remote_buf &rb, size_t length, unsigned id = 9)
+    {
+        rb.data = pattern(id, length);
+        ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, rb.data.data(), length,
+                                         UCT_MD_MEM_ACCESS_ALL, &rb.memh));
+        uct_md_attr_t attr;
+        ASSERT_EQ(UCS_OK, uct_md_query(m_md, &attr));
+        rb.packed.resize(attr.rkey_packed_size);
+        ASSERT_EQ(UCS_OK, uct_md_mkey_pack(m_md, rb.memh, rb.packed.data()));
+        unpack(rb);
+    }
+
+    void unpack(remote_buf &rb)
+    {
+        ASSERT_EQ(UCS_OK,
+                  uct_rkey_unpack(m_component, rb.packed.data(), &rb.rkey));
+    }
+
+    void release(remote_buf &rb)
+    {
+        if (rb.rkey.rkey != 0) {
+            uct_rkey_release(m_component, &rb.rkey);
+            rb.rkey.rkey = 0;
+        }
+        if (rb.memh != UCT_MEM_HANDLE_NULL) {
+            EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, rb.memh));
+            rb.memh = UCT_MEM_HANDLE_NULL;
+        }
+    }
+
+    ucs_async_context_t *m_async = nullptr;
+    uct_worker_h m_worker        = nullptr;
+    uct_component_h m_component  = nullptr;
+    uct_md_h m_md                = nullptr;
+    entity m_a, m_b;
+    std::map<std::string, std::string> m_default_cfg;
+    const char *m_tl      = nullptr; /* set by the derived fixture */
+    const char *m_md_name = "aptus";
+};
+
+#endif
