@@ -1,8 +1,9 @@
 #!/bin/bash
 # The whole UCX-Aptus test suite (what .ci/run calls):
 #   set-up (packages, UCX headers), build, unit tests, the same under
-#   AddressSanitizer+UBSan, ucx_perftest over ud_sr, MPI jobs with Open MPI
-#   and MPICH, and loss tests (nftables in a network namespace, built-in
+#   AddressSanitizer+UBSan, ucx_perftest over ud_sr and rc_sr, MPI jobs with
+#   Open MPI and MPICH over ud_sr and over rc_sr (one-sided too), and loss
+#   tests (nftables in a network namespace, built-in
 #   fault injector). Ends with "N passed, M failed"; exits non-zero on any
 #   failure.
 #
@@ -69,6 +70,7 @@ if [ $quick -eq 0 ]; then
     suite perftest test/scripts/test_perftest.sh
     suite ucp test/scripts/test_ucp.sh
     suite mpi test/scripts/test_mpi.sh
+    suite mpi-rc test/scripts/test_mpi_rc.sh
     suite loss test/scripts/test_loss.sh
 fi
 

@@ -6,6 +6,7 @@
 #endif
 
 #include "rc_sr_chan.h"
+#include "../proto/le.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
@@ -62,13 +63,31 @@ static void aptus_rc_link_report(aptus_rc_chan_t *chan, aptus_rc_link_t *link)
         return;
     }
     link->flags |= APTUS_RC_LINK_REPORTED;
-    chan->ops->peer_failed(chan->arg,
-                           ucs_container_of(link, aptus_rc_peer_t, link),
-                           link->error);
+    chan->ops->peer_failed(
+        chan->arg, ucs_container_of(link, aptus_rc_peer_t, link), link->error);
 }
+
+static void aptus_rc_link_failed(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
+                                 ucs_status_t status);
 
 static void aptus_rc_accepted_free(aptus_rc_chan_t *chan, aptus_rc_link_t *link)
 {
+    aptus_rc_link_t *user;
+
+    if (link->flags & APTUS_RC_LINK_CLAIMED) {
+        /* the connection a switch was moving to is gone */
+        ucs_list_for_each(user, &chan->links, list)
+        {
+            if (user->switch_to == link) {
+                user->switch_to = NULL;
+                user->flags &= ~APTUS_RC_LINK_SWITCHING;
+                if (user->conn == NULL) { /* no connection left */
+                    aptus_rc_link_failed(chan, user, UCS_ERR_CONNECTION_RESET);
+                }
+                break;
+            }
+        }
+    }
     link->conn->wire->ops->conn_close(link->conn);
     ucs_list_del(&link->list);
     chan->num_accepted_links--;
@@ -91,10 +110,17 @@ static void aptus_rc_link_failed(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
     if (link->flags & APTUS_RC_LINK_FAILED) {
         return;
     }
+    if ((link->flags & APTUS_RC_LINK_SWITCHING) &&
+        (status == UCS_ERR_NOT_CONNECTED) && (link->conn != NULL)) {
+        /* the peer closed the connection given up, after the SWITCH */
+        link->conn->wire->ops->conn_close(link->conn);
+        link->conn = NULL;
+        return;
+    }
     chan->stats.links_failed++;
     link->flags |= APTUS_RC_LINK_FAILED;
-    link->error  = (status == UCS_ERR_NOT_CONNECTED) ? UCS_ERR_CONNECTION_RESET
-                                                     : status;
+    link->error =
+        (status == UCS_ERR_NOT_CONNECTED) ? UCS_ERR_CONNECTION_RESET : status;
     if (clean) {
         link->flags |= APTUS_RC_LINK_EOF;
     }
@@ -164,6 +190,109 @@ static void aptus_rc_chan_bad_msg(aptus_rc_chan_t *chan, aptus_rc_link_t *link)
     aptus_rc_link_failed(chan, link, UCS_ERR_IO_ERROR);
 }
 
+/* A control message with a body (SWITCH). */
+static ucs_status_t aptus_rc_link_send_body(aptus_rc_link_t *link,
+                                            unsigned kind, const void *body,
+                                            size_t length)
+{
+    uint8_t hdr[APTUS_RC_HDR_LEN];
+    struct iovec iov[2] = { { hdr, sizeof(hdr) }, { (void *)body, length } };
+
+    aptus_rc_hdr_pack(hdr, kind, 0, aptus_rc_credits_piggyback(&link->fc));
+    return link->conn->wire->ops->send(link->conn, iov, 2);
+}
+
+/* An accepted connection was greeted. If an endpoint of ours connected to
+ * the same interface at the same time, one of the two connections goes:
+ * the side with the larger (key, port) moves to the other's. */
+static void aptus_rc_chan_pair(aptus_rc_chan_t *chan, aptus_rc_link_t *acc)
+{
+    aptus_rc_link_t *user;
+    uint8_t body[APTUS_RC_SWITCH_LEN];
+
+    if ((chan->local_key < acc->peer_key) ||
+        ((chan->local_key == acc->peer_key) &&
+         (chan->config.local_port <= acc->peer_port))) {
+        return; /* ours stays: the peer moves, if it has an endpoint */
+    }
+    ucs_list_for_each(user, &chan->links, list)
+    {
+        if (((user->flags & (APTUS_RC_LINK_USER | APTUS_RC_LINK_INITIATED |
+                             APTUS_RC_LINK_SWITCHING | APTUS_RC_LINK_FAILED)) !=
+             (APTUS_RC_LINK_USER | APTUS_RC_LINK_INITIATED)) ||
+            (user->peer_key != acc->peer_key) ||
+            (user->peer_port != acc->peer_port)) {
+            continue;
+        }
+        /* the last message on our connection; we send again once the peer
+         * has seen it, on the connection it opened */
+        aptus_put32(body, acc->conn_id);
+        if (aptus_rc_link_send_body(user, APTUS_RC_KIND_SWITCH, body,
+                                    sizeof(body)) != UCS_OK) {
+            return; /* keep both connections */
+        }
+        user->flags |= APTUS_RC_LINK_SWITCHING;
+        user->switch_to = acc;
+        acc->flags |= APTUS_RC_LINK_CLAIMED;
+        return;
+    }
+}
+
+/* The peer gave up its connection (on link) for ours named conn_id. */
+static void aptus_rc_chan_switch(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
+                                 uint32_t conn_id)
+{
+    aptus_rc_link_t *ours;
+
+    ucs_list_for_each(ours, &chan->links, list)
+    {
+        if ((ours->flags & APTUS_RC_LINK_INITIATED) && (ours->conn != NULL) &&
+            !(ours->flags & APTUS_RC_LINK_FAILED) &&
+            (ours->conn_id == conn_id)) {
+            aptus_rc_link_send_body(ours, APTUS_RC_KIND_SWITCH_ACK, NULL, 0);
+            break;
+        }
+    }
+    /* everything the peer sent on its connection has been delivered */
+    if (link->flags & APTUS_RC_LINK_USER) {
+        aptus_rc_link_failed(chan, link, UCS_ERR_NOT_CONNECTED);
+    } else {
+        aptus_rc_accepted_free(chan, link);
+    }
+}
+
+/* Our switch completes: the endpoint's link takes the accepted one. */
+static void aptus_rc_chan_switched(aptus_rc_chan_t *chan, aptus_rc_link_t *acc)
+{
+    aptus_rc_link_t *user;
+
+    ucs_list_for_each(user, &chan->links, list)
+    {
+        if (user->switch_to != acc) {
+            continue;
+        }
+        if (user->conn != NULL) {
+            user->conn->wire->ops->conn_close(user->conn);
+        }
+        user->conn       = acc->conn;
+        user->conn->user = user;
+        user->fc         = acc->fc;
+        user->tx_limit   = acc->tx_limit;
+        user->conn_id    = acc->conn_id;
+        user->am_queued  = 0;
+        user->switch_to  = NULL;
+        user->flags &= ~(APTUS_RC_LINK_SWITCHING | APTUS_RC_LINK_INITIATED);
+        ucs_list_del(&acc->list);
+        ucs_arbiter_group_cleanup(&acc->pending);
+        ucs_free(acc);
+        chan->num_accepted_links--;
+        chan->stats.switched++;
+        aptus_rc_link_schedule(chan, user);
+        return;
+    }
+    chan->stats.rx_malformed++; /* not ours to switch to: ignore it */
+}
+
 static void aptus_rc_chan_recv(void *arg, aptus_conn_t *conn, void *data,
                                size_t length, aptus_conn_buf_t *buf,
                                int at_start)
@@ -186,9 +315,13 @@ static void aptus_rc_chan_recv(void *arg, aptus_conn_t *conn, void *data,
             aptus_rc_link_failed(chan, link, UCS_ERR_REJECTED);
             return;
         }
-        link->flags   |= APTUS_RC_LINK_GREETED;
-        link->tx_limit = hello.credits;
-        link->fc.tx    = hello.credits;
+        link->flags |= APTUS_RC_LINK_GREETED;
+        link->tx_limit  = hello.credits;
+        link->fc.tx     = hello.credits;
+        link->peer_key  = hello.src_key;
+        link->peer_port = hello.src_port;
+        link->conn_id   = hello.conn_id;
+        aptus_rc_chan_pair(chan, link);
         return;
     }
 
@@ -220,6 +353,23 @@ static void aptus_rc_chan_recv(void *arg, aptus_conn_t *conn, void *data,
         break;
     case APTUS_RC_KIND_CREDIT:
         chan->stats.rx_credits++;
+        break;
+    case APTUS_RC_KIND_SWITCH:
+        aptus_rc_chan_switch(chan, link, aptus_get32(msg.body));
+        break;
+    case APTUS_RC_KIND_SWITCH_ACK:
+        if (link->flags & APTUS_RC_LINK_CLAIMED) {
+            aptus_rc_chan_switched(chan, link);
+        } else {
+            chan->stats.rx_malformed++;
+        }
+        break;
+    case APTUS_RC_KIND_BYE:
+        if (link->flags & APTUS_RC_LINK_USER) {
+            link->flags |= APTUS_RC_LINK_PEER_GONE; /* ours closes it */
+        } else {
+            aptus_rc_accepted_free(chan, link); /* both sides are done */
+        }
         break;
     default: /* NOP */
         break;
@@ -284,18 +434,60 @@ void aptus_rc_chan_cleanup(aptus_rc_chan_t *chan)
 {
     aptus_rc_link_t *link, *tmp;
 
-    ucs_list_for_each_safe(link, tmp, &chan->links, list) {
+    ucs_list_for_each_safe(link, tmp, &chan->links, list)
+    {
         if (link->flags & APTUS_RC_LINK_USER) {
             ucs_warn("rc_sr: endpoint %p still connected at interface close",
                      ucs_container_of(link, aptus_rc_peer_t, link));
-            aptus_rc_chan_disconnect(chan, ucs_container_of(link,
-                                                            aptus_rc_peer_t,
-                                                            link));
+            link->flags |= APTUS_RC_LINK_PEER_GONE; /* just close it */
+            aptus_rc_chan_disconnect(
+                chan, ucs_container_of(link, aptus_rc_peer_t, link));
         } else {
             aptus_rc_accepted_free(chan, link);
         }
     }
     ucs_arbiter_cleanup(&chan->pending);
+}
+
+/* The port of a listening address as interface addresses carry it (the
+ * wire address layout keeps it in bytes 2..3, network order). */
+static uint16_t aptus_rc_addr_port(const aptus_wire_addr_t *addr)
+{
+    uint16_t port;
+
+    memcpy(&port, addr->raw + 2, sizeof(port));
+    return port;
+}
+
+/* Take a connection the peer opened to us, if one is free. */
+static int aptus_rc_chan_share(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer,
+                               uint32_t key, uint16_t port)
+{
+    aptus_rc_link_t *link = &peer->link, *acc;
+
+    ucs_list_for_each(acc, &chan->links, list)
+    {
+        if (((acc->flags & (APTUS_RC_LINK_USER | APTUS_RC_LINK_GREETED |
+                            APTUS_RC_LINK_FAILED | APTUS_RC_LINK_CLAIMED)) !=
+             APTUS_RC_LINK_GREETED) ||
+            (acc->peer_key != key) || (acc->peer_port != port)) {
+            continue;
+        }
+        /* the endpoint's link takes over the accepted one's state */
+        *link = *acc;
+        ucs_arbiter_group_init(&link->pending);
+        ucs_queue_head_init(&link->flushes);
+        link->flags |= APTUS_RC_LINK_USER;
+        link->conn->user = link;
+        ucs_list_replace(&acc->list, &link->list);
+        ucs_arbiter_group_cleanup(&acc->pending);
+        ucs_free(acc);
+        chan->num_accepted_links--;
+        chan->num_user_links++;
+        chan->stats.shared++;
+        return 1;
+    }
+    return 0;
 }
 
 ucs_status_t aptus_rc_chan_connect(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer,
@@ -311,16 +503,25 @@ ucs_status_t aptus_rc_chan_connect(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer,
     if (credits == 0) {
         return UCS_ERR_INVALID_PARAM;
     }
-    aptus_rc_link_init(link, APTUS_RC_LINK_USER, credits,
-                       chan->config.credits);
+    if (aptus_rc_chan_share(chan, peer, key, aptus_rc_addr_port(addr))) {
+        return UCS_OK;
+    }
+    aptus_rc_link_init(link, APTUS_RC_LINK_USER | APTUS_RC_LINK_INITIATED,
+                       credits, chan->config.credits);
+    link->peer_key  = key;
+    link->peer_port = aptus_rc_addr_port(addr);
+    link->conn_id   = ++chan->next_conn_id;
     status = chan->wire->ops->connect(chan->wire, addr, link, &link->conn);
     if (status != UCS_OK) {
         return status;
     }
 
-    hello.key     = key;
-    hello.credits = chan->config.credits;
-    hello.version = APTUS_RC_VERSION;
+    hello.key      = key;
+    hello.src_key  = chan->local_key;
+    hello.credits  = chan->config.credits;
+    hello.version  = APTUS_RC_VERSION;
+    hello.src_port = chan->config.local_port;
+    hello.conn_id  = link->conn_id;
     aptus_rc_hdr_pack(msg, APTUS_RC_KIND_HELLO, 0, 0);
     aptus_rc_hello_pack(msg + APTUS_RC_HDR_LEN, &hello);
     status = chan->wire->ops->send(link->conn, &iov, 1);
@@ -335,7 +536,9 @@ ucs_status_t aptus_rc_chan_connect(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer,
 
 void aptus_rc_chan_disconnect(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer)
 {
-    aptus_rc_link_t *link = &peer->link;
+    aptus_rc_link_t *link = &peer->link, *orphan;
+    uint8_t hdr[APTUS_RC_HDR_LEN];
+    struct iovec iov = { hdr, sizeof(hdr) };
 
     aptus_rc_link_complete_flushes(link, UCS_ERR_CANCELED);
     if (!ucs_arbiter_group_is_empty(&link->pending)) {
@@ -343,13 +546,38 @@ void aptus_rc_chan_disconnect(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer)
         aptus_rc_chan_pending_purge(chan, link, NULL, NULL);
     }
     ucs_arbiter_group_cleanup(&link->pending);
-    if (link->conn != NULL) {
-        link->conn->wire->ops->conn_close(link->conn);
-        link->conn = NULL;
-    }
-    link->flags &= ~APTUS_RC_LINK_USER;
     ucs_list_del(&link->list);
     chan->num_user_links--;
+    if (link->conn == NULL) {
+        return;
+    }
+
+    /* The peer may still send to this interface on the connection (its
+     * endpoint may share it): say BYE and keep receiving, unless the peer
+     * is done already. */
+    orphan = NULL;
+    if (!(link->flags & (APTUS_RC_LINK_FAILED | APTUS_RC_LINK_PEER_GONE))) {
+        aptus_rc_hdr_pack(hdr, APTUS_RC_KIND_BYE, 0,
+                          aptus_rc_credits_piggyback(&link->fc));
+        if (link->conn->wire->ops->send(link->conn, &iov, 1) == UCS_OK) {
+            orphan = ucs_malloc(sizeof(*orphan), "aptus_rc_orphan_link");
+        }
+    }
+    if (orphan == NULL) {
+        link->conn->wire->ops->conn_close(link->conn);
+        link->conn = NULL;
+        return;
+    }
+    *orphan = *link;
+    ucs_arbiter_group_init(&orphan->pending);
+    ucs_queue_head_init(&orphan->flushes);
+    orphan->flags =
+        (orphan->flags & ~APTUS_RC_LINK_USER) | APTUS_RC_LINK_GREETED;
+    orphan->am_queued  = 0;
+    orphan->conn->user = orphan;
+    ucs_list_add_tail(&chan->links, &orphan->list);
+    chan->num_accepted_links++;
+    link->conn = NULL;
 }
 
 /* A send on a failed link reports the failure (if it waited for a use). */
@@ -374,7 +602,8 @@ ucs_status_t aptus_rc_chan_send_am(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
     if (ucs_unlikely(link->flags & APTUS_RC_LINK_FAILED)) {
         return aptus_rc_link_error(chan, link);
     }
-    if (!chan->in_pending && !ucs_arbiter_group_is_empty(&link->pending)) {
+    if ((!chan->in_pending && !ucs_arbiter_group_is_empty(&link->pending)) ||
+        (link->flags & APTUS_RC_LINK_SWITCHING)) {
         return UCS_ERR_NO_RESOURCE; /* behind those already waiting */
     }
     if (!aptus_rc_credits_take(&link->fc)) {
@@ -388,7 +617,7 @@ ucs_status_t aptus_rc_chan_send_am(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
     msg_iov[0].iov_len  = sizeof(hdr);
     for (i = 0; i < iovcnt; ++i) {
         msg_iov[i + 1] = iov[i];
-        length        += iov[i].iov_len;
+        length += iov[i].iov_len;
     }
     status = link->conn->wire->ops->send(link->conn, msg_iov, iovcnt + 1);
     if (ucs_likely(status == UCS_OK)) {
@@ -416,7 +645,7 @@ ucs_status_t aptus_rc_chan_rma_check(aptus_rc_chan_t *chan,
         return aptus_rc_link_error(chan, link);
     }
     if ((!chan->in_pending && !ucs_arbiter_group_is_empty(&link->pending)) ||
-        link->am_queued) {
+        link->am_queued || (link->flags & APTUS_RC_LINK_SWITCHING)) {
         return UCS_ERR_NO_RESOURCE;
     }
     return UCS_OK;
@@ -453,13 +682,15 @@ ucs_status_t aptus_rc_chan_pending_add(aptus_rc_chan_t *chan,
 {
     if (ucs_arbiter_group_is_empty(&link->pending) &&
         ((link->flags & APTUS_RC_LINK_FAILED) ||
-         ((link->fc.tx > 0) && (aptus_rc_link_backlog(link) == 0)))) {
+         ((link->fc.tx > 0) && (aptus_rc_link_backlog(link) == 0) &&
+          !(link->flags & APTUS_RC_LINK_SWITCHING)))) {
         return UCS_ERR_BUSY; /* a retry would go through (or fail) now */
     }
     ucs_arbiter_elem_init((ucs_arbiter_elem_t *)req->priv);
     ucs_arbiter_group_push_elem(&link->pending,
                                 (ucs_arbiter_elem_t *)req->priv);
-    if (aptus_rc_link_backlog(link) == 0) {
+    if ((aptus_rc_link_backlog(link) == 0) &&
+        !(link->flags & APTUS_RC_LINK_SWITCHING)) {
         aptus_rc_link_schedule(chan, link);
     }
     return UCS_OK;
@@ -502,7 +733,8 @@ ucs_status_t aptus_rc_chan_flush(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
          * that a cancel could stop short of closing the connection */
         aptus_rc_chan_pending_purge(chan, link, NULL, NULL);
     }
-    if (!ucs_arbiter_group_is_empty(&link->pending)) {
+    if (!ucs_arbiter_group_is_empty(&link->pending) ||
+        (link->flags & APTUS_RC_LINK_SWITCHING)) {
         return UCS_ERR_NO_RESOURCE;
     }
     if (aptus_rc_link_backlog(link) == 0) {
@@ -523,7 +755,8 @@ ucs_status_t aptus_rc_chan_flush_all(aptus_rc_chan_t *chan)
 {
     aptus_rc_link_t *link;
 
-    ucs_list_for_each(link, &chan->links, list) {
+    ucs_list_for_each(link, &chan->links, list)
+    {
         if ((link->flags & APTUS_RC_LINK_USER) &&
             ((aptus_rc_link_backlog(link) > 0) ||
              !ucs_arbiter_group_is_empty(&link->pending))) {
@@ -541,6 +774,9 @@ ucs_status_t aptus_rc_chan_check(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer)
     if (link->flags & APTUS_RC_LINK_FAILED) {
         aptus_rc_link_report(chan, link);
         return UCS_OK;
+    }
+    if (link->conn == NULL) {
+        return UCS_OK; /* between two connections of a switch */
     }
     aptus_rc_link_send_ctl(chan, link, APTUS_RC_KIND_NOP);
     return UCS_OK;
@@ -568,7 +804,7 @@ void aptus_rc_chan_link_resources(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
         res->state_bytes += sizeof(*link);
     }
     /* receive buffers this connection may occupy in the peer's pool */
-    res->descriptors      = chan->config.credits;
-    res->descriptor_bytes = (size_t)chan->config.credits *
-                            chan->wire->rx_buf_size;
+    res->descriptors = chan->config.credits;
+    res->descriptor_bytes =
+        (size_t)chan->config.credits * chan->wire->rx_buf_size;
 }

@@ -6,7 +6,10 @@
  * A link is one connection and the credit state of both its directions.
  * The endpoint that opened a connection owns its link (USER); connections
  * peers open to this interface get links of their own, which carry the
- * peer's messages in and this side's credit returns out. Nothing is ever
+ * peer's messages in and this side's credit returns out, until an endpoint
+ * of this side to that peer takes the connection for its own messages too.
+ * An endpoint that goes away says BYE and leaves its link receiving; the
+ * connection closes once both sides are done with it. Nothing is ever
  * dropped: a sender without credits gets UCS_ERR_NO_RESOURCE and waits on
  * the pending queue; a receiver without free buffers leaves the bytes in
  * the connection until a buffer is free.
@@ -29,11 +32,15 @@ extern "C" {
 #define APTUS_RC_MAX_IOV 14 /* wire limit, minus the two headers */
 
 enum {
-    APTUS_RC_LINK_USER     = UCS_BIT(0), /* owned by an endpoint */
-    APTUS_RC_LINK_GREETED  = UCS_BIT(1), /* accepted: HELLO received */
-    APTUS_RC_LINK_FAILED   = UCS_BIT(2),
-    APTUS_RC_LINK_REPORTED = UCS_BIT(3), /* failure given to the owner */
-    APTUS_RC_LINK_EOF      = UCS_BIT(4)  /* closed by the peer, cleanly */
+    APTUS_RC_LINK_USER      = UCS_BIT(0), /* owned by an endpoint */
+    APTUS_RC_LINK_GREETED   = UCS_BIT(1), /* accepted: HELLO received */
+    APTUS_RC_LINK_FAILED    = UCS_BIT(2),
+    APTUS_RC_LINK_REPORTED  = UCS_BIT(3), /* failure given to the owner */
+    APTUS_RC_LINK_EOF       = UCS_BIT(4), /* closed by the peer, cleanly */
+    APTUS_RC_LINK_PEER_GONE = UCS_BIT(5), /* the peer's endpoint said BYE */
+    APTUS_RC_LINK_INITIATED = UCS_BIT(6), /* this side opened the connection */
+    APTUS_RC_LINK_SWITCHING = UCS_BIT(7), /* moving to the peer's connection */
+    APTUS_RC_LINK_CLAIMED   = UCS_BIT(8)  /* accepted: a switch moves to it */
 };
 
 typedef struct aptus_rc_chan_stats {
@@ -56,6 +63,8 @@ typedef struct aptus_rc_chan_stats {
     uint64_t get_bytes;
     uint64_t rma_refused; /* outside the key's region */
     uint64_t checks;
+    uint64_t shared;   /* endpoints that took a peer's connection */
+    uint64_t switched; /* ... after both had connected at once */
 } aptus_rc_chan_stats_t;
 
 typedef struct aptus_rc_link {
@@ -63,7 +72,11 @@ typedef struct aptus_rc_link {
     aptus_rc_credits_t fc;
     uint32_t tx_limit; /* what the peer granted: fc.tx never exceeds it */
     unsigned flags;
-    int am_queued; /* a message waits in the wire's backlog */
+    int am_queued;     /* a message waits in the wire's backlog */
+    uint32_t peer_key; /* the other interface's identity */
+    uint16_t peer_port;
+    uint32_t conn_id; /* the initiating side's name for the connection */
+    struct aptus_rc_link *switch_to; /* SWITCHING: the accepted link */
     ucs_status_t error;
     ucs_arbiter_group_t pending; /* uct_pending_req_t waiting for credits */
     ucs_queue_head_t flushes;    /* flush requests waiting for the backlog */
@@ -81,17 +94,16 @@ typedef struct aptus_rc_chan aptus_rc_chan_t;
 typedef struct aptus_rc_chan_ops {
     /* An active message arrived; buf may be held when at_start (then the
      * callee takes a reference). */
-    ucs_status_t (*deliver)(void *arg, uint8_t am_id, void *data,
-                            size_t length, aptus_conn_buf_t *buf,
-                            int at_start);
+    ucs_status_t (*deliver)(void *arg, uint8_t am_id, void *data, size_t length,
+                            aptus_conn_buf_t *buf, int at_start);
     /* An endpoint's link failed: report from the user's progress. */
-    void (*peer_failed)(void *arg, aptus_rc_peer_t *peer,
-                        ucs_status_t status);
+    void (*peer_failed)(void *arg, aptus_rc_peer_t *peer, ucs_status_t status);
 } aptus_rc_chan_ops_t;
 
 typedef struct aptus_rc_chan_config {
-    uint32_t credits; /* messages granted to each connection's sender */
-    size_t max_msg;   /* active message bytes (UCT header included) */
+    uint32_t credits;    /* messages granted to each connection's sender */
+    size_t max_msg;      /* active message bytes (UCT header included) */
+    uint16_t local_port; /* this interface's port, as peers know it */
 } aptus_rc_chan_config_t;
 
 struct aptus_rc_chan {
@@ -105,6 +117,7 @@ struct aptus_rc_chan {
     unsigned num_user_links;
     unsigned num_accepted_links;
     int in_pending; /* dispatching: the pending group may send */
+    uint32_t next_conn_id;
     aptus_rc_chan_stats_t stats;
 };
 
@@ -118,7 +131,9 @@ void aptus_rc_chan_init(aptus_rc_chan_t *chan, aptus_conn_wire_t *wire,
 void aptus_rc_chan_cleanup(aptus_rc_chan_t *chan);
 
 /* Connect an endpoint's link to a remote interface (its listening address,
- * key and credit grant) and greet it. */
+ * key and credit grant) and greet it; or, when that interface already
+ * connected to this one and no endpoint uses that connection yet, take it:
+ * one connection then serves both directions. */
 ucs_status_t aptus_rc_chan_connect(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer,
                                    const aptus_wire_addr_t *addr, uint32_t key,
                                    uint32_t credits);

@@ -66,8 +66,12 @@ int aptus_rc_msg_parse(const uint8_t *payload, size_t length,
         return 0;
     case APTUS_RC_KIND_HELLO:
         return (msg->body_length == APTUS_RC_HELLO_LEN) ? 0 : -1;
+    case APTUS_RC_KIND_SWITCH:
+        return (msg->body_length == APTUS_RC_SWITCH_LEN) ? 0 : -1;
     case APTUS_RC_KIND_CREDIT:
     case APTUS_RC_KIND_NOP:
+    case APTUS_RC_KIND_BYE:
+    case APTUS_RC_KIND_SWITCH_ACK:
         return (msg->body_length == 0) ? 0 : -1;
     default:
         return -1;
@@ -78,8 +82,12 @@ void aptus_rc_hello_pack(uint8_t *body, const aptus_rc_hello_t *hello)
 {
     aptus_put32(body, APTUS_RC_HELLO_MAGIC);
     aptus_put32(body + 4, hello->key);
-    aptus_put16(body + 8, hello->credits);
-    aptus_put16(body + 10, hello->version);
+    aptus_put32(body + 8, hello->src_key);
+    aptus_put16(body + 12, hello->credits);
+    aptus_put16(body + 14, hello->version);
+    aptus_put16(body + 16, hello->src_port);
+    aptus_put16(body + 18, 0);
+    aptus_put32(body + 20, hello->conn_id);
 }
 
 int aptus_rc_hello_parse(const aptus_rc_msg_t *msg, aptus_rc_hello_t *hello)
@@ -89,10 +97,14 @@ int aptus_rc_hello_parse(const aptus_rc_msg_t *msg, aptus_rc_hello_t *hello)
         (aptus_get32(msg->body) != APTUS_RC_HELLO_MAGIC)) {
         return -1;
     }
-    hello->key     = aptus_get32(msg->body + 4);
-    hello->credits = aptus_get16(msg->body + 8);
-    hello->version = aptus_get16(msg->body + 10);
-    if ((hello->version != APTUS_RC_VERSION) || (hello->credits == 0)) {
+    hello->key      = aptus_get32(msg->body + 4);
+    hello->src_key  = aptus_get32(msg->body + 8);
+    hello->credits  = aptus_get16(msg->body + 12);
+    hello->version  = aptus_get16(msg->body + 14);
+    hello->src_port = aptus_get16(msg->body + 16);
+    hello->conn_id  = aptus_get32(msg->body + 20);
+    if ((hello->version != APTUS_RC_VERSION) || (hello->credits == 0) ||
+        (aptus_get16(msg->body + 18) != 0)) {
         return -1;
     }
     return 0;

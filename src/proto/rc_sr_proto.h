@@ -23,9 +23,22 @@
  *   AM      body: the active message (UCT header and payload)
  *   CREDIT  no body: an explicit credit return
  *   HELLO   body: uint32 magic, uint32 key of the interface connected to,
- *           uint16 credits granted for the reverse direction,
- *           uint16 version; first message of a connection
+ *           uint32 key of the connecting interface, uint16 credits granted
+ *           for the reverse direction, uint16 version, uint16 the
+ *           connecting interface's port (as in its address), uint16 zero,
+ *           uint32 connection id (the connecting side's name for it);
+ *           first message of a connection. The connecting interface's
+ *           identity lets the accepting side use the same connection for
+ *           its own endpoint to it.
  *   NOP     no body: a keepalive check
+ *   BYE     no body: the sender's endpoint on this connection is gone (it
+ *           still receives on it until the other side is done too)
+ *   SWITCH  body: uint32 connection id. Two interfaces connected to each
+ *           other at once: the one with the larger (key, port) gives up its
+ *           connection for the other's, named by its id. Sent last on the
+ *           connection given up: what came before it is delivered first.
+ *   SWITCH_ACK  no body: sent on the connection kept once the SWITCH
+ *           arrived; from then on both directions use it.
  * The frame header and the message header together are 8 bytes, so a
  * payload received at an 8-byte aligned place stays aligned.
  * All fields are little-endian.
@@ -40,36 +53,40 @@
 extern "C" {
 #endif
 
-#define APTUS_FRAME_HDR_LEN    4
-#define APTUS_FRAME_MAX_LEN    ((1u << 24) - 1)
-#define APTUS_FRAME_TYPE_MSG   0
-#define APTUS_FRAME_TYPE_IMM   1
-#define APTUS_FRAME_IMM_LEN    4
+#define APTUS_FRAME_HDR_LEN  4
+#define APTUS_FRAME_MAX_LEN  ((1u << 24) - 1)
+#define APTUS_FRAME_TYPE_MSG 0
+#define APTUS_FRAME_TYPE_IMM 1
+#define APTUS_FRAME_IMM_LEN  4
 
-#define APTUS_RC_HDR_LEN       4
-#define APTUS_RC_HELLO_LEN     12
-#define APTUS_RC_HELLO_MAGIC   0x52435352u /* "RCSR" */
-#define APTUS_RC_VERSION       1
-#define APTUS_RC_MAX_CREDITS   UINT16_MAX
+#define APTUS_RC_HDR_LEN     4
+#define APTUS_RC_HELLO_LEN   24
+#define APTUS_RC_SWITCH_LEN  4
+#define APTUS_RC_HELLO_MAGIC 0x52435352u /* "RCSR" */
+#define APTUS_RC_VERSION     1
+#define APTUS_RC_MAX_CREDITS UINT16_MAX
 
 enum {
-    APTUS_RC_KIND_AM     = 0,
-    APTUS_RC_KIND_CREDIT = 1,
-    APTUS_RC_KIND_HELLO  = 2,
-    APTUS_RC_KIND_NOP    = 3,
+    APTUS_RC_KIND_AM         = 0,
+    APTUS_RC_KIND_CREDIT     = 1,
+    APTUS_RC_KIND_HELLO      = 2,
+    APTUS_RC_KIND_NOP        = 3,
+    APTUS_RC_KIND_BYE        = 4,
+    APTUS_RC_KIND_SWITCH     = 5,
+    APTUS_RC_KIND_SWITCH_ACK = 6,
     APTUS_RC_KIND_LAST
 };
 
 /* Result of looking at the start of a received byte stream. */
 typedef enum {
-    APTUS_FRAME_OK,       /* a whole frame is there */
-    APTUS_FRAME_PARTIAL,  /* more bytes are needed */
-    APTUS_FRAME_BAD       /* not a frame of ours: the connection is broken */
+    APTUS_FRAME_OK,      /* a whole frame is there */
+    APTUS_FRAME_PARTIAL, /* more bytes are needed */
+    APTUS_FRAME_BAD      /* not a frame of ours: the connection is broken */
 } aptus_frame_result_t;
 
 typedef struct aptus_frame {
     unsigned type;
-    size_t length;        /* payload bytes */
+    size_t length; /* payload bytes */
     const uint8_t *payload;
 } aptus_frame_t;
 
@@ -89,9 +106,12 @@ typedef struct aptus_rc_msg {
 } aptus_rc_msg_t;
 
 typedef struct aptus_rc_hello {
-    uint32_t key;
+    uint32_t key;     /* of the interface connected to */
+    uint32_t src_key; /* of the connecting interface */
     uint16_t credits;
     uint16_t version;
+    uint16_t src_port; /* the connecting interface's, opaque */
+    uint32_t conn_id;  /* the connecting side's name for the connection */
 } aptus_rc_hello_t;
 
 void aptus_rc_hdr_pack(uint8_t *hdr, unsigned kind, uint8_t am_id,

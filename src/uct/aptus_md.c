@@ -235,9 +235,9 @@ uct_aptus_md_mkey_pack(uct_md_h md, uct_mem_h memh,
     }
     rkey.host_id = ucs_get_system_id();
     rkey.pid     = getpid();
-    rkey.flags   = ucs_derived_of(md, uct_aptus_md_t)->one_sided ?
-                           UCT_APTUS_RKEY_FLAG_SAME_HOST :
-                           0;
+    rkey.flags   = ucs_derived_of(md, uct_aptus_md_t)->one_sided
+                       ? UCT_APTUS_RKEY_FLAG_SAME_HOST
+                       : 0;
     memcpy(rkey_buffer, &rkey, sizeof(rkey));
     return UCS_OK;
 }
@@ -340,7 +340,7 @@ static ucs_status_t uct_aptus_rkey_unpack(uct_component_t *component,
     if (rkey == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
-    *rkey = packed;
+    *rkey     = packed;
     *rkey_p   = (uintptr_t)rkey;
     *handle_p = NULL;
     return UCS_OK;

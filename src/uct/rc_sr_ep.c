@@ -116,7 +116,7 @@ ssize_t uct_rc_sr_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     }
     iov.iov_base = iface->bounce;
     iov.iov_len  = pack_cb(iface->bounce, arg);
-    status = aptus_rc_chan_send_am(&iface->chan, link, id, &iov, 1);
+    status       = aptus_rc_chan_send_am(&iface->chan, link, id, &iov, 1);
     return (status == UCS_OK) ? (ssize_t)iov.iov_len : status;
 }
 
@@ -143,8 +143,7 @@ ucs_status_t uct_rc_sr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_IOV_SIZE(iovcnt, (size_t)APTUS_RC_MAX_IOV - 1,
                        "uct_rc_sr_ep_am_zcopy");
-    UCT_CHECK_LENGTH(header_length, 0, UCT_RC_SR_MAX_AM_HDR,
-                     "am_zcopy header");
+    UCT_CHECK_LENGTH(header_length, 0, UCT_RC_SR_MAX_AM_HDR, "am_zcopy header");
     UCT_CHECK_LENGTH(header_length + uct_iov_total_length(iov, iovcnt), 0,
                      iface->chan.config.max_msg, "am_zcopy");
 

@@ -77,8 +77,8 @@ static ucs_status_t uct_rc_sr_deliver(void *arg, uint8_t am_id, void *data,
                                  at_start ? UCT_CB_PARAM_FLAG_DESC : 0);
     if (status == UCS_INPROGRESS) {
         /* the receiver keeps the message in its buffer */
-        desc                  = (uint8_t *)data - iface->rx_headroom;
-        uct_recv_desc(desc)   = &iface->release_desc;
+        desc                = (uint8_t *)data - iface->rx_headroom;
+        uct_recv_desc(desc) = &iface->release_desc;
         aptus_conn_buf_hold(buf);
     }
     return status;
@@ -134,7 +134,7 @@ static void uct_rc_sr_iface_report_failures(uct_rc_sr_iface_t *iface)
     while (iface->num_failures > 0) {
         failure = iface->failures[--iface->num_failures];
         status  = uct_iface_handle_ep_err(
-            &iface->super.super, &failure.peer->super.super, failure.status);
+             &iface->super.super, &failure.peer->super.super, failure.status);
         if (status != UCS_OK) {
             ucs_error("rc_sr/%s: unhandled peer failure: %s", iface->dev_name,
                       ucs_status_string(failure.status));
@@ -189,10 +189,9 @@ static ucs_status_t uct_rc_sr_iface_query(uct_iface_h tl_iface,
     attr->cap.am.align_mtu       = 1;
 
     if (iface->rma) {
-        attr->cap.flags |= UCT_IFACE_FLAG_PUT_SHORT |
-                           UCT_IFACE_FLAG_PUT_BCOPY |
-                           UCT_IFACE_FLAG_PUT_ZCOPY |
-                           UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY;
+        attr->cap.flags |= UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_BCOPY |
+                           UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_GET_BCOPY |
+                           UCT_IFACE_FLAG_GET_ZCOPY;
         attr->cap.put.max_short       = UCT_RC_SR_PUT_MAX_SHORT;
         attr->cap.put.max_bcopy       = max_msg;
         attr->cap.put.min_zcopy       = 0;
@@ -256,45 +255,48 @@ static int uct_rc_sr_iface_is_reachable(const uct_iface_h tl_iface,
 unsigned uct_rc_sr_iface_stats(uct_rc_sr_iface_t *iface,
                                uct_aptus_stat_t *stats, unsigned max)
 {
-    const aptus_rc_chan_stats_t *c    = &iface->chan.stats;
-    const aptus_conn_wire_stats_t *w  = &iface->wire->stats;
+    const aptus_rc_chan_stats_t *c     = &iface->chan.stats;
+    const aptus_conn_wire_stats_t *w   = &iface->wire->stats;
     const aptus_rc_conn_resources_t *r = &iface->conn_res;
-    uct_aptus_stat_t all[]            = {
-        { "tx_msgs", c->tx_msgs },
-        { "tx_bytes", c->tx_bytes },
-        { "rx_msgs", c->rx_msgs },
-        { "rx_bytes", c->rx_bytes },
-        { "rx_held", c->rx_held },
-        { "puts", c->puts },
-        { "put_bytes", c->put_bytes },
-        { "gets", c->gets },
-        { "get_bytes", c->get_bytes },
-        { "rma_refused", c->rma_refused + w->refused },
-        { "tx_credit_msgs", c->tx_credits },
-        { "rx_credit_msgs", c->rx_credits },
-        { "no_credits", c->no_credits },
-        { "backlog_full", c->backlog_full },
-        { "pending_dispatched", c->pending_dispatched },
-        { "rx_malformed", c->rx_malformed },
-        { "rx_bad_hello", c->rx_bad_hello },
-        { "links_failed", c->links_failed },
-        { "checks", c->checks },
-        { "connects", w->connects },
-        { "accepts", w->accepts },
-        { "tx_frames", w->tx_frames },
-        { "tx_queued", w->tx_queued },
-        { "rx_frames", w->rx_frames },
-        { "rx_syscalls", w->rx_syscalls },
-        { "rx_pool_empty", w->rx_pool_empty },
-        { "wire_failures", w->failures },
-        { "eps_created", iface->eps_created },
-        { "conn_state_bytes", r->state_bytes },
-        { "conn_kernel_bytes", r->kernel_bytes },
-        { "conn_fds", r->fds },
-        { "conn_descriptors", r->descriptors },
-        { "conn_descriptor_bytes", r->descriptor_bytes },
-        { "rx_buf_bytes", iface->wire->rx_buf_size },
-        { "rx_pool_buffers", iface->rx_queue_len },
+    uct_aptus_stat_t all[]             = {
+                    { "tx_msgs", c->tx_msgs },
+                    { "tx_bytes", c->tx_bytes },
+                    { "rx_msgs", c->rx_msgs },
+                    { "rx_bytes", c->rx_bytes },
+                    { "rx_held", c->rx_held },
+                    { "puts", c->puts },
+                    { "put_bytes", c->put_bytes },
+                    { "gets", c->gets },
+                    { "get_bytes", c->get_bytes },
+                    { "rma_refused", c->rma_refused + w->refused },
+                    { "tx_credit_msgs", c->tx_credits },
+                    { "rx_credit_msgs", c->rx_credits },
+                    { "no_credits", c->no_credits },
+                    { "backlog_full", c->backlog_full },
+                    { "pending_dispatched", c->pending_dispatched },
+                    { "rx_malformed", c->rx_malformed },
+                    { "rx_bad_hello", c->rx_bad_hello },
+                    { "links_failed", c->links_failed },
+                    { "checks", c->checks },
+                    { "shared_conns", c->shared },
+                    { "switched", c->switched },
+                    { "conns_open", iface->wire->num_conns },
+                    { "connects", w->connects },
+                    { "accepts", w->accepts },
+                    { "tx_frames", w->tx_frames },
+                    { "tx_queued", w->tx_queued },
+                    { "rx_frames", w->rx_frames },
+                    { "rx_syscalls", w->rx_syscalls },
+                    { "rx_pool_empty", w->rx_pool_empty },
+                    { "wire_failures", w->failures },
+                    { "eps_created", iface->eps_created },
+                    { "conn_state_bytes", r->state_bytes },
+                    { "conn_kernel_bytes", r->kernel_bytes },
+                    { "conn_fds", r->fds },
+                    { "conn_descriptors", r->descriptors },
+                    { "conn_descriptor_bytes", r->descriptor_bytes },
+                    { "rx_buf_bytes", iface->wire->rx_buf_size },
+                    { "rx_pool_buffers", iface->rx_queue_len },
     };
     unsigned n = ucs_min(max, sizeof(all) / sizeof(all[0]));
 
@@ -401,8 +403,8 @@ static UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
                      sizeof(self->dev_name));
     self->rma          = config->rma;
     self->rx_queue_len = config->rx_queue_len;
-    self->rx_headroom  = UCT_IFACE_PARAM_VALUE(params, rx_headroom, RX_HEADROOM,
-                                               0);
+    self->rx_headroom =
+        UCT_IFACE_PARAM_VALUE(params, rx_headroom, RX_HEADROOM, 0);
     self->failures     = NULL;
     self->num_failures = 0;
     self->max_failures = 0;
@@ -413,8 +415,8 @@ static UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
     /* A held message's descriptor is rx_headroom bytes before its data,
      * with UCT's release pointer just before that: the wire reserves both
      * in front of each receive area. */
-    wire_headroom = ucs_align_up(self->rx_headroom + sizeof(uct_recv_desc_t *),
-                                 8);
+    wire_headroom =
+        ucs_align_up(self->rx_headroom + sizeof(uct_recv_desc_t *), 8);
     self->desc_to_buf = sizeof(aptus_conn_buf_t) + wire_headroom +
                         APTUS_FRAME_HDR_LEN + APTUS_RC_HDR_LEN -
                         self->rx_headroom;
@@ -436,8 +438,9 @@ static UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
         goto err_bounce;
     }
 
-    chan_config.credits = config->credits;
-    chan_config.max_msg = config->seg_size;
+    chan_config.credits    = config->credits;
+    chan_config.max_msg    = config->seg_size;
+    chan_config.local_port = aptus_sock_wire_addr_port(&self->wire->addr);
     aptus_rc_chan_init(&self->chan, self->wire, &chan_config,
                        uct_rc_sr_iface_key(), &uct_rc_sr_chan_ops, self);
 

@@ -45,12 +45,12 @@ typedef struct uct_rc_sr_iface {
     aptus_rc_chan_t chan;
     aptus_conn_wire_t *wire;
     char dev_name[UCT_DEVICE_NAME_MAX];
-    int rma;              /* put/get offered */
+    int rma; /* put/get offered */
     unsigned rx_queue_len;
-    size_t rx_headroom;   /* the user's, before each held message */
-    size_t desc_to_buf;   /* from a held message's descriptor to its buffer */
+    size_t rx_headroom; /* the user's, before each held message */
+    size_t desc_to_buf; /* from a held message's descriptor to its buffer */
     uct_recv_desc_t release_desc;
-    void *bounce;         /* bcopy staging, seg_size bytes */
+    void *bounce; /* bcopy staging, seg_size bytes */
     double latency;
     double bandwidth;
     aptus_rc_conn_resources_t conn_res; /* of the last connection opened */

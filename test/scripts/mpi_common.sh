@@ -1,5 +1,5 @@
 # UCX-Aptus: shared helpers of the MPI test scripts (test_mpi.sh,
-# test_loss.sh). Sourced, not run. Bash only.
+# test_loss.sh, test_mpi_rc.sh). Sourced, not run. Bash only.
 #
 # Set by the sourcing script before calling aptus_setup:
 #   APTUS_SCRIPT  short name used in messages
@@ -20,6 +20,8 @@ APTUS_WORK_OWNED=0
 APTUS_CLEANUP_HOOKS=()
 APTUS_JOB_PID=
 APTUS_JOB_BIN=
+APTUS_RUN_TLS=
+APTUS_RUN_MCA=()
 APTUS_T0=$(date +%s.%N)
 
 pass() { echo "PASS: $1"; APTUS_PASSED=$((APTUS_PASSED + 1)); }
@@ -146,20 +148,26 @@ aptus_kill_leftovers() {
 
 # aptus_mpirun NAME FLAVOUR NP PROGRAM [ARGS...]
 #
-# Runs $APTUS_WORK/PROGRAM_FLAVOUR on NP ranks over ud_sr,self with every
-# rank's statistics in $APTUS_WORK/TAG.stats/stats.PID and the output in
-# $APTUS_WORK/TAG.log (TAG: NAME with '/', '%' and such made '_').
+# Runs $APTUS_WORK/PROGRAM_FLAVOUR on NP ranks over ud_sr,self (or
+# $APTUS_RUN_TLS) with every rank's statistics in
+# $APTUS_WORK/TAG.stats/stats.PID and the output in $APTUS_WORK/TAG.log
+# (TAG: NAME with '/', '%' and such made '_').
 # Optional globals:
 #   APTUS_RUN_PREFIX  array, command put in front of the launcher
 #                     (e.g. ip netns exec NS)
 #   APTUS_RUN_ENV     array of VAR=VALUE set for the job (and forwarded)
+#   APTUS_RUN_TLS     UCX_TLS of the job (default ud_sr,self)
+#   APTUS_RUN_MCA     array of Open MPI MCA NAME VALUE pairs: each replaces
+#                     the default of that name (pml ucx, pml_ucx_tls any,
+#                     pml_ucx_devices any) or is added after them; an empty
+#                     VALUE drops the parameter. Ignored for MPICH.
 # Sets APTUS_RUN_RC, APTUS_RUN_LOG, APTUS_RUN_STATS, APTUS_RUN_SECS and
 # APTUS_RUN_PIDS (rank-ordered pids, from the programs' summary lines).
 aptus_mpirun() {
     local name=$1 flavour=$2 np=$3 prog=$4
     shift 4
-    local bin=$APTUS_WORK/${prog}_$flavour t0 kv
-    local -a env launcher fwd=()
+    local bin=$APTUS_WORK/${prog}_$flavour t0 kv i
+    local -a env launcher fwd=() mca=() extra
 
     local tag=${name//[^A-Za-z0-9._-]/_}
     APTUS_RUN_LOG=$APTUS_WORK/$tag.log
@@ -170,7 +178,7 @@ aptus_mpirun() {
 
     # shellcheck disable=SC2054  # the comma in ud_sr,self is meant
     env=(LD_PRELOAD="$APTUS_LIB${LD_PRELOAD:+ $LD_PRELOAD}"
-         UCX_TLS=ud_sr,self UCX_NET_DEVICES=lo
+         UCX_TLS="${APTUS_RUN_TLS:-ud_sr,self}" UCX_NET_DEVICES=lo
          UCX_APTUS_STATS="$APTUS_RUN_STATS/stats.%p"
          UCX_WARN_UNUSED_ENV_VARS=n)
     for kv in ${APTUS_RUN_ENV[@]+"${APTUS_RUN_ENV[@]}"}; do
@@ -181,9 +189,25 @@ aptus_mpirun() {
         for kv in "${env[@]}"; do
             fwd+=(-x "${kv%%=*}")
         done
+        # MCA parameters: NAME VALUE pairs, the defaults first
+        mca=(pml ucx pml_ucx_tls any pml_ucx_devices any)
+        extra=(${APTUS_RUN_MCA[@]+"${APTUS_RUN_MCA[@]}"})
+        while [ "${#extra[@]}" -ge 2 ]; do
+            for ((i = 0; i < ${#mca[@]}; i += 2)); do
+                [ "${mca[i]}" = "${extra[0]}" ] && break
+            done
+            mca[i]=${extra[0]}
+            mca[i + 1]=${extra[1]}
+            extra=("${extra[@]:2}")
+        done
         launcher=(mpirun.openmpi --allow-run-as-root --oversubscribe
-                  --bind-to none --mca pml ucx --mca pml_ucx_tls any
-                  --mca pml_ucx_devices any "${fwd[@]}" -np "$np")
+                  --bind-to none)
+        for ((i = 0; i < ${#mca[@]}; i += 2)); do
+            if [ -n "${mca[i + 1]}" ]; then
+                launcher+=(--mca "${mca[i]}" "${mca[i + 1]}")
+            fi
+        done
+        launcher+=("${fwd[@]}" -np "$np")
         ;;
     mpich)
         # Hydra forwards the whole environment to the ranks.
@@ -246,13 +270,13 @@ aptus_check_run() {
     return 1
 }
 
-# aptus_stat PID KEY: KEY summed over the ud_sr lines of one rank's stats
-# (empty when the rank wrote no ud_sr line).
+# aptus_stat PID KEY [TL]: KEY summed over the TL (default ud_sr) lines of
+# one rank's stats (empty when the rank wrote no TL line).
 aptus_stat() {
     local f=$APTUS_RUN_STATS/stats.$1
     [ -f "$f" ] || return 0
-    awk -v key="$2" '
-        $1 == "aptus-stats" && $2 ~ /^ud_sr\// {
+    awk -v key="$2" -v tl="${3:-ud_sr}/" '
+        $1 == "aptus-stats" && index($2, tl) == 1 {
             n++
             for (i = 3; i <= NF; i++) {
                 split($i, kv, "=")
@@ -262,11 +286,11 @@ aptus_stat() {
         END { if (n) print sum + 0 }' "$f"
 }
 
-# aptus_stat_total KEY: KEY summed over all ranks of the last job.
+# aptus_stat_total KEY [TL]: KEY summed over all ranks of the last job.
 aptus_stat_total() {
     local r total=0 v
     for r in "${!APTUS_RUN_PIDS[@]}"; do
-        v=$(aptus_stat "${APTUS_RUN_PIDS[$r]}" "$1")
+        v=$(aptus_stat "${APTUS_RUN_PIDS[$r]}" "$1" "${2:-ud_sr}")
         total=$((total + ${v:-0}))
     done
     echo "$total"
@@ -291,29 +315,30 @@ aptus_check_zcopy() {
     fi
 }
 
-# aptus_check_traffic NAME NP: PASS when every rank of the last job wrote a
-# ud_sr statistics line with tx_msgs > 0 and rx_msgs > 0.
+# aptus_check_traffic NAME NP [TL]: PASS when every rank of the last job
+# wrote a TL (default ud_sr) statistics line with tx_msgs > 0 and
+# rx_msgs > 0.
 aptus_check_traffic() {
-    local name=$1 np=$2 r pid tx rx why='' line=''
+    local name=$1 np=$2 tl=${3:-ud_sr} r pid tx rx why='' line=''
     for ((r = 0; r < np; r++)); do
         pid=${APTUS_RUN_PIDS[$r]:-}
         if [ -z "$pid" ]; then
             why="${why:+$why, }rank $r: pid unknown"
             continue
         fi
-        tx=$(aptus_stat "$pid" tx_msgs)
-        rx=$(aptus_stat "$pid" rx_msgs)
+        tx=$(aptus_stat "$pid" tx_msgs "$tl")
+        rx=$(aptus_stat "$pid" rx_msgs "$tl")
         if [ -z "$tx" ]; then
-            why="${why:+$why, }rank $r (pid $pid): no ud_sr stats line"
+            why="${why:+$why, }rank $r (pid $pid): no $tl stats line"
         elif [ "$tx" -le 0 ] || [ "$rx" -le 0 ]; then
             why="${why:+$why, }rank $r (pid $pid): tx_msgs=$tx rx_msgs=$rx"
         fi
         line="$line r$r:tx=${tx:-?}"
     done
     if [ -z "$why" ]; then
-        pass "$name: ud_sr traffic in every rank ($line )"
+        pass "$name: $tl traffic in every rank ($line )"
         return 0
     fi
-    fail "$name: ud_sr traffic in every rank" "$why"
+    fail "$name: $tl traffic in every rank" "$why"
     return 1
 }

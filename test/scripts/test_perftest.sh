@@ -2,10 +2,13 @@
 # ucx_perftest between two processes over ud_sr: UCT level (am_lat, am_bw
 # with short, bcopy and zcopy) and UCP level (tag, sync tag, active
 # messages, stream) from 8 B to 4 MB, and tag_lat/tag_bw from 16 KB to
-# 16 MB with UD-ZCopy on and off. A check passes when both sides finish and
-# the transport's statistics show that ud_sr carried the traffic (and, for
-# the UD-ZCopy runs, that large messages were, or were not, fetched with
-# zero-copy gets).
+# 16 MB with UD-ZCopy on and off. Then over rc_sr: UCT am_lat, am_bw,
+# put_lat, put_bw and get (short, bcopy, zcopy) and UCP tag_lat, tag_bw,
+# ucp_put_lat, ucp_put_bw and ucp_get, 8 B to 16 MB. A check passes when
+# both sides finish and the transport's statistics show that it carried the
+# traffic (messages both ways, or one-sided puts or gets; for the UD-ZCopy
+# runs, that large messages were, or were not, fetched with zero-copy gets;
+# for rc_sr rendezvous, that they were fetched with one-sided gets).
 #
 #   APTUS_LIB=/path/libuct_aptus.so test/scripts/test_perftest.sh
 set -u
@@ -20,6 +23,11 @@ fi
 work=$(mktemp -d /tmp/aptus-perftest.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 port=$((20000 + RANDOM % 5000))
+
+# TL: the transport whose statistics are checked; KEYS: counters that must
+# be non-zero (summed over both sides).
+TL=ud_sr
+KEYS="tx_msgs rx_msgs"
 
 # ZC: "on" -- the run must show zero-copy gets (zc_gets > 0, every get
 # complete); "off" -- none at all; empty -- not checked.
@@ -39,14 +47,17 @@ run() {
         t_fail "$name ($(tail -n 2 "$work/client.log" | tr '\n' ' '))"
         return
     fi
-    # ud_sr carried the traffic: one side sent, the other received
-    local sent recvd
-    sent=$(cat "$stats".* 2>/dev/null | grep -c 'aptus-stats ud_sr/lo .* tx_msgs=[1-9]')
-    recvd=$(cat "$stats".* 2>/dev/null | grep -c 'aptus-stats ud_sr/lo .* rx_msgs=[1-9]')
-    if [ "$sent" -lt 1 ] || [ "$recvd" -lt 1 ]; then
-        t_fail "$name (statistics do not show traffic over ud_sr)"
-        return
-    fi
+    # the transport carried the traffic
+    local key shown=""
+    for key in $KEYS; do
+        local v
+        v=$(stat_sum "$stats" "$key")
+        if [ "$v" -lt 1 ]; then
+            t_fail "$name (statistics do not show $key over $TL)"
+            return
+        fi
+        [ "$key" = gets ] || [ "$key" = puts ] && shown+=", $key=$v"
+    done
     local zc=""
     if [ -n "$ZC" ]; then
         local gets bytes aborted
@@ -65,13 +76,13 @@ run() {
     fi
     t_pass "$name: lat $(perftest_final "$work/client.log" 3) us," \
            "bw $(perftest_final "$work/client.log" 6) MB/s," \
-           "$(perftest_final "$work/client.log" 8) msg/s$zc"
+           "$(perftest_final "$work/client.log" 8) msg/s$zc$shown"
 }
 
-# stat_sum STATS-PREFIX KEY: KEY summed over the ud_sr lines of both sides.
+# stat_sum STATS-PREFIX KEY: KEY summed over the $TL lines of both sides.
 stat_sum() {
-    cat "$1".* 2>/dev/null | awk -v key="$2" '
-        $1 == "aptus-stats" && $2 ~ /^ud_sr\// {
+    cat "$1".* 2>/dev/null | awk -v key="$2" -v tl="$TL" '
+        $1 == "aptus-stats" && index($2, tl "/") == 1 {
             for (i = 3; i <= NF; i++) {
                 split($i, kv, "=")
                 if (kv[1] == key) sum += kv[2]
@@ -120,5 +131,42 @@ for mode in on off; do
     done
 done
 ZC=
+
+# rc_sr: RC-SR eager messages and RC-RDMA one-sided put/get
+TL=rc_sr
+run "rc_sr uct am_lat short 8B"     5000 "" -t am_lat -x rc_sr -d lo -D short -s 8
+run "rc_sr uct am_lat bcopy 8KB"    5000 "" -t am_lat -x rc_sr -d lo -D bcopy -s 8192
+run "rc_sr uct am_lat zcopy 8KB 2iov" 2000 "" -t am_lat -x rc_sr -d lo -D zcopy -s 4096,4096
+run "rc_sr uct am_bw short 8B"     20000 "" -t am_bw  -x rc_sr -d lo -D short -s 8
+run "rc_sr uct am_bw bcopy 8KB"     5000 "" -t am_bw  -x rc_sr -d lo -D bcopy -s 8192
+run "rc_sr uct am_bw zcopy 8KB"     5000 "" -t am_bw  -x rc_sr -d lo -D zcopy -s 8192
+KEYS=puts
+run "rc_sr uct put_lat short 8B"    5000 "" -t put_lat -x rc_sr -d lo -D short -s 8
+run "rc_sr uct put_bw bcopy 8KB"    5000 "" -t put_bw -x rc_sr -d lo -D bcopy -s 8192
+for size in 8 65536 1048576 16777216; do
+    iters=$((size >= 16777216 ? 20 : size >= 1048576 ? 200 : 2000))
+    run "rc_sr uct put_bw zcopy ${size}B" $iters "" -t put_bw -x rc_sr -d lo -D zcopy -s $size
+done
+KEYS=gets
+run "rc_sr uct get bcopy 8KB"       5000 "" -t get -x rc_sr -d lo -D bcopy -s 8192
+for size in 8 65536 1048576 16777216; do
+    iters=$((size >= 16777216 ? 20 : size >= 1048576 ? 200 : 2000))
+    run "rc_sr uct get zcopy ${size}B" $iters "" -t get -x rc_sr -d lo -D zcopy -s $size
+done
+for size in 8 4096 65536 1048576 16777216; do
+    iters=$((size >= 16777216 ? 20 : size >= 1048576 ? 200 : 2000))
+    KEYS="tx_msgs rx_msgs"
+    # above UCP's rendezvous threshold the data moves by one-sided gets
+    [ $size -ge 65536 ] && KEYS="tx_msgs rx_msgs gets"
+    run "rc_sr ucp tag_lat ${size}B" $iters rc_sr,self -t tag_lat -s $size
+    run "rc_sr ucp tag_bw ${size}B"  $iters rc_sr,self -t tag_bw -s $size
+    KEYS=puts
+    run "rc_sr ucp put_lat ${size}B" $iters rc_sr,self -t ucp_put_lat -s $size
+    run "rc_sr ucp put_bw ${size}B"  $iters rc_sr,self -t ucp_put_bw -s $size
+    KEYS=gets
+    run "rc_sr ucp get ${size}B"     $iters rc_sr,self -t ucp_get -s $size
+done
+TL=ud_sr
+KEYS="tx_msgs rx_msgs"
 
 t_summary

@@ -28,9 +28,9 @@ struct pending_am {
 
 ucs_status_t pending_am_cb(uct_pending_req_t *self)
 {
-    pending_am *p       = ucs_container_of(self, pending_am, super);
-    ucs_status_t status = uct_ep_am_short(p->ep, 1, 0, p->data.data(),
-                                          p->data.size());
+    pending_am *p = ucs_container_of(self, pending_am, super);
+    ucs_status_t status =
+        uct_ep_am_short(p->ep, 1, 0, p->data.data(), p->data.size());
     if (status == UCS_OK) {
         p->done++;
     }
@@ -48,10 +48,10 @@ struct pending_put {
 
 ucs_status_t pending_put_cb(uct_pending_req_t *self)
 {
-    pending_put *p      = ucs_container_of(self, pending_put, super);
-    uct_iov_t iov       = { p->data.data(), p->data.size(), NULL, 0, 1 };
-    ucs_status_t status = uct_ep_put_zcopy(p->ep, &iov, 1, p->addr, p->rkey,
-                                           NULL);
+    pending_put *p = ucs_container_of(self, pending_put, super);
+    uct_iov_t iov  = { p->data.data(), p->data.size(), NULL, 0, 1 };
+    ucs_status_t status =
+        uct_ep_put_zcopy(p->ep, &iov, 1, p->addr, p->rkey, NULL);
     if (status == UCS_OK) {
         p->done++;
     }
@@ -87,6 +87,26 @@ class uct_rc_sr : public uct_aptus_test
             m[st[i].name] = st[i].value;
         }
         return m;
+    }
+
+    /* Both endpoints connected at once: one of them moves to the other's
+     * connection (sends wait meanwhile); let that settle. */
+    void setup_pair(std::map<std::string, std::string> cfg = {})
+    {
+        uct_aptus_test::setup_pair(cfg);
+        ASSERT_TRUE(wait_for([&] {
+            return (stats(m_a)["switched"] + stats(m_b)["switched"] == 1) &&
+                   !switching(m_a) && !switching(m_b) &&
+                   (stats(m_a)["conns_open"] == 1) &&
+                   (stats(m_b)["conns_open"] == 1);
+        }));
+    }
+
+    bool switching(entity &e)
+    {
+        return (e.ep != nullptr) &&
+               (ucs_derived_of(e.ep, aptus_rc_peer_t)->link.flags &
+                APTUS_RC_LINK_SWITCHING);
     }
 
     uct_rc_sr_iface_t *iface(entity &e)
@@ -259,9 +279,9 @@ TEST_F(uct_rc_sr, credit_exhaustion_and_return)
 
     ASSERT_TRUE(wait_for([&] { return req.done == 1; }));
     ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == 5; }));
-    EXPECT_EQ(std::vector<uint8_t>(req.data.begin(), req.data.end()),
-              std::vector<uint8_t>(m_b.rx.msgs[4].begin() + 8,
-                                   m_b.rx.msgs[4].end()));
+    EXPECT_EQ(
+        std::vector<uint8_t>(req.data.begin(), req.data.end()),
+        std::vector<uint8_t>(m_b.rx.msgs[4].begin() + 8, m_b.rx.msgs[4].end()));
     auto sa = stats(m_a);
     auto sb = stats(m_b);
     EXPECT_EQ(1u, sa["pending_dispatched"]);
@@ -395,9 +415,9 @@ TEST_F(uct_rc_sr, out_of_bounds_key_refused)
               uct_ep_put_zcopy(m_a.ep, &iov, 1, start - 1, rb.rkey.rkey, NULL));
     EXPECT_EQ(UCS_ERR_INVALID_ADDR,
               uct_ep_get_zcopy(m_a.ep, &iov, 1, end, rb.rkey.rkey, NULL));
-    EXPECT_EQ(UCS_ERR_INVALID_ADDR,
-              uct_ep_put_short(m_a.ep, d.data(), 64, UINT64_MAX - 10,
-                               rb.rkey.rkey));
+    EXPECT_EQ(
+        UCS_ERR_INVALID_ADDR,
+        uct_ep_put_short(m_a.ep, d.data(), 64, UINT64_MAX - 10, rb.rkey.rkey));
     /* nothing outside the region was touched */
     for (uint64_t p = (uint64_t)(uintptr_t)mem.data(); p < start; ++p) {
         ASSERT_EQ(0x5a, *(uint8_t *)(uintptr_t)p);
@@ -452,7 +472,7 @@ TEST_F(uct_rc_sr, flush_with_outstanding_puts)
      * queue in the backlog */
     std::vector<uint8_t> big = pattern(8, 8000);
     unsigned n               = 0;
-    aptus_rc_peer_t *peer = ucs_derived_of(m_a.ep, aptus_rc_peer_t);
+    aptus_rc_peer_t *peer    = ucs_derived_of(m_a.ep, aptus_rc_peer_t);
     while (!peer->link.am_queued) {
         ASSERT_GT(uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &big, 0), 0);
         ASSERT_LT(++n, 1900u);
@@ -587,8 +607,12 @@ TEST_F(uct_rc_sr, forged_connections_are_cut)
     int s1 = socket(ss.ss_family, SOCK_STREAM, 0);
     ASSERT_EQ(0, ::connect(s1, (struct sockaddr *)&ss, len));
     uint8_t hello[APTUS_FRAME_HDR_LEN + APTUS_RC_HDR_LEN + APTUS_RC_HELLO_LEN];
-    aptus_rc_hello_t h = { iface(m_b)->chan.local_key ^ 1, 8,
-                           APTUS_RC_VERSION };
+    aptus_rc_hello_t h;
+    h.key      = iface(m_b)->chan.local_key ^ 1;
+    h.src_key  = 77;
+    h.credits  = 8;
+    h.version  = APTUS_RC_VERSION;
+    h.src_port = 0;
     aptus_frame_hdr_pack(hello, APTUS_FRAME_TYPE_MSG,
                          APTUS_RC_HDR_LEN + APTUS_RC_HELLO_LEN);
     aptus_rc_hdr_pack(hello + 4, APTUS_RC_KIND_HELLO, 0, 0);
@@ -618,7 +642,8 @@ TEST_F(uct_rc_sr, forged_connections_are_cut)
     /* the forged peers see their connections closed */
     char c;
     for (int s : { s1, s2, s3 }) {
-        ASSERT_TRUE(wait_for([&] { return recv(s, &c, 1, MSG_DONTWAIT) == 0; }));
+        ASSERT_TRUE(
+            wait_for([&] { return recv(s, &c, 1, MSG_DONTWAIT) == 0; }));
         ::close(s);
     }
     EXPECT_EQ(0u, rx_count(m_b));
@@ -650,8 +675,7 @@ TEST_F(uct_rc_sr, registration_cache_evicts_least_recently_used)
     uct_md_config_t *md_config;
     ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, NULL, NULL, &md_config));
     ASSERT_EQ(UCS_OK, uct_config_modify(md_config, "RCACHE", "try"));
-    ASSERT_EQ(UCS_OK,
-              uct_config_modify(md_config, "RCACHE_MAX_REGIONS", "2"));
+    ASSERT_EQ(UCS_OK, uct_config_modify(md_config, "RCACHE_MAX_REGIONS", "2"));
     ASSERT_EQ(UCS_OK, uct_md_open(m_component, "aptus_rc", md_config, &m_md));
     uct_config_release(md_config);
     uct_aptus_md_t *md = ucs_derived_of(m_md, uct_aptus_md_t);
@@ -675,7 +699,97 @@ TEST_F(uct_rc_sr, registration_cache_evicts_least_recently_used)
     EXPECT_LE(kh_size(&md->tokens), 2u); /* the limit holds */
     reg(3);                              /* recently used: a cache hit */
     EXPECT_EQ(4u, md->registrations);
-    reg(0);                              /* evicted: registered again */
+    reg(0); /* evicted: registered again */
     EXPECT_EQ(5u, md->registrations);
     EXPECT_LE(kh_size(&md->tokens), 2u);
+}
+
+TEST_F(uct_rc_sr, endpoints_both_ways_share_one_connection)
+{
+    ASSERT_EQ(UCS_OK, open(m_a));
+    ASSERT_EQ(UCS_OK, open(m_b));
+    connect(m_a, m_b);
+    std::vector<uint8_t> d = pattern(1, 100);
+    send_bcopy(m_a.ep, d);
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == 1; }));
+    /* B greeted A's connection: its endpoint to A takes that one */
+    connect(m_b, m_a);
+    EXPECT_EQ(1u, stats(m_b)["shared_conns"]);
+    EXPECT_EQ(0u, stats(m_b)["connects"]);
+    EXPECT_EQ(1u, stats(m_b)["conns_open"]);
+    for (unsigned i = 0; i < 200; ++i) {
+        std::vector<uint8_t> a = pattern(i, 10 + i), b = pattern(i + 1, 20 + i);
+        send_bcopy(m_a.ep, a);
+        send_bcopy(m_b.ep, b);
+    }
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == 201; }));
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_a) == 200; }));
+    for (unsigned i = 0; i < 200; ++i) {
+        ASSERT_EQ(pattern(i, 10 + i), m_b.rx.msgs[i + 1]);
+        ASSERT_EQ(pattern(i + 1, 20 + i), m_a.rx.msgs[i]);
+    }
+    EXPECT_EQ(0u, stats(m_a)["rx_bad_hello"] + stats(m_b)["rx_malformed"]);
+
+    /* B's endpoint goes: A's still reaches B over the same connection */
+    uct_ep_destroy(m_b.ep);
+    m_b.ep = nullptr;
+    send_bcopy(m_a.ep, d);
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == 202; }));
+    EXPECT_EQ(0, m_a.err.count.load());
+    /* A's goes too: the connection closes on both sides */
+    uct_ep_destroy(m_a.ep);
+    m_a.ep = nullptr;
+    ASSERT_TRUE(wait_for([&] {
+        return (stats(m_a)["conns_open"] == 0) &&
+               (stats(m_b)["conns_open"] == 0);
+    }));
+    EXPECT_EQ(0, m_a.err.count.load() + m_b.err.count.load());
+}
+
+TEST_F(uct_rc_sr, destroyed_endpoint_lets_the_connection_close)
+{
+    setup_pair();
+    std::vector<uint8_t> d = pattern(1, 100);
+    send_bcopy(m_a.ep, d);
+    send_bcopy(m_b.ep, d);
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_a) + rx_count(m_b) == 2; }));
+    uct_ep_destroy(m_a.ep);
+    m_a.ep = nullptr;
+    uct_ep_destroy(m_b.ep);
+    m_b.ep = nullptr;
+    ASSERT_TRUE(wait_for([&] {
+        return (stats(m_a)["conns_open"] == 0) &&
+               (stats(m_b)["conns_open"] == 0);
+    }));
+    EXPECT_EQ(0, m_a.err.count.load() + m_b.err.count.load());
+}
+
+TEST_F(uct_rc_sr, simultaneous_connections_merge_in_order)
+{
+    /* both sides connect and send at once: one side moves to the other's
+     * connection, and nothing it sent before arrives after what follows */
+    ASSERT_EQ(UCS_OK, open(m_a));
+    ASSERT_EQ(UCS_OK, open(m_b));
+    uct_aptus_test::setup_pair();
+    std::vector<std::vector<uint8_t>> to_a, to_b;
+    for (unsigned i = 0; i < 300; ++i) {
+        to_b.push_back(pattern(i, 16 + (i * 37) % 3000));
+        to_a.push_back(pattern(i + 1000, 16 + (i * 53) % 3000));
+        send_bcopy(m_a.ep, to_b.back());
+        send_bcopy(m_b.ep, to_a.back());
+    }
+    ASSERT_TRUE(wait_for([&] {
+        return (rx_count(m_a) == to_a.size()) && (rx_count(m_b) == to_b.size());
+    }));
+    for (size_t i = 0; i < to_a.size(); ++i) {
+        ASSERT_EQ(to_a[i], m_a.rx.msgs[i]) << i;
+        ASSERT_EQ(to_b[i], m_b.rx.msgs[i]) << i;
+    }
+    ASSERT_TRUE(wait_for([&] {
+        return (stats(m_a)["conns_open"] == 1) &&
+               (stats(m_b)["conns_open"] == 1);
+    }));
+    EXPECT_EQ(1u, stats(m_a)["switched"] + stats(m_b)["switched"]);
+    EXPECT_EQ(0u, stats(m_a)["rx_malformed"] + stats(m_b)["rx_malformed"]);
+    EXPECT_EQ(0, m_a.err.count.load() + m_b.err.count.load());
 }

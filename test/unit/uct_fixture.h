@@ -38,7 +38,8 @@ struct received {
     bool keep = false;
 };
 
-static inline ucs_status_t am_cb(void *arg, void *data, size_t length, unsigned flags)
+static inline ucs_status_t am_cb(void *arg, void *data, size_t length,
+                                 unsigned flags)
 {
     received *r = static_cast<received *>(arg);
     std::lock_guard<std::mutex> guard(r->lock);
@@ -112,7 +113,8 @@ class uct_aptus_test : public ::testing::Test
         uct_md_config_t *md_config;
         ASSERT_EQ(UCS_OK,
                   uct_md_config_read(m_component, NULL, NULL, &md_config));
-        ASSERT_EQ(UCS_OK, uct_md_open(m_component, m_md_name, md_config, &m_md));
+        ASSERT_EQ(UCS_OK,
+                  uct_md_open(m_component, m_md_name, md_config, &m_md));
         uct_config_release(md_config);
     }
 

@@ -20,6 +20,7 @@
 
 #include "sock_conn.h"
 #include "sock_dgram.h"
+#include "sock_netif.h"
 #include "../../proto/le.h"
 #include "../../proto/rc_sr_proto.h"
 
@@ -42,10 +43,11 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#define APTUS_SOCK_CONN_EVENTS    32
-#define APTUS_SOCK_CONN_MAX_IOV   16
-#define APTUS_SOCK_CONN_READS     4 /* full-buffer reads per progress */
-#define APTUS_SOCK_CONN_BACKLOG   1024
+#define APTUS_SOCK_CONN_EVENTS   32
+#define APTUS_SOCK_CONN_MAX_IOV  16
+#define APTUS_SOCK_CONN_READS    4 /* full-buffer reads per progress */
+#define APTUS_SOCK_CONN_BACKLOG  1024
+#define APTUS_SOCK_CONN_COALESCE 512 /* frames sent from one buffer */
 
 enum {
     APTUS_SOCK_CONN_CONNECTING = UCS_BIT(0),
@@ -81,13 +83,13 @@ typedef struct aptus_sock_conn_wire {
     int in_progress;
 } aptus_sock_conn_wire_t;
 
-static ucs_mpool_ops_t aptus_sock_conn_mpool_ops = {
-    .chunk_alloc   = ucs_mpool_chunk_malloc,
-    .chunk_release = ucs_mpool_chunk_free,
-    .obj_init      = NULL,
-    .obj_cleanup   = NULL,
-    .obj_str       = NULL
-};
+static ucs_mpool_ops_t aptus_sock_conn_mpool_ops = { .chunk_alloc =
+                                                         ucs_mpool_chunk_malloc,
+                                                     .chunk_release =
+                                                         ucs_mpool_chunk_free,
+                                                     .obj_init    = NULL,
+                                                     .obj_cleanup = NULL,
+                                                     .obj_str     = NULL };
 
 static inline aptus_sock_conn_wire_t *aptus_sock_cw(aptus_conn_wire_t *wire)
 {
@@ -123,8 +125,7 @@ static aptus_conn_buf_t *aptus_sock_conn_buf_get(aptus_sock_conn_wire_t *cw)
     return buf;
 }
 
-static void aptus_sock_conn_set_events(aptus_sock_conn_t *conn,
-                                       uint32_t events)
+static void aptus_sock_conn_set_events(aptus_sock_conn_t *conn, uint32_t events)
 {
     aptus_sock_conn_wire_t *cw = aptus_sock_cw(conn->super.wire);
     struct epoll_event ev;
@@ -263,7 +264,7 @@ static ucs_status_t aptus_sock_conn_queue(aptus_sock_conn_t *conn,
         memmove(conn->txq, conn->txq + conn->txq_off,
                 conn->txq_len - conn->txq_off);
         conn->txq_len -= conn->txq_off;
-        conn->txq_off  = 0;
+        conn->txq_off = 0;
     }
     need = conn->txq_len + total;
     if (need > conn->txq_cap) {
@@ -281,10 +282,9 @@ static ucs_status_t aptus_sock_conn_queue(aptus_sock_conn_t *conn,
             continue;
         }
         n = iov[i].iov_len - skip;
-        memcpy(conn->txq + conn->txq_len, (uint8_t *)iov[i].iov_base + skip,
-               n);
+        memcpy(conn->txq + conn->txq_len, (uint8_t *)iov[i].iov_base + skip, n);
         conn->txq_len += n;
-        skip           = 0;
+        skip = 0;
     }
     conn->super.wire->stats.tx_queued++;
     aptus_sock_conn_set_events(conn, conn->events | EPOLLOUT);
@@ -299,7 +299,8 @@ static ucs_status_t aptus_sock_conn_send_frame(aptus_sock_conn_t *conn,
     aptus_sock_conn_wire_t *cw = aptus_sock_cw(conn->super.wire);
     struct iovec frame_iov[APTUS_SOCK_CONN_MAX_IOV + 1];
     uint8_t hdr[APTUS_FRAME_HDR_LEN];
-    size_t total = 0, queued;
+    uint8_t small[APTUS_SOCK_CONN_COALESCE];
+    size_t total = 0, queued, len;
     struct msghdr msg;
     ucs_status_t status;
     ssize_t sent = 0;
@@ -312,11 +313,11 @@ static ucs_status_t aptus_sock_conn_send_frame(aptus_sock_conn_t *conn,
         return UCS_ERR_INVALID_PARAM;
     }
     for (i = 0; i < iovcnt; ++i) {
+        if (iov[i].iov_len > cw->config.max_frame - total) {
+            return UCS_ERR_INVALID_PARAM; /* (also when the sum wraps) */
+        }
         frame_iov[i + 1] = iov[i];
-        total           += iov[i].iov_len;
-    }
-    if (total > cw->config.max_frame) {
-        return UCS_ERR_INVALID_PARAM;
+        total += iov[i].iov_len;
     }
     queued = conn->txq_len - conn->txq_off;
     if (!force && (queued > 0) &&
@@ -327,13 +328,27 @@ static ucs_status_t aptus_sock_conn_send_frame(aptus_sock_conn_t *conn,
     aptus_frame_hdr_pack(hdr, type, total);
     frame_iov[0].iov_base = hdr;
     frame_iov[0].iov_len  = sizeof(hdr);
-    total                += sizeof(hdr);
+    total += sizeof(hdr);
 
     if ((queued == 0) && !(conn->flags & APTUS_SOCK_CONN_CONNECTING)) {
         memset(&msg, 0, sizeof(msg));
-        msg.msg_iov    = frame_iov;
-        msg.msg_iovlen = iovcnt + 1;
-        sent           = sendmsg(conn->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (total <= APTUS_SOCK_CONN_COALESCE) {
+            /* a small frame goes out of one buffer: the kernel copies it
+             * faster than piece by piece */
+            for (i = 0, len = 0; i <= iovcnt; ++i) {
+                memcpy(small + len, frame_iov[i].iov_base,
+                       frame_iov[i].iov_len);
+                len += frame_iov[i].iov_len;
+            }
+            frame_iov[0].iov_base = small;
+            frame_iov[0].iov_len  = len;
+            msg.msg_iovlen        = 1;
+            iovcnt                = 0;
+        } else {
+            msg.msg_iovlen = iovcnt + 1;
+        }
+        msg.msg_iov = frame_iov;
+        sent        = sendmsg(conn->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (sent < 0) {
             if ((errno != EAGAIN) && (errno != EWOULDBLOCK) &&
                 (errno != EINTR)) {
@@ -398,8 +413,12 @@ static ucs_status_t aptus_sock_conn_rma(aptus_conn_wire_t *wire,
         return UCS_ERR_INVALID_PARAM;
     }
     for (i = 0; i < iovcnt; ++i) {
+        if (iov[i].iov_len > key->length - total) {
+            wire->stats.refused++; /* (also when the sum wraps) */
+            return UCS_ERR_INVALID_ADDR;
+        }
         local[i] = iov[i];
-        total   += iov[i].iov_len;
+        total += iov[i].iov_len;
     }
     if ((remote_addr < key->address) || (total > key->length) ||
         (remote_addr - key->address > key->length - total)) {
@@ -410,10 +429,10 @@ static ucs_status_t aptus_sock_conn_rma(aptus_conn_wire_t *wire,
     while (done < total) {
         remote.iov_base = (void *)(uintptr_t)(remote_addr + done);
         remote.iov_len  = total - done;
-        ret = is_write ? process_vm_writev(key->pid, local + first,
-                                           iovcnt - first, &remote, 1, 0)
-                       : process_vm_readv(key->pid, local + first,
-                                          iovcnt - first, &remote, 1, 0);
+        ret             = is_write ? process_vm_writev(key->pid, local + first,
+                                                       iovcnt - first, &remote, 1, 0)
+                                   : process_vm_readv(key->pid, local + first,
+                                                      iovcnt - first, &remote, 1, 0);
         if (ret < 0) {
             if (errno == EINTR) {
                 continue;
@@ -442,8 +461,8 @@ static ucs_status_t aptus_sock_conn_rma(aptus_conn_wire_t *wire,
             first++;
         }
         if (n > 0) {
-            local[first].iov_base  = (uint8_t *)local[first].iov_base + n;
-            local[first].iov_len  -= n;
+            local[first].iov_base = (uint8_t *)local[first].iov_base + n;
+            local[first].iov_len -= n;
         }
     }
     if (is_write) {
@@ -488,8 +507,8 @@ static ucs_status_t aptus_sock_conn_write_imm(aptus_conn_t *tl_conn,
     if (conn->flags & APTUS_SOCK_CONN_BROKEN) {
         return UCS_ERR_CONNECTION_RESET;
     }
-    status = aptus_sock_conn_rma(tl_conn->wire, key, remote_addr, iov, iovcnt,
-                                 1);
+    status =
+        aptus_sock_conn_rma(tl_conn->wire, key, remote_addr, iov, iovcnt, 1);
     if (status != UCS_OK) {
         return status;
     }
@@ -536,10 +555,9 @@ static void aptus_sock_conn_writable(aptus_sock_conn_t *conn)
         len = sizeof(err);
         if ((getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) ||
             (err != 0)) {
-            aptus_sock_conn_fail(conn, (err == ECONNREFUSED) ?
-                                               UCS_ERR_UNREACHABLE :
-                                               aptus_sock_conn_errno_status(
-                                                       err));
+            aptus_sock_conn_fail(conn, (err == ECONNREFUSED)
+                                           ? UCS_ERR_UNREACHABLE
+                                           : aptus_sock_conn_errno_status(err));
             return;
         }
         conn->flags &= ~APTUS_SOCK_CONN_CONNECTING;
@@ -606,15 +624,15 @@ static int aptus_sock_conn_rx_compact(aptus_sock_conn_wire_t *cw,
 static int aptus_sock_conn_rx_frames(aptus_sock_conn_wire_t *cw,
                                      aptus_sock_conn_t *conn)
 {
-    uint8_t *area = aptus_sock_conn_area(cw, conn->rx_buf);
+    uint8_t *area                  = aptus_sock_conn_area(cw, conn->rx_buf);
     const aptus_conn_handlers_t *h = cw->config.handlers;
     aptus_frame_result_t result;
     aptus_frame_t frame;
 
     for (;;) {
-        result = aptus_frame_parse(area + conn->rx_off,
-                                   conn->rx_len - conn->rx_off,
-                                   cw->config.max_frame, &frame);
+        result =
+            aptus_frame_parse(area + conn->rx_off, conn->rx_len - conn->rx_off,
+                              cw->config.max_frame, &frame);
         if (result == APTUS_FRAME_PARTIAL) {
             return 1;
         } else if (result == APTUS_FRAME_BAD) {
@@ -631,8 +649,7 @@ static int aptus_sock_conn_rx_frames(aptus_sock_conn_wire_t *cw,
             h->imm(cw->config.arg, &conn->super, aptus_get32(frame.payload));
         }
         conn->rx_off += APTUS_FRAME_HDR_LEN + frame.length;
-        if (conn->flags &
-            (APTUS_SOCK_CONN_REPORTED | APTUS_SOCK_CONN_CLOSED)) {
+        if (conn->flags & (APTUS_SOCK_CONN_REPORTED | APTUS_SOCK_CONN_CLOSED)) {
             return 0;
         }
     }
@@ -646,6 +663,10 @@ static unsigned aptus_sock_conn_rx(aptus_sock_conn_t *conn)
     ssize_t ret;
 
     for (reads = 0; reads < APTUS_SOCK_CONN_READS; ++reads) {
+        if ((conn->rx_buf != NULL) && !aptus_sock_conn_rx_compact(cw, conn)) {
+            cw->super.stats.rx_pool_empty++;
+            return count;
+        }
         if (conn->rx_buf == NULL) {
             conn->rx_buf = aptus_sock_conn_buf_get(cw);
             if (conn->rx_buf == NULL) {
@@ -654,25 +675,21 @@ static unsigned aptus_sock_conn_rx(aptus_sock_conn_t *conn)
                 return count;
             }
             conn->rx_off = conn->rx_len = 0;
-        } else if (!aptus_sock_conn_rx_compact(cw, conn)) {
-            cw->super.stats.rx_pool_empty++;
-            return count;
         }
 
         room = cw->area_size - conn->rx_len;
-        ret  = recv(conn->fd, aptus_sock_conn_area(cw, conn->rx_buf) +
-                                  conn->rx_len,
-                    room, MSG_DONTWAIT);
+        ret  = recv(conn->fd,
+                    aptus_sock_conn_area(cw, conn->rx_buf) + conn->rx_len, room,
+                    MSG_DONTWAIT);
         cw->super.stats.rx_syscalls++;
         if (ret <= 0) {
             if ((ret < 0) && ((errno == EAGAIN) || (errno == EWOULDBLOCK) ||
                               (errno == EINTR))) {
                 break;
             }
-            aptus_sock_conn_fail(conn,
-                                 (ret == 0) ? UCS_ERR_NOT_CONNECTED
-                                            : aptus_sock_conn_errno_status(
-                                                  errno));
+            aptus_sock_conn_fail(
+                conn, (ret == 0) ? UCS_ERR_NOT_CONNECTED
+                                 : aptus_sock_conn_errno_status(errno));
             return count;
         }
         conn->rx_len += ret;
@@ -743,7 +760,8 @@ static unsigned aptus_sock_conn_progress(aptus_conn_wire_t *wire)
     }
     cw->in_progress = 0;
 
-    ucs_list_for_each_safe(conn, tmp, &cw->zombies, list) {
+    ucs_list_for_each_safe(conn, tmp, &cw->zombies, list)
+    {
         ucs_list_del(&conn->list);
         aptus_sock_conn_free(conn);
     }
@@ -754,7 +772,7 @@ static void aptus_sock_conn_resources(aptus_conn_t *tl_conn,
                                       size_t *state_bytes_p,
                                       size_t *kernel_bytes_p, unsigned *fds_p)
 {
-    aptus_sock_conn_t *conn = aptus_sock_conn(tl_conn);
+    aptus_sock_conn_t *conn    = aptus_sock_conn(tl_conn);
     aptus_sock_conn_wire_t *cw = aptus_sock_cw(tl_conn->wire);
     int sndbuf = 0, rcvbuf = 0;
     socklen_t len;
@@ -771,7 +789,7 @@ static void aptus_sock_conn_resources(aptus_conn_t *tl_conn,
 
 static void aptus_sock_conn_close_conn(aptus_conn_t *tl_conn)
 {
-    aptus_sock_conn_t *conn = aptus_sock_conn(tl_conn);
+    aptus_sock_conn_t *conn    = aptus_sock_conn(tl_conn);
     aptus_sock_conn_wire_t *cw = aptus_sock_cw(tl_conn->wire);
 
     if (!(conn->flags & APTUS_SOCK_CONN_REPORTED)) {
@@ -793,10 +811,12 @@ static void aptus_sock_conn_wire_close(aptus_conn_wire_t *wire)
     aptus_sock_conn_wire_t *cw = aptus_sock_cw(wire);
     aptus_sock_conn_t *conn, *tmp;
 
-    ucs_list_for_each_safe(conn, tmp, &cw->conns, list) {
+    ucs_list_for_each_safe(conn, tmp, &cw->conns, list)
+    {
         aptus_sock_conn_close_conn(&conn->super);
     }
-    ucs_list_for_each_safe(conn, tmp, &cw->zombies, list) {
+    ucs_list_for_each_safe(conn, tmp, &cw->zombies, list)
+    {
         ucs_list_del(&conn->list);
         aptus_sock_conn_free(conn);
     }
@@ -820,52 +840,6 @@ static const aptus_conn_wire_ops_t aptus_sock_conn_ops = {
     .close          = aptus_sock_conn_wire_close,
 };
 
-static ucs_status_t aptus_sock_conn_listen(aptus_sock_conn_wire_t *cw,
-                                           const char *dev_name)
-{
-    static const sa_family_t families[] = { AF_INET, AF_INET6 };
-    struct sockaddr_storage ss;
-    ucs_status_t status = UCS_ERR_NO_DEVICE;
-    socklen_t len;
-    unsigned i;
-
-    for (i = 0; i < sizeof(families) / sizeof(families[0]); ++i) {
-        memset(&ss, 0, sizeof(ss));
-        status = ucs_netif_get_addr(dev_name, families[i],
-                                    (struct sockaddr *)&ss, NULL);
-        if (status == UCS_OK) {
-            break;
-        }
-    }
-    if (status != UCS_OK) {
-        ucs_error("sock conn: network interface %s has no IPv4/IPv6 address",
-                  dev_name);
-        return UCS_ERR_NO_DEVICE;
-    }
-
-    cw->listen_fd =
-        socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (cw->listen_fd < 0) {
-        ucs_error("sock conn: socket() failed: %m");
-        return UCS_ERR_IO_ERROR;
-    }
-    len = (ss.ss_family == AF_INET) ? sizeof(struct sockaddr_in)
-                                    : sizeof(struct sockaddr_in6);
-    if ((bind(cw->listen_fd, (struct sockaddr *)&ss, len) < 0) ||
-        (listen(cw->listen_fd, APTUS_SOCK_CONN_BACKLOG) < 0)) {
-        ucs_error("sock conn: cannot listen on %s: %m", dev_name);
-        close(cw->listen_fd);
-        return UCS_ERR_IO_ERROR;
-    }
-    len = sizeof(ss);
-    if (getsockname(cw->listen_fd, (struct sockaddr *)&ss, &len) < 0) {
-        ucs_error("sock conn: getsockname() failed: %m");
-        close(cw->listen_fd);
-        return UCS_ERR_IO_ERROR;
-    }
-    aptus_sock_addr_to_wire((struct sockaddr *)&ss, &cw->super.addr);
-    return UCS_OK;
-}
 
 ucs_status_t aptus_sock_conn_open(const char *dev_name,
                                   const aptus_conn_wire_config_t *config,
@@ -885,11 +859,11 @@ ucs_status_t aptus_sock_conn_open(const char *dev_name,
     if (cw == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
-    cw->super.ops         = &aptus_sock_conn_ops;
-    cw->super.host_id     = ucs_get_system_id();
-    cw->config            = *config;
+    cw->super.ops          = &aptus_sock_conn_ops;
+    cw->super.host_id      = ucs_get_system_id();
+    cw->config             = *config;
     cw->config.rx_headroom = ucs_align_up(config->rx_headroom, 8);
-    cw->area_size         = APTUS_FRAME_HDR_LEN + config->max_frame;
+    cw->area_size          = APTUS_FRAME_HDR_LEN + config->max_frame;
     cw->super.rx_buf_size =
         sizeof(aptus_conn_buf_t) + cw->config.rx_headroom + cw->area_size;
     ucs_list_head_init(&cw->conns);
@@ -903,7 +877,9 @@ ucs_status_t aptus_sock_conn_open(const char *dev_name,
         goto err_free;
     }
 
-    status = aptus_sock_conn_listen(cw, dev_name);
+    status =
+        aptus_sock_open_bound(dev_name, SOCK_STREAM, APTUS_SOCK_CONN_BACKLOG,
+                              &cw->listen_fd, &cw->super.addr);
     if (status != UCS_OK) {
         goto err_mpool;
     }

@@ -6,6 +6,7 @@
 #endif
 
 #include "sock_dgram.h"
+#include "sock_netif.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
@@ -467,53 +468,6 @@ static int aptus_sock_set_buf(int fd, int force_opt, int opt, int want)
     return val;
 }
 
-static ucs_status_t aptus_sock_dgram_bind(aptus_sock_dgram_t *sock,
-                                          const char *dev_name)
-{
-    static const sa_family_t families[] = { AF_INET, AF_INET6 };
-    struct sockaddr_storage ss;
-    socklen_t len;
-    ucs_status_t status = UCS_ERR_NO_DEVICE;
-    unsigned i;
-
-    for (i = 0; i < sizeof(families) / sizeof(families[0]); ++i) {
-        memset(&ss, 0, sizeof(ss));
-        status = ucs_netif_get_addr(dev_name, families[i],
-                                    (struct sockaddr *)&ss, NULL);
-        if (status == UCS_OK) {
-            break;
-        }
-    }
-    if (status != UCS_OK) {
-        ucs_error("sock wire: network interface %s has no IPv4/IPv6 address",
-                  dev_name);
-        return UCS_ERR_NO_DEVICE;
-    }
-
-    sock->fd =
-        socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (sock->fd < 0) {
-        ucs_error("sock wire: socket() failed: %m");
-        return UCS_ERR_IO_ERROR;
-    }
-
-    len = (ss.ss_family == AF_INET) ? sizeof(struct sockaddr_in)
-                                    : sizeof(struct sockaddr_in6);
-    if (bind(sock->fd, (struct sockaddr *)&ss, len) < 0) {
-        ucs_error("sock wire: bind() on %s failed: %m", dev_name);
-        close(sock->fd);
-        return UCS_ERR_IO_ERROR;
-    }
-
-    len = sizeof(ss);
-    if (getsockname(sock->fd, (struct sockaddr *)&ss, &len) < 0) {
-        ucs_error("sock wire: getsockname() failed: %m");
-        close(sock->fd);
-        return UCS_ERR_IO_ERROR;
-    }
-    aptus_sock_addr_to_wire((struct sockaddr *)&ss, &sock->super.addr);
-    return UCS_OK;
-}
 
 ucs_status_t aptus_sock_dgram_open(const char *dev_name,
                                    const aptus_sock_dgram_config_t *config,
@@ -544,7 +498,8 @@ ucs_status_t aptus_sock_dgram_open(const char *dev_name,
     sock->super.mtu = config->mtu;
     aptus_fault_init(&sock->fault, &config->fault);
 
-    status = aptus_sock_dgram_bind(sock, dev_name);
+    status = aptus_sock_open_bound(dev_name, SOCK_DGRAM, 0, &sock->fd,
+                                   &sock->super.addr);
     if (status != UCS_OK) {
         ucs_free(sock);
         return status;

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { APTUS_SOCK_DEV_LOOPBACK = 1u << 0 };
 
@@ -204,4 +205,53 @@ void aptus_sock_wire_addr_make(const void *remote_dev_addr, uint16_t port,
     a->family = rhdr->af;
     a->port   = port;
     memcpy(a->ip, rhdr + 1, aptus_sock_ip_len(rhdr->af));
+}
+
+ucs_status_t aptus_sock_open_bound(const char *dev_name, int type, int backlog,
+                                   int *fd_p, aptus_wire_addr_t *addr)
+{
+    static const sa_family_t families[] = { AF_INET, AF_INET6 };
+    struct sockaddr_storage ss;
+    ucs_status_t status = UCS_ERR_NO_DEVICE;
+    socklen_t len;
+    unsigned i;
+    int fd;
+
+    for (i = 0; i < sizeof(families) / sizeof(families[0]); ++i) {
+        memset(&ss, 0, sizeof(ss));
+        status = ucs_netif_get_addr(dev_name, families[i],
+                                    (struct sockaddr *)&ss, NULL);
+        if (status == UCS_OK) {
+            break;
+        }
+    }
+    if (status != UCS_OK) {
+        ucs_error("sock wire: network interface %s has no IPv4/IPv6 address",
+                  dev_name);
+        return UCS_ERR_NO_DEVICE;
+    }
+
+    fd = socket(ss.ss_family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        ucs_error("sock wire: socket() failed: %m");
+        return UCS_ERR_IO_ERROR;
+    }
+    len = (ss.ss_family == AF_INET) ? sizeof(struct sockaddr_in)
+                                    : sizeof(struct sockaddr_in6);
+    if ((bind(fd, (struct sockaddr *)&ss, len) < 0) ||
+        ((backlog > 0) && (listen(fd, backlog) < 0))) {
+        ucs_error("sock wire: cannot %s on %s: %m",
+                  (backlog > 0) ? "listen" : "bind", dev_name);
+        close(fd);
+        return UCS_ERR_IO_ERROR;
+    }
+    len = sizeof(ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0) {
+        ucs_error("sock wire: getsockname() failed: %m");
+        close(fd);
+        return UCS_ERR_IO_ERROR;
+    }
+    aptus_sock_addr_to_wire((struct sockaddr *)&ss, addr);
+    *fd_p = fd;
+    return UCS_OK;
 }

@@ -34,6 +34,12 @@ int aptus_sock_dev_addr_reachable(const aptus_wire_addr_t *local,
 void aptus_sock_wire_addr_make(const void *remote_dev_addr, uint16_t port,
                                aptus_wire_addr_t *addr);
 
+/* A non-blocking socket of type (SOCK_DGRAM, SOCK_STREAM) bound to the
+ * first address of network interface dev_name, listening when backlog > 0;
+ * its address in addr. */
+ucs_status_t aptus_sock_open_bound(const char *dev_name, int type, int backlog,
+                                   int *fd_p, aptus_wire_addr_t *addr);
+
 static inline uint16_t aptus_sock_wire_addr_port(const aptus_wire_addr_t *addr)
 {
     uint16_t port;
