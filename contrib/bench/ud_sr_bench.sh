@@ -12,6 +12,10 @@
 # Its UD-ZCopy section compares large-message bandwidth and CPU time per
 # transferred megabyte of UD-ZCopy, copy-based ud_sr and tcp, at the
 # default datagram size and at the largest the wire allows.
+# Its rc section compares the rc_sr transport (RC-SR eager over a TCP
+# connection per endpoint, RC-RDMA get/put by process_vm_readv/writev) with
+# UCX's tcp and cma, and counts the resources of one connection
+# (test/perf/rc_conn_memory.c and rc_sr's own aptus-stats figures).
 # Targets are reported, never asserted: the exit status is non-zero only
 # when a measurement could not be taken. See contrib/bench/README.md.
 #
@@ -41,9 +45,11 @@ usage: $0 [options]
                    how repetitions are combined (default best: lowest
                    latency, highest bandwidth and rate, which is the least
                    disturbed by other load on the machine)
-  --only base|zcopy
+  --only base|zcopy|rc
                    run one section: the ud_sr/tcp comparison and endpoint
-                   memory (base), or UD-ZCopy bandwidth and CPU (zcopy)
+                   memory (base), UD-ZCopy bandwidth and CPU (zcopy), or
+                   rc_sr against tcp and cma and the resources of a
+                   connection (rc); default: all three
   --no-plots       do not draw the PNG plots
   --no-install     do not apt-get install gnuplot when it is missing
   -h, --help       this text
@@ -82,8 +88,8 @@ best|median) ;;
 *) echo "--stat: best or median expected" >&2; exit 2 ;;
 esac
 case "$ONLY" in
-all|base|zcopy) ;;
-*) echo "--only: base or zcopy expected" >&2; exit 2 ;;
+all|base|zcopy|rc) ;;
+*) echo "--only: base, zcopy or rc expected" >&2; exit 2 ;;
 esac
 OUT=${OUT:-$ROOT/results/bench-$(date +%Y%m%d-%H%M%S)}
 
@@ -104,8 +110,18 @@ fi
 LIB=$(readlink -f "$LIB")
 command -v ucx_perftest >/dev/null || die "ucx_perftest not found (ucx-utils)"
 command -v ucx_info >/dev/null || die "ucx_info not found (ucx-utils)"
-LD_PRELOAD="$LIB" ucx_info -d 2>/dev/null | grep -q 'Transport: ud_sr' ||
+LD_PRELOAD="$LIB" ucx_info -d 2>/dev/null | grep 'Transport: ud_sr' >/dev/null ||
     die "ud_sr not listed by 'LD_PRELOAD=$LIB ucx_info -d'"
+# the rc section needs rc_sr (an older library lacks it) and UCX's cma
+RC_SKIP=
+if [ "$ONLY" = all ] || [ "$ONLY" = rc ]; then
+    if ! LD_PRELOAD="$LIB" ucx_info -d 2>/dev/null | grep 'Transport: rc_sr' >/dev/null; then
+        RC_SKIP="rc_sr not listed by 'LD_PRELOAD=$LIB ucx_info -d' (an older library? set APTUS_LIB)"
+    elif ! ucx_info -d 2>/dev/null | grep 'Transport: cma' >/dev/null; then
+        RC_SKIP="UCX's cma transport not available (ucx_info -d)"
+    fi
+    [ "$ONLY" = rc ] && [ -n "$RC_SKIP" ] && die "$RC_SKIP"
+fi
 
 mkdir -p "$OUT/logs" "$OUT/bin" || die "cannot create $OUT"
 RAW=$OUT/raw.csv
@@ -221,13 +237,18 @@ perftest_once() {
 }
 
 # measure LEVEL TEST LAYOUT TL SIZE ITERS REP: one run (retried once),
-# appended to raw.csv
+# appended to raw.csv. TL: ud_sr (and its variants below), tcp, rc_sr, cma
+# (UCT: -x cma -d memory; UCP: UCX_TLS=cma,tcp,self, as cma has no active
+# messages: tcp carries eager messages and the rendezvous handshake, cma
+# moves the data). LAYOUT: the -D of UCT tests, "-" for UCP; a section's own
+# rows carry its tag ("zc"; "rc" and "rc-<layout>") so that they do not mix
+# with another section's repetitions of the same point.
 measure() {
     local level=$1 test=$2 layout=$3 tl=$4 size=$5 iters=$6 rep=$7
     local warmup=$(( iters / 10 < 10 ? 10 : (iters / 10 > 1000 ? 1000 : iters / 10) ))
     local log="$OUT/logs/$level-$test-$layout-$tl-$size-$rep.log"
     local args=(-t "$test" -s "$size" -n "$iters" -w "$warmup") tls="" res
-    local xtl=$tl
+    local xtl=$tl dev=lo
     # ud_sr*: variants of ud_sr -- 4k: at the largest datagram the sock wire
     # allows; copy: UD-ZCopy off (the paper's UD-copy)
     case $tl in
@@ -245,8 +266,16 @@ measure() {
     if [ "$layout" = zc ] && { [ $tl = ud_sr ] || [ $tl = ud_sr4k ]; }; then
         PERF_ENV+=(UCX_RNDV_THRESH=32k UCX_UD_SR_ZCOPY=y)
     fi
+    # rc section: rc_sr prints its counters (gets, puts, messages) into the
+    # logs, to tell which protocol UCP chose
+    case $layout in
+    rc|rc-*) [ $tl = rc_sr ] && PERF_ENV+=(UCX_APTUS_STATS=stderr) ;;
+    esac
+    [ $xtl = cma ] && dev=memory
     if [ "$level" = uct ]; then
-        args+=(-x "$xtl" -d lo -D "$layout")
+        args+=(-x "$xtl" -d "$dev" -D "${layout#rc-}")
+    elif [ $xtl = cma ]; then
+        tls="cma,tcp,self"
     else
         tls="$xtl,self"
     fi
@@ -345,10 +374,27 @@ point() {
 }
 
 # ---------------------------------------------------------------------------
-# Section "base": ud_sr against tcp, and the memory of an endpoint (the
-# whole block, down to its plots; skipped with --only zcopy)
+# gnuplot for the plots: installed (apt-get) when missing, if allowed
+ensure_gnuplot() {
+    [ $PLOTS = 1 ] || return 1
+    if ! command -v gnuplot >/dev/null && [ $INSTALL = 1 ] &&
+       [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null &&
+       [ ! -e "$OUT/logs/apt-gnuplot.log" ]; then
+        echo
+        echo "installing gnuplot-nox (apt-get) for the plots"
+        { DEBIAN_FRONTEND=noninteractive apt-get install -y -q gnuplot-nox ||
+          { apt-get update -q && DEBIAN_FRONTEND=noninteractive \
+                apt-get install -y -q gnuplot-nox; }; } \
+            > "$OUT/logs/apt-gnuplot.log" 2>&1
+    fi
+    command -v gnuplot >/dev/null
+}
 
-if [ "$ONLY" != zcopy ]; then
+# ---------------------------------------------------------------------------
+# Section "base": ud_sr against tcp, and the memory of an endpoint (the
+# whole block, down to its plots; run by default and with --only base)
+
+if [ "$ONLY" = all ] || [ "$ONLY" = base ]; then
 
 # What to measure
 
@@ -555,16 +601,7 @@ for s in $(echo $UCP_LAT_SIZES $UCP_BW_SIZES | tr ' ' '\n' | sort -n -u); do
 done
 
 if [ $PLOTS = 1 ]; then
-    if ! command -v gnuplot >/dev/null && [ $INSTALL = 1 ] &&
-       [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-        echo
-        echo "installing gnuplot-nox (apt-get) for the plots"
-        { DEBIAN_FRONTEND=noninteractive apt-get install -y -q gnuplot-nox ||
-          { apt-get update -q && DEBIAN_FRONTEND=noninteractive \
-                apt-get install -y -q gnuplot-nox; }; } \
-            > "$OUT/logs/apt-gnuplot.log" 2>&1
-    fi
-    if command -v gnuplot >/dev/null; then
+    if ensure_gnuplot; then
         XTICS=$(tail -n +2 "$SWEEP" | cut -d, -f1 | while read -r s; do
                     printf '"%s" %s, ' "$(fmt_size $s | tr -d ' ')" $s; done)
         XTICS=${XTICS%, }
@@ -625,7 +662,7 @@ fi # section "base"
 # client sends, the server receives), at the default datagram size (2048)
 # and the largest the sock wire allows (4096).
 
-if [ "$ONLY" != base ]; then
+if [ "$ONLY" = all ] || [ "$ONLY" = zcopy ]; then
     if [ $QUICK = 1 ]; then
         ZC_BUDGET=$((256 << 20)); ZC_MIN=10; ZC_MAX=4000
     else
@@ -713,7 +750,7 @@ if [ "$ONLY" != base ]; then
         done
     } | tee "$ZTABLE"
 
-    if [ $PLOTS = 1 ] && command -v gnuplot >/dev/null; then
+    if ensure_gnuplot; then
         ZPLOT=$OUT/zcopy_plot.csv
         # no header line: gnuplot would draw it as an empty cluster
         : > "$ZPLOT"
@@ -753,12 +790,388 @@ EOF
     fi
 fi # section "zcopy"
 
+# ---------------------------------------------------------------------------
+# Section "rc": rc_sr (RC-SR eager over a TCP connection per endpoint with a
+# shared receive pool and credits; RC-RDMA put/get by process_vm_writev/
+# readv) against UCX's tcp and cma: latency, bandwidth, one-sided get/put,
+# and the resources of one connection (test/perf/rc_conn_memory.c and
+# rc_sr's own aptus-stats figures). Its rows carry the layout tag "rc"
+# (UCP) or "rc-<layout>" (UCT).
+
+if { [ "$ONLY" = all ] || [ "$ONLY" = rc ]; } && [ -n "$RC_SKIP" ]; then
+    echo
+    echo "  FAILED: rc section skipped: $RC_SKIP" >&2
+    FAILED=$((FAILED + 1))
+elif [ "$ONLY" = all ] || [ "$ONLY" = rc ]; then
+    if [ $QUICK = 1 ]; then
+        RC_LAT_BUDGET=$((16 << 20));  RC_LAT_MIN=20; RC_LAT_MAX=3000
+        RC_BW_BUDGET=$((128 << 20));  RC_BW_MIN=16;  RC_BW_MAX=30000
+    else
+        RC_LAT_BUDGET=$((128 << 20));  RC_LAT_MIN=100; RC_LAT_MAX=10000
+        RC_BW_BUDGET=$((1024 << 20));  RC_BW_MIN=64;  RC_BW_MAX=100000
+    fi
+    RC_LAT_SIZES="8 1024 4096"
+    RC_BW_SIZES="65536 1048576 4194304 16777216"
+    RC_CONNS=${BENCH_RC_CONNS:-1000}
+
+    # the name of a transport in the output: at UCP level "cma" is UCX_TLS=
+    # cma,tcp,self (tcp carries the eager messages and the rendezvous
+    # handshake, cma moves the data)
+    rc_label() { # TL LEVEL
+        if [ "$1" = cma ] && [ "$2" = ucp ]; then echo "cma+tcp"; else echo "$1"; fi
+    }
+
+    # rc_gets LEVEL TEST LAYOUT SIZE: the gets of rc_sr (both sides' aptus-
+    # stats lines) in the last repetition of a UCP point: whether UCP moved
+    # the messages by rendezvous (get_zcopy, one get per message, warm-up
+    # messages included) or eagerly (none)
+    rc_gets() {
+        cat "$OUT/logs/$1-$2-$3-rc_sr-$4-$REPS.log" \
+            "$OUT/logs/$1-$2-$3-rc_sr-$4-$REPS.log.server" 2>/dev/null |
+            grep '^aptus-stats rc_sr/' | tr ' ' '\n' | sed -n 's/^gets=//p' |
+            awk '{ g += $1; n++ } END { if (n) print g }'
+    }
+
+    # rc_point LEVEL TEST LAYOUT SIZE KIND(lat|bw) TL...: every TL, REPS
+    # times, interleaved (the order reverses every other repetition), then
+    # one line
+    rc_point() {
+        local level=$1 test=$2 layout=$3 size=$4 kind=$5 iters rep tl order line g
+        shift 5
+        local tls="$*"
+        if [ $kind = lat ]; then
+            iters=$(iters_for $size $RC_LAT_BUDGET $RC_LAT_MIN $RC_LAT_MAX)
+        else
+            iters=$(iters_for $size $RC_BW_BUDGET $RC_BW_MIN $RC_BW_MAX)
+        fi
+        for rep in $(seq $REPS); do
+            order=$tls
+            [ $((rep % 2)) = 0 ] && order=$(echo $tls | tr ' ' '\n' | tac | tr '\n' ' ')
+            for tl in $order; do
+                measure $level $test $layout $tl $size $iters $rep
+            done
+        done
+        line=$(printf '  %-4s %-7s %-6s %6s' "$level" "$test" \
+               "$([ $layout = rc ] && echo - || echo ${layout#rc-})" "$(fmt_size $size)")
+        if [ $kind = lat ]; then
+            line="$line  p50/avg us"
+            for tl in $tls; do
+                line="$line  $(printf '%-7s %7s %8s' "$(rc_label $tl $level)" \
+                    "$(combine $level $test $layout $tl $size lat50_us)" \
+                    "$(combine $level $test $layout $tl $size latavg_us)")"
+            done
+        else
+            line="$line  MB/s"
+            for tl in $tls; do
+                line="$line  $(printf '%-7s %8s' "$(rc_label $tl $level)" \
+                    "$(combine $level $test $layout $tl $size bw_MBps)")"
+            done
+            if [ $level = ucp ]; then
+                g=$(rc_gets $level $test $layout $size)
+                [ -n "$g" ] && line="$line  (rc_sr: $g gets for $iters msgs + warm-up)"
+            fi
+        fi
+        echo "$line"
+    }
+
+    echo
+    echo "== rc_sr against tcp and cma (UCP 'cma+tcp' = UCX_TLS=cma,tcp,self: tcp"
+    echo "   carries eager messages and the rendezvous handshake, cma the data)"
+    rc_point uct am_lat rc-short 8 lat rc_sr tcp
+    for s in $RC_LAT_SIZES; do rc_point ucp tag_lat rc $s lat rc_sr tcp; done
+    for s in $RC_BW_SIZES; do rc_point ucp tag_bw rc $s bw rc_sr tcp cma; done
+    rc_point uct get rc-zcopy 1048576 bw rc_sr cma
+    rc_point uct put_bw rc-zcopy 1048576 bw rc_sr cma
+    rc_point uct am_bw rc-bcopy 8192 bw rc_sr tcp
+
+    # -- resources of one connection
+    echo "== Resources of a connection ($RC_CONNS connections between two interfaces of one process)"
+    CONNMEM=$OUT/bin/rc_conn_memory
+    RCMEMCSV=$OUT/rc_conn_memory.csv
+    RC_MEM_COLS="bytes_per_conn_malloc rss_per_conn fds_per_conn kernel_sock_bytes_per_conn sockbuf_limit_bytes_per_conn sockbuf_alloc_bytes_per_conn create_ns_per_ep connect_ms"
+    RC_STAT_COLS="conn_state_bytes conn_kernel_bytes conn_fds conn_descriptors conn_descriptor_bytes rx_buf_bytes rx_pool_buffers"
+    echo "tl,conns,$(echo $RC_MEM_COLS $RC_STAT_COLS | tr ' ' ','),note" > "$RCMEMCSV"
+    # shellcheck disable=SC2046 # pkg-config output is a list of flags
+    if ! gcc -O2 -Wall -o "$CONNMEM" "$ROOT/test/perf/rc_conn_memory.c" \
+            $(pkg-config --cflags --libs ucx) > "$OUT/logs/rc_conn_memory-build.log" 2>&1; then
+        echo "  FAILED: cannot build rc_conn_memory (see $OUT/logs/rc_conn_memory-build.log)" >&2
+        FAILED=$((FAILED + 1))
+    else
+        for tl in rc_sr tcp; do
+            log=$OUT/logs/rc_conn_memory-$tl-$RC_CONNS.log
+            # two descriptors per connection, both ends in one process
+            ( nofile=$(ulimit -n)
+              [ "$nofile" != unlimited ] && [ "$nofile" -lt $((2 * RC_CONNS + 512)) ] &&
+                  ulimit -n 65536 2>/dev/null
+              UCX_APTUS_STATS=stdout exec timeout $RUN_TIMEOUT \
+                  "$CONNMEM" -t $tl -d lo -n $RC_CONNS ) > "$log" 2>&1
+            rc=$?
+            line=$(grep "^tl=$tl " "$log" | tail -1)
+            get() { echo "$line" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+            # the connecting interface's line (the accepting one has no
+            # endpoints of its own)
+            stats=$(grep "^aptus-stats rc_sr/" "$log" |
+                    awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^eps_created=/ && $i != "eps_created=0") print }' |
+                    tail -1)
+            sget() { echo "$stats" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+            skipped=$(get skipped)
+            if [ $rc -eq 3 ] && [ -n "$skipped" ]; then
+                echo "  $tl: skipped ($skipped)"
+                echo "$tl,$RC_CONNS$(printf ',%.0s' $RC_MEM_COLS $RC_STAT_COLS),skipped: $skipped" >> "$RCMEMCSV"
+                continue
+            fi
+            if [ $rc -ne 0 ] || [ -z "$(get bytes_per_conn_malloc)" ] ||
+               { [ $tl = rc_sr ] && [ -z "$stats" ]; }; then
+                echo "  FAILED: connection resources $tl (exit $rc; see $log)" >&2
+                FAILED=$((FAILED + 1))
+                continue
+            fi
+            vals=
+            for c in $RC_MEM_COLS; do vals="$vals,$(get $c)"; done
+            for c in $RC_STAT_COLS; do vals="$vals,$(sget $c)"; done
+            note="both ends of each connection counted"
+            [ "$(get kernel_sock_bytes_per_conn)" = -1 ] &&
+                note="$note; /proc/slabinfo not readable: no kernel socket figure"
+            echo "$tl,$RC_CONNS$vals,$note" >> "$RCMEMCSV"
+            printf '  %-5s malloc/conn %6s  rss/conn %6s  fds/conn %4s  kernel TCP slab/conn %6s  create %5.1f us/ep  all connected in %s ms\n' \
+                $tl "$(get bytes_per_conn_malloc)" "$(get rss_per_conn)" \
+                "$(get fds_per_conn)" "$(get kernel_sock_bytes_per_conn)" \
+                "$(awk -v n="$(get create_ns_per_ep)" 'BEGIN { print n / 1000 }')" \
+                "$(get connect_ms)"
+        done
+    fi
+    rcmem() { # TL COLUMN
+        awk -F, -v tl="$1" -v col="$2" '
+            NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+            $1 == tl { print $c[col] }' "$RCMEMCSV"
+    }
+
+    # -- the table
+    RCSUM=$OUT/rc_summary.csv
+    echo "metric,rc_sr,tcp,cma,rc_sr_per_tcp,rc_sr_per_cma,target,met" > "$RCSUM"
+    # rc_row METRIC RC_SR TCP CMA TARGET: TARGET "<=tcp", ">=0.9cma" or "-"
+    rc_row() {
+        awk -v m="$1" -v r="${2:-n/a}" -v t="${3:-n/a}" -v c="${4:-n/a}" -v tg="$5" 'BEGIN {
+            num = "^[0-9.eE+-]+$"
+            rt = (r ~ num && t ~ num && t + 0 != 0) ? sprintf("%.2f", r / t) : "-"
+            rc = (r ~ num && c ~ num && c + 0 != 0) ? sprintf("%.2f", r / c) : "-"
+            met = "-"
+            if (tg == "<=tcp")
+                met = (rt == "-") ? "n/a" : ((r + 0 <= t + 0) ? "yes" : "NO")
+            else if (tg == ">=0.9cma")
+                met = (rc == "-") ? "n/a" : ((r / c >= 0.9) ? "yes" : "NO")
+            printf "%s,%s,%s,%s,%s,%s,%s,%s\n", m, r, t, c, rt, rc, tg, met
+        }' >> "$RCSUM"
+    }
+    for stat in lat50_us latavg_us; do
+        name=$([ $stat = lat50_us ] && echo p50 || echo avg)
+        rc_row "UCT am_lat short 8 B $name (us)" \
+            "$(combine uct am_lat rc-short rc_sr 8 $stat)" \
+            "$(combine uct am_lat rc-short tcp 8 $stat)" "" "<=tcp"
+    done
+    for s in $RC_LAT_SIZES; do
+        for stat in lat50_us latavg_us; do
+            name=$([ $stat = lat50_us ] && echo p50 || echo avg)
+            rc_row "UCP tag_lat $(fmt_size $s) $name (us)" \
+                "$(combine ucp tag_lat rc rc_sr $s $stat)" \
+                "$(combine ucp tag_lat rc tcp $s $stat)" "" \
+                "$([ $s -le 1024 ] && echo "<=tcp" || echo -)"
+        done
+    done
+    for s in $RC_BW_SIZES; do
+        rc_row "UCP tag_bw $(fmt_size $s) (MB/s)" \
+            "$(combine ucp tag_bw rc rc_sr $s bw_MBps)" \
+            "$(combine ucp tag_bw rc tcp $s bw_MBps)" \
+            "$(combine ucp tag_bw rc cma $s bw_MBps)" \
+            "$([ $s = 1048576 ] && echo ">=0.9cma" || echo -)"
+    done
+    rc_row "UCT get zcopy 1 MB (MB/s)" \
+        "$(combine uct get rc-zcopy rc_sr 1048576 bw_MBps)" "" \
+        "$(combine uct get rc-zcopy cma 1048576 bw_MBps)" "-"
+    rc_row "UCT put_bw zcopy 1 MB (MB/s)" \
+        "$(combine uct put_bw rc-zcopy rc_sr 1048576 bw_MBps)" "" \
+        "$(combine uct put_bw rc-zcopy cma 1048576 bw_MBps)" "-"
+    rc_row "UCT am_bw bcopy 8 KB (MB/s)" \
+        "$(combine uct am_bw rc-bcopy rc_sr 8192 bw_MBps)" \
+        "$(combine uct am_bw rc-bcopy tcp 8192 bw_MBps)" "" "-"
+    rc_row "bytes/conn malloc (both ends)" \
+        "$(rcmem rc_sr bytes_per_conn_malloc)" "$(rcmem tcp bytes_per_conn_malloc)" "" "-"
+    rc_row "bytes/conn RSS (both ends)" \
+        "$(rcmem rc_sr rss_per_conn)" "$(rcmem tcp rss_per_conn)" "" "-"
+    rc_row "fds/conn (both ends)" \
+        "$(rcmem rc_sr fds_per_conn)" "$(rcmem tcp fds_per_conn)" "" "-"
+    ks_r=$(rcmem rc_sr kernel_sock_bytes_per_conn); ks_t=$(rcmem tcp kernel_sock_bytes_per_conn)
+    [ "$ks_r" = -1 ] && ks_r=; [ "$ks_t" = -1 ] && ks_t=
+    rc_row "kernel TCP slab bytes/conn (both ends)" "$ks_r" "$ks_t" "" "-"
+
+    RCTABLE=$OUT/rc_table.txt
+    {
+        echo
+        echo "== rc summary ($STAT of $REPS; UCP 'cma' = UCX_TLS=cma,tcp,self; ratios rc_sr/x:"
+        echo "   < 1 is better for latency and bytes, > 1 for bandwidth)"
+        awk -F, '
+            function fmt(v) {
+                if (v !~ /^[0-9.eE+-]+$/) return v
+                if (v + 0 >= 1000)        return sprintf("%.0f", v)
+                return sprintf("%.3g", v)
+            }
+            NR == 1 {
+                printf "%-38s | %8s | %8s | %8s | %6s | %6s | %8s | %s\n", "metric", "rc_sr", "tcp", "cma", "/tcp", "/cma", "target", "met?"
+                print "---------------------------------------+----------+----------+----------+--------+--------+----------+-----"
+                next
+            }
+            { printf "%-38s | %8s | %8s | %8s | %6s | %6s | %8s | %s\n", $1, fmt($2), fmt($3), fmt($4), $5, $6, $7, $8 }
+        ' "$RCSUM"
+        echo
+        echo "targets (reported, not asserted):"
+        awk -F, '
+            NR == 1 { next }
+            $1 == "UCP tag_bw 1 MB (MB/s)" {
+                printf "  rendezvous bandwidth, UCP tag_bw 1 MB: rc_sr %s MB/s = %sx cma %s MB/s (>= 0.9x): %s\n",
+                    $2, $6, $4, ($8 == "yes") ? "met" : ($8 == "NO" ? "MISSED" : "n/a")
+            }
+            $1 ~ /^UCP tag_lat (8 B|1 KB) / {
+                printf "  small-message latency, %s: rc_sr %s vs tcp %s (<= tcp): %s\n",
+                    $1, $2, $3, ($8 == "yes") ? "met" : ($8 == "NO" ? "MISSED" : "n/a")
+            }' "$RCSUM"
+
+        # receive buffers: per connection (an RC design with buffers of
+        # its own for every connection: MVAPICH / MPICH2 style, credits x
+        # buffer each) against rc_sr's pool shared by all connections
+        desc=$(rcmem rc_sr conn_descriptors); dbytes=$(rcmem rc_sr conn_descriptor_bytes)
+        rxbuf=$(rcmem rc_sr rx_buf_bytes); pool=$(rcmem rc_sr rx_pool_buffers)
+        if [ -n "$desc" ] && [ -n "$pool" ]; then
+            echo
+            echo "== Resources of one connection ($RC_CONNS connections, both ends in one process)"
+            awk -v conns="$RC_CONNS" \
+                -v r_m="$(rcmem rc_sr bytes_per_conn_malloc)" -v t_m="$(rcmem tcp bytes_per_conn_malloc)" \
+                -v r_rss="$(rcmem rc_sr rss_per_conn)" -v t_rss="$(rcmem tcp rss_per_conn)" \
+                -v r_st="$(rcmem rc_sr conn_state_bytes)" \
+                -v r_fd="$(rcmem rc_sr fds_per_conn)" -v t_fd="$(rcmem tcp fds_per_conn)" \
+                -v r_cfd="$(rcmem rc_sr conn_fds)" \
+                -v r_ks="$(rcmem rc_sr kernel_sock_bytes_per_conn)" -v t_ks="$(rcmem tcp kernel_sock_bytes_per_conn)" \
+                -v r_kl="$(rcmem rc_sr sockbuf_limit_bytes_per_conn)" -v t_kl="$(rcmem tcp sockbuf_limit_bytes_per_conn)" \
+                -v r_ck="$(rcmem rc_sr conn_kernel_bytes)" \
+                -v r_ka="$(rcmem rc_sr sockbuf_alloc_bytes_per_conn)" -v t_ka="$(rcmem tcp sockbuf_alloc_bytes_per_conn)" \
+                -v r_cr="$(rcmem rc_sr create_ns_per_ep)" -v t_cr="$(rcmem tcp create_ns_per_ep)" \
+                -v r_ct="$(rcmem rc_sr connect_ms)" -v t_ct="$(rcmem tcp connect_ms)" \
+                -v desc="$desc" -v dbytes="$dbytes" -v rxbuf="$rxbuf" -v pool="$pool" 'BEGIN {
+                f = "%-52s | %-22s | %s\n"
+                printf f, "per connection", "rc_sr", "tcp"
+                print "-----------------------------------------------------+------------------------+-----------------------"
+                printf f, "user-space bytes, both ends (malloc growth)", r_m, t_m
+                printf f, "  rc_sr own figure: state of one end", r_st, "-"
+                printf f, "resident bytes, both ends (RSS growth)", r_rss, t_rss
+                printf f, "file descriptors, both ends", r_fd " (" r_cfd " per end)", t_fd
+                printf f, "kernel socket objects, both ends (TCP slab)", (r_ks == -1) ? "not readable" : r_ks, (t_ks == -1) ? "not readable" : t_ks
+                printf f, "kernel buffer limit, both ends (SNDBUF+RCVBUF)", r_kl " (" r_ck " per end)", t_kl
+                printf f, "kernel buffers allocated while idle", r_ka, t_ka
+                printf f, "create time per endpoint (us)", sprintf("%.1f", r_cr / 1000), sprintf("%.1f", t_cr / 1000)
+                printf f, "all " conns " connected after (ms)", r_ct, t_ct
+                printf f, "receive buffers it may occupy (credits x buffer)", desc " x " rxbuf " = " dbytes, "kernel buffers only"
+                print ""
+                print "receive buffers of an interface, by number of connections: an RC design with"
+                print "buffers of its own per connection (MVAPICH/MPICH2 style, " desc " x " rxbuf " B each)"
+                print "against the shared pool of rc_sr (SRQ: UCX_RC_SR_RX_QUEUE_LEN " pool " x " rxbuf " B, constant):"
+                g = "%11s | %22s | %22s | %s\n"
+                printf g, "connections", "per-connection buffers", "rc_sr shared pool", "ratio"
+                print "------------+------------------------+------------------------+------"
+                n = split("1 16 128 " conns " 10000", ns, " ")
+                for (i = 1; i <= n; i++) {
+                    if (i > 1 && ns[i] == ns[i - 1]) continue
+                    per = ns[i] * dbytes; shared = pool * rxbuf
+                    printf g, ns[i], human(per), human(shared), sprintf("%.2f", per / shared)
+                }
+            }
+            function human(b) {
+                if (b >= 1048576) return sprintf("%.1f MB (%.0f)", b / 1048576, b)
+                if (b >= 1024)    return sprintf("%.1f KB (%.0f)", b / 1024, b)
+                return b " B"
+            }'
+        fi
+    } | tee "$RCTABLE"
+
+    # -- plots
+    if ensure_gnuplot; then
+        RCBW=$OUT/rc_sweep.csv
+        echo "size,rc_sr_bw_MBps,tcp_bw_MBps,cma_bw_MBps" > "$RCBW"
+        for s in $RC_BW_SIZES; do
+            m() { local v; v=$(combine ucp tag_bw rc "$1" $s bw_MBps); echo "${v:-NaN}"; }
+            echo "$s,$(m rc_sr),$(m tcp),$(m cma)" >> "$RCBW"
+        done
+        RCLAT=$OUT/rc_latency_plot.csv
+        : > "$RCLAT"
+        for p in "uct am_lat rc-short 8 UCT-am_lat-8B" "ucp tag_lat rc 8 UCP-tag_lat-8B" \
+                 "ucp tag_lat rc 1024 UCP-tag_lat-1KB" "ucp tag_lat rc 4096 UCP-tag_lat-4KB"; do
+            set -- $p
+            v1=$(combine $1 $2 $3 rc_sr $4 lat50_us); v2=$(combine $1 $2 $3 tcp $4 lat50_us)
+            echo "$5,${v1:-NaN},${v2:-NaN}" >> "$RCLAT"
+        done
+        RCRMA=$OUT/rc_1mb_plot.csv
+        : > "$RCRMA"
+        for p in "ucp tag_bw rc UCP-tag_bw" "uct get rc-zcopy UCT-get-zcopy" "uct put_bw rc-zcopy UCT-put_bw-zcopy"; do
+            set -- $p
+            v1=$(combine $1 $2 $3 rc_sr 1048576 bw_MBps); v2=$(combine $1 $2 $3 tcp 1048576 bw_MBps)
+            v3=$(combine $1 $2 $3 cma 1048576 bw_MBps)
+            echo "$4,${v1:-NaN},${v2:-NaN},${v3:-NaN}" >> "$RCRMA"
+        done
+        title="($(hostname), $(date +%F), $STAT of $REPS, load at start $(sed -n 's/^host: .* load: \([^ ]*\).*/\1/p' "$OUT/meta.txt"))"
+        if gnuplot > "$OUT/logs/gnuplot-rc.log" 2>&1 <<EOF
+set datafile separator ","
+set datafile missing "NaN"
+set terminal pngcairo size 1000,650 font "sans,11" noenhanced
+set key top left box opaque
+set grid xtics ytics lc rgb "#dddddd"
+
+set output "$OUT/rc_bandwidth.png"
+set title "UCP tag_bw over the loopback: rc_sr, tcp, cma (UCX_TLS=cma,tcp,self)\n$title" noenhanced
+set logscale x 2
+set xtics ("64KB" 65536, "256KB" 262144, "1MB" 1048576, "4MB" 4194304, "16MB" 16777216)
+set xrange [65536 / 1.5 : 16777216 * 1.5]
+set yrange [0:*]
+set xlabel "message size"
+set ylabel "bandwidth (MB/s)"
+plot "$RCBW" every ::1 using 1:2 with linespoints lw 2 pt 7 lc rgb "#d62728" title "rc_sr", \
+     "$RCBW" every ::1 using 1:3 with linespoints lw 2 pt 5 lc rgb "#1f77b4" title "tcp", \
+     "$RCBW" every ::1 using 1:4 with linespoints lw 2 pt 9 lc rgb "#2ca02c" title "cma (+tcp)"
+
+unset logscale x
+unset xtics
+set xtics
+unset xrange
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.85 border -1
+set grid noxtics ytics
+
+set output "$OUT/rc_latency.png"
+set title "Small-message latency, p50 one-way: rc_sr vs tcp\n$title" noenhanced
+set xlabel ""
+set ylabel "latency (usec)"
+plot "$RCLAT" using 2:xtic(1) title "rc_sr" lc rgb "#d62728", \
+     "" using 3 title "tcp" lc rgb "#1f77b4"
+
+set output "$OUT/rc_1mb.png"
+set title "1 MB transfers: UCP rendezvous and UCT one-sided zcopy\n$title" noenhanced
+set ylabel "bandwidth (MB/s)"
+plot "$RCRMA" using 2:xtic(1) title "rc_sr" lc rgb "#d62728", \
+     "" using 3 title "tcp" lc rgb "#1f77b4", \
+     "" using 4 title "cma (UCP: +tcp)" lc rgb "#2ca02c"
+EOF
+        then
+            echo "plots: $OUT/rc_bandwidth.png $OUT/rc_latency.png $OUT/rc_1mb.png"
+        else
+            echo "ud_sr_bench: gnuplot failed (see $OUT/logs/gnuplot-rc.log)" >&2
+        fi
+    fi
+fi # section "rc"
+
 END=$(date +%s)
 echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/meta.txt"
 if awk -v l="$(cut -d' ' -f1 /proc/loadavg)" -v n="$(nproc)" 'BEGIN { exit !(l > n) }'; then
     echo "WARNING: $LOAD_WARN"
 fi
-echo "csv: $RAW $CPUCSV ${SWEEP:-} ${SUMMARY:-} ${MEMCSV:-} ${ZCSV:-}"
+echo "csv: $RAW $CPUCSV ${SWEEP:-} ${SUMMARY:-} ${MEMCSV:-} ${ZCSV:-} ${RCSUM:-} ${RCMEMCSV:-} ${RCBW:-}"
 echo "elapsed: $((END - START)) s"
 echo "elapsed: $((END - START)) s" >> "$OUT/meta.txt"
 if [ $FAILED -gt 0 ]; then

@@ -90,7 +90,8 @@ typedef struct aptus_conn_wire_stats {
     uint64_t rx_syscalls;
     uint64_t rx_pool_empty; /* reads deferred: no free receive buffer */
     uint64_t rx_malformed;  /* connections cut for a bad frame */
-    uint64_t failures;
+    uint64_t failures;    /* broken: reset, refused, malformed */
+    uint64_t peer_closes; /* closed by the peer in order */
     uint64_t writes;
     uint64_t write_bytes;
     uint64_t reads;

@@ -1211,7 +1211,8 @@ TEST_F(sock_conn, peer_close_not_connected)
     ASSERT_TRUE(wait_for([&] { return !m_b.failed.empty(); }));
     EXPECT_EQ(m_ba, m_b.failed[0].first);
     EXPECT_EQ(UCS_ERR_NOT_CONNECTED, m_b.failed[0].second);
-    EXPECT_EQ(1u, m_b.wire->stats.failures);
+    EXPECT_EQ(0u, m_b.wire->stats.failures);
+    EXPECT_EQ(1u, m_b.wire->stats.peer_closes);
     EXPECT_NE(UCS_OK, send(m_ba, m));
     std::vector<uint8_t> mem(16);
     aptus_mem_key_t key = key_of(m_b.wire, mem.data(), mem.size());

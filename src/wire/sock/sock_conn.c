@@ -154,7 +154,11 @@ static void aptus_sock_conn_fail(aptus_sock_conn_t *conn, ucs_status_t status)
     }
     conn->flags |= APTUS_SOCK_CONN_BROKEN | APTUS_SOCK_CONN_REPORTED;
     (void)epoll_ctl(cw->epfd, EPOLL_CTL_DEL, conn->fd, NULL);
-    cw->super.stats.failures++;
+    if (status == UCS_ERR_NOT_CONNECTED) {
+        cw->super.stats.peer_closes++;
+    } else {
+        cw->super.stats.failures++;
+    }
     cw->config.handlers->failed(cw->config.arg, &conn->super, status);
 }
 
