@@ -47,47 +47,19 @@
  *   ./rc_conn_memory -t tcp -n 1000
  */
 #define _GNU_SOURCE
-#include <uct/api/uct.h>
-#include <ucs/async/async_fwd.h>
+#include "perf_probe.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <getopt.h>
-#include <malloc.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
+
+#define PROG "rc_conn_memory"
 
 typedef struct {
-    const char *tl;        /* transport name */
-    const char *component; /* UCT component */
-    const char *md;        /* memory domain name */
-    const char *dev;       /* device */
-    unsigned num_eps;
-    unsigned min_progress_ms; /* progress at least this long */
-    unsigned max_progress_ms; /* give up waiting for the connections */
-} options_t;
-
-typedef struct {
-    uct_iface_h iface;
-    uct_iface_attr_t attr;
-    uct_device_addr_t *dev_addr;
-    uct_iface_addr_t *iface_addr;
-} iface_t;
-
-typedef struct {
-    ucs_async_context_t *async;
-    uct_worker_h worker;
-    uct_component_h component;
-    uct_md_h md;
-    iface_t a; /* the endpoints' side */
-    iface_t b; /* the accepting side */
+    perf_uct_t uct;
+    perf_iface_t a; /* the endpoints' side */
+    perf_iface_t b; /* the accepting side */
 } ctx_t;
 
 /* One snapshot of the process' and the kernel's resources. */
@@ -99,124 +71,13 @@ typedef struct {
     long sock_mem; /* TCP socket buffer bytes (sockstat), -1 if unreadable */
 } snapshot_t;
 
-#define CHECK(_expr, _what)                                                    \
-    do {                                                                       \
-        ucs_status_t _s = (_expr);                                             \
-        if (_s != UCS_OK) {                                                    \
-            fprintf(stderr, "rc_conn_memory: %s failed: %s\n", (_what),        \
-                    ucs_status_string(_s));                                    \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
-
-static size_t malloc_bytes(void)
-{
-    struct mallinfo2 mi = mallinfo2();
-
-    return mi.uordblks + mi.hblkhd;
-}
-
-static size_t rss_bytes(void)
-{
-    unsigned long size = 0, resident = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-
-    if (f != NULL) {
-        if (fscanf(f, "%lu %lu", &size, &resident) != 2) {
-            resident = 0;
-        }
-        fclose(f);
-    }
-    return resident * (size_t)sysconf(_SC_PAGESIZE);
-}
-
-/* Calls cb(fd, arg) for every open descriptor of the process (except the
- * directory's own); returns their number. */
-static long for_each_fd(void (*cb)(int fd, void *arg), void *arg)
-{
-    DIR *d = opendir("/proc/self/fd");
-    struct dirent *e;
-    long n = 0;
-    int fd;
-
-    if (d == NULL) {
-        return -1;
-    }
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.') {
-            continue;
-        }
-        fd = atoi(e->d_name);
-        if (fd == dirfd(d)) {
-            continue;
-        }
-        ++n;
-        if (cb != NULL) {
-            cb(fd, arg);
-        }
-    }
-    closedir(d);
-    return n;
-}
-
-static long count_fds(void)
-{
-    return for_each_fd(NULL, NULL);
-}
-
-/* Kernel memory in TCP socket objects (slab "TCP"), or -1 if unreadable. */
-static long tcp_slab_bytes(void)
-{
-    char line[512], name[64];
-    unsigned long active, num, objsize;
-    long bytes = -1;
-    FILE *f    = fopen("/proc/slabinfo", "r");
-
-    if (f == NULL) {
-        return -1;
-    }
-    while (fgets(line, sizeof(line), f) != NULL) {
-        if ((sscanf(line, "%63s %lu %lu %lu", name, &active, &num, &objsize) ==
-             4) &&
-            !strcmp(name, "TCP")) {
-            bytes = (long)(active * objsize);
-        }
-    }
-    fclose(f);
-    return bytes;
-}
-
-/* Kernel memory in TCP socket buffers, whole host ("TCP: ... mem <pages>"
- * of /proc/net/sockstat), or -1 if unreadable. */
-static long tcp_sockbuf_bytes(void)
-{
-    char line[512];
-    long bytes = -1, pages;
-    const char *p;
-    FILE *f = fopen("/proc/net/sockstat", "r");
-
-    if (f == NULL) {
-        return -1;
-    }
-    while (fgets(line, sizeof(line), f) != NULL) {
-        if (strncmp(line, "TCP:", 4) || ((p = strstr(line, " mem ")) == NULL)) {
-            continue;
-        }
-        if (sscanf(p, " mem %ld", &pages) == 1) {
-            bytes = pages * sysconf(_SC_PAGESIZE);
-        }
-    }
-    fclose(f);
-    return bytes;
-}
-
 static void snapshot(snapshot_t *s)
 {
-    s->malloc   = malloc_bytes();
-    s->rss      = rss_bytes();
-    s->fds      = count_fds();
-    s->slab     = tcp_slab_bytes();
-    s->sock_mem = tcp_sockbuf_bytes();
+    s->malloc   = perf_malloc_bytes();
+    s->rss      = perf_rss_bytes();
+    s->fds      = perf_count_fds();
+    s->slab     = perf_tcp_slab_bytes();
+    s->sock_mem = perf_tcp_sockbuf_bytes();
 }
 
 /* The descriptors open at the baseline, to tell the new ones. */
@@ -259,12 +120,28 @@ static void fd_scan_new(int fd, void *arg)
     scan->sockbuf += (size_t)sndbuf + (size_t)rcvbuf;
 }
 
-static double now_sec(void)
-{
-    struct timespec ts;
+/* How long to progress the worker after creating the endpoints. */
+typedef struct {
+    unsigned min_ms; /* at least this long (-p) */
+    unsigned max_ms; /* give up waiting for the connections (-T) */
+} progress_opts_t;
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
+/* The options of this program only: -p MIN_MS, -T MAX_MS (arg: a
+ * progress_opts_t). */
+static int own_opt(int c, const char *value, void *arg)
+{
+    progress_opts_t *progress = arg;
+
+    switch (c) {
+    case 'p':
+        progress->min_ms = strtoul(value, NULL, 0);
+        return 1;
+    case 'T':
+        progress->max_ms = strtoul(value, NULL, 0);
+        return 1;
+    default:
+        return 0;
+    }
 }
 
 static void usage(const char *prog)
@@ -281,110 +158,13 @@ static void usage(const char *prog)
            prog);
 }
 
-static void open_md(const options_t *opts, ctx_t *ctx)
+static void open_iface(const perf_opts_t *opts, ctx_t *ctx, perf_iface_t *ifc)
 {
-    uct_component_h *components;
-    uct_component_attr_t comp_attr;
-    uct_md_config_t *md_config;
-    unsigned num_components, i, j;
-    int found = 0;
-
-    CHECK(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &ctx->async),
-          "ucs_async_context_create");
-    CHECK(uct_worker_create(ctx->async, UCS_THREAD_MODE_SINGLE, &ctx->worker),
-          "uct_worker_create");
-
-    CHECK(uct_query_components(&components, &num_components),
-          "uct_query_components");
-    for (i = 0; (i < num_components) && !found; ++i) {
-        memset(&comp_attr, 0, sizeof(comp_attr));
-        comp_attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME |
-                               UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
-        CHECK(uct_component_query(components[i], &comp_attr),
-              "uct_component_query");
-        if (strcmp(comp_attr.name, opts->component)) {
-            continue;
-        }
-        comp_attr.md_resources = calloc(comp_attr.md_resource_count,
-                                        sizeof(*comp_attr.md_resources));
-        comp_attr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
-        CHECK(uct_component_query(components[i], &comp_attr),
-              "uct_component_query");
-        for (j = 0; j < comp_attr.md_resource_count; ++j) {
-            if (!strcmp(comp_attr.md_resources[j].md_name, opts->md)) {
-                ctx->component = components[i];
-                found          = 1;
-                break;
-            }
-        }
-        free(comp_attr.md_resources);
-    }
-    uct_release_component_list(components);
-    if (!found) {
-        fprintf(stderr,
-                "rc_conn_memory: UCT component '%s' with md '%s' not found%s\n",
-                opts->component, opts->md,
-                strcmp(opts->component, "aptus")
-                    ? ""
-                    : " (is libuct_aptus.so preloaded? LD_PRELOAD or "
-                      "aptus-env)");
-        exit(2);
-    }
-
-    CHECK(uct_md_config_read(ctx->component, NULL, NULL, &md_config),
-          "uct_md_config_read");
-    CHECK(uct_md_open(ctx->component, opts->md, md_config, &ctx->md),
-          "uct_md_open");
-    uct_config_release(md_config);
-}
-
-static void open_iface(const options_t *opts, ctx_t *ctx, iface_t *ifc)
-{
-    uct_iface_config_t *iface_config;
-    uct_iface_params_t params;
-
-    CHECK(
-        uct_md_iface_config_read(ctx->md, opts->tl, NULL, NULL, &iface_config),
-        "uct_md_iface_config_read");
-    memset(&params, 0, sizeof(params));
-    params.field_mask =
-        UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
-        UCT_IFACE_PARAM_FIELD_STATS_ROOT | UCT_IFACE_PARAM_FIELD_RX_HEADROOM |
-        UCT_IFACE_PARAM_FIELD_CPU_MASK;
-    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
-    params.mode.device.tl_name  = opts->tl;
-    params.mode.device.dev_name = opts->dev;
-    params.stats_root           = NULL;
-    params.rx_headroom          = 0;
-    UCS_CPU_ZERO(&params.cpu_mask);
-    CHECK(uct_iface_open(ctx->md, ctx->worker, &params, iface_config,
-                         &ifc->iface),
-          "uct_iface_open");
-    uct_config_release(iface_config);
-
-    CHECK(uct_iface_query(ifc->iface, &ifc->attr), "uct_iface_query");
-    if (!(ifc->attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE)) {
-        fprintf(stderr, "rc_conn_memory: %s/%s cannot connect to iface\n",
-                opts->tl, opts->dev);
-        exit(2);
-    }
-    ifc->dev_addr   = calloc(1, ifc->attr.device_addr_len + 8);
-    ifc->iface_addr = calloc(1, ifc->attr.iface_addr_len + 8);
-    CHECK(uct_iface_get_device_address(ifc->iface, ifc->dev_addr),
-          "uct_iface_get_device_address");
-    CHECK(uct_iface_get_address(ifc->iface, ifc->iface_addr),
-          "uct_iface_get_address");
+    perf_open_iface(PROG, opts, &ctx->uct, ifc);
     /* an interface that no one sends to needs no handlers: the endpoints
      * never send (an AM arriving without a handler would be an error) */
     uct_iface_progress_enable(ifc->iface,
                               UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-}
-
-static void close_iface(iface_t *ifc)
-{
-    uct_iface_close(ifc->iface);
-    free(ifc->dev_addr);
-    free(ifc->iface_addr);
 }
 
 /* Progresses the worker at least min_ms, and until the process holds
@@ -394,17 +174,17 @@ static void close_iface(iface_t *ifc)
 static double progress_until(ctx_t *ctx, long fds0, long target_fds,
                              unsigned min_ms, unsigned max_ms, double t0)
 {
-    double start = now_sec(), reached = -1, stable_since = 0, t;
+    double start = perf_now_sec(), reached = -1, stable_since = 0, t;
     long fds, last = -1;
     unsigned iter;
 
     for (iter = 0;; ++iter) {
-        uct_worker_progress(ctx->worker);
+        uct_worker_progress(ctx->uct.worker);
         if ((iter % 64) != 0) {
             continue;
         }
-        t   = now_sec();
-        fds = count_fds() - fds0;
+        t   = perf_now_sec();
+        fds = perf_count_fds() - fds0;
         if (fds != last) {
             last         = fds;
             stable_since = t;
@@ -424,13 +204,8 @@ static double progress_until(ctx_t *ctx, long fds0, long target_fds,
 
 int main(int argc, char **argv)
 {
-    options_t opts = { .tl              = "rc_sr",
-                       .component       = "aptus",
-                       .md              = "aptus_rc",
-                       .dev             = "lo",
-                       .num_eps         = 1000,
-                       .min_progress_ms = 300,
-                       .max_progress_ms = 10000 };
+    perf_opts_t opts         = perf_default_opts("rc_sr", "aptus", "aptus_rc");
+    progress_opts_t progress = { .min_ms = 300, .max_ms = 10000 };
     snapshot_t s0, s1;
     fd_scan_t scan;
     double t0, t1, connected;
@@ -438,95 +213,49 @@ int main(int argc, char **argv)
     uct_ep_h *eps, warm_ep;
     ctx_t ctx;
     ucs_status_t status;
-    struct rlimit rl;
+    rlim_t need;
     unsigned i;
     long fds_before, want;
     int c;
 
     memset(&ctx, 0, sizeof(ctx));
-    while ((c = getopt(argc, argv, "t:d:n:p:T:h")) != -1) {
-        switch (c) {
-        case 't':
-            opts.tl = optarg;
-            break;
-        case 'd':
-            opts.dev = optarg;
-            break;
-        case 'n':
-            opts.num_eps = strtoul(optarg, NULL, 0);
-            break;
-        case 'p':
-            opts.min_progress_ms = strtoul(optarg, NULL, 0);
-            break;
-        case 'T':
-            opts.max_progress_ms = strtoul(optarg, NULL, 0);
-            break;
-        case 'h':
-            usage(argv[0]);
-            return 0;
-        default:
-            usage(argv[0]);
-            return 1;
-        }
-    }
-    if (!strcmp(opts.tl, "tcp")) {
-        opts.component = "tcp";
-        opts.md        = "tcp";
-    } else if (strcmp(opts.tl, "rc_sr")) {
-        fprintf(stderr, "rc_conn_memory: unknown transport '%s'\n", opts.tl);
-        return 1;
-    }
-    if (opts.num_eps == 0) {
-        fprintf(stderr, "rc_conn_memory: -n must be positive\n");
-        return 1;
+    c = perf_parse_opts(argc, argv, "t:d:n:p:T:h", PROG, "rc_sr", &opts,
+                        own_opt, &progress, usage);
+    if (c >= 0) {
+        return c;
     }
 
     /* two descriptors per connection (both ends are in this process) */
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
-        rlim_t need = 2 * (rlim_t)opts.num_eps + 512;
-
-        if (rl.rlim_cur < need) {
-            rl.rlim_cur = need;
-            if (rl.rlim_max < need) {
-                rl.rlim_max = need;
-            }
-            if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
-                printf("tl=%s dev=%s conns=%u skipped=fd_limit(need %lu: %s)\n",
-                       opts.tl, opts.dev, opts.num_eps, (unsigned long)need,
-                       strerror(errno));
-                return 3;
-            }
-        }
+    need = 2 * (rlim_t)opts.num_eps + 512;
+    if (perf_raise_fd_limit(need) != 0) {
+        printf("tl=%s dev=%s conns=%u skipped=fd_limit(need %lu: %s)\n",
+               opts.tl, opts.dev, opts.num_eps, (unsigned long)need,
+               strerror(errno));
+        return 3;
     }
 
-    open_md(&opts, &ctx);
+    perf_open_md(PROG, &opts, &ctx.uct);
     open_iface(&opts, &ctx, &ctx.a);
     open_iface(&opts, &ctx, &ctx.b);
 
     eps = calloc(opts.num_eps, sizeof(*eps));
-    memset(&ep_params, 0, sizeof(ep_params));
-    ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE |
-                           UCT_EP_PARAM_FIELD_DEV_ADDR |
-                           UCT_EP_PARAM_FIELD_IFACE_ADDR;
-    ep_params.iface      = ctx.a.iface;
-    ep_params.dev_addr   = ctx.b.dev_addr;
-    ep_params.iface_addr = ctx.b.iface_addr;
+    perf_ep_params(&ep_params, ctx.a.iface, ctx.b.dev_addr, ctx.b.iface_addr);
 
     /* One connection first, established, so that one-time allocations
      * (first pool chunks, first tables, the accept path) are not counted
      * per connection. */
-    fds_before = count_fds();
+    fds_before = perf_count_fds();
     status     = uct_ep_create(&ep_params, &warm_ep);
     if (status != UCS_OK) {
         printf("tl=%s dev=%s conns=%u skipped=ep_create_failed(%s)\n", opts.tl,
                opts.dev, opts.num_eps, ucs_status_string(status));
         return 3;
     }
-    if (progress_until(&ctx, fds_before, 2, opts.min_progress_ms,
-                       opts.max_progress_ms, now_sec()) < 0) {
+    if (progress_until(&ctx, fds_before, 2, progress.min_ms, progress.max_ms,
+                       perf_now_sec()) < 0) {
         printf("tl=%s dev=%s conns=%u skipped=first_connection_not_"
                "established(fds +%ld)\n",
-               opts.tl, opts.dev, opts.num_eps, count_fds() - fds_before);
+               opts.tl, opts.dev, opts.num_eps, perf_count_fds() - fds_before);
         return 3;
     }
 
@@ -534,28 +263,24 @@ int main(int argc, char **argv)
     snapshot(&s0);
     scan.max_fd = (int)(s0.fds + 4 * (long)opts.num_eps + 1024);
     scan.old    = calloc(scan.max_fd, 1);
-    for_each_fd(fd_mark_old, &scan);
+    perf_for_each_fd(fd_mark_old, &scan);
 
-    t0 = now_sec();
+    t0 = perf_now_sec();
     for (i = 0; i < opts.num_eps; ++i) {
         status = uct_ep_create(&ep_params, &eps[i]);
         if (status != UCS_OK) {
-            fprintf(stderr, "rc_conn_memory: uct_ep_create #%u failed: %s\n",
-                    i, ucs_status_string(status));
-            printf("tl=%s dev=%s conns=%u skipped=ep_create_failed_at_%u(%s)\n",
-                   opts.tl, opts.dev, opts.num_eps, i,
-                   ucs_status_string(status));
+            perf_ep_create_failed(PROG, &opts, "conns", i, status);
             return 3;
         }
     }
-    t1   = now_sec();
-    want = 2 * (long)opts.num_eps;
-    connected = progress_until(&ctx, s0.fds, want, opts.min_progress_ms,
-                               opts.max_progress_ms, t0);
+    t1        = perf_now_sec();
+    want      = 2 * (long)opts.num_eps;
+    connected = progress_until(&ctx, s0.fds, want, progress.min_ms,
+                               progress.max_ms, t0);
     snapshot(&s1);
     scan.sockets = scan.other = 0;
     scan.sockbuf = 0;
-    for_each_fd(fd_scan_new, &scan);
+    perf_for_each_fd(fd_scan_new, &scan);
 
     printf("tl=%s dev=%s conns=%u bytes_per_conn_malloc=%.1f "
            "rss_per_conn=%.1f fds_per_conn=%.2f",
@@ -589,27 +314,18 @@ int main(int argc, char **argv)
     }
     fflush(stdout);
 
-    t0 = now_sec();
-    for (i = 0; i < opts.num_eps; ++i) {
-        uct_ep_destroy(eps[i]);
-    }
-    uct_ep_destroy(warm_ep);
-    t1 = now_sec();
-    fprintf(stderr, "rc_conn_memory: destroyed %u endpoints in %.3f ms\n",
-            opts.num_eps + 1, (t1 - t0) * 1e3);
+    perf_destroy_eps(PROG, eps, opts.num_eps, warm_ep);
     /* let the accepting side see the connections close */
-    t0 = now_sec();
-    while (now_sec() - t0 < 0.05) {
-        uct_worker_progress(ctx.worker);
+    t0 = perf_now_sec();
+    while (perf_now_sec() - t0 < 0.05) {
+        uct_worker_progress(ctx.uct.worker);
     }
 
     free(eps);
     free(scan.old);
-    close_iface(&ctx.a); /* rc_sr prints its aptus-stats line here */
-    close_iface(&ctx.b);
-    uct_md_close(ctx.md);
-    uct_worker_destroy(ctx.worker);
-    ucs_async_context_destroy(ctx.async);
+    perf_close_iface(&ctx.a); /* rc_sr prints its aptus-stats line here */
+    perf_close_iface(&ctx.b);
+    perf_close_md(&ctx.uct);
     fflush(stdout);
     return (connected >= 0) ? 0 : 4;
 }
