@@ -27,8 +27,11 @@ suite() {
     local name=$1
     shift
     section "$name"
-    local t0=$(date +%s)
-    if "$@" 2>&1 | tee "$log_dir/$name.log"; then
+    local t0=$(date +%s) rc
+    # the suite's own status, not tee's: a crash must count
+    "$@" 2>&1 | tee "$log_dir/$name.log"
+    rc=${PIPESTATUS[0]}
+    if [ "$rc" -eq 0 ]; then
         echo "[$name: ok in $(( $(date +%s) - t0 ))s]"
         suites_passed=$((suites_passed + 1))
     else

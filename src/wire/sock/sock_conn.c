@@ -340,9 +340,11 @@ static ucs_status_t aptus_sock_conn_send_frame(aptus_sock_conn_t *conn,
             /* a small frame goes out of one buffer: the kernel copies it
              * faster than piece by piece */
             for (i = 0, len = 0; i <= iovcnt; ++i) {
-                memcpy(small + len, frame_iov[i].iov_base,
-                       frame_iov[i].iov_len);
-                len += frame_iov[i].iov_len;
+                if (frame_iov[i].iov_len > 0) {
+                    memcpy(small + len, frame_iov[i].iov_base,
+                           frame_iov[i].iov_len);
+                    len += frame_iov[i].iov_len;
+                }
             }
             frame_iov[0].iov_base = small;
             frame_iov[0].iov_len  = len;
