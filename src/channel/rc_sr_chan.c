@@ -6,6 +6,7 @@
 #endif
 
 #include "rc_sr_chan.h"
+#include "chan_pending.h"
 #include "../proto/le.h"
 
 #include <ucs/debug/log.h>
@@ -134,26 +135,37 @@ static void aptus_rc_link_failed(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
     }
 }
 
-/* A control message: no credit; left owed if the backlog is full. */
+/* A control message (no credit), with an optional body. Credits it could
+ * not carry stay owed. */
+static ucs_status_t aptus_rc_link_send_msg(aptus_rc_link_t *link, unsigned kind,
+                                           const void *body, size_t length)
+{
+    uint8_t hdr[APTUS_RC_HDR_LEN];
+    struct iovec iov[2] = { { hdr, sizeof(hdr) }, { (void *)body, length } };
+    uint16_t credits    = aptus_rc_credits_piggyback(&link->fc);
+    ucs_status_t status;
+
+    aptus_rc_hdr_pack(hdr, kind, 0, credits);
+    status = link->conn->wire->ops->send(link->conn, iov, (length > 0) + 1);
+    if (status != UCS_OK) {
+        link->fc.owed += credits;
+    }
+    return status;
+}
+
+/* A control message whose loss to a full backlog does no harm (it is
+ * sent again later, or was only a check); a broken connection fails the
+ * link. */
 static void aptus_rc_link_send_ctl(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
                                    unsigned kind)
 {
-    uint8_t hdr[APTUS_RC_HDR_LEN];
-    struct iovec iov = { hdr, sizeof(hdr) };
-    uint16_t credits;
-    ucs_status_t status;
+    ucs_status_t status = aptus_rc_link_send_msg(link, kind, NULL, 0);
 
-    credits = aptus_rc_credits_piggyback(&link->fc);
-    aptus_rc_hdr_pack(hdr, kind, 0, credits);
-    status = link->conn->wire->ops->send(link->conn, &iov, 1);
     if (status == UCS_OK) {
         if (kind == APTUS_RC_KIND_CREDIT) {
             chan->stats.tx_credits++;
         }
-        return;
-    }
-    link->fc.owed += credits;
-    if (status != UCS_ERR_NO_RESOURCE) {
+    } else if (status != UCS_ERR_NO_RESOURCE) {
         aptus_rc_link_failed(chan, link, status);
     }
 }
@@ -190,18 +202,6 @@ static void aptus_rc_chan_bad_msg(aptus_rc_chan_t *chan, aptus_rc_link_t *link)
     aptus_rc_link_failed(chan, link, UCS_ERR_IO_ERROR);
 }
 
-/* A control message with a body (SWITCH). */
-static ucs_status_t aptus_rc_link_send_body(aptus_rc_link_t *link,
-                                            unsigned kind, const void *body,
-                                            size_t length)
-{
-    uint8_t hdr[APTUS_RC_HDR_LEN];
-    struct iovec iov[2] = { { hdr, sizeof(hdr) }, { (void *)body, length } };
-
-    aptus_rc_hdr_pack(hdr, kind, 0, aptus_rc_credits_piggyback(&link->fc));
-    return link->conn->wire->ops->send(link->conn, iov, 2);
-}
-
 /* An accepted connection was greeted. If an endpoint of ours connected to
  * the same interface at the same time, one of the two connections goes:
  * the side with the larger (key, port) moves to the other's. */
@@ -227,8 +227,8 @@ static void aptus_rc_chan_pair(aptus_rc_chan_t *chan, aptus_rc_link_t *acc)
         /* the last message on our connection; we send again once the peer
          * has seen it, on the connection it opened */
         aptus_put32(body, acc->conn_id);
-        if (aptus_rc_link_send_body(user, APTUS_RC_KIND_SWITCH, body,
-                                    sizeof(body)) != UCS_OK) {
+        if (aptus_rc_link_send_msg(user, APTUS_RC_KIND_SWITCH, body,
+                                   sizeof(body)) != UCS_OK) {
             return; /* keep both connections */
         }
         user->flags |= APTUS_RC_LINK_SWITCHING;
@@ -249,7 +249,7 @@ static void aptus_rc_chan_switch(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
         if ((ours->flags & APTUS_RC_LINK_INITIATED) && (ours->conn != NULL) &&
             !(ours->flags & APTUS_RC_LINK_FAILED) &&
             (ours->conn_id == conn_id)) {
-            aptus_rc_link_send_body(ours, APTUS_RC_KIND_SWITCH_ACK, NULL, 0);
+            aptus_rc_link_send_msg(ours, APTUS_RC_KIND_SWITCH_ACK, NULL, 0);
             break;
         }
     }
@@ -449,16 +449,6 @@ void aptus_rc_chan_cleanup(aptus_rc_chan_t *chan)
     ucs_arbiter_cleanup(&chan->pending);
 }
 
-/* The port of a listening address as interface addresses carry it (the
- * wire address layout keeps it in bytes 2..3, network order). */
-static uint16_t aptus_rc_addr_port(const aptus_wire_addr_t *addr)
-{
-    uint16_t port;
-
-    memcpy(&port, addr->raw + 2, sizeof(port));
-    return port;
-}
-
 /* Take a connection the peer opened to us, if one is free. */
 static int aptus_rc_chan_share(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer,
                                uint32_t key, uint16_t port)
@@ -492,7 +482,7 @@ static int aptus_rc_chan_share(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer,
 
 ucs_status_t aptus_rc_chan_connect(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer,
                                    const aptus_wire_addr_t *addr, uint32_t key,
-                                   uint32_t credits)
+                                   uint16_t port, uint32_t credits)
 {
     aptus_rc_link_t *link = &peer->link;
     uint8_t msg[APTUS_RC_HDR_LEN + APTUS_RC_HELLO_LEN];
@@ -503,13 +493,13 @@ ucs_status_t aptus_rc_chan_connect(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer,
     if (credits == 0) {
         return UCS_ERR_INVALID_PARAM;
     }
-    if (aptus_rc_chan_share(chan, peer, key, aptus_rc_addr_port(addr))) {
+    if (aptus_rc_chan_share(chan, peer, key, port)) {
         return UCS_OK;
     }
     aptus_rc_link_init(link, APTUS_RC_LINK_USER | APTUS_RC_LINK_INITIATED,
                        credits, chan->config.credits);
     link->peer_key  = key;
-    link->peer_port = aptus_rc_addr_port(addr);
+    link->peer_port = port;
     link->conn_id   = ++chan->next_conn_id;
     status = chan->wire->ops->connect(chan->wire, addr, link, &link->conn);
     if (status != UCS_OK) {
@@ -537,8 +527,6 @@ ucs_status_t aptus_rc_chan_connect(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer,
 void aptus_rc_chan_disconnect(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer)
 {
     aptus_rc_link_t *link = &peer->link, *orphan;
-    uint8_t hdr[APTUS_RC_HDR_LEN];
-    struct iovec iov = { hdr, sizeof(hdr) };
 
     aptus_rc_link_complete_flushes(link, UCS_ERR_CANCELED);
     if (!ucs_arbiter_group_is_empty(&link->pending)) {
@@ -557,9 +545,8 @@ void aptus_rc_chan_disconnect(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer)
      * is done already. */
     orphan = NULL;
     if (!(link->flags & (APTUS_RC_LINK_FAILED | APTUS_RC_LINK_PEER_GONE))) {
-        aptus_rc_hdr_pack(hdr, APTUS_RC_KIND_BYE, 0,
-                          aptus_rc_credits_piggyback(&link->fc));
-        if (link->conn->wire->ops->send(link->conn, &iov, 1) == UCS_OK) {
+        if (aptus_rc_link_send_msg(link, APTUS_RC_KIND_BYE, NULL, 0) ==
+            UCS_OK) {
             orphan = ucs_malloc(sizeof(*orphan), "aptus_rc_orphan_link");
         }
     }
@@ -686,9 +673,7 @@ ucs_status_t aptus_rc_chan_pending_add(aptus_rc_chan_t *chan,
           !(link->flags & APTUS_RC_LINK_SWITCHING)))) {
         return UCS_ERR_BUSY; /* a retry would go through (or fail) now */
     }
-    ucs_arbiter_elem_init((ucs_arbiter_elem_t *)req->priv);
-    ucs_arbiter_group_push_elem(&link->pending,
-                                (ucs_arbiter_elem_t *)req->priv);
+    uct_pending_req_arb_group_push(&link->pending, req);
     if ((aptus_rc_link_backlog(link) == 0) &&
         !(link->flags & APTUS_RC_LINK_SWITCHING)) {
         aptus_rc_link_schedule(chan, link);
@@ -696,31 +681,14 @@ ucs_status_t aptus_rc_chan_pending_add(aptus_rc_chan_t *chan,
     return UCS_OK;
 }
 
-typedef struct {
-    uct_pending_purge_callback_t cb;
-    void *arg;
-} aptus_rc_purge_ctx_t;
-
-static ucs_arbiter_cb_result_t
-aptus_rc_pending_purge_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
-                          ucs_arbiter_elem_t *elem, void *arg)
-{
-    aptus_rc_purge_ctx_t *ctx = arg;
-    uct_pending_req_t *req    = ucs_container_of(elem, uct_pending_req_t, priv);
-
-    if (ctx->cb != NULL) {
-        ctx->cb(req, ctx->arg);
-    }
-    return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
-}
 
 void aptus_rc_chan_pending_purge(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
                                  uct_pending_purge_callback_t cb, void *arg)
 {
-    aptus_rc_purge_ctx_t ctx = { cb, arg };
+    uct_purge_cb_args_t args = { cb, arg };
 
     ucs_arbiter_group_purge(&chan->pending, &link->pending,
-                            aptus_rc_pending_purge_cb, &ctx);
+                            aptus_pending_purge_cb, &args);
 }
 
 ucs_status_t aptus_rc_chan_flush(aptus_rc_chan_t *chan, aptus_rc_link_t *link,

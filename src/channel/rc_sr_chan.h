@@ -131,12 +131,13 @@ void aptus_rc_chan_init(aptus_rc_chan_t *chan, aptus_conn_wire_t *wire,
 void aptus_rc_chan_cleanup(aptus_rc_chan_t *chan);
 
 /* Connect an endpoint's link to a remote interface (its listening address,
- * key and credit grant) and greet it; or, when that interface already
+ * and its identity as its interface address gives it: key and port; and
+ * its credit grant) and greet it; or, when that interface already
  * connected to this one and no endpoint uses that connection yet, take it:
  * one connection then serves both directions. */
 ucs_status_t aptus_rc_chan_connect(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer,
                                    const aptus_wire_addr_t *addr, uint32_t key,
-                                   uint32_t credits);
+                                   uint16_t port, uint32_t credits);
 void aptus_rc_chan_disconnect(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer);
 
 /* Send an active message gathered from iov (one credit). */

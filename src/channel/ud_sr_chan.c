@@ -6,6 +6,7 @@
 #endif
 
 #include "ud_sr_chan_int.h"
+#include "chan_pending.h"
 
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/math.h>
@@ -809,8 +810,7 @@ ucs_status_t aptus_ud_chan_pending_add(aptus_ud_chan_t *chan,
         return UCS_ERR_NO_MEMORY;
     }
 
-    ucs_arbiter_elem_init((ucs_arbiter_elem_t *)req->priv);
-    ucs_arbiter_group_push_elem(&ext->pending, (ucs_arbiter_elem_t *)req->priv);
+    uct_pending_req_arb_group_push(&ext->pending, req);
     if (!aptus_rel_tx_window_full(&peer->tx, &chan->config.rel)) {
         ucs_arbiter_group_schedule(&chan->pending, &ext->pending);
     }
@@ -818,34 +818,17 @@ ucs_status_t aptus_ud_chan_pending_add(aptus_ud_chan_t *chan,
     return UCS_OK;
 }
 
-typedef struct {
-    uct_pending_purge_callback_t cb;
-    void *arg;
-} aptus_ud_purge_ctx_t;
-
-static ucs_arbiter_cb_result_t
-aptus_ud_pending_purge_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
-                          ucs_arbiter_elem_t *elem, void *arg)
-{
-    aptus_ud_purge_ctx_t *ctx = arg;
-    uct_pending_req_t *req    = ucs_container_of(elem, uct_pending_req_t, priv);
-
-    if (ctx->cb != NULL) {
-        ctx->cb(req, ctx->arg);
-    }
-    return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
-}
 
 void aptus_ud_chan_pending_purge(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
                                  uct_pending_purge_callback_t cb, void *arg)
 {
-    aptus_ud_purge_ctx_t ctx = { cb, arg };
+    uct_purge_cb_args_t args = { cb, arg };
 
     if (peer->ext == NULL) {
         return;
     }
     ucs_arbiter_group_purge(&chan->pending, &peer->ext->pending,
-                            aptus_ud_pending_purge_cb, &ctx);
+                            aptus_pending_purge_cb, &args);
     aptus_ud_peer_ext_try_release(chan, peer);
 }
 

@@ -54,7 +54,7 @@ ucs_status_t uct_rc_sr_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
         goto err_free;
     }
     status = aptus_rc_chan_connect(&iface->chan, peer, &addr, iface_addr->key,
-                                   iface_addr->credits);
+                                   iface_addr->port, iface_addr->credits);
     if (status != UCS_OK) {
         goto err_cleanup;
     }

@@ -24,6 +24,8 @@
  */
 #include <mpi.h>
 
+#include "mpi_test.h"
+
 #include <ctype.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,27 +44,6 @@ static const char *phase_name[] = { "", "alltoall", "alltoallv", "pairwise-1st",
 
 static int rank, nranks, reports;
 static long errors;
-
-static size_t parse_size(const char *s)
-{
-    char *end;
-    unsigned long long v = strtoull(s, &end, 0);
-
-    switch (tolower((unsigned char)*end)) {
-    case 'k':
-        v <<= 10;
-        break;
-    case 'm':
-        v <<= 20;
-        break;
-    case '\0':
-        break;
-    default:
-        fprintf(stderr, "alltoall: bad size '%s'\n", s);
-        exit(2);
-    }
-    return (size_t)v;
-}
 
 static inline uint32_t value(int src, int dst, size_t idx, int iter, int phase)
 {
@@ -179,10 +160,10 @@ int main(int argc, char **argv)
     while ((opt = getopt(argc, argv, "m:n:i:v")) != -1) {
         switch (opt) {
         case 'm':
-            max_bytes = parse_size(optarg);
+            max_bytes = mpi_test_parse_size("alltoall", optarg);
             break;
         case 'n':
-            min_bytes = parse_size(optarg);
+            min_bytes = mpi_test_parse_size("alltoall", optarg);
             break;
         case 'i':
             iters = atoi(optarg);

@@ -41,6 +41,8 @@
  */
 #include <mpi.h>
 
+#include "mpi_test.h"
+
 #include <ctype.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -70,27 +72,6 @@ static const char *phase_name[] = { "fence-put", "fence-get", "lock-put",
 
 static int rank, nranks, reports;
 static long errors;
-
-static size_t parse_size(const char *s)
-{
-    char *end;
-    unsigned long long v = strtoull(s, &end, 0);
-
-    switch (tolower((unsigned char)*end)) {
-    case 'k':
-        v <<= 10;
-        break;
-    case 'm':
-        v <<= 20;
-        break;
-    case '\0':
-        break;
-    default:
-        fprintf(stderr, "onesided: bad size '%s'\n", s);
-        exit(2);
-    }
-    return (size_t)v;
-}
 
 /* The byte at index j of the message from 'origin' to 'target' (for gets:
  * the owner of the window is the origin of the data). */
@@ -189,10 +170,10 @@ int main(int argc, char **argv)
     while ((opt = getopt(argc, argv, "m:n:i:q")) != -1) {
         switch (opt) {
         case 'm':
-            max_size = parse_size(optarg);
+            max_size = mpi_test_parse_size("onesided", optarg);
             break;
         case 'n':
-            min_size = parse_size(optarg);
+            min_size = mpi_test_parse_size("onesided", optarg);
             break;
         case 'i':
             rounds = atoi(optarg);

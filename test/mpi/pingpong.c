@@ -20,6 +20,8 @@
  */
 #include <mpi.h>
 
+#include "mpi_test.h"
+
 #include <ctype.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,30 +32,6 @@
 #define GUARD_BYTES 64
 #define POISON      0xA5
 #define MAX_REPORTS 8
-
-static size_t parse_size(const char *s)
-{
-    char *end;
-    unsigned long long v = strtoull(s, &end, 0);
-
-    switch (tolower((unsigned char)*end)) {
-    case 'k':
-        v <<= 10;
-        break;
-    case 'm':
-        v <<= 20;
-        break;
-    case 'g':
-        v <<= 30;
-        break;
-    case '\0':
-        break;
-    default:
-        fprintf(stderr, "pingpong: bad size '%s'\n", s);
-        exit(2);
-    }
-    return (size_t)v;
-}
 
 /* The byte at index j of a message of 'size' bytes, iteration 'iter',
  * direction 'dir' (0: rank 0 -> 1, 1: the reply). */
@@ -135,7 +113,7 @@ int main(int argc, char **argv)
     while ((opt = getopt(argc, argv, "m:i:w:q")) != -1) {
         switch (opt) {
         case 'm':
-            max_size = parse_size(optarg);
+            max_size = mpi_test_parse_size("pingpong", optarg);
             break;
         case 'i':
             iters = atoi(optarg);
