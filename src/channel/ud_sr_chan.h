@@ -1,6 +1,7 @@
 /*
- * UCX-Aptus: the UD-SR channel (papers/aptus-hybrid-ud-rc-mpi.txt 3.1,
- * papers/openmpi-ud-btl.txt 4).
+ * UCX-Aptus: the UD-SR channel (Koop et al., "MVAPICH-Aptus", IPDPS 2008,
+ * section 3.1; Friedley et al., "Scalable High Performance Message Passing
+ * over InfiniBand for Open MPI", KiCC 2007, section 4).
  *
  * Reliable, ordered active messages over an unreliable datagram wire, with
  * constant state per peer and no per-peer buffers: every receive buffer comes

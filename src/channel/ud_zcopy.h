@@ -1,5 +1,6 @@
 /*
- * UCX-Aptus: the UD-ZCopy channel (papers/aptus-hybrid-ud-rc-mpi.txt 3.2).
+ * UCX-Aptus: the UD-ZCopy channel (Koop et al., "MVAPICH-Aptus", IPDPS 2008,
+ * section 3.2).
  *
  * Large transfers over unreliable datagrams without staging copies. The
  * initiator of a get takes a receive context (a dedicated receive queue)

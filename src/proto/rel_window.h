@@ -12,8 +12,9 @@
  * transmit descriptor) and every buffer; this module only decides. All times
  * are microseconds on a monotonic clock chosen by the caller.
  *
- * Design notes (papers/openmpi-ud-btl.txt section 4, aptus-hybrid section
- * 5.2): the UD BTL resent a whole VFRAG on loss; the selective map lets one
+ * Design notes (Friedley et al., "Scalable High Performance Message Passing
+ * over InfiniBand for Open MPI", KiCC 2007, section 4; Koop et al.,
+ * "MVAPICH-Aptus", IPDPS 2008, section 5.2): the UD BTL resent a whole VFRAG on loss; the selective map lets one
  * lost datagram be resent alone, and the receiver holds up to
  * APTUS_REL_RX_WINDOW packets past a hole so nothing that arrived is resent.
  */

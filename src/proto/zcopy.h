@@ -1,7 +1,9 @@
 /*
  * UCX-Aptus: UD-ZCopy, zero-copy transfer of large messages over unreliable
- * datagrams (papers/aptus-hybrid-ud-rc-mpi.txt 3.2, after Koop et al.,
- * "Zero-copy protocol for MPI using InfiniBand unreliable datagram").
+ * datagrams (Koop, Jones, Panda, "MVAPICH-Aptus: Scalable High-Performance
+ * Multi-Transport MPI over InfiniBand", IPDPS 2008, section 3.2, after Koop
+ * et al., "Zero-copy protocol for MPI using InfiniBand unreliable datagram",
+ * IEEE Cluster 2007).
  *
  * Pure protocol logic, free of UCX and of any wire. The receiver of the
  * data (the initiator of a get) takes a receive context, a dedicated queue,
