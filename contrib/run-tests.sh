@@ -18,64 +18,13 @@ quick=0
 [ "${1:-}" = "--quick" ] && quick=1
 start=$(date +%s)
 log_dir=$top/build/test-logs
-suites_passed=0
-suites_failed=0
-
-section() { printf '\n===== %s =====\n' "$*"; }
-
-total_pass=0
-total_fail=0
-
-# Reads "N passed, M failed" (or GoogleTest's summary) from one suite's log
-# and adds it to the totals; leaves the suite's own failure count in
-# log_failed (no subshell: the totals must stick).
-count_log() {
-    local f=$1 line n=0 m=0
-    line=$(grep -E '^(\[  PASSED  \] [0-9]+ tests?|[0-9]+ passed, [0-9]+ failed)' "$f" | tail -n1)
-    case "$line" in
-        *PASSED*) n=$(echo "$line" | grep -oE '[0-9]+' | head -n1) ;;
-        *passed*) n=$(echo "$line" | grep -oE '^[0-9]+')
-                  m=$(echo "$line" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+') ;;
-    esac
-    if grep -qE '^\[  FAILED  \] [0-9]+ tests?,' "$f"; then
-        m=$(grep -E '^\[  FAILED  \] [0-9]+ tests?,' "$f" | grep -oE '[0-9]+' | head -n1)
-    fi
-    total_pass=$((total_pass + n))
-    total_fail=$((total_fail + m))
-    log_failed=$m
-}
-
-# Runs a suite; it prints its own PASS/FAIL lines and "N passed, M failed".
-# A suite that exits non-zero without reporting a failure (a crash, a
-# sanitizer abort) counts as one failure of its own.
-suite() {
-    local name=$1
-    shift
-    section "$name"
-    local t0=$(date +%s) rc
-    # the suite's own status, not tee's: a crash must count
-    "$@" 2>&1 | tee "$log_dir/$name.log"
-    rc=${PIPESTATUS[0]}
-    count_log "$log_dir/$name.log"
-    if [ "$rc" -eq 0 ]; then
-        echo "[$name: ok in $(( $(date +%s) - t0 ))s]"
-        suites_passed=$((suites_passed + 1))
-    else
-        echo "[$name: FAILED (exit $rc) in $(( $(date +%s) - t0 ))s]"
-        suites_failed=$((suites_failed + 1))
-        if [ "$log_failed" -eq 0 ]; then
-            total_fail=$((total_fail + 1))
-        fi
-    fi
-}
+. contrib/suite-lib.sh
 
 section "set-up"
 contrib/setup-debian.sh || { echo "set-up failed"; exit 1; }
 section "build"
 contrib/build.sh --check || { echo "build failed"; exit 1; }
-# only this run's logs count
-rm -rf "$log_dir"
-mkdir -p "$log_dir"
+suites_begin
 export APTUS_LIB=$top/build/.libs/libuct_aptus.so
 
 run_unit() {
@@ -98,6 +47,7 @@ run_unit_asan() {
         grep -v "UCX  ERROR ud_sr: invalid configuration\|UCX  ERROR Invalid value"
 }
 
+suite runner test/scripts/test_runner.sh
 suite unit run_unit
 suite unit-asan run_unit_asan
 if [ $quick -eq 0 ]; then
@@ -110,6 +60,5 @@ if [ $quick -eq 0 ]; then
 fi
 
 section "summary"
-echo "suites: $suites_passed ok, $suites_failed failed; $(( $(date +%s) - start ))s"
-echo "$total_pass passed, $total_fail failed"
-[ $suites_failed -eq 0 ] && [ $total_fail -eq 0 ]
+echo "time: $(( $(date +%s) - start ))s"
+suites_summary
