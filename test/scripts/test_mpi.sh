@@ -7,6 +7,8 @@
 #   alltoall  4 and 8 ranks, 4 B .. 1 MiB per peer, every element verified
 #   alltoall  4 ranks, 1 MiB to every peer, with UD-ZCopy on and off (the
 #             statistics must show zero-copy gets, or none)
+#   unexpected 2 ranks, 20,000 small messages held unexpected by the MPI
+#             library across a barrier, then received
 # Each job must exit 0, report correct data from every rank, and every rank's
 # UCX_APTUS_STATS line must show ud_sr traffic (tx_msgs > 0).
 #
@@ -29,7 +31,7 @@ aptus_setup
 # 8 ranks on this class of machine (2 cores) are oversubscribed 4x: keep the
 # iteration count there at 2.
 for flavour in $APTUS_MPIS; do
-    aptus_build "$flavour" pingpong alltoall || continue
+    aptus_build "$flavour" pingpong alltoall unexpected || continue
 
     name=$flavour/pingpong/np2
     aptus_mpirun "$name" "$flavour" 2 pingpong
@@ -37,6 +39,12 @@ for flavour in $APTUS_MPIS; do
         grep -E '^# +bytes|^ +(0|1|1024|65536|1048576|4194304) ' \
             "$APTUS_RUN_LOG" | \
             sed 's/^ */    /'
+    aptus_check_traffic "$name" 2
+
+    name=$flavour/unexpected/np2
+    aptus_mpirun "$name" "$flavour" 2 unexpected 20000
+    aptus_check_run "$name" unexpected 2 && \
+        grep -m1 '^unexpected: PASS' "$APTUS_RUN_LOG" | sed 's/^/    /'
     aptus_check_traffic "$name" 2
 
     for np in 4 8; do
