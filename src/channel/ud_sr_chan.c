@@ -548,6 +548,14 @@ aptus_ud_peer_t *aptus_ud_chan_peer_create(aptus_ud_chan_t *chan,
     return peer;
 }
 
+static inline int aptus_ud_chan_is_hint(const aptus_ud_chan_t *chan,
+                                        const aptus_wire_addr_t *addr,
+                                        uint32_t remote_key)
+{
+    return (chan->connect_hint.remote_key == remote_key) &&
+           !memcmp(chan->connect_hint.addr.raw, addr->raw, APTUS_WIRE_ADDR_LEN);
+}
+
 ucs_status_t aptus_ud_chan_peer_connect(aptus_ud_chan_t *chan,
                                         const aptus_wire_addr_t *addr,
                                         uint32_t remote_key,
@@ -557,8 +565,17 @@ ucs_status_t aptus_ud_chan_peer_connect(aptus_ud_chan_t *chan,
     unsigned conn_id;
 
     /* Both sides pick the lowest free stream, so two endpoints created
-     * towards each other meet on stream 0 and share its state. */
-    for (conn_id = 0; conn_id < APTUS_UD_MAX_CONN; ++conn_id) {
+     * towards each other meet on stream 0 and share its state. Streams
+     * below the hint of the last remote interface connected to are taken,
+     * so many endpoints to one interface cost no quadratic search. */
+    conn_id = 0;
+    if (aptus_ud_chan_is_hint(chan, addr, remote_key)) {
+        conn_id = chan->connect_hint.conn_id;
+    } else {
+        chan->connect_hint.addr       = *addr;
+        chan->connect_hint.remote_key = remote_key;
+    }
+    for (; conn_id < APTUS_UD_MAX_CONN; ++conn_id) {
         peer = aptus_ud_chan_peer_lookup(chan, addr, remote_key, conn_id);
         if (peer == NULL) {
             peer = aptus_ud_chan_peer_create(chan, addr, remote_key, conn_id);
@@ -571,6 +588,7 @@ ucs_status_t aptus_ud_chan_peer_connect(aptus_ud_chan_t *chan,
             break; /* learned from the peer's traffic: adopt it */
         }
     }
+    chan->connect_hint.conn_id = conn_id;
     if (conn_id == APTUS_UD_MAX_CONN) {
         return UCS_ERR_EXCEEDS_LIMIT;
     }
@@ -578,6 +596,16 @@ ucs_status_t aptus_ud_chan_peer_connect(aptus_ud_chan_t *chan,
     peer->flags |= APTUS_UD_PEER_USER;
     *peer_p = peer;
     return UCS_OK;
+}
+
+/* A stream of the hint's interface may be free again (its endpoint went). */
+static void aptus_ud_chan_hint_lower(aptus_ud_chan_t *chan,
+                                     const aptus_ud_peer_t *peer)
+{
+    if ((peer->conn_id < chan->connect_hint.conn_id) &&
+        aptus_ud_chan_is_hint(chan, &peer->addr, peer->remote_key)) {
+        chan->connect_hint.conn_id = peer->conn_id;
+    }
 }
 
 static void aptus_ud_chan_complete_flushes(aptus_ud_chan_t *chan,
@@ -617,6 +645,7 @@ static void aptus_ud_chan_peer_bury(aptus_ud_chan_t *chan,
 
 void aptus_ud_chan_peer_disconnect(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
 {
+    aptus_ud_chan_hint_lower(chan, peer);
     /* Completions found in async context come first: they were reported
      * before the flushes that cover them, and nothing of this endpoint may
      * run after it is gone. */

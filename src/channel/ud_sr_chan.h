@@ -292,7 +292,12 @@ struct aptus_ud_chan {
 
     ucs_queue_head_t deferred; /* in order, waiting for sync context */
     int rx_pool_reported;      /* the RX_MAX error was printed */
-    aptus_ud_peer_t **dead;    /* failed, endpoint gone: to free */
+    struct {
+        aptus_wire_addr_t addr; /* the last remote interface connected to */
+        uint32_t remote_key;
+        unsigned conn_id; /* streams below are held by endpoints */
+    } connect_hint;
+    aptus_ud_peer_t **dead; /* failed, endpoint gone: to free */
     unsigned num_dead;
     unsigned max_dead;
     ucs_queue_head_t flush_reqs;

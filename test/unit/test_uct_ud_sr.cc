@@ -631,54 +631,62 @@ TEST_F(uct_ud_sr, registration_cache_reuses_regions)
 
 TEST_F(uct_ud_sr, ten_thousand_endpoints_active_at_once)
 {
-    /* 20 sending interfaces with 500 endpoints each, every endpoint sending
-     * before any is acknowledged, to one receiving interface that learns
-     * all 10,000 streams at once */
-    const unsigned num_ifaces = 20, eps_per_iface = 500;
-    std::map<std::string, std::string> cfg = { { "RX_QUEUE_LEN", "128" },
-                                               { "RX_MAX_BUFS", "1024" },
-                                               { "TIMEOUT", "30s" } };
-    ASSERT_EQ(UCS_OK,
-              open(m_b, { { "RX_QUEUE_LEN", "16384" }, { "TIMEOUT", "30s" } }));
-    std::vector<std::unique_ptr<entity>> senders;
-    std::vector<uct_ep_h> eps;
-    for (unsigned i = 0; i < num_ifaces; ++i) {
-        senders.emplace_back(new entity);
-        ASSERT_EQ(UCS_OK, open(*senders.back(), cfg));
-        for (unsigned j = 0; j < eps_per_iface; ++j) {
-            connect(*senders.back(), m_b);
-            eps.push_back(senders.back()->ep);
+    /* 10,000 endpoints, every one sending before any is acknowledged, to
+     * one receiving interface that learns all 10,000 streams at once: from
+     * one interface (10,000 streams to one remote interface), and from 20
+     * interfaces with 500 endpoints each */
+    const std::pair<unsigned, unsigned> shapes[] = { { 1, 10000 },
+                                                     { 20, 500 } };
+    std::map<std::string, std::string> cfg       = { { "RX_QUEUE_LEN", "128" },
+                                                     { "RX_MAX_BUFS", "1024" },
+                                                     { "TIMEOUT", "30s" } };
+    for (auto &shape : shapes) {
+        ASSERT_EQ(UCS_OK, open(m_b, { { "RX_QUEUE_LEN", "16384" },
+                                      { "TIMEOUT", "30s" } }));
+        m_b.rx.msgs.clear();
+        std::vector<std::unique_ptr<entity>> senders;
+        std::vector<uct_ep_h> eps;
+        for (unsigned i = 0; i < shape.first; ++i) {
+            senders.emplace_back(new entity);
+            ASSERT_EQ(UCS_OK, open(*senders.back(), cfg));
+            for (unsigned j = 0; j < shape.second; ++j) {
+                connect(*senders.back(), m_b);
+                eps.push_back(senders.back()->ep);
+            }
         }
-    }
-    for (unsigned k = 0; k < eps.size(); ++k) {
-        uint32_t v = k;
-        ASSERT_EQ(UCS_OK, uct_ep_am_short(eps[k], 1, k, &v, sizeof(v))) << k;
-        if (k % 16 == 15) { /* the receiver takes RX_BATCH per call */
-            progress();
+        for (unsigned k = 0; k < eps.size(); ++k) {
+            uint32_t v = k;
+            ASSERT_EQ(UCS_OK, uct_ep_am_short(eps[k], 1, k, &v, sizeof(v)))
+                << k;
+            if (k % 16 == 15) { /* the receiver takes RX_BATCH per call */
+                progress();
+            }
         }
-    }
-    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == eps.size(); }, 60));
-    std::vector<bool> seen(eps.size(), false);
-    for (auto &m : m_b.rx.msgs) {
-        ASSERT_EQ(12u, m.size());
-        uint64_t hdr;
-        memcpy(&hdr, m.data(), sizeof(hdr));
-        ASSERT_LT(hdr, eps.size());
-        EXPECT_FALSE(seen[hdr]);
-        seen[hdr] = true;
-    }
-    EXPECT_EQ(eps.size(), stats(m_b)["peers"]);
-    for (auto &s : senders) {
-        EXPECT_TRUE(wait_for(
-            [&] { return uct_iface_flush(s->iface, 0, NULL) == UCS_OK; }));
-        EXPECT_EQ(0, s->err.count.load()) << ucs_status_string(s->err.status);
-    }
-    for (uct_ep_h ep : eps) {
-        uct_ep_destroy(ep);
-    }
-    for (auto &s : senders) {
-        s->ep = nullptr;
-        close(*s);
+        ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == eps.size(); }, 60));
+        std::vector<bool> seen(eps.size(), false);
+        for (auto &m : m_b.rx.msgs) {
+            ASSERT_EQ(12u, m.size());
+            uint64_t hdr;
+            memcpy(&hdr, m.data(), sizeof(hdr));
+            ASSERT_LT(hdr, eps.size());
+            EXPECT_FALSE(seen[hdr]);
+            seen[hdr] = true;
+        }
+        EXPECT_EQ(eps.size(), stats(m_b)["peers"]);
+        for (auto &s : senders) {
+            EXPECT_TRUE(wait_for(
+                [&] { return uct_iface_flush(s->iface, 0, NULL) == UCS_OK; }));
+            EXPECT_EQ(0, s->err.count.load())
+                << ucs_status_string(s->err.status);
+        }
+        for (uct_ep_h ep : eps) {
+            uct_ep_destroy(ep);
+        }
+        for (auto &s : senders) {
+            s->ep = nullptr;
+            close(*s);
+        }
+        close(m_b);
     }
 }
 
