@@ -71,6 +71,17 @@ const char *aptus_ud_chan_config_check(const aptus_ud_chan_config_t *config,
     if (config->rx_pool < 2 * config->rx_batch) {
         return "RX_QUEUE_LEN must be at least twice RX_BATCH";
     }
+    if (config->rx_max < config->rx_pool) {
+        return "RX_MAX_BUFS must be at least RX_QUEUE_LEN";
+    }
+    if (config->rx_budget == 0) {
+        return "RX_MAX_POLL must be at least 1";
+    }
+    if ((config->am_align > 1) &&
+        (!ucs_is_pow2(config->am_align) ||
+         (config->am_align_offset >= config->am_align))) {
+        return "AM alignment must be a power of 2 above its offset";
+    }
     if (config->tick_us == 0) {
         return "TIMER_TICK must be positive";
     }
@@ -121,6 +132,19 @@ static void aptus_ud_rx_msg_release_cb(uct_recv_desc_t *self, void *desc)
     }
 }
 
+/* Bytes to add to an element offset so that the payload placed there, in
+ * an element aligned to the AM alignment, meets the user's demand. */
+static size_t aptus_ud_align_pad(const aptus_ud_chan_config_t *config,
+                                 size_t payload_offset)
+{
+    if (config->am_align <= 1) {
+        return 0;
+    }
+    return (config->am_align -
+            (payload_offset + config->am_align_offset) % config->am_align) %
+           config->am_align;
+}
+
 static ucs_status_t aptus_ud_tx_batch_init(aptus_ud_tx_batch_t *batch,
                                            unsigned max)
 {
@@ -159,6 +183,7 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
     unsigned max_frags, i;
     ucs_status_t status;
     const char *bad;
+    size_t align;
 
     bad = aptus_ud_chan_config_check(config, mtu);
     if (bad != NULL) {
@@ -224,13 +249,20 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
 
     /* Receive descriptor: [desc][uct_recv_desc_t *][headroom][datagram]. The
      * release pointer sits right before the headroom that precedes the
-     * payload, wherever the header's extensions put the payload. */
+     * payload, wherever the header's extensions put the payload. With an AM
+     * alignment, the datagram starts where a payload after the basic header
+     * is aligned (the receive path moves others there).
+     * The pool grows by RX_QUEUE_LEN up to RX_MAX_BUFS: UCP keeps the
+     * descriptors of unexpected messages, and a fixed pool would stop all
+     * reception, ACKs included, while the application holds them. */
+    align                 = ucs_max(config->am_align, UCS_SYS_CACHE_LINE_SIZE);
     chan->rx_dgram_offset = ucs_align_up(
         sizeof(aptus_ud_rx_desc_t) + sizeof(void *) + config->rx_headroom, 8);
-    status =
-        ucs_mpool_init(&chan->rx_mp, sizeof(chan), chan->rx_dgram_offset + mtu,
-                       0, UCS_SYS_CACHE_LINE_SIZE, config->rx_pool,
-                       config->rx_pool, &aptus_ud_rx_mpool_ops, "aptus_ud_rx");
+    chan->rx_dgram_offset +=
+        aptus_ud_align_pad(config, chan->rx_dgram_offset + APTUS_UD_SR_HDR_LEN);
+    status = ucs_mpool_init(
+        &chan->rx_mp, sizeof(chan), chan->rx_dgram_offset + mtu, 0, align,
+        config->rx_pool, config->rx_max, &aptus_ud_rx_mpool_ops, "aptus_ud_rx");
     if (status != UCS_OK) {
         goto err_tx_large;
     }
@@ -238,10 +270,12 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
 
     chan->reasm_data_offset = ucs_align_up(
         sizeof(aptus_ud_reasm_t) + sizeof(void *) + config->rx_headroom, 8);
-    status = ucs_mpool_init(&chan->reasm_mp, sizeof(chan),
-                            chan->reasm_data_offset + config->max_msg, 0,
-                            UCS_SYS_CACHE_LINE_SIZE, 4, UINT_MAX,
-                            &aptus_ud_rx_mpool_ops, "aptus_ud_reasm");
+    chan->reasm_data_offset +=
+        aptus_ud_align_pad(config, chan->reasm_data_offset);
+    status =
+        ucs_mpool_init(&chan->reasm_mp, sizeof(chan),
+                       chan->reasm_data_offset + config->max_msg, 0, align, 4,
+                       UINT_MAX, &aptus_ud_rx_mpool_ops, "aptus_ud_reasm");
     if (status != UCS_OK) {
         goto err_rx_mp;
     }
@@ -325,6 +359,19 @@ aptus_ud_pending_drop_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
     return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
 }
 
+static void aptus_ud_chan_peer_free(aptus_ud_chan_t *chan,
+                                    aptus_ud_peer_t *peer)
+{
+    aptus_ud_tx_purge(chan, peer, UCS_ERR_CANCELED);
+    aptus_ud_rx_release_peer(chan, peer);
+    if (peer->ext != NULL) {
+        ucs_arbiter_group_purge(&chan->pending, &peer->ext->pending,
+                                aptus_ud_pending_drop_cb, NULL);
+        ucs_mpool_put(peer->ext);
+    }
+    ucs_mpool_put(peer);
+}
+
 void aptus_ud_chan_cleanup(aptus_ud_chan_t *chan)
 {
     aptus_ud_flush_req_t *freq;
@@ -335,18 +382,11 @@ void aptus_ud_chan_cleanup(aptus_ud_chan_t *chan)
     chan->in_async = 0;
     aptus_ud_comp_list_cleanup(&chan->async_comps);
 
-    kh_foreach_key(&chan->peers, peer,
-                   {
-                       aptus_ud_tx_purge(chan, peer, UCS_ERR_CANCELED);
-                       aptus_ud_rx_release_peer(chan, peer);
-                       if (peer->ext != NULL) {
-                           ucs_arbiter_group_purge(
-                               &chan->pending, &peer->ext->pending,
-                               aptus_ud_pending_drop_cb, NULL);
-                           ucs_mpool_put(peer->ext);
-                       }
-                       ucs_mpool_put(peer);
-                   })
+    /* failed peers waiting to be freed are out of the lookup table */
+    for (i = 0; i < chan->num_dead; ++i) {
+        aptus_ud_chan_peer_free(chan, chan->dead[i]);
+    }
+    kh_foreach_key(&chan->peers, peer, { aptus_ud_chan_peer_free(chan, peer); })
 
         while (!ucs_queue_is_empty(&chan->flush_reqs))
     {
@@ -368,6 +408,7 @@ void aptus_ud_chan_cleanup(aptus_ud_chan_t *chan)
     }
 
     ucs_arbiter_cleanup(&chan->pending);
+    ucs_free(chan->dead);
     ucs_free(chan->active);
     ucs_free(chan->ack_list);
     ucs_free(chan->soon_list);
@@ -452,7 +493,8 @@ void aptus_ud_peer_ext_try_release(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
 
 aptus_ud_peer_t *aptus_ud_chan_peer_lookup(aptus_ud_chan_t *chan,
                                            const aptus_wire_addr_t *addr,
-                                           uint32_t remote_key, uint8_t conn_id)
+                                           uint32_t remote_key,
+                                           uint16_t conn_id)
 {
     aptus_ud_peer_t probe;
     khiter_t iter;
@@ -466,7 +508,8 @@ aptus_ud_peer_t *aptus_ud_chan_peer_lookup(aptus_ud_chan_t *chan,
 
 aptus_ud_peer_t *aptus_ud_chan_peer_create(aptus_ud_chan_t *chan,
                                            const aptus_wire_addr_t *addr,
-                                           uint32_t remote_key, uint8_t conn_id)
+                                           uint32_t remote_key,
+                                           uint16_t conn_id)
 {
     aptus_ud_peer_t *peer;
     khiter_t iter;
@@ -475,7 +518,9 @@ aptus_ud_peer_t *aptus_ud_chan_peer_create(aptus_ud_chan_t *chan,
     if (kh_size(&chan->peers) >= chan->config.max_peers) {
         return NULL;
     }
-    if ((chan->num_active + 1 >= chan->max_active) &&
+    /* The active set is a subset of the peers: with room for every peer,
+     * activation (on any packet, any send) never has to allocate. */
+    if ((kh_size(&chan->peers) >= chan->max_active) &&
         (aptus_ud_chan_grow_active(chan) != UCS_OK)) {
         return NULL;
     }
@@ -503,6 +548,14 @@ aptus_ud_peer_t *aptus_ud_chan_peer_create(aptus_ud_chan_t *chan,
     return peer;
 }
 
+static inline int aptus_ud_chan_is_hint(const aptus_ud_chan_t *chan,
+                                        const aptus_wire_addr_t *addr,
+                                        uint32_t remote_key)
+{
+    return (chan->connect_hint.remote_key == remote_key) &&
+           !memcmp(chan->connect_hint.addr.raw, addr->raw, APTUS_WIRE_ADDR_LEN);
+}
+
 ucs_status_t aptus_ud_chan_peer_connect(aptus_ud_chan_t *chan,
                                         const aptus_wire_addr_t *addr,
                                         uint32_t remote_key,
@@ -512,8 +565,17 @@ ucs_status_t aptus_ud_chan_peer_connect(aptus_ud_chan_t *chan,
     unsigned conn_id;
 
     /* Both sides pick the lowest free stream, so two endpoints created
-     * towards each other meet on stream 0 and share its state. */
-    for (conn_id = 0; conn_id < APTUS_UD_MAX_CONN; ++conn_id) {
+     * towards each other meet on stream 0 and share its state. Streams
+     * below the hint of the last remote interface connected to are taken,
+     * so many endpoints to one interface cost no quadratic search. */
+    conn_id = 0;
+    if (aptus_ud_chan_is_hint(chan, addr, remote_key)) {
+        conn_id = chan->connect_hint.conn_id;
+    } else {
+        chan->connect_hint.addr       = *addr;
+        chan->connect_hint.remote_key = remote_key;
+    }
+    for (; conn_id < APTUS_UD_MAX_CONN; ++conn_id) {
         peer = aptus_ud_chan_peer_lookup(chan, addr, remote_key, conn_id);
         if (peer == NULL) {
             peer = aptus_ud_chan_peer_create(chan, addr, remote_key, conn_id);
@@ -526,6 +588,7 @@ ucs_status_t aptus_ud_chan_peer_connect(aptus_ud_chan_t *chan,
             break; /* learned from the peer's traffic: adopt it */
         }
     }
+    chan->connect_hint.conn_id = conn_id;
     if (conn_id == APTUS_UD_MAX_CONN) {
         return UCS_ERR_EXCEEDS_LIMIT;
     }
@@ -535,8 +598,58 @@ ucs_status_t aptus_ud_chan_peer_connect(aptus_ud_chan_t *chan,
     return UCS_OK;
 }
 
+/* A stream of the hint's interface may be free again (its endpoint went). */
+static void aptus_ud_chan_hint_lower(aptus_ud_chan_t *chan,
+                                     const aptus_ud_peer_t *peer)
+{
+    if ((peer->conn_id < chan->connect_hint.conn_id) &&
+        aptus_ud_chan_is_hint(chan, &peer->addr, peer->remote_key)) {
+        chan->connect_hint.conn_id = peer->conn_id;
+    }
+}
+
+static void aptus_ud_chan_complete_flushes(aptus_ud_chan_t *chan,
+                                           aptus_ud_peer_t *peer,
+                                           ucs_status_t status);
+
+/* A failed peer without an endpoint leaves the lookup table at once, so
+ * that its stream number is free for a new stream, and waits on the
+ * reclaim list until nothing refers to it any more. Datagrams of the dead
+ * stream then find no peer: they are answered with a reset unless they
+ * look like the start of a new stream (aptus_ud_rx_is_stream_start). */
+static void aptus_ud_chan_peer_bury(aptus_ud_chan_t *chan,
+                                    aptus_ud_peer_t *peer)
+{
+    aptus_ud_peer_t **dead;
+    khiter_t iter;
+    unsigned max;
+
+    if (peer->flags & (APTUS_UD_PEER_DEAD | APTUS_UD_PEER_USER)) {
+        return;
+    }
+    if (chan->num_dead == chan->max_dead) {
+        max  = chan->max_dead * 2 + 16;
+        dead = ucs_realloc(chan->dead, max * sizeof(*dead), "aptus_ud_dead");
+        if (dead == NULL) {
+            return; /* stays a tombstone: still correct, only not freed */
+        }
+        chan->dead     = dead;
+        chan->max_dead = max;
+    }
+    iter = kh_get(aptus_ud_peers, &chan->peers, peer);
+    ucs_assert(iter != kh_end(&chan->peers));
+    kh_del(aptus_ud_peers, &chan->peers, iter);
+    peer->flags |= APTUS_UD_PEER_DEAD;
+    chan->dead[chan->num_dead++] = peer;
+}
+
 void aptus_ud_chan_peer_disconnect(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
 {
+    aptus_ud_chan_hint_lower(chan, peer);
+    /* Completions found in async context come first: they were reported
+     * before the flushes that cover them, and nothing of this endpoint may
+     * run after it is gone. */
+    aptus_ud_comp_list_dispatch(&chan->async_comps);
     peer->flags &= ~APTUS_UD_PEER_USER;
     if (peer->ext != NULL) {
         ucs_arbiter_group_purge(&chan->pending, &peer->ext->pending,
@@ -546,6 +659,57 @@ void aptus_ud_chan_peer_disconnect(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
     /* Data already accepted keeps flowing; zero-copy data is copied so the
      * user's buffers are free once the endpoint is gone. */
     aptus_ud_tx_take_ownership(chan, peer);
+    /* Its flushes cannot complete for it any more: cancelled, as UCX's
+     * transports do on endpoint destroy. */
+    if (peer->flags & APTUS_UD_PEER_FLUSH) {
+        aptus_ud_chan_complete_flushes(chan, peer, UCS_ERR_CANCELED);
+    }
+    if (peer->flags & APTUS_UD_PEER_FAILED) {
+        aptus_ud_chan_peer_bury(chan, peer);
+    }
+}
+
+static int aptus_ud_chan_peer_referenced(aptus_ud_chan_t *chan,
+                                         aptus_ud_peer_t *peer)
+{
+    aptus_ud_rx_msg_t *msg;
+
+    if ((peer->flags & (APTUS_UD_PEER_USER | APTUS_UD_PEER_IN_ACK |
+                        APTUS_UD_PEER_IN_SOON | APTUS_UD_PEER_FLUSH)) ||
+        (peer->ext != NULL) || (peer->active_idx != UINT32_MAX) ||
+        !aptus_rel_tx_is_idle(&peer->tx)) {
+        return 1;
+    }
+    /* messages received before it failed still name it (rare: only while
+     * sync-only handlers wait for the user's progress) */
+    ucs_queue_for_each(msg, &chan->deferred, queue)
+    {
+        if (msg->peer == peer) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+unsigned aptus_ud_chan_reclaim(aptus_ud_chan_t *chan)
+{
+    aptus_ud_peer_t *peer;
+    unsigned i, count = 0;
+
+    /* datagrams waiting in the batch point at their peer's address */
+    aptus_ud_tx_batch_flush(chan);
+    for (i = 0; i < chan->num_dead;) {
+        peer = chan->dead[i];
+        if (aptus_ud_chan_peer_referenced(chan, peer)) {
+            ++i;
+            continue;
+        }
+        chan->dead[i] = chan->dead[--chan->num_dead];
+        ucs_mpool_put(peer);
+        chan->stats.peers_reclaimed++;
+        ++count;
+    }
+    return count;
 }
 
 static void aptus_ud_chan_complete_flushes(aptus_ud_chan_t *chan,
@@ -610,6 +774,7 @@ void aptus_ud_chan_peer_fail(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     if (chan->ops->peer_failed != NULL) {
         chan->ops->peer_failed(chan->ops_arg, peer, status);
     }
+    aptus_ud_chan_peer_bury(chan, peer);
 }
 
 void aptus_ud_chan_tick(aptus_ud_chan_t *chan)
@@ -654,6 +819,10 @@ void aptus_ud_chan_tick(aptus_ud_chan_t *chan)
             if (tstatus == APTUS_REL_TIMER_FAILED) {
                 aptus_ud_tx_batch_flush(chan);
                 aptus_ud_chan_peer_fail(chan, peer, UCS_ERR_ENDPOINT_TIMEOUT);
+                /* Should the peer be alive after all (a long partition),
+                 * its side of the stream dies too: a later endpoint may
+                 * reuse the stream number once this one is reclaimed. */
+                aptus_ud_tx_send_ctl(chan, peer, APTUS_UD_SR_TYPE_RESET, 0);
                 continue; /* removed from the active set: same index again */
             }
         }
@@ -737,7 +906,8 @@ unsigned aptus_ud_chan_progress(aptus_ud_chan_t *chan, int is_async)
         chan->last_sync_us = chan->now_us;
         count += aptus_ud_comp_list_dispatch(&chan->async_comps);
         if (!ucs_queue_is_empty(&chan->deferred)) {
-            count += aptus_ud_rx_dispatch_deferred(chan);
+            count +=
+                aptus_ud_rx_dispatch_deferred(chan, chan->config.rx_budget);
         }
     }
     if (chan->num_soon > 0) {
@@ -751,8 +921,13 @@ unsigned aptus_ud_chan_progress(aptus_ud_chan_t *chan, int is_async)
         aptus_ud_chan_tick(chan);
     }
 
-    if (!is_async && !ucs_arbiter_is_empty(&chan->pending)) {
+    /* In async context only the requests added with UCT_CB_FLAG_ASYNC run
+     * (UCP's wireup proxies); the others wait for the user's progress. */
+    if (!ucs_arbiter_is_empty(&chan->pending)) {
         aptus_ud_chan_dispatch_pending(chan);
+    }
+    if (ucs_unlikely(chan->num_dead > 0)) {
+        aptus_ud_chan_reclaim(chan);
     }
     chan->in_async = 0;
     return count;
@@ -768,6 +943,12 @@ aptus_ud_pending_dispatch_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
     uct_pending_req_t *req = ucs_container_of(elem, uct_pending_req_t, priv);
     ucs_status_t status;
 
+    if (chan->in_async &&
+        !(aptus_ud_pending_priv(req)->flags & UCT_CB_FLAG_ASYNC)) {
+        /* stays scheduled for the user's progress; order within the
+         * endpoint is kept, so later async requests wait behind it */
+        return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
+    }
     if (!(ext->peer->flags & APTUS_UD_PEER_FAILED) &&
         aptus_rel_tx_window_full(&ext->peer->tx, &chan->config.rel)) {
         return UCS_ARBITER_CB_RESULT_DESCHED_GROUP;
@@ -779,6 +960,7 @@ aptus_ud_pending_dispatch_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
 
     if (status == UCS_OK) {
         chan->stats.pending_dispatched++;
+        chan->stats.pending_async += chan->in_async;
         return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
     } else if (status == UCS_INPROGRESS) {
         return UCS_ARBITER_CB_RESULT_NEXT_GROUP;
@@ -811,6 +993,7 @@ ucs_status_t aptus_ud_chan_pending_add(aptus_ud_chan_t *chan,
     }
 
     uct_pending_req_arb_group_push(&ext->pending, req);
+    aptus_ud_pending_priv(req)->flags = flags;
     if (!aptus_rel_tx_window_full(&peer->tx, &chan->config.rel)) {
         ucs_arbiter_group_schedule(&chan->pending, &ext->pending);
     }
@@ -869,7 +1052,7 @@ ucs_status_t aptus_ud_chan_flush(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         /* Abandon what is in flight: the stream cannot continue with holes,
          * so it dies here and a new endpoint gets a fresh stream. */
         if (!aptus_rel_tx_is_idle(&peer->tx)) {
-            peer->flags |= APTUS_UD_PEER_REPORTED; /* no error upcall */
+            peer->flags |= APTUS_UD_PEER_QUIET; /* the user knows */
             aptus_ud_chan_peer_fail(chan, peer, UCS_ERR_CANCELED);
             aptus_ud_tx_send_ctl(chan, peer, APTUS_UD_SR_TYPE_RESET, 0);
             aptus_ud_tx_batch_flush(chan);

@@ -5,7 +5,8 @@
  *
  * Reliable, ordered active messages over an unreliable datagram wire, with
  * constant state per peer and no per-peer buffers: every receive buffer comes
- * from one static pool, as on a UD QP. The channel owns the peers (one per
+ * from one pool, as on a UD QP, which grows while the user holds received
+ * messages, up to a ceiling. The channel owns the peers (one per
  * stream to a remote interface), the reliability window of each (pure logic
  * in proto/rel_window), segmentation and reassembly above the datagram MTU,
  * ACK and retransmission timers, pending queues and flush.
@@ -38,20 +39,28 @@ typedef struct aptus_ud_peer aptus_ud_peer_t;
 typedef struct aptus_ud_peer_ext aptus_ud_peer_ext_t;
 
 #define APTUS_UD_MAX_IOV                                                       \
-    6                         /* user iovs per am_zcopy: one datagram holds    \
-                                 our header, the copied AM header, and these */
-#define APTUS_UD_MAX_CONN 255 /* streams to one remote interface */
+    6 /* user iovs per am_zcopy: one datagram holds                            \
+         our header, the copied AM header, and these */
+/* Streams (endpoints at once) to one remote interface: the header's
+ * 16-bit stream number. Failed streams are reclaimed, so this bounds the
+ * endpoints alive together, not those ever created. */
+#define APTUS_UD_MAX_CONN APTUS_UD_SR_CONN_MAX
 
 typedef struct aptus_ud_chan_config {
     aptus_rel_config_t rel;
     size_t max_msg;     /* largest message, segmented above MTU */
     size_t max_am_hdr;  /* am_zcopy header bytes */
-    unsigned rx_pool;   /* receive descriptors (static pool) */
-    size_t rx_headroom; /* bytes UCT users need before payload */
-    unsigned rx_batch;  /* datagrams per receive call */
-    uint32_t tick_us;   /* ACK delay and timer granularity */
-    int crc;            /* end-to-end CRC-32C on payloads */
-    unsigned max_peers; /* streams this channel may hold */
+    unsigned rx_pool;   /* receive descriptors allocated at a time */
+    unsigned rx_max;    /* ceiling of the receive pool (descriptors the
+                           application may hold, plus those posted) */
+    unsigned rx_budget; /* deferred messages delivered per progress call */
+    size_t am_align;    /* received payload: (data + am_align_offset) is a */
+    size_t am_align_offset; /* multiple of am_align (0 or 1: no demand) */
+    size_t rx_headroom;     /* bytes UCT users need before payload */
+    unsigned rx_batch;      /* datagrams per receive call */
+    uint32_t tick_us;       /* ACK delay and timer granularity */
+    int crc;                /* end-to-end CRC-32C on payloads */
+    unsigned max_peers;     /* streams this channel may hold */
 } aptus_ud_chan_config_t;
 
 /* Messages between the channels of two interfaces (UD-ZCopy's control):
@@ -86,8 +95,10 @@ enum {
     APTUS_UD_PEER_FAILED   = 1u << 1, /* dead stream: tombstone */
     APTUS_UD_PEER_IN_ACK   = 1u << 2, /* on this batch's immediate-ACK list */
     APTUS_UD_PEER_FLUSH    = 1u << 3, /* has flush requests waiting */
-    APTUS_UD_PEER_REPORTED = 1u << 4, /* failure handed to the transport */
-    APTUS_UD_PEER_IN_SOON  = 1u << 5  /* on the next-progress ACK list */
+    APTUS_UD_PEER_REPORTED = 1u << 4, /* failure queued for the user */
+    APTUS_UD_PEER_IN_SOON  = 1u << 5, /* on the next-progress ACK list */
+    APTUS_UD_PEER_QUIET    = 1u << 6, /* failed by the user's own cancel */
+    APTUS_UD_PEER_DEAD     = 1u << 7  /* on the reclaim list */
 };
 
 /*
@@ -103,7 +114,7 @@ struct aptus_ud_peer {
     aptus_wire_addr_t addr; /* remote interface on the wire */
     uint32_t remote_key;    /* remote interface key (incarnation) */
     uint32_t active_idx;    /* slot in chan->active, or UINT32_MAX */
-    uint8_t conn_id;
+    uint16_t conn_id;
     uint8_t flags;
 };
 
@@ -180,7 +191,9 @@ typedef struct aptus_ud_chan_stats {
     uint64_t rx_duplicates, rx_held, rx_out_of_window, rx_deferred;
     uint64_t rx_bad_key, rx_malformed, rx_bad_crc, rx_bad_ack;
     uint64_t rx_unknown_stream, rx_dead_stream, rx_no_buffer, rx_peer_limit;
-    uint64_t peers_created, peers_failed, pending_dispatched, checks;
+    uint64_t rx_pool_exhausted; /* a receive buffer was wanted at RX_MAX */
+    uint64_t peers_created, peers_failed, peers_reclaimed;
+    uint64_t pending_dispatched, pending_async, checks;
 } aptus_ud_chan_stats_t;
 
 static inline khint_t aptus_ud_peer_hash(const aptus_ud_peer_t *peer)
@@ -279,6 +292,15 @@ struct aptus_ud_chan {
     unsigned rx_posted;
 
     ucs_queue_head_t deferred; /* in order, waiting for sync context */
+    int rx_pool_reported;      /* the RX_MAX error was printed */
+    struct {
+        aptus_wire_addr_t addr; /* the last remote interface connected to */
+        uint32_t remote_key;
+        unsigned conn_id; /* streams below are held by endpoints */
+    } connect_hint;
+    aptus_ud_peer_t **dead; /* failed, endpoint gone: to free */
+    unsigned num_dead;
+    unsigned max_dead;
     ucs_queue_head_t flush_reqs;
     ucs_arbiter_t pending;
     int in_pending;
@@ -399,6 +421,10 @@ ucs_status_t aptus_ud_chan_flush_all(aptus_ud_chan_t *chan, unsigned flags,
 /* Memory a peer costs, exactly: struct, pool element header, and its share
  * of the lookup table at the current size. */
 size_t aptus_ud_chan_peer_bytes(const aptus_ud_chan_t *chan);
+
+/* Failed peers whose endpoint is gone are freed once nothing refers to
+ * them; returns how many were freed. Runs from progress too. */
+unsigned aptus_ud_chan_reclaim(aptus_ud_chan_t *chan);
 
 /* Number of peers (streams) the channel holds. */
 static inline unsigned aptus_ud_chan_num_peers(const aptus_ud_chan_t *chan)

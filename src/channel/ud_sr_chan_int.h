@@ -16,6 +16,22 @@ typedef struct aptus_ud_flush_req {
     aptus_psn_t psn;
 } aptus_ud_flush_req_t;
 
+/* What a pending request keeps in its priv space: the arbiter element, and
+ * the flags of uct_ep_pending_add (UCT_CB_FLAG_ASYNC: may run from the async
+ * context). */
+typedef struct aptus_ud_pending_priv {
+    uct_pending_req_priv_arb_t arb;
+    unsigned flags;
+} aptus_ud_pending_priv_t;
+
+static inline aptus_ud_pending_priv_t *
+aptus_ud_pending_priv(uct_pending_req_t *req)
+{
+    UCS_STATIC_ASSERT(sizeof(aptus_ud_pending_priv_t) <=
+                      UCT_PENDING_REQ_PRIV_LEN);
+    return (aptus_ud_pending_priv_t *)req->priv;
+}
+
 static inline void *aptus_ud_tx_msg_data(aptus_ud_chan_t *chan,
                                          aptus_ud_tx_msg_t *msg)
 {
@@ -44,6 +60,7 @@ static inline void aptus_ud_chan_activate(aptus_ud_chan_t *chan,
                                           aptus_ud_peer_t *peer)
 {
     if (peer->active_idx == UINT32_MAX) {
+        ucs_assert(chan->num_active < chan->max_active);
         peer->active_idx                 = chan->num_active;
         chan->active[chan->num_active++] = peer;
     }
@@ -64,11 +81,11 @@ void aptus_ud_peer_ext_try_release(aptus_ud_chan_t *chan,
 aptus_ud_peer_t *aptus_ud_chan_peer_lookup(aptus_ud_chan_t *chan,
                                            const aptus_wire_addr_t *addr,
                                            uint32_t remote_key,
-                                           uint8_t conn_id);
+                                           uint16_t conn_id);
 aptus_ud_peer_t *aptus_ud_chan_peer_create(aptus_ud_chan_t *chan,
                                            const aptus_wire_addr_t *addr,
                                            uint32_t remote_key,
-                                           uint8_t conn_id);
+                                           uint16_t conn_id);
 void aptus_ud_chan_peer_fail(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
                              ucs_status_t status);
 void aptus_ud_chan_tx_progressed(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer);
@@ -99,7 +116,7 @@ unsigned aptus_ud_rx_progress(aptus_ud_chan_t *chan, int is_async);
  * when found in async context (UCT users expect completions there). */
 void aptus_ud_chan_complete(aptus_ud_chan_t *chan, uct_completion_t *comp,
                             ucs_status_t status);
-unsigned aptus_ud_rx_dispatch_deferred(aptus_ud_chan_t *chan);
+unsigned aptus_ud_rx_dispatch_deferred(aptus_ud_chan_t *chan, unsigned max);
 void aptus_ud_rx_release_peer(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer);
 void aptus_ud_rx_flush_acks(aptus_ud_chan_t *chan);
 void aptus_ud_rx_flush_soon_acks(aptus_ud_chan_t *chan);

@@ -20,13 +20,16 @@ static ucs_status_t aptus_ud_rx_deliver_now(aptus_ud_chan_t *chan,
                                             aptus_ud_rx_msg_t *msg,
                                             int is_async)
 {
+    uct_recv_desc_t *release = &msg->release;
     ucs_status_t status;
 
     /* uct_iface_release_desc(data - rx_headroom) reads the pointer stored
-     * right before the headroom. */
-    *(uct_recv_desc_t **)UCS_PTR_BYTE_OFFSET(
-        msg->data, -(ptrdiff_t)(chan->config.rx_headroom + sizeof(void *))) =
-        &msg->release;
+     * right before the headroom (unaligned when the AM alignment offset
+     * asks for it). */
+    memcpy(
+        UCS_PTR_BYTE_OFFSET(
+            msg->data, -(ptrdiff_t)(chan->config.rx_headroom + sizeof(void *))),
+        &release, sizeof(release));
 
     if (msg->am_id & APTUS_UD_AM_INTERNAL) {
         status = (chan->internal_cb == NULL)
@@ -67,12 +70,14 @@ static void aptus_ud_rx_deliver(aptus_ud_chan_t *chan, aptus_ud_rx_msg_t *msg,
     ucs_queue_push(&chan->deferred, &msg->queue);
 }
 
-unsigned aptus_ud_rx_dispatch_deferred(aptus_ud_chan_t *chan)
+unsigned aptus_ud_rx_dispatch_deferred(aptus_ud_chan_t *chan, unsigned max)
 {
     aptus_ud_rx_msg_t *msg;
     unsigned count = 0;
 
-    while (!ucs_queue_is_empty(&chan->deferred)) {
+    /* at most max per call, like a receive queue's poll budget: the user's
+     * progress call stays short, and it reports work left (count > 0) */
+    while (!ucs_queue_is_empty(&chan->deferred) && (count < max)) {
         msg = ucs_queue_pull_elem_non_empty(&chan->deferred, aptus_ud_rx_msg_t,
                                             queue);
         (void)aptus_ud_rx_deliver_now(chan, msg, 0);
@@ -98,6 +103,25 @@ void aptus_ud_rx_release_peer(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
         ucs_mpool_put_inline(ext->reasm);
         ext->reasm = NULL;
     }
+}
+
+/* The receive buffer puts a payload that follows the basic header where the
+ * user's AM alignment wants it; one behind extensions is moved there (the
+ * header is parsed and no longer needed). */
+static inline void aptus_ud_rx_align(aptus_ud_chan_t *chan,
+                                     aptus_ud_rx_desc_t *desc)
+{
+    void *aligned;
+
+    if (ucs_likely(chan->config.am_align <= 1) ||
+        ((((uintptr_t)desc->msg.data + chan->config.am_align_offset) &
+          (chan->config.am_align - 1)) == 0)) {
+        return;
+    }
+    aligned =
+        UCS_PTR_BYTE_OFFSET(aptus_ud_rx_dgram(chan, desc), APTUS_UD_SR_HDR_LEN);
+    memmove(aligned, desc->msg.data, desc->msg.length);
+    desc->msg.data = aligned;
 }
 
 /* A stream that breaks its own framing is dead: drop it whole. */
@@ -128,6 +152,7 @@ static int aptus_ud_rx_inorder(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
                 desc); /* an endpoint check: nothing for the user */
             return 1;
         }
+        aptus_ud_rx_align(chan, desc);
         desc->msg.peer = peer;
         aptus_ud_rx_deliver(chan, &desc->msg, is_async);
         return 1;
@@ -348,6 +373,34 @@ static void aptus_ud_rx_data(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     aptus_ud_rx_want_ack(chan, peer);
 }
 
+static inline int aptus_ud_rx_is_stream_start(const aptus_ud_sr_pkt_t *pkt)
+{
+    if (pkt->ack != 0) {
+        return 0;
+    }
+    if (pkt->type == APTUS_UD_SR_TYPE_DATA) {
+        return pkt->psn < APTUS_REL_TX_WINDOW_MAX;
+    }
+    return (pkt->type == APTUS_UD_SR_TYPE_ACK) &&
+           (pkt->flags & APTUS_UD_SR_F_ACK_REQ);
+}
+
+/* Tell the sender of a datagram on a stream we no longer have that it is
+ * dead, as a tombstone would, without keeping one. */
+static void aptus_ud_rx_reset_unknown(aptus_ud_chan_t *chan,
+                                      const aptus_wire_addr_t *src,
+                                      const aptus_ud_sr_pkt_t *pkt)
+{
+    aptus_ud_peer_t ghost;
+
+    memset(&ghost, 0, sizeof(ghost));
+    ghost.addr       = *src;
+    ghost.remote_key = pkt->src_key;
+    ghost.conn_id    = pkt->conn_id;
+    aptus_ud_tx_send_ctl(chan, &ghost, APTUS_UD_SR_TYPE_RESET, 0);
+    aptus_ud_tx_batch_flush(chan); /* the batch points at ghost.addr */
+}
+
 /* Returns 1 if the datagram's descriptor was kept. */
 static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
                               size_t length, const aptus_wire_addr_t *src,
@@ -385,12 +438,19 @@ static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
 
     peer = aptus_ud_chan_peer_lookup(chan, src, pkt.src_key, pkt.conn_id);
     if (peer == NULL) {
-        /* a new stream starts with data, or with a probe whose first data
-         * was lost (the reply tells the sender nothing arrived) */
-        if ((pkt.type != APTUS_UD_SR_TYPE_DATA) &&
-            !((pkt.type == APTUS_UD_SR_TYPE_ACK) &&
-              (pkt.flags & APTUS_UD_SR_F_ACK_REQ) && (pkt.ack == 0))) {
-            chan->stats.rx_unknown_stream++;
+        /* A new stream starts with data, or with a probe whose first data
+         * was lost (the reply tells the sender nothing arrived); either
+         * way the sender has received nothing on it (ack 0) and sends from
+         * PSN 0. Anything else belongs to a stream that died here and was
+         * reclaimed: it is dead for the sender too. */
+        if (!aptus_ud_rx_is_stream_start(&pkt)) {
+            if ((pkt.type == APTUS_UD_SR_TYPE_DATA) ||
+                (pkt.flags & APTUS_UD_SR_F_ACK_REQ)) {
+                chan->stats.rx_dead_stream++;
+                aptus_ud_rx_reset_unknown(chan, src, &pkt);
+            } else {
+                chan->stats.rx_unknown_stream++;
+            }
             return 0;
         }
         peer = aptus_ud_chan_peer_create(chan, src, pkt.src_key, pkt.conn_id);
@@ -454,14 +514,47 @@ static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
     return consumed;
 }
 
+/* Top the posted buffers up from the pool. The pool grows up to RX_MAX_BUFS;
+ * at the ceiling fewer are posted and the kernel drops datagrams, as a UD QP
+ * without receive buffers would, and senders retransmit once the application
+ * releases descriptors. That must not pass silently: peers time out if it
+ * lasts, so say which setting to raise. */
+static void aptus_ud_rx_refill(aptus_ud_chan_t *chan)
+{
+    aptus_ud_rx_desc_t *desc;
+
+    while (chan->rx_posted < chan->config.rx_batch) {
+        desc = ucs_mpool_get_inline(&chan->rx_mp);
+        if (ucs_unlikely(desc == NULL)) {
+            chan->stats.rx_pool_exhausted++;
+            if (!chan->rx_pool_reported) {
+                chan->rx_pool_reported = 1;
+                ucs_error("ud_sr: out of receive buffers: the application "
+                          "holds received messages up to "
+                          "UCX_UD_SR_RX_MAX_BUFS=%u (or memory ran out); "
+                          "datagrams are dropped until it releases them, "
+                          "and peers may time out. Raise "
+                          "UCX_UD_SR_RX_MAX_BUFS.",
+                          chan->config.rx_max);
+            }
+            return;
+        }
+        chan->rx_slots[chan->rx_posted++].buf = aptus_ud_rx_dgram(chan, desc);
+    }
+}
+
 unsigned aptus_ud_rx_progress(aptus_ud_chan_t *chan, int is_async)
 {
     aptus_dgram_rx_t *slots = chan->rx_slots;
     aptus_ud_rx_desc_t *desc;
     unsigned i, n, posted;
 
-    if (ucs_unlikely(chan->rx_posted == 0)) {
-        chan->stats.rx_no_buffer++;
+    if (ucs_unlikely(chan->rx_posted < chan->config.rx_batch)) {
+        aptus_ud_rx_refill(chan);
+        if (chan->rx_posted == 0) {
+            chan->stats.rx_no_buffer++;
+            return 0;
+        }
     }
 
     n = chan->wire->ops->recv(chan->wire, slots, chan->rx_posted);
@@ -474,33 +567,17 @@ unsigned aptus_ud_rx_progress(aptus_ud_chan_t *chan, int is_async)
     }
 
     if (n > 0) {
-        /* Keep the posted buffers first, then top up from the pool; when
-         * the pool is dry fewer are posted and the kernel drops, as a UD
-         * QP without receive buffers would. */
+        /* Keep the posted buffers first, then top up from the pool. */
         posted = 0;
         for (i = 0; i < chan->rx_posted; ++i) {
             if (slots[i].buf != NULL) {
                 slots[posted++].buf = slots[i].buf;
             }
         }
-        while (posted < chan->config.rx_batch) {
-            desc = ucs_mpool_get_inline(&chan->rx_mp);
-            if (desc == NULL) {
-                break;
-            }
-            slots[posted++].buf = aptus_ud_rx_dgram(chan, desc);
-        }
         chan->rx_posted = posted;
+        aptus_ud_rx_refill(chan);
         aptus_ud_rx_flush_acks(chan);
         aptus_ud_tx_batch_flush(chan);
-    } else if (chan->rx_posted < chan->config.rx_batch) {
-        while (chan->rx_posted < chan->config.rx_batch) {
-            desc = ucs_mpool_get_inline(&chan->rx_mp);
-            if (desc == NULL) {
-                break;
-            }
-            slots[chan->rx_posted++].buf = aptus_ud_rx_dgram(chan, desc);
-        }
     }
     return n;
 }

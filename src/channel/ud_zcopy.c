@@ -13,6 +13,7 @@
 #include <ucs/sys/uid.h>
 
 #include <string.h>
+#include <sys/random.h>
 
 #define APTUS_UDZ_MSG_MAX  256   /* encoded control message, without data */
 #define APTUS_UDZ_SPILL    65536 /* room behind the posted slots: a train */
@@ -95,8 +96,12 @@ static uint32_t aptus_udz_random(void)
 {
     uint32_t r;
 
+    /* keys and tokens come from the OS CSPRNG: a guessed one lets a
+     * stray process into a transfer */
     do {
-        r = (uint32_t)ucs_generate_uuid((uintptr_t)&r);
+        if (getrandom(&r, sizeof(r), 0) != sizeof(r)) {
+            r = 0;
+        }
     } while (r == 0);
     return r;
 }

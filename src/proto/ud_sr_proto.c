@@ -42,10 +42,9 @@ size_t aptus_ud_sr_build(void *buf, const aptus_ud_sr_pkt_t *pkt)
     aptus_put32(p + 4, pkt->src_key);
     aptus_put16(p + 8, pkt->psn);
     aptus_put16(p + 10, pkt->ack);
-    p[12] = pkt->type;
+    p[12] = (uint8_t)(pkt->type | (pkt->am_id << APTUS_UD_SR_TYPE_BITS));
     p[13] = pkt->flags;
-    p[14] = pkt->am_id;
-    p[15] = pkt->conn_id;
+    aptus_put16(p + 14, pkt->conn_id);
     p += APTUS_UD_SR_HDR_LEN;
 
     if (pkt->flags & APTUS_UD_SR_F_SACK) {
@@ -77,16 +76,19 @@ aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
     pkt->src_key  = aptus_get32(p + 4);
     pkt->psn      = aptus_get16(p + 8);
     pkt->ack      = aptus_get16(p + 10);
-    pkt->type     = p[12];
+    pkt->type     = p[12] & ((1u << APTUS_UD_SR_TYPE_BITS) - 1);
     pkt->flags    = p[13];
-    pkt->am_id    = p[14];
-    pkt->conn_id  = p[15];
+    pkt->am_id    = p[12] >> APTUS_UD_SR_TYPE_BITS;
+    pkt->conn_id  = aptus_get16(p + 14);
     pkt->sack     = 0;
     pkt->msg_len  = 0;
     pkt->crc      = 0;
 
     if (pkt->flags & ~APTUS_UD_SR_F_KNOWN) {
         return APTUS_UD_SR_PARSE_BAD_FLAGS;
+    }
+    if (pkt->conn_id >= APTUS_UD_SR_CONN_MAX) {
+        return APTUS_UD_SR_PARSE_BAD_CONN;
     }
 
     switch (pkt->type) {
@@ -185,7 +187,7 @@ const char *aptus_ud_sr_parse_status_str(aptus_ud_sr_parse_status_t status)
 {
     static const char *names[] = { "ok",        "truncated", "bad type",
                                    "bad flags", "bad am id", "bad length",
-                                   "bad crc" };
+                                   "bad crc",   "bad stream" };
 
     return (status < APTUS_UD_SR_PARSE_LAST) ? names[status] : "?";
 }

@@ -6,17 +6,19 @@
  * state is touched: this is the code that faces the network, so it is pure
  * and fuzzed (test/unit/test_ud_sr_proto.cc).
  *
- *  0       4       8    10    12   13    14    15    16
- *  +-------+-------+-----+-----+----+-----+-----+-----+----------------+
- *  |dest   |src    | psn | ack |type|flags|am_id|conn | extensions ... |
- *  |key    |key    |     |     |    |     |     |     | payload ...    |
- *  +-------+-------+-----+-----+----+-----+-----+-----+----------------+
+ *  0       4       8    10    12       13    14        16
+ *  +-------+-------+-----+-----+--------+-----+---------+----------------+
+ *  |dest   |src    | psn | ack |am_id<<2|flags| conn    | extensions ... |
+ *  |key    |key    |     |     | |type  |     | (16 bit)| payload ...    |
+ *  +-------+-------+-----+-----+--------+-----+---------+----------------+
  *
  * dest key: the receiving interface's random key; anything else is a stray
  *           or forged datagram and is dropped.
  * src key:  the sender's interface key (its incarnation).
+ * type:     the low 2 bits of byte 12; the active message id (below 32)
+ *           takes the 6 bits above, so that the stream number gets 16 bits.
  * conn:     stream number between the two interfaces (several UCT endpoints
- *           to one peer interface get one stream each).
+ *           to one peer interface get one stream each), 0 to 65534.
  * psn:      this packet's sequence number (DATA). On an ACK that asks for
  *           an acknowledgement (ACK_REQ, a probe) or answers one (REPLY):
  *           the request's coverage, "every PSN before this was sent".
@@ -44,8 +46,10 @@ extern "C" {
 #define APTUS_UD_SR_HDR_LEN      16u
 #define APTUS_UD_SR_EXT_LEN      8u
 #define APTUS_UD_SR_HDR_MAX_LEN  (APTUS_UD_SR_HDR_LEN + 2 * APTUS_UD_SR_EXT_LEN)
-#define APTUS_UD_SR_AM_ID_MAX    32u /* UCT_AM_ID_MAX */
-#define APTUS_UD_SR_INTERNAL_MAX 8u  /* internal message ids */
+#define APTUS_UD_SR_AM_ID_MAX    32u    /* UCT_AM_ID_MAX */
+#define APTUS_UD_SR_INTERNAL_MAX 8u     /* internal message ids */
+#define APTUS_UD_SR_CONN_MAX     65535u /* stream numbers 0 .. CONN_MAX - 1 */
+#define APTUS_UD_SR_TYPE_BITS    2u
 
 typedef enum {
     APTUS_UD_SR_TYPE_DATA  = 1, /* an active message or a fragment of one */
@@ -76,7 +80,7 @@ typedef struct aptus_ud_sr_pkt {
     uint8_t type;
     uint8_t flags;
     uint8_t am_id;
-    uint8_t conn_id;
+    uint16_t conn_id;
     uint64_t sack;          /* valid with APTUS_UD_SR_F_SACK */
     uint32_t msg_len;       /* valid on a FIRST fragment without LAST */
     uint32_t crc;           /* valid with APTUS_UD_SR_F_CRC */
@@ -92,6 +96,7 @@ typedef enum {
     APTUS_UD_SR_PARSE_BAD_AM_ID,
     APTUS_UD_SR_PARSE_BAD_LENGTH, /* payload where none may be, or MSG_LEN */
     APTUS_UD_SR_PARSE_BAD_CRC,
+    APTUS_UD_SR_PARSE_BAD_CONN, /* stream number out of range */
     APTUS_UD_SR_PARSE_LAST
 } aptus_ud_sr_parse_status_t;
 

@@ -27,6 +27,42 @@ static inline aptus_ud_peer_t *uct_ud_sr_ep_peer(uct_ep_h tl_ep)
 #define UCT_UD_SR_ENTER(_iface) UCS_ASYNC_BLOCK((_iface)->super.worker->async)
 #define UCT_UD_SR_LEAVE(_iface) UCS_ASYNC_UNBLOCK((_iface)->super.worker->async)
 
+/* Data tracing (UCX_LOG_LEVEL=data): an am_short as one buffer. */
+static void uct_ud_sr_ep_trace_short(uct_ud_sr_iface_t *iface, uct_ep_h tl_ep,
+                                     uint8_t id, uint64_t header,
+                                     const void *payload, unsigned length)
+{
+    uint8_t *buf = ucs_malloc(sizeof(header) + length, "ud_sr_trace");
+
+    if (buf == NULL) {
+        return;
+    }
+    memcpy(buf, &header, sizeof(header));
+    memcpy(buf + sizeof(header), payload, length);
+    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, buf,
+                       sizeof(header) + length, "TX: AM_SHORT ep %p", tl_ep);
+    ucs_free(buf);
+}
+
+typedef struct uct_ud_sr_trace_pack {
+    uct_pack_callback_t pack_cb;
+    void *arg;
+    uct_ud_sr_iface_t *iface;
+    uct_ep_h ep;
+    uint8_t id;
+} uct_ud_sr_trace_pack_t;
+
+/* Trace an am_bcopy where its data is packed. */
+static size_t uct_ud_sr_ep_trace_pack(void *dest, void *arg)
+{
+    uct_ud_sr_trace_pack_t *tp = arg;
+    size_t length              = tp->pack_cb(dest, tp->arg);
+
+    uct_iface_trace_am(&tp->iface->super, UCT_AM_TRACE_TYPE_SEND, tp->id, dest,
+                       length, "TX: AM_BCOPY ep %p", tp->ep);
+    return length;
+}
+
 ucs_status_t uct_ud_sr_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
 {
     uct_ud_sr_iface_t *iface = ucs_derived_of(params->iface, uct_ud_sr_iface_t);
@@ -67,6 +103,8 @@ void uct_ud_sr_ep_destroy(uct_ep_h tl_ep)
     UCS_CLASS_CLEANUP(uct_base_ep_t, &peer->super);
     aptus_udz_peer_disconnect(&iface->udz, peer);
     aptus_ud_chan_peer_disconnect(&iface->chan, peer);
+    /* a failed peer is freed once nothing refers to it */
+    uct_ud_sr_iface_forget_failure(iface, peer);
     UCT_UD_SR_LEAVE(iface);
 }
 
@@ -93,6 +131,10 @@ ucs_status_t uct_ud_sr_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     status = (ucs_status_t)aptus_ud_chan_send(&iface->chan,
                                               uct_ud_sr_ep_peer(tl_ep), &send);
     UCT_UD_SR_LEAVE(iface);
+    if (ucs_unlikely(ucs_log_is_enabled(UCS_LOG_LEVEL_TRACE_DATA)) &&
+        (status == UCS_OK)) {
+        uct_ud_sr_ep_trace_short(iface, tl_ep, id, header, payload, length);
+    }
     return status;
 }
 
@@ -101,6 +143,7 @@ ssize_t uct_ud_sr_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
                               unsigned flags)
 {
     uct_ud_sr_iface_t *iface = uct_ud_sr_ep_iface(tl_ep);
+    uct_ud_sr_trace_pack_t trace;
     aptus_ud_send_t send;
     ssize_t ret;
 
@@ -110,6 +153,15 @@ ssize_t uct_ud_sr_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     send.am_id         = id;
     send.bcopy.pack_cb = pack_cb;
     send.bcopy.arg     = arg;
+    if (ucs_unlikely(ucs_log_is_enabled(UCS_LOG_LEVEL_TRACE_DATA))) {
+        trace.pack_cb      = pack_cb;
+        trace.arg          = arg;
+        trace.iface        = iface;
+        trace.ep           = tl_ep;
+        trace.id           = id;
+        send.bcopy.pack_cb = uct_ud_sr_ep_trace_pack;
+        send.bcopy.arg     = &trace;
+    }
 
     UCT_UD_SR_ENTER(iface);
     ret = aptus_ud_chan_send(&iface->chan, uct_ud_sr_ep_peer(tl_ep), &send);
@@ -148,6 +200,11 @@ ucs_status_t uct_ud_sr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     status = (ucs_status_t)aptus_ud_chan_send(&iface->chan,
                                               uct_ud_sr_ep_peer(tl_ep), &send);
     UCT_UD_SR_LEAVE(iface);
+    if (!UCS_STATUS_IS_ERR(status)) {
+        uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, header,
+                           header_length, "TX: AM_ZCOPY ep %p iovcnt %zu",
+                           tl_ep, iovcnt);
+    }
     return status;
 }
 
@@ -237,11 +294,20 @@ ucs_status_t uct_ud_sr_ep_check(uct_ep_h tl_ep, unsigned flags,
                                 uct_completion_t *comp)
 {
     uct_ud_sr_iface_t *iface = uct_ud_sr_ep_iface(tl_ep);
+    aptus_ud_peer_t *peer    = uct_ud_sr_ep_peer(tl_ep);
     ucs_status_t status;
 
     UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
     UCT_UD_SR_ENTER(iface);
-    status = aptus_ud_chan_check(&iface->chan, uct_ud_sr_ep_peer(tl_ep));
+    if (aptus_ud_peer_is_failed(peer)) {
+        /* A check of a dead stream ends in the error handler, also when the
+         * failure was not reported yet: the stream was cancelled by a flush,
+         * or the report is still queued (then this adds nothing). */
+        uct_ud_sr_iface_queue_failure(iface, peer, UCS_ERR_CONNECTION_RESET);
+        status = UCS_OK;
+    } else {
+        status = aptus_ud_chan_check(&iface->chan, peer);
+    }
     UCT_UD_SR_LEAVE(iface);
     return status;
 }

@@ -16,6 +16,7 @@
 #include <ucs/time/time.h>
 
 #include <string.h>
+#include <sys/random.h>
 
 #define UCT_UD_SR_CONFIG_PREFIX "UD_SR_"
 #define UCT_UD_SR_MAX_AM_HDR    256
@@ -45,6 +46,26 @@ ucs_config_field_t uct_ud_sr_iface_config_table[] = {
       "Receive buffers in the static pool shared by all peers; the socket\n"
       "buffers as many datagrams and drops beyond that, like a UD queue pair.",
       ucs_offsetof(uct_ud_sr_iface_config_t, rx_queue_len),
+      UCS_CONFIG_TYPE_UINT },
+
+    /* Default ceiling: a held buffer costs a datagram (2 KiB at the default
+     * MTU), so 256k of them bound the worst case near 550 MiB, reached only
+     * by an application that keeps that many unexpected messages (UCX's tcp
+     * keeps them without bound). It covers, e.g., 20,000 eager messages
+     * from each of a dozen peers before a receive is posted. */
+    { "RX_MAX_BUFS", "262144",
+      "Most receive buffers the pool grows to, in steps of RX_QUEUE_LEN.\n"
+      "UCP keeps the buffers of unexpected messages until they are received,\n"
+      "so the pool grows while the application holds them. At the ceiling\n"
+      "datagrams are dropped (an error is printed once and counted as\n"
+      "rx_pool_exhausted) and peers retransmit until buffers are released.",
+      ucs_offsetof(uct_ud_sr_iface_config_t, rx_max_bufs),
+      UCS_CONFIG_TYPE_UINT },
+
+    { "RX_MAX_POLL", "64",
+      "Most messages one progress call delivers from those received in the\n"
+      "async thread for handlers that run only from progress.",
+      ucs_offsetof(uct_ud_sr_iface_config_t, rx_max_poll),
       UCS_CONFIG_TYPE_UINT },
 
     { "RX_BATCH", "32",
@@ -93,7 +114,9 @@ ucs_config_field_t uct_ud_sr_iface_config_table[] = {
       ucs_offsetof(uct_ud_sr_iface_config_t, crc), UCS_CONFIG_TYPE_BOOL },
 
     { "MAX_PEERS", "1048576",
-      "Streams (remote interfaces) one interface holds.",
+      "Streams (remote interfaces) one interface holds. Endpoints to one\n"
+      "remote interface are also bounded by the header's 16-bit stream\n"
+      "number: 65535 alive at once (failed ones are reclaimed).",
       ucs_offsetof(uct_ud_sr_iface_config_t, max_peers), UCS_CONFIG_TYPE_UINT },
 
     { "FAULT_DROP", "0",
@@ -180,17 +203,15 @@ static ucs_status_t uct_ud_sr_deliver(void *arg, aptus_ud_peer_t *peer,
     if (is_async && !(iface->super.am[am_id].flags & UCT_CB_FLAG_ASYNC)) {
         return UCS_ERR_BUSY; /* the channel queues it for progress */
     }
+    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV, am_id, data,
+                       length, "RX: AM ep %p", peer);
     return uct_iface_invoke_am(&iface->super, am_id, data, length, flags);
 }
 
-static void uct_ud_sr_peer_failed(void *arg, aptus_ud_peer_t *peer,
-                                  ucs_status_t status)
+void uct_ud_sr_iface_queue_failure(uct_ud_sr_iface_t *iface,
+                                   aptus_ud_peer_t *peer, ucs_status_t status)
 {
-    uct_ud_sr_iface_t *iface = arg;
     uct_ud_sr_failure_t *failures;
-
-    /* transfers to or from it end (completions run from progress) */
-    aptus_udz_peer_failed(&iface->udz, peer, status);
 
     if (!(peer->flags & APTUS_UD_PEER_USER) ||
         (peer->flags & APTUS_UD_PEER_REPORTED)) {
@@ -212,6 +233,32 @@ static void uct_ud_sr_peer_failed(void *arg, aptus_ud_peer_t *peer,
     iface->failures[iface->num_failures].peer   = peer;
     iface->failures[iface->num_failures].status = status;
     iface->num_failures++;
+}
+
+void uct_ud_sr_iface_forget_failure(uct_ud_sr_iface_t *iface,
+                                    aptus_ud_peer_t *peer)
+{
+    unsigned i;
+
+    for (i = 0; i < iface->num_failures;) {
+        if (iface->failures[i].peer == peer) {
+            iface->failures[i] = iface->failures[--iface->num_failures];
+        } else {
+            ++i;
+        }
+    }
+}
+
+static void uct_ud_sr_peer_failed(void *arg, aptus_ud_peer_t *peer,
+                                  ucs_status_t status)
+{
+    uct_ud_sr_iface_t *iface = arg;
+
+    /* transfers to or from it end (completions run from progress) */
+    aptus_udz_peer_failed(&iface->udz, peer, status);
+    if (!(peer->flags & APTUS_UD_PEER_QUIET)) {
+        uct_ud_sr_iface_queue_failure(iface, peer, status);
+    }
 }
 
 static ucs_status_t uct_ud_sr_internal(void *arg, aptus_ud_peer_t *peer,
@@ -418,6 +465,11 @@ unsigned uct_ud_sr_iface_stats(uct_ud_sr_iface_t *iface,
                    { "resets", c->tx_resets },
                    { "peers", aptus_ud_chan_num_peers(&iface->chan) },
                    { "peers_failed", c->peers_failed },
+                   { "peers_reclaimed", c->peers_reclaimed },
+                   { "max_streams_per_peer", APTUS_UD_MAX_CONN },
+                   { "rx_pool_exhausted", c->rx_pool_exhausted },
+                   { "rx_max_bufs", iface->chan.config.rx_max },
+                   { "pending_async", c->pending_async },
                    { "peer_bytes", aptus_ud_chan_peer_bytes(&iface->chan) },
                    { "pending_dispatched", c->pending_dispatched },
                    { "checks", c->checks },
@@ -455,8 +507,11 @@ static uint32_t uct_ud_sr_iface_key(void)
 {
     uint32_t key;
 
+    /* from the OS CSPRNG: the key is what keeps forged datagrams out */
     do {
-        key = (uint32_t)ucs_generate_uuid((uintptr_t)&key);
+        if (getrandom(&key, sizeof(key), 0) != sizeof(key)) {
+            key = 0;
+        }
     } while (key == 0);
     return key;
 }
@@ -512,6 +567,8 @@ static void uct_ud_sr_chan_config(const uct_ud_sr_iface_config_t *config,
     chan_config->max_msg             = config->seg_size;
     chan_config->max_am_hdr          = UCT_UD_SR_MAX_AM_HDR;
     chan_config->rx_pool             = config->rx_queue_len;
+    chan_config->rx_max              = config->rx_max_bufs;
+    chan_config->rx_budget           = config->rx_max_poll;
     chan_config->rx_headroom         = rx_headroom;
     chan_config->rx_batch            = config->rx_batch;
     chan_config->tick_us             = uct_ud_sr_usec(config->timer_tick);
@@ -519,6 +576,39 @@ static void uct_ud_sr_chan_config(const uct_ud_sr_iface_config_t *config,
     chan_config->rel.probe_min_us = 2 * chan_config->tick_us;
     chan_config->crc              = config->crc;
     chan_config->max_peers        = config->max_peers;
+}
+
+/* The AM alignment the user asks for: like UCX's transports, but a value
+ * that cannot be honoured is refused rather than ignored. */
+static ucs_status_t uct_ud_sr_am_alignment(const uct_iface_params_t *params,
+                                           aptus_ud_chan_config_t *chan_config)
+{
+    uint64_t mask = params->field_mask;
+
+    chan_config->am_align        = 0;
+    chan_config->am_align_offset = 0;
+    if (!(mask & UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT)) {
+        if (mask & UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET) {
+            ucs_error("ud_sr: am_align_offset given without am_alignment");
+            return UCS_ERR_INVALID_PARAM;
+        }
+        return UCS_OK;
+    }
+    if ((params->am_alignment == 0) || !ucs_is_pow2(params->am_alignment)) {
+        ucs_error("ud_sr: am_alignment %zu is not a power of 2",
+                  params->am_alignment);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    chan_config->am_align = params->am_alignment;
+    chan_config->am_align_offset =
+        UCT_IFACE_PARAM_VALUE(params, am_align_offset, AM_ALIGN_OFFSET, 0);
+    if (chan_config->am_align_offset >= chan_config->am_align) {
+        ucs_error("ud_sr: am_align_offset %zu must be less than am_alignment "
+                  "%zu",
+                  chan_config->am_align_offset, chan_config->am_align);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return UCS_OK;
 }
 
 static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
@@ -557,6 +647,10 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
     uct_ud_sr_chan_config(
         config, UCT_IFACE_PARAM_VALUE(params, rx_headroom, RX_HEADROOM, 0),
         &chan_config);
+    status = uct_ud_sr_am_alignment(params, &chan_config);
+    if (status != UCS_OK) {
+        return status;
+    }
     /* Refuse a bad setting up front, naming the variable. */
     if ((config->mtu < APTUS_SOCK_DGRAM_MTU_MIN) ||
         (config->mtu > APTUS_SOCK_DGRAM_MTU_MAX)) {

@@ -21,6 +21,8 @@ typedef struct uct_ud_sr_iface_config {
     size_t max_am_hdr;
     unsigned tx_window;
     unsigned rx_queue_len;
+    unsigned rx_max_bufs;
+    unsigned rx_max_poll;
     unsigned rx_batch;
     unsigned ack_count;
     unsigned max_peers;
@@ -73,6 +75,13 @@ typedef struct uct_ud_sr_iface {
 } uct_ud_sr_iface_t;
 
 extern ucs_config_field_t uct_ud_sr_iface_config_table[];
+
+/* Report a failure of the endpoint peer to the user's error handler (from
+ * progress), once; forget it when the endpoint goes away first. */
+void uct_ud_sr_iface_queue_failure(uct_ud_sr_iface_t *iface,
+                                   aptus_ud_peer_t *peer, ucs_status_t status);
+void uct_ud_sr_iface_forget_failure(uct_ud_sr_iface_t *iface,
+                                    aptus_ud_peer_t *peer);
 
 /* Statistics of an interface, as printed; returns the number of entries. */
 unsigned uct_ud_sr_iface_stats(uct_ud_sr_iface_t *iface,

@@ -105,6 +105,8 @@ static inline aptus_ud_chan_config_t fake_chan_config(size_t rx_headroom)
     cfg.max_msg             = 16384;
     cfg.max_am_hdr          = 64;
     cfg.rx_pool             = 256;
+    cfg.rx_max              = 1024;
+    cfg.rx_budget           = 64;
     cfg.rx_headroom         = rx_headroom;
     cfg.rx_batch            = 16;
     cfg.tick_us             = 200;

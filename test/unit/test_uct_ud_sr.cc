@@ -20,6 +20,7 @@ extern "C" {
 #include <atomic>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unistd.h>
@@ -625,5 +626,395 @@ TEST_F(uct_ud_sr, registration_cache_reuses_regions)
             EXPECT_EQ(UCS_OK, uct_md_mem_dereg(md, memh));
         }
         uct_md_close(md);
+    }
+}
+
+TEST_F(uct_ud_sr, ten_thousand_endpoints_active_at_once)
+{
+    /* 10,000 endpoints, every one sending before any is acknowledged, to
+     * one receiving interface that learns all 10,000 streams at once: from
+     * one interface (10,000 streams to one remote interface), and from 20
+     * interfaces with 500 endpoints each */
+    const std::pair<unsigned, unsigned> shapes[] = { { 1, 10000 },
+                                                     { 20, 500 } };
+    std::map<std::string, std::string> cfg       = { { "RX_QUEUE_LEN", "128" },
+                                                     { "RX_MAX_BUFS", "1024" },
+                                                     { "TIMEOUT", "30s" } };
+    for (auto &shape : shapes) {
+        ASSERT_EQ(UCS_OK, open(m_b, { { "RX_QUEUE_LEN", "16384" },
+                                      { "TIMEOUT", "30s" } }));
+        m_b.rx.msgs.clear();
+        std::vector<std::unique_ptr<entity>> senders;
+        std::vector<uct_ep_h> eps;
+        for (unsigned i = 0; i < shape.first; ++i) {
+            senders.emplace_back(new entity);
+            ASSERT_EQ(UCS_OK, open(*senders.back(), cfg));
+            for (unsigned j = 0; j < shape.second; ++j) {
+                connect(*senders.back(), m_b);
+                eps.push_back(senders.back()->ep);
+            }
+        }
+        for (unsigned k = 0; k < eps.size(); ++k) {
+            uint32_t v = k;
+            ASSERT_EQ(UCS_OK, uct_ep_am_short(eps[k], 1, k, &v, sizeof(v)))
+                << k;
+            if (k % 16 == 15) { /* the receiver takes RX_BATCH per call */
+                progress();
+            }
+        }
+        ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == eps.size(); }, 60));
+        std::vector<bool> seen(eps.size(), false);
+        for (auto &m : m_b.rx.msgs) {
+            ASSERT_EQ(12u, m.size());
+            uint64_t hdr;
+            memcpy(&hdr, m.data(), sizeof(hdr));
+            ASSERT_LT(hdr, eps.size());
+            EXPECT_FALSE(seen[hdr]);
+            seen[hdr] = true;
+        }
+        EXPECT_EQ(eps.size(), stats(m_b)["peers"]);
+        for (auto &s : senders) {
+            EXPECT_TRUE(wait_for(
+                [&] { return uct_iface_flush(s->iface, 0, NULL) == UCS_OK; }));
+            EXPECT_EQ(0, s->err.count.load())
+                << ucs_status_string(s->err.status);
+        }
+        for (uct_ep_h ep : eps) {
+            uct_ep_destroy(ep);
+        }
+        for (auto &s : senders) {
+            s->ep = nullptr;
+            close(*s);
+        }
+        close(m_b);
+    }
+}
+
+TEST_F(uct_ud_sr, receiver_holds_100000_messages_then_releases_them)
+{
+    setup_pair();
+    m_b.rx.keep    = true;
+    const size_t n = 100000;
+    for (size_t i = 0; i < n; ++i) {
+        uint32_t v = i;
+        ucs_status_t status;
+        while ((status = uct_ep_am_short(m_a.ep, 1, i, &v, sizeof(v))) ==
+               UCS_ERR_NO_RESOURCE) {
+            progress();
+        }
+        ASSERT_EQ(UCS_OK, status) << i;
+    }
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == n; }, 120));
+    EXPECT_EQ(UCS_OK, flush_ep(m_a.ep));
+    EXPECT_EQ(n, m_b.rx.kept.size());
+    for (size_t i = 0; i < n; ++i) {
+        uint64_t hdr;
+        memcpy(&hdr, m_b.rx.msgs[i].data(), sizeof(hdr));
+        ASSERT_EQ(i, hdr);
+    }
+    /* all released; the interface keeps working */
+    for (void *d : m_b.rx.kept) {
+        uct_iface_release_desc(d);
+    }
+    m_b.rx.kept.clear();
+    m_b.rx.keep = false;
+    uint32_t v  = 7;
+    ASSERT_EQ(UCS_OK, uct_ep_am_short(m_a.ep, 1, n, &v, sizeof(v)));
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == n + 1; }));
+    auto st = stats(m_b);
+    EXPECT_EQ(0u, st["rx_pool_exhausted"]);
+    EXPECT_EQ(0, m_a.err.count.load());
+}
+
+TEST_F(uct_ud_sr, receive_pool_ceiling_is_reported_and_loses_nothing)
+{
+    setup_pair({ { "RX_QUEUE_LEN", "64" },
+                 { "RX_MAX_BUFS", "128" },
+                 { "TIMEOUT", "30s" },
+                 { "RTO_MIN", "1ms" },
+                 { "RTO_INIT", "2ms" } });
+    EXPECT_EQ(128u, stats(m_b)["rx_max_bufs"]);
+    m_b.rx.keep    = true;
+    const size_t n = 400;
+    size_t sent    = 0;
+    ASSERT_TRUE(wait_for([&] {
+        uint32_t v = sent;
+        while ((sent < n) &&
+               (uct_ep_am_short(m_a.ep, 1, sent, &v, sizeof(v)) == UCS_OK)) {
+            v = ++sent;
+        }
+        return stats(m_b)["rx_pool_exhausted"] > 0;
+    }));
+    size_t held = rx_count(m_b);
+    EXPECT_LE(held, 128u); /* the pool never passes its ceiling */
+    /* the application gives the descriptors back: everything arrives */
+    m_b.rx.keep = false;
+    for (void *d : m_b.rx.kept) {
+        uct_iface_release_desc(d);
+    }
+    m_b.rx.kept.clear();
+    ASSERT_TRUE(wait_for([&] {
+        uint32_t v = sent;
+        while ((sent < n) &&
+               (uct_ep_am_short(m_a.ep, 1, sent, &v, sizeof(v)) == UCS_OK)) {
+            v = ++sent;
+        }
+        return rx_count(m_b) == n;
+    }));
+    for (size_t i = 0; i < n; ++i) {
+        uint64_t hdr;
+        memcpy(&hdr, m_b.rx.msgs[i].data(), sizeof(hdr));
+        ASSERT_EQ(i, hdr);
+    }
+    EXPECT_EQ(0, m_a.err.count.load());
+}
+
+TEST_F(uct_ud_sr, endpoint_destroy_cancels_outstanding_flush)
+{
+    setup_pair({ { "FAULT_DROP", "1" } }); /* nothing A sends arrives */
+    std::vector<uint8_t> data = pattern(1, 100);
+    ASSERT_GT(uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &data, 0), 0);
+    test_comp c;
+    init_comp(c);
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_flush(m_a.ep, 0, &c.super));
+    uct_ep_destroy(m_a.ep);
+    m_a.ep = nullptr;
+    EXPECT_EQ(1, c.done);
+    EXPECT_EQ(UCS_ERR_CANCELED, c.status);
+    /* nothing refers to it later, when the stream times out and goes */
+    ASSERT_TRUE(wait_for([&] { return stats(m_a)["peers"] == 0; }, 10));
+    EXPECT_EQ(1u, stats(m_a)["peers_reclaimed"]);
+    EXPECT_EQ(1, c.done);
+    EXPECT_EQ(0, m_a.err.count.load());
+}
+
+TEST_F(uct_ud_sr, async_pending_requests_run_from_async_context)
+{
+    setup_pair({ { "TX_WINDOW", "8" },
+                 { "SEG_SIZE", "8k" },
+                 { "ASYNC_INTERVAL", "2ms" } });
+    struct req_t {
+        uct_pending_req_t super;
+        uct_ep_h ep;
+        std::vector<uint8_t> data;
+        std::atomic<int> done{ 0 };
+        pthread_t thread;
+    };
+    std::vector<uint8_t> big = pattern(1, 8000);
+    while (uct_ep_am_bcopy(m_a.ep, 2, pack_vec, &big, 0) > 0) {
+    }
+    auto func = [](uct_pending_req_t *self) -> ucs_status_t {
+        req_t *r    = reinterpret_cast<req_t *>(self);
+        ssize_t len = uct_ep_am_bcopy(r->ep, 2, pack_vec, &r->data, 0);
+        if (len < 0) {
+            return (ucs_status_t)len;
+        }
+        r->thread = pthread_self();
+        r->done   = 1;
+        return UCS_OK;
+    };
+    req_t async_req, sync_req;
+    for (req_t *r : { &async_req, &sync_req }) {
+        r->ep         = m_a.ep;
+        r->data       = pattern(2, 100);
+        r->super.func = func;
+    }
+    ASSERT_EQ(UCS_OK,
+              uct_ep_pending_add(m_a.ep, &async_req.super, UCT_CB_FLAG_ASYNC));
+    ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_a.ep, &sync_req.super, 0));
+    /* nobody calls progress: the async thread gets the ACKs and runs the
+     * request that allows it; the other waits for the user */
+    ucs_time_t deadline = ucs_get_time() + ucs_time_from_sec(10);
+    while (!async_req.done && (ucs_get_time() < deadline)) {
+        usleep(1000);
+    }
+    ASSERT_TRUE(async_req.done);
+    EXPECT_FALSE(pthread_equal(async_req.thread, pthread_self()));
+    EXPECT_FALSE(sync_req.done);
+    EXPECT_GT(stats(m_a)["pending_async"], 0u);
+    ASSERT_TRUE(wait_for([&] { return sync_req.done.load() == 1; }));
+    EXPECT_TRUE(pthread_equal(sync_req.thread, pthread_self()));
+    EXPECT_EQ(UCS_OK, flush_ep(m_a.ep));
+}
+
+TEST_F(uct_ud_sr, ep_check_after_cancel_reports_the_dead_stream)
+{
+    setup_pair({ { "FAULT_DROP", "1" } });
+    std::vector<uint8_t> data = pattern(1, 100);
+    ASSERT_GT(uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &data, 0), 0);
+    ASSERT_EQ(UCS_OK, uct_ep_flush(m_a.ep, UCT_FLUSH_FLAG_CANCEL, NULL));
+    for (int i = 0; i < 100; ++i) {
+        progress();
+    }
+    EXPECT_EQ(0, m_a.err.count.load()); /* the user cancelled it */
+    EXPECT_EQ(UCS_OK, uct_ep_check(m_a.ep, 0, NULL));
+    ASSERT_TRUE(wait_for([&] { return m_a.err.count.load() > 0; }, 5));
+    EXPECT_EQ(m_a.ep, m_a.err.ep);
+    EXPECT_EQ(UCS_OK, uct_ep_check(m_a.ep, 0, NULL));
+    for (int i = 0; i < 100; ++i) {
+        progress();
+    }
+    EXPECT_EQ(1, m_a.err.count.load()); /* once */
+}
+
+TEST_F(uct_ud_sr, repeated_ep_check_always_reports_a_killed_peer)
+{
+    setup_pair({ { "TIMEOUT", "300ms" },
+                 { "RTO_MIN", "1ms" },
+                 { "RTO_MAX", "20ms" } });
+    /* a check already outstanding when the peer dies */
+    EXPECT_EQ(UCS_OK, uct_ep_check(m_a.ep, 0, NULL));
+    uct_ep_destroy(m_b.ep);
+    m_b.ep = nullptr;
+    uct_iface_close(m_b.iface);
+    m_b.iface = nullptr;
+    /* keepalive: a check every 10 ms, as UCP would, until reported */
+    ucs_time_t start = ucs_get_time(), next = start;
+    while ((m_a.err.count.load() == 0) &&
+           (ucs_get_time() < start + ucs_time_from_sec(5))) {
+        if (ucs_get_time() >= next) {
+            EXPECT_EQ(UCS_OK, uct_ep_check(m_a.ep, 0, NULL));
+            next = ucs_get_time() + ucs_time_from_msec(10);
+        }
+        progress();
+    }
+    ASSERT_EQ(1, m_a.err.count.load());
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, m_a.err.status);
+    for (int i = 0; i < 20; ++i) {
+        EXPECT_EQ(UCS_OK, uct_ep_check(m_a.ep, 0, NULL));
+        progress();
+    }
+    EXPECT_EQ(1, m_a.err.count.load());
+}
+
+TEST_F(uct_ud_sr, more_than_255_endpoints_fail_and_go_then_a_new_one_works)
+{
+    ASSERT_EQ(UCS_OK, open(m_a));
+    ASSERT_EQ(UCS_OK, open(m_b));
+    connect(m_a, m_b);
+    std::vector<uint8_t> data = pattern(1, 50);
+    for (unsigned i = 0; i < 300; ++i) {
+        /* data in flight and cancelled: the stream dies here and, by its
+         * reset, at the peer */
+        ASSERT_GT(uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &data, 0), 0);
+        ASSERT_EQ(UCS_OK, uct_ep_flush(m_a.ep, UCT_FLUSH_FLAG_CANCEL, NULL));
+        uct_ep_destroy(m_a.ep);
+        m_a.ep = nullptr;
+        progress();
+        connect(m_a, m_b);
+        ASSERT_NE(nullptr, m_a.ep) << i;
+    }
+    /* the peer's side of every stream went too */
+    ASSERT_TRUE(wait_for([&] { return stats(m_b)["peers"] == 0; }));
+    EXPECT_GT(stats(m_b)["peers_reclaimed"], 0u);
+    auto st = stats(m_a);
+    EXPECT_EQ(300u, st["peers_failed"]);
+    EXPECT_EQ(300u, st["peers_reclaimed"]);
+    EXPECT_EQ(1u, st["peers"]); /* the new endpoint */
+    EXPECT_EQ(65535u, st["max_streams_per_peer"]);
+    EXPECT_EQ(0, m_a.err.count.load());
+
+    /* the new endpoint works */
+    size_t before = rx_count(m_b);
+    ASSERT_GT(uct_ep_am_bcopy(m_a.ep, 2, pack_vec, &data, 0), 0);
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == before + 1; }));
+    EXPECT_EQ(UCS_OK, flush_ep(m_a.ep));
+    EXPECT_EQ(0, m_a.err.count.load());
+    EXPECT_EQ(1u, stats(m_b)["peers"]);
+}
+
+TEST_F(uct_ud_sr, am_alignment_parameters_are_validated)
+{
+    struct {
+        uint64_t fields;
+        size_t align, offset;
+    } bad[] = {
+        { UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET, 0, 4 }, /* offset alone */
+        { UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT, 24, 0 },   /* not a power of 2 */
+        { UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT, 0, 0 },
+        { UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT |
+              UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET,
+          64, 64 }, /* offset not below the alignment */
+    };
+    for (auto &b : bad) {
+        m_tweak_params = [&](uct_iface_params_t &p) {
+            p.field_mask |= b.fields;
+            p.am_alignment    = b.align;
+            p.am_align_offset = b.offset;
+        };
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a))
+            << b.fields << " " << b.align << " " << b.offset;
+    }
+    m_tweak_params = [&](uct_iface_params_t &p) {
+        p.field_mask |= UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT |
+                        UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET;
+        p.am_alignment    = 64;
+        p.am_align_offset = 63;
+    };
+    EXPECT_EQ(UCS_OK, open(m_a));
+}
+
+namespace
+{
+struct aligned_rx {
+    size_t align, offset;
+    std::atomic<unsigned> count{ 0 }, misaligned{ 0 };
+};
+
+ucs_status_t aligned_am_cb(void *arg, void *data, size_t length, unsigned flags)
+{
+    aligned_rx *r = static_cast<aligned_rx *>(arg);
+    if ((flags & UCT_CB_PARAM_FLAG_DESC) &&
+        ((((uintptr_t)data + r->offset) % r->align) != 0)) {
+        r->misaligned++;
+    }
+    r->count++;
+    return UCS_OK;
+}
+} // namespace
+
+TEST_F(uct_ud_sr, am_alignment_is_honoured)
+{
+    const size_t aligns[][2] = { { 64, 0 }, { 64, 7 }, { 256, 100 }, { 8, 3 } };
+    for (auto &al : aligns) {
+        m_tweak_params = [&](uct_iface_params_t &p) {
+            p.field_mask |= UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT |
+                            UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET;
+            p.am_alignment    = al[0];
+            p.am_align_offset = al[1];
+        };
+        /* CRC puts an extension before every payload */
+        for (const char *crc : { "n", "y" }) {
+            setup_pair({ { "CRC", crc } });
+            aligned_rx rx;
+            rx.align  = al[0];
+            rx.offset = al[1];
+            ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, 3,
+                                                       aligned_am_cb, &rx, 0));
+            unsigned n = 0;
+            for (size_t len : { 0, 1, 13, 100, 1500, 2100, 9000, 30000 }) {
+                std::vector<uint8_t> data = pattern(len, len);
+                while (uct_ep_am_bcopy(m_a.ep, 3, pack_vec, &data, 0) ==
+                       UCS_ERR_NO_RESOURCE) {
+                    progress();
+                }
+                ++n;
+                if (len + 8 <= 2000) {
+                    uint8_t none = 0;
+                    while (uct_ep_am_short(m_a.ep, 3, len,
+                                           len ? data.data() : &none,
+                                           len) == UCS_ERR_NO_RESOURCE) {
+                        progress();
+                    }
+                    ++n;
+                }
+            }
+            ASSERT_TRUE(wait_for([&] { return rx.count.load() == n; }));
+            EXPECT_EQ(0u, rx.misaligned.load())
+                << "alignment " << al[0] << " offset " << al[1] << " crc "
+                << crc;
+            close(m_a);
+            close(m_b);
+        }
     }
 }

@@ -720,6 +720,7 @@ TEST_F(ud_chan, async_context_defers_sync_handlers_in_order)
 TEST_F(ud_chan, receive_pool_exhaustion_holds_back_then_recovers)
 {
     m_cfg.rx_pool  = 32;
+    m_cfg.rx_max   = 32; /* the ceiling: no room to grow */
     m_cfg.rx_batch = 4;
     init_both();
     aptus_ud_peer_t *p = connect(m_a, m_b);
@@ -745,6 +746,8 @@ TEST_F(ud_chan, receive_pool_exhaustion_holds_back_then_recovers)
     }
     EXPECT_EQ(before, m_b.rx.size());
     EXPECT_GT(m_b.chan.stats.rx_no_buffer, 0u);
+    EXPECT_GT(m_b.chan.stats.rx_pool_exhausted, 0u); /* reported, counted */
+    EXPECT_EQ(1, m_b.chan.rx_pool_reported);
 
     /* the user gives the descriptors back: reception resumes, nothing lost */
     m_b.keep = false;
@@ -913,4 +916,186 @@ TEST_F(ud_chan, heavy_loss_repaired_without_timeouts)
     EXPECT_LE(m_a.chan.stats.tx_retransmits, 10u);
     EXPECT_GT(m_a.chan.stats.tx_fast_retransmits, 50u);
     EXPECT_GT(m_a.chan.stats.tx_probes, 0u);
+}
+
+TEST_F(ud_chan, receive_pool_grows_while_the_user_holds_descriptors)
+{
+    m_cfg.rx_pool  = 32;
+    m_cfg.rx_max   = 100000;
+    m_cfg.rx_batch = 4;
+    init_both();
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    m_b.keep           = true;
+    const unsigned n   = 2000; /* far beyond one allocation of the pool */
+    unsigned sent      = 0;
+    ASSERT_TRUE(run_until([&] {
+        while ((sent < n) &&
+               (send_short(m_a, p, 1, sent, pattern(sent, 4)) == UCS_OK)) {
+            ++sent;
+        }
+        return (m_b.rx.size() == n) && aptus_rel_tx_is_idle(&p->tx);
+    }));
+    EXPECT_EQ(n, m_b.kept.size());
+    EXPECT_EQ(0u, m_b.chan.stats.rx_pool_exhausted);
+    EXPECT_EQ(0, m_b.chan.rx_pool_reported);
+    EXPECT_TRUE(m_a.failed.empty());
+    for (unsigned i = 0; i < n; ++i) {
+        ASSERT_EQ(8u + 4u, m_b.rx[i].data.size());
+        uint64_t hdr;
+        memcpy(&hdr, m_b.rx[i].data.data(), sizeof(hdr));
+        ASSERT_EQ(i, hdr);
+    }
+}
+
+TEST_F(ud_chan, deferred_delivery_is_bounded_per_progress_call)
+{
+    m_cfg.rx_budget = 5;
+    init_both();
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    m_b.async_busy     = true;
+    std::vector<message> sent;
+    for (unsigned i = 0; i < 23; ++i) {
+        sent.push_back(message{ 1, pattern(i, 10 + i) });
+        ASSERT_GT(send_bcopy(m_a, p, 1, sent.back().data), 0);
+    }
+    for (int i = 0; i < 4; ++i) { /* RX_BATCH datagrams per call */
+        m_net.deliver();
+        aptus_ud_chan_progress(&m_b.chan, 1); /* all deferred from async */
+    }
+    EXPECT_TRUE(m_b.rx.empty());
+    EXPECT_EQ(23u, m_b.chan.stats.rx_deferred);
+
+    /* each user progress call hands over at most the budget, in order */
+    size_t before = 0;
+    while (m_b.rx.size() < sent.size()) {
+        unsigned count = aptus_ud_chan_progress(&m_b.chan, 0);
+        EXPECT_GT(count, 0u);
+        EXPECT_EQ(std::min<size_t>(before + 5, sent.size()), m_b.rx.size());
+        before = m_b.rx.size();
+    }
+    EXPECT_EQ(sent, m_b.rx);
+
+    /* new messages wait behind the queue too, and still all arrive */
+    m_b.async_busy = false;
+    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    for (unsigned i = 0; i < 12; ++i) {
+        sent.push_back(message{ 2, pattern(100 + i, 30) });
+        ASSERT_GT(send_bcopy(m_a, p, 2, sent.back().data), 0);
+    }
+    m_b.async_busy = true;
+    m_net.deliver();
+    aptus_ud_chan_progress(&m_b.chan, 1);
+    m_b.async_busy = false;
+    ASSERT_TRUE(run_until([&] { return m_b.rx.size() == sent.size(); }));
+    EXPECT_EQ(sent, m_b.rx);
+}
+
+TEST_F(ud_chan, failed_streams_are_reclaimed_beyond_255)
+{
+    init_both();
+    m_net.filter = [&](const fake_dgram &d, const aptus_ud_sr_pkt_t &) {
+        /* A's data never arrives: every stream dies by its own cancel */
+        return (d.from == m_a.wire->id) ? FAKE_DROP : FAKE_PASS;
+    };
+    for (unsigned i = 0; i < 300; ++i) {
+        aptus_ud_peer_t *p = connect(m_a, m_b);
+        ASSERT_NE(nullptr, p) << i;
+        EXPECT_EQ(0, p->conn_id) << i; /* the dead one's number is free */
+        ASSERT_EQ(UCS_OK, send_short(m_a, p, 1, i, pattern(i, 8)));
+        ASSERT_EQ(UCS_OK, aptus_ud_chan_flush(&m_a.chan, p,
+                                              UCT_FLUSH_FLAG_CANCEL, NULL));
+        ASSERT_TRUE(aptus_ud_peer_is_failed(p));
+        aptus_ud_chan_peer_disconnect(&m_a.chan, p);
+        round();
+        EXPECT_EQ(0u, aptus_ud_chan_num_peers(&m_a.chan)) << i;
+    }
+    EXPECT_EQ(300u, m_a.chan.stats.peers_failed);
+    EXPECT_EQ(300u, m_a.chan.stats.peers_reclaimed);
+    EXPECT_EQ(0u, m_a.chan.num_dead);
+
+    /* a new endpoint to the same interface works */
+    m_net.filter       = nullptr;
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    ASSERT_NE(nullptr, p);
+    ASSERT_EQ(UCS_OK, send_short(m_a, p, 1, 7, pattern(1, 8)));
+    ASSERT_TRUE(run_until(
+        [&] { return (m_b.rx.size() == 1) && aptus_rel_tx_is_idle(&p->tx); }));
+    EXPECT_EQ(1u, aptus_ud_chan_num_peers(&m_a.chan));
+}
+
+TEST_F(ud_chan, more_than_255_streams_to_one_interface)
+{
+    init_both();
+    std::vector<aptus_ud_peer_t *> peers;
+    for (unsigned i = 0; i < 600; ++i) {
+        peers.push_back(connect(m_a, m_b));
+        ASSERT_NE(nullptr, peers.back());
+        EXPECT_EQ(i, peers.back()->conn_id);
+        ASSERT_EQ(UCS_OK, send_short(m_a, peers.back(), 1, i, pattern(i, 4)));
+        if (i % 50 == 0) {
+            round();
+        }
+    }
+    ASSERT_TRUE(run_until([&] { return m_b.rx.size() == peers.size(); }));
+    EXPECT_EQ(600u, aptus_ud_chan_num_peers(&m_b.chan));
+    EXPECT_TRUE(m_a.failed.empty());
+    EXPECT_TRUE(m_b.failed.empty());
+}
+
+TEST_F(ud_chan, stale_datagram_of_a_reclaimed_stream_is_reset_not_adopted)
+{
+    init_both();
+    aptus_ud_peer_t *pa = connect(m_a, m_b);
+    for (unsigned i = 0; i < 100; ++i) { /* past the first window of PSNs */
+        while (send_short(m_a, pa, 1, i, pattern(i, 4)) ==
+               UCS_ERR_NO_RESOURCE) {
+            round();
+        }
+    }
+    ASSERT_TRUE(run_until([&] {
+        return (m_b.rx.size() == 100) && aptus_rel_tx_is_idle(&pa->tx);
+    }));
+    /* B's side of the stream dies alone (its reset is lost) and goes */
+    aptus_ud_peer_t *pb = connect(m_b, m_a);
+    ASSERT_EQ(pa->conn_id, pb->conn_id);
+    m_net.filter = [&](const fake_dgram &d, const aptus_ud_sr_pkt_t &) {
+        return (d.from == m_b.wire->id) ? FAKE_DROP : FAKE_PASS;
+    };
+    ASSERT_EQ(UCS_OK, send_short(m_b, pb, 1, 0, pattern(0, 4)));
+    ASSERT_EQ(UCS_OK,
+              aptus_ud_chan_flush(&m_b.chan, pb, UCT_FLUSH_FLAG_CANCEL, NULL));
+    aptus_ud_chan_peer_disconnect(&m_b.chan, pb);
+    round();
+    EXPECT_EQ(0u, aptus_ud_chan_num_peers(&m_b.chan));
+    m_net.filter = nullptr;
+
+    /* A still sends on its stream: B neither delivers nor learns it, and
+     * tells A that the stream is dead */
+    ASSERT_EQ(UCS_OK, send_short(m_a, pa, 1, 100, pattern(100, 4)));
+    ASSERT_TRUE(run_until([&] { return !m_a.failed.empty(); }));
+    EXPECT_EQ(UCS_ERR_CONNECTION_RESET, m_a.failed[0].second);
+    EXPECT_EQ(100u, m_b.rx.size());
+    EXPECT_EQ(0u, aptus_ud_chan_num_peers(&m_b.chan));
+    EXPECT_GT(m_b.chan.stats.rx_dead_stream, 0u);
+}
+
+TEST_F(ud_chan, endpoint_destroy_cancels_its_flushes)
+{
+    init_both();
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    m_net.filter       = [&](const fake_dgram &, const aptus_ud_sr_pkt_t &) {
+        return FAKE_DROP;
+    };
+    ASSERT_EQ(UCS_OK, send_short(m_a, p, 1, 0, pattern(1, 8)));
+    test_comp fc;
+    init_comp(fc);
+    ASSERT_EQ(UCS_INPROGRESS, aptus_ud_chan_flush(&m_a.chan, p, 0, &fc.super));
+    aptus_ud_chan_peer_disconnect(&m_a.chan, p);
+    EXPECT_EQ(1, fc.done); /* before the endpoint is gone */
+    EXPECT_EQ(UCS_ERR_CANCELED, fc.status);
+    EXPECT_EQ(0u, m_a.chan.num_dead);
+    /* the data still goes (or fails) without touching the request */
+    m_net.filter = nullptr;
+    ASSERT_TRUE(run_until([&] { return m_b.rx.size() == 1; }));
+    EXPECT_EQ(1, fc.done);
 }

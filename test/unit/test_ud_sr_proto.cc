@@ -22,7 +22,7 @@ static aptus_ud_sr_pkt_t data_pkt(uint8_t flags, uint32_t msg_len)
     p.type              = APTUS_UD_SR_TYPE_DATA;
     p.flags             = flags;
     p.am_id             = 5;
-    p.conn_id           = 2;
+    p.conn_id           = 2 + 0x300; /* both bytes of the stream number */
     p.msg_len           = msg_len;
     return p;
 }
@@ -83,7 +83,7 @@ TEST(ud_sr_proto, round_trip_all_fields)
     char line[256];
     aptus_ud_sr_snprint(&q, line, sizeof(line));
     EXPECT_NE(nullptr,
-              strstr(line, "DATA conn 2 psn 1234 ack 4321 am 5 FIRST"));
+              strstr(line, "DATA conn 770 psn 1234 ack 4321 am 5 FIRST"));
 }
 
 TEST(ud_sr_proto, ack_with_sack_round_trip)
@@ -125,20 +125,34 @@ TEST(ud_sr_proto, rejects_malformed)
 
     /* unknown type, unknown flag, bad am id */
     buf = build(data_pkt(APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST, 0), payload);
-    buf[12] = 9;
+    auto type_am = [](unsigned type, unsigned am_id) {
+        return (uint8_t)(type | (am_id << APTUS_UD_SR_TYPE_BITS));
+    };
+    buf[12] = type_am(0, 5);
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_TYPE,
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
-    buf[12] = APTUS_UD_SR_TYPE_DATA;
     buf[13] |= APTUS_UD_SR_F_INTERNAL; /* internal ids are fewer */
-    buf[14] = APTUS_UD_SR_INTERNAL_MAX;
+    buf[12] = type_am(APTUS_UD_SR_TYPE_DATA, APTUS_UD_SR_INTERNAL_MAX);
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_AM_ID,
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
-    buf[14] = 3;
+    buf[12] = type_am(APTUS_UD_SR_TYPE_DATA, 3);
     EXPECT_EQ(APTUS_UD_SR_PARSE_OK,
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    EXPECT_EQ(3, q.am_id);
     buf[13] &= ~APTUS_UD_SR_F_INTERNAL;
-    buf[14] = APTUS_UD_SR_AM_ID_MAX;
+    buf[12] = type_am(APTUS_UD_SR_TYPE_DATA, APTUS_UD_SR_AM_ID_MAX);
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_AM_ID,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    buf[12] = type_am(APTUS_UD_SR_TYPE_DATA, 1);
+
+    /* the stream number is 16 bits, the all-ones value reserved */
+    buf[14] = 0xfe;
+    buf[15] = 0xff;
+    EXPECT_EQ(APTUS_UD_SR_PARSE_OK,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    EXPECT_EQ(APTUS_UD_SR_CONN_MAX - 1, q.conn_id);
+    buf[14] = 0xff;
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_CONN,
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
 
     /* a first fragment that announces no more than it carries */
@@ -280,6 +294,7 @@ TEST(ud_sr_proto, fuzz_mutations)
             ASSERT_TRUE(q.type >= APTUS_UD_SR_TYPE_DATA &&
                         q.type <= APTUS_UD_SR_TYPE_RESET);
             ASSERT_EQ(0, q.flags & ~APTUS_UD_SR_F_KNOWN);
+            ASSERT_LT(q.conn_id, APTUS_UD_SR_CONN_MAX);
             if (q.type == APTUS_UD_SR_TYPE_DATA) {
                 ASSERT_LT(q.am_id, (q.flags & APTUS_UD_SR_F_INTERNAL)
                                        ? APTUS_UD_SR_INTERNAL_MAX

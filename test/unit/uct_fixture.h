@@ -20,6 +20,7 @@ extern "C" {
 
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -164,6 +165,9 @@ class uct_aptus_test : public ::testing::Test
         params.err_handler          = err_cb;
         params.err_handler_arg      = &e.err;
         params.err_handler_flags    = 0;
+        if (m_tweak_params) {
+            m_tweak_params(params);
+        }
         status = uct_iface_open(m_md, m_worker, &params, config, &e.iface);
         uct_config_release(config);
         if (status != UCS_OK) {
@@ -310,6 +314,8 @@ class uct_aptus_test : public ::testing::Test
     uct_md_h m_md                = nullptr;
     entity m_a, m_b;
     std::map<std::string, std::string> m_default_cfg;
+    /* changes the interface parameters of the next open() calls */
+    std::function<void(uct_iface_params_t &)> m_tweak_params;
     const char *m_tl      = nullptr; /* set by the derived fixture */
     const char *m_md_name = "aptus";
 };
