@@ -6,6 +6,8 @@
 #   pingpong      2 ranks, 0 B .. 4 MiB, every payload verified
 #   alltoall      4 ranks, 4 B .. 1 MiB per peer, every element verified
 #   alltoall      4 ranks, 1 MiB to every peer
+#   unexpected    2 ranks, 20,000 4-byte sends held unexpected by the
+#                 receiver across an MPI_Barrier before it receives them
 #   onesided      2 ranks 8 B .. 4 MiB, 4 ranks 8 B .. 1 MiB: MPI_Put and
 #                 MPI_Get in fence epochs and under MPI_Win_lock/flush,
 #                 every byte verified
@@ -160,7 +162,7 @@ check_rma_payload() {
 }
 
 for flavour in $APTUS_MPIS; do
-    aptus_build "$flavour" pingpong alltoall onesided || continue
+    aptus_build "$flavour" pingpong alltoall onesided unexpected || continue
 
     name=$flavour/pingpong/np2
     aptus_mpirun "$name" "$flavour" 2 pingpong
@@ -170,6 +172,12 @@ for flavour in $APTUS_MPIS; do
     else
         hang_note pingpong 2
     fi
+    check_traffic "$name" 2
+
+    # 20,000 small messages held unexpected by UCP before any receive
+    name=$flavour/unexpected-20000/np2
+    aptus_mpirun "$name" "$flavour" 2 unexpected -n 20000
+    aptus_check_run "$name" unexpected 2 || hang_note unexpected 2
     check_traffic "$name" 2
 
     name=$flavour/alltoall/np4
