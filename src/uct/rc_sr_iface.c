@@ -16,6 +16,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <string.h>
+#include <sys/random.h>
 
 #define UCT_RC_SR_CONFIG_PREFIX "RC_SR_"
 #define UCT_RC_SR_RMA_MAX_ZCOPY (1ul << 30)
@@ -417,14 +418,20 @@ unsigned uct_rc_sr_iface_stats(uct_rc_sr_iface_t *iface,
     return n;
 }
 
-static uint32_t uct_rc_sr_iface_key(void)
+/* The key a peer's HELLO must name: from the OS CSPRNG (DESIGN.md), so a
+ * stray or forged connection cannot guess it from the time or the pid. */
+static ucs_status_t uct_rc_sr_iface_key(uint32_t *key_p)
 {
     uint32_t key;
 
     do {
-        key = (uint32_t)ucs_generate_uuid((uintptr_t)&key);
+        if (getrandom(&key, sizeof(key), 0) != sizeof(key)) {
+            ucs_error("rc_sr: getrandom() failed: %m");
+            return UCS_ERR_IO_ERROR;
+        }
     } while (key == 0);
-    return key;
+    *key_p = key;
+    return UCS_OK;
 }
 
 static UCS_CLASS_DECLARE_DELETE_FUNC(uct_rc_sr_iface_t, uct_iface_t);
@@ -539,6 +546,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
     aptus_conn_wire_config_t wire_config;
     aptus_rc_chan_config_t chan_config;
     size_t wire_headroom;
+    uint32_t key;
     ucs_status_t status;
 
     UCT_CHECK_PARAM(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE,
@@ -651,11 +659,16 @@ static UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
         goto err_wire;
     }
 
+    status = uct_rc_sr_iface_key(&key);
+    if (status != UCS_OK) {
+        goto err_copy_mpool;
+    }
+
     chan_config.credits    = config->credits;
     chan_config.max_msg    = config->seg_size;
     chan_config.local_port = aptus_sock_wire_addr_port(&self->wire->addr);
-    aptus_rc_chan_init(&self->chan, self->wire, &chan_config,
-                       uct_rc_sr_iface_key(), &uct_rc_sr_chan_ops, self);
+    aptus_rc_chan_init(&self->chan, self->wire, &chan_config, key,
+                       &uct_rc_sr_chan_ops, self);
 
     aptus_sock_netif_caps(self->dev_name, &self->latency, &self->bandwidth);
     if (self->rma) {
@@ -668,6 +681,8 @@ static UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
               config->credits, config->rx_queue_len, self->rma);
     return UCS_OK;
 
+err_copy_mpool:
+    ucs_mpool_cleanup(&self->rx_copy_mp, 1);
 err_wire:
     self->wire->ops->close(self->wire);
 err_bounce:
