@@ -32,6 +32,30 @@ static int aptus_rc_link_idle(const aptus_rc_link_t *link)
            ucs_queue_is_empty((ucs_queue_head_t *)&link->flushes);
 }
 
+/* Requests wait on the link, besides the one being dispatched: that one
+ * stands in its group until its callback returns, and may send and flush. */
+static int aptus_rc_link_waiting(const aptus_rc_chan_t *chan,
+                                 aptus_rc_link_t *link)
+{
+    ucs_arbiter_group_t *group = &link->pending;
+
+    if (ucs_arbiter_group_is_empty(group)) {
+        return 0;
+    } else if (chan->dispatching != link) {
+        return 1;
+    }
+    return group->tail->next != group->tail;
+}
+
+/* Whether a send must wait behind requests already on the pending queue
+ * (not when it comes from the request being dispatched). */
+static int aptus_rc_link_send_blocked(const aptus_rc_chan_t *chan,
+                                      aptus_rc_link_t *link)
+{
+    return (chan->dispatching != link) &&
+           !ucs_arbiter_group_is_empty(&link->pending);
+}
+
 static void aptus_rc_link_init(aptus_rc_link_t *link, unsigned flags,
                                uint32_t tx_credits, uint32_t grant)
 {
@@ -102,7 +126,9 @@ static void aptus_rc_accepted_free(aptus_rc_chan_t *chan, aptus_rc_link_t *link)
 static void aptus_rc_link_failed(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
                                  ucs_status_t status)
 {
-    int clean = (status == UCS_ERR_NOT_CONNECTED) && aptus_rc_link_idle(link);
+    /* a keepalive check in flight wants an answer, even for a clean close */
+    int clean = (status == UCS_ERR_NOT_CONNECTED) && aptus_rc_link_idle(link) &&
+                !(link->flags & APTUS_RC_LINK_CHECKED);
 
     if (!(link->flags & APTUS_RC_LINK_USER)) {
         aptus_rc_accepted_free(chan, link);
@@ -120,8 +146,13 @@ static void aptus_rc_link_failed(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
     }
     chan->stats.links_failed++;
     link->flags |= APTUS_RC_LINK_FAILED;
-    link->error =
-        (status == UCS_ERR_NOT_CONNECTED) ? UCS_ERR_CONNECTION_RESET : status;
+    /* Whatever broke the connection (reset, close, refusal, a malformed
+     * stream), the owner sees the peer as failed: UCP expects
+     * UCS_ERR_ENDPOINT_TIMEOUT from the error handler and from the sends
+     * after it, as UCX's tcp reports. */
+    ucs_debug("rc_sr: link %p to 0x%08x failed: %s", link, link->peer_key,
+              ucs_status_string(status));
+    link->error = UCS_ERR_ENDPOINT_TIMEOUT;
     if (clean) {
         link->flags |= APTUS_RC_LINK_EOF;
     }
@@ -343,8 +374,15 @@ static void aptus_rc_chan_recv(void *arg, aptus_conn_t *conn, void *data,
                                at_start) == UCS_INPROGRESS) {
             chan->stats.rx_held++;
         }
-        /* The message left the receive path: the pool may refill its
-         * buffer (a held one is replaced by growing the pool). */
+        /* The callback may have moved the connection to another link (an
+         * endpoint created there takes it, the old link is freed) or
+         * closed it: go on with whoever owns it now. */
+        link = conn->user;
+        if (link == NULL) {
+            return;
+        }
+        /* The message left the receive path, held or not: its credit goes
+         * back now, so a held descriptor never pins flow control. */
         aptus_rc_credits_consumed(&link->fc);
         if (aptus_rc_credits_need_explicit(&link->fc) &&
             !(link->flags & APTUS_RC_LINK_FAILED)) {
@@ -365,8 +403,10 @@ static void aptus_rc_chan_recv(void *arg, aptus_conn_t *conn, void *data,
         }
         break;
     case APTUS_RC_KIND_BYE:
-        if (link->flags & APTUS_RC_LINK_USER) {
-            link->flags |= APTUS_RC_LINK_PEER_GONE; /* ours closes it */
+        if ((link->flags & APTUS_RC_LINK_USER) ||
+            (aptus_rc_link_backlog(link) > 0)) {
+            /* ours closes it, or the backlog does once it went out */
+            link->flags |= APTUS_RC_LINK_PEER_GONE;
         } else {
             aptus_rc_accepted_free(chan, link); /* both sides are done */
         }
@@ -383,6 +423,28 @@ static void aptus_rc_chan_imm(void *arg, aptus_conn_t *conn, uint32_t imm)
     aptus_rc_chan_bad_msg(arg, conn->user);
 }
 
+/* An orphan's backlog went out: say the BYE it owes, and close once the
+ * peer is done too. */
+static void aptus_rc_chan_orphan_drained(aptus_rc_chan_t *chan,
+                                         aptus_rc_link_t *link)
+{
+    ucs_status_t status;
+
+    if (link->flags & APTUS_RC_LINK_BYE_OWED) {
+        status = aptus_rc_link_send_msg(link, APTUS_RC_KIND_BYE, NULL, 0);
+        if (status == UCS_OK) {
+            link->flags &= ~APTUS_RC_LINK_BYE_OWED;
+        } else if (status != UCS_ERR_NO_RESOURCE) {
+            aptus_rc_accepted_free(chan, link);
+            return;
+        }
+    }
+    if ((link->flags & APTUS_RC_LINK_PEER_GONE) &&
+        (aptus_rc_link_backlog(link) == 0)) {
+        aptus_rc_accepted_free(chan, link);
+    }
+}
+
 static void aptus_rc_chan_writable(void *arg, aptus_conn_t *conn)
 {
     aptus_rc_chan_t *chan = arg;
@@ -390,15 +452,21 @@ static void aptus_rc_chan_writable(void *arg, aptus_conn_t *conn)
 
     if (aptus_rc_credits_need_explicit(&link->fc)) {
         aptus_rc_link_send_ctl(chan, link, APTUS_RC_KIND_CREDIT);
-        if (link->flags & APTUS_RC_LINK_FAILED) {
+        link = conn->user; /* an accepted link is freed when it fails */
+        if ((link == NULL) || (link->flags & APTUS_RC_LINK_FAILED)) {
             return;
         }
     }
-    if (aptus_rc_link_backlog(link) == 0) {
-        link->am_queued = 0;
-        aptus_rc_link_complete_flushes(link, UCS_OK);
-        aptus_rc_link_schedule(chan, link);
+    if (link->flags & APTUS_RC_LINK_ORPHAN) {
+        aptus_rc_chan_orphan_drained(chan, link);
+        return;
     }
+    if (aptus_rc_link_backlog(link) > 0) {
+        return;
+    }
+    link->am_queued = 0;
+    aptus_rc_link_complete_flushes(link, UCS_OK);
+    aptus_rc_link_schedule(chan, link);
 }
 
 static void aptus_rc_chan_conn_failed(void *arg, aptus_conn_t *conn,
@@ -457,9 +525,10 @@ static int aptus_rc_chan_share(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer,
 
     ucs_list_for_each(acc, &chan->links, list)
     {
+        /* an orphan said BYE: the peer may close it any time */
         if (((acc->flags & (APTUS_RC_LINK_USER | APTUS_RC_LINK_GREETED |
-                            APTUS_RC_LINK_FAILED | APTUS_RC_LINK_CLAIMED)) !=
-             APTUS_RC_LINK_GREETED) ||
+                            APTUS_RC_LINK_FAILED | APTUS_RC_LINK_CLAIMED |
+                            APTUS_RC_LINK_ORPHAN)) != APTUS_RC_LINK_GREETED) ||
             (acc->peer_key != key) || (acc->peer_port != port)) {
             continue;
         }
@@ -540,14 +609,18 @@ void aptus_rc_chan_disconnect(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer)
         return;
     }
 
-    /* The peer may still send to this interface on the connection (its
-     * endpoint may share it): say BYE and keep receiving, unless the peer
-     * is done already. */
+    /* Messages the endpoint sent are the connection's: like UCX's tcp, a
+     * destroyed endpoint still delivers them. The connection lingers as an
+     * orphan link until its backlog has gone out, and, unless the peer is
+     * done already, says BYE and keeps receiving until the peer's BYE (its
+     * endpoint may share the connection). */
     orphan = NULL;
-    if (!(link->flags & (APTUS_RC_LINK_FAILED | APTUS_RC_LINK_PEER_GONE))) {
-        if (aptus_rc_link_send_msg(link, APTUS_RC_KIND_BYE, NULL, 0) ==
-            UCS_OK) {
-            orphan = ucs_malloc(sizeof(*orphan), "aptus_rc_orphan_link");
+    if (!(link->flags & APTUS_RC_LINK_FAILED) &&
+        (!(link->flags & APTUS_RC_LINK_PEER_GONE) ||
+         (aptus_rc_link_backlog(link) > 0))) {
+        orphan = ucs_malloc(sizeof(*orphan), "aptus_rc_orphan_link");
+        if (orphan == NULL) {
+            ucs_error("rc_sr: no memory to flush endpoint %p at close", peer);
         }
     }
     if (orphan == NULL) {
@@ -558,13 +631,17 @@ void aptus_rc_chan_disconnect(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer)
     *orphan = *link;
     ucs_arbiter_group_init(&orphan->pending);
     ucs_queue_head_init(&orphan->flushes);
-    orphan->flags =
-        (orphan->flags & ~APTUS_RC_LINK_USER) | APTUS_RC_LINK_GREETED;
+    orphan->flags = (orphan->flags & ~APTUS_RC_LINK_USER) |
+                    APTUS_RC_LINK_GREETED | APTUS_RC_LINK_ORPHAN;
     orphan->am_queued  = 0;
     orphan->conn->user = orphan;
     ucs_list_add_tail(&chan->links, &orphan->list);
     chan->num_accepted_links++;
     link->conn = NULL;
+    if (!(orphan->flags & APTUS_RC_LINK_PEER_GONE)) {
+        orphan->flags |= APTUS_RC_LINK_BYE_OWED;
+    }
+    aptus_rc_chan_orphan_drained(chan, orphan);
 }
 
 /* A send on a failed link reports the failure (if it waited for a use). */
@@ -589,7 +666,7 @@ ucs_status_t aptus_rc_chan_send_am(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
     if (ucs_unlikely(link->flags & APTUS_RC_LINK_FAILED)) {
         return aptus_rc_link_error(chan, link);
     }
-    if ((!chan->in_pending && !ucs_arbiter_group_is_empty(&link->pending)) ||
+    if (aptus_rc_link_send_blocked(chan, link) ||
         (link->flags & APTUS_RC_LINK_SWITCHING)) {
         return UCS_ERR_NO_RESOURCE; /* behind those already waiting */
     }
@@ -631,8 +708,8 @@ ucs_status_t aptus_rc_chan_rma_check(aptus_rc_chan_t *chan,
     if (ucs_unlikely(link->flags & APTUS_RC_LINK_FAILED)) {
         return aptus_rc_link_error(chan, link);
     }
-    if ((!chan->in_pending && !ucs_arbiter_group_is_empty(&link->pending)) ||
-        link->am_queued || (link->flags & APTUS_RC_LINK_SWITCHING)) {
+    if (aptus_rc_link_send_blocked(chan, link) || link->am_queued ||
+        (link->flags & APTUS_RC_LINK_SWITCHING)) {
         return UCS_ERR_NO_RESOURCE;
     }
     return UCS_OK;
@@ -650,9 +727,9 @@ aptus_rc_pending_dispatch_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
     if (link->flags & APTUS_RC_LINK_FAILED) {
         return UCS_ARBITER_CB_RESULT_DESCHED_GROUP;
     }
-    chan->in_pending = 1;
-    status           = req->func(req);
-    chan->in_pending = 0;
+    chan->dispatching = link;
+    status            = req->func(req);
+    chan->dispatching = NULL;
     if (status == UCS_OK) {
         chan->stats.pending_dispatched++;
         return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
@@ -696,12 +773,15 @@ ucs_status_t aptus_rc_chan_flush(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
 {
     aptus_rc_flush_t *flush;
 
-    if (flags & UCT_FLUSH_FLAG_CANCEL) {
+    if ((flags & UCT_FLUSH_FLAG_CANCEL) && (chan->dispatching != link)) {
         /* unsent bytes stay in order in the backlog; nothing is in flight
-         * that a cancel could stop short of closing the connection */
+         * that a cancel could stop short of closing the connection (the
+         * group being dispatched is not purged under its dispatcher) */
         aptus_rc_chan_pending_purge(chan, link, NULL, NULL);
     }
-    if (!ucs_arbiter_group_is_empty(&link->pending) ||
+    /* a flush from the callback of the link's last waiting request sees
+     * the queue empty: that request is done once the callback returns */
+    if (aptus_rc_link_waiting(chan, link) ||
         (link->flags & APTUS_RC_LINK_SWITCHING)) {
         return UCS_ERR_NO_RESOURCE;
     }
@@ -727,7 +807,7 @@ ucs_status_t aptus_rc_chan_flush_all(aptus_rc_chan_t *chan)
     {
         if ((link->flags & APTUS_RC_LINK_USER) &&
             ((aptus_rc_link_backlog(link) > 0) ||
-             !ucs_arbiter_group_is_empty(&link->pending))) {
+             aptus_rc_link_waiting(chan, link))) {
             return UCS_INPROGRESS;
         }
     }
@@ -739,6 +819,7 @@ ucs_status_t aptus_rc_chan_check(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer)
     aptus_rc_link_t *link = &peer->link;
 
     chan->stats.checks++;
+    link->flags |= APTUS_RC_LINK_CHECKED;
     if (link->flags & APTUS_RC_LINK_FAILED) {
         aptus_rc_link_report(chan, link);
         return UCS_OK;

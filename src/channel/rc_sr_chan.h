@@ -35,12 +35,15 @@ enum {
     APTUS_RC_LINK_USER      = UCS_BIT(0), /* owned by an endpoint */
     APTUS_RC_LINK_GREETED   = UCS_BIT(1), /* accepted: HELLO received */
     APTUS_RC_LINK_FAILED    = UCS_BIT(2),
-    APTUS_RC_LINK_REPORTED  = UCS_BIT(3), /* failure given to the owner */
-    APTUS_RC_LINK_EOF       = UCS_BIT(4), /* closed by the peer, cleanly */
-    APTUS_RC_LINK_PEER_GONE = UCS_BIT(5), /* the peer's endpoint said BYE */
-    APTUS_RC_LINK_INITIATED = UCS_BIT(6), /* this side opened the connection */
-    APTUS_RC_LINK_SWITCHING = UCS_BIT(7), /* moving to the peer's connection */
-    APTUS_RC_LINK_CLAIMED   = UCS_BIT(8)  /* accepted: a switch moves to it */
+    APTUS_RC_LINK_REPORTED  = UCS_BIT(3),  /* failure given to the owner */
+    APTUS_RC_LINK_EOF       = UCS_BIT(4),  /* closed by the peer, cleanly */
+    APTUS_RC_LINK_PEER_GONE = UCS_BIT(5),  /* the peer's endpoint said BYE */
+    APTUS_RC_LINK_INITIATED = UCS_BIT(6),  /* this side opened the connection */
+    APTUS_RC_LINK_SWITCHING = UCS_BIT(7),  /* moving to the peer's connection */
+    APTUS_RC_LINK_CLAIMED   = UCS_BIT(8),  /* accepted: a switch moves to it */
+    APTUS_RC_LINK_CHECKED   = UCS_BIT(9),  /* a keepalive check was sent */
+    APTUS_RC_LINK_ORPHAN    = UCS_BIT(10), /* its endpoint went: never shared */
+    APTUS_RC_LINK_BYE_OWED  = UCS_BIT(11)  /* ORPHAN: BYE once there is room */
 };
 
 typedef struct aptus_rc_chan_stats {
@@ -116,7 +119,8 @@ struct aptus_rc_chan {
     ucs_list_link_t links;
     unsigned num_user_links;
     unsigned num_accepted_links;
-    int in_pending; /* dispatching: the pending group may send */
+    aptus_rc_link_t *dispatching; /* its pending group is being dispatched:
+                                     its requests may send */
     uint32_t next_conn_id;
     aptus_rc_chan_stats_t stats;
 };

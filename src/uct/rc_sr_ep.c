@@ -17,6 +17,7 @@
 #include <uct/base/uct_iov.inl>
 
 #include <inttypes.h>
+#include <string.h>
 
 static inline uct_rc_sr_iface_t *uct_rc_sr_ep_iface(uct_ep_h tl_ep)
 {
@@ -82,21 +83,42 @@ void uct_rc_sr_ep_destroy(uct_ep_h tl_ep)
     ucs_free(peer);
 }
 
+/* The tracer wants the message in one piece; only build it when traced. */
+static void uct_rc_sr_ep_trace_am_short(uct_rc_sr_iface_t *iface, uint8_t id,
+                                        uint64_t header, const void *payload,
+                                        unsigned length)
+{
+    if (ucs_log_is_enabled(UCS_LOG_LEVEL_TRACE_DATA)) {
+        memcpy(iface->bounce, &header, sizeof(header));
+        memcpy(UCS_PTR_BYTE_OFFSET(iface->bounce, sizeof(header)), payload,
+               length);
+        uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id,
+                           iface->bounce, sizeof(header) + length,
+                           "TX: AM_SHORT");
+    }
+}
+
 ucs_status_t uct_rc_sr_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
                                    const void *payload, unsigned length)
 {
     uct_rc_sr_iface_t *iface = uct_rc_sr_ep_iface(tl_ep);
     struct iovec iov[2];
+    ucs_status_t status;
 
     UCT_CHECK_AM_ID(id);
+    /* max_short counts the 8-byte header, as in every UCX transport */
     UCT_CHECK_LENGTH(sizeof(header) + length, 0, iface->chan.config.max_msg,
                      "am_short");
     iov[0].iov_base = &header;
     iov[0].iov_len  = sizeof(header);
     iov[1].iov_base = (void *)payload;
     iov[1].iov_len  = length;
-    return aptus_rc_chan_send_am(&iface->chan, uct_rc_sr_ep_link(tl_ep), id,
-                                 iov, 2);
+    status = aptus_rc_chan_send_am(&iface->chan, uct_rc_sr_ep_link(tl_ep), id,
+                                   iov, 2);
+    if (status == UCS_OK) {
+        uct_rc_sr_ep_trace_am_short(iface, id, header, payload, length);
+    }
+    return status;
 }
 
 ssize_t uct_rc_sr_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
@@ -117,7 +139,12 @@ ssize_t uct_rc_sr_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     iov.iov_base = iface->bounce;
     iov.iov_len  = pack_cb(iface->bounce, arg);
     status       = aptus_rc_chan_send_am(&iface->chan, link, id, &iov, 1);
-    return (status == UCS_OK) ? (ssize_t)iov.iov_len : status;
+    if (status != UCS_OK) {
+        return status;
+    }
+    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, iface->bounce,
+                       iov.iov_len, "TX: AM_BCOPY");
+    return iov.iov_len;
 }
 
 static unsigned uct_rc_sr_ep_iov(const uct_iov_t *uiov, size_t iovcnt,
@@ -139,6 +166,7 @@ ucs_status_t uct_rc_sr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
 {
     uct_rc_sr_iface_t *iface = uct_rc_sr_ep_iface(tl_ep);
     struct iovec msg_iov[APTUS_RC_MAX_IOV];
+    ucs_status_t status;
 
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_IOV_SIZE(iovcnt, (size_t)APTUS_RC_MAX_IOV - 1,
@@ -151,8 +179,13 @@ ucs_status_t uct_rc_sr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     msg_iov[0].iov_len  = header_length;
     uct_rc_sr_ep_iov(iov, iovcnt, msg_iov + 1);
     /* the connection (or its backlog) has the bytes when this returns */
-    return aptus_rc_chan_send_am(&iface->chan, uct_rc_sr_ep_link(tl_ep), id,
-                                 msg_iov, iovcnt + 1);
+    status = aptus_rc_chan_send_am(&iface->chan, uct_rc_sr_ep_link(tl_ep), id,
+                                   msg_iov, iovcnt + 1);
+    if (status == UCS_OK) {
+        uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, header,
+                           header_length, "TX: AM_ZCOPY");
+    }
+    return status;
 }
 
 static void uct_rc_sr_mem_key(uct_rkey_t rkey, aptus_mem_key_t *key)
@@ -176,14 +209,16 @@ static ucs_status_t uct_rc_sr_ep_rma(uct_ep_h tl_ep, const struct iovec *iov,
     size_t length = 0;
     unsigned i;
 
+    for (i = 0; i < iovcnt; ++i) {
+        length += iov[i].iov_len;
+    }
+    /* as in UCX: nothing to move, and the rkey may be a dummy */
+    UCT_SKIP_ZERO_LENGTH(length);
     status = aptus_rc_chan_rma_check(&iface->chan, uct_rc_sr_ep_link(tl_ep));
     if (status != UCS_OK) {
         return status;
     }
     uct_rc_sr_mem_key(rkey, &key);
-    for (i = 0; i < iovcnt; ++i) {
-        length += iov[i].iov_len;
-    }
     status = is_write ? wire->ops->write(wire, &key, remote_addr, iov, iovcnt)
                       : wire->ops->read(wire, &key, remote_addr, iov, iovcnt);
     if (ucs_unlikely(status != UCS_OK)) {
@@ -253,6 +288,7 @@ ucs_status_t uct_rc_sr_ep_get_bcopy(uct_ep_h tl_ep,
     ucs_status_t status;
 
     UCT_CHECK_LENGTH(length, 0, iface->chan.config.max_msg, "get_bcopy");
+    UCT_SKIP_ZERO_LENGTH(length);
     status = uct_rc_sr_ep_rma(tl_ep, &iov, 1, remote_addr, rkey, 0);
     if (status == UCS_OK) {
         unpack_cb(arg, iface->bounce, length);

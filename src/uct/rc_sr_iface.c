@@ -13,7 +13,10 @@
 #include <ucs/sys/string.h>
 #include <ucs/sys/sys.h>
 
+#include <inttypes.h>
+#include <limits.h>
 #include <string.h>
+#include <sys/random.h>
 
 #define UCT_RC_SR_CONFIG_PREFIX "RC_SR_"
 #define UCT_RC_SR_RMA_MAX_ZCOPY (1ul << 30)
@@ -35,11 +38,35 @@ ucs_config_field_t uct_rc_sr_iface_config_table[] = {
       ucs_offsetof(uct_rc_sr_iface_config_t, credits), UCS_CONFIG_TYPE_UINT },
 
     { "RX_QUEUE_LEN", "1024",
-      "Receive buffers in the pool shared by every connection of the\n"
-      "interface (the shared receive queue). When all are in use, data waits\n"
-      "in the connections until one is free.",
+      "Receive buffers the pool shared by every connection of the interface\n"
+      "(the shared receive queue) is expected to need; it allocates them as\n"
+      "connections need them, and grows beyond while the application holds\n"
+      "received messages (up to RX_MAX_BUFS).",
       ucs_offsetof(uct_rc_sr_iface_config_t, rx_queue_len),
       UCS_CONFIG_TYPE_UINT },
+
+    /* 16384 x 8 KB = 128 MB: a full credit window (32) of the largest
+     * messages held from 512 peers at once. Small messages held do not
+     * count against it (they are copied out, see RX_COPY_THRESH), but
+     * their copies are bounded by the same memory. */
+    { "RX_MAX_BUFS", "16384",
+      "Most receive buffers the shared pool grows to, when the application\n"
+      "holds received messages (UCP keeps unexpected ones). At the ceiling\n"
+      "an error is printed once and data waits in the connections (the\n"
+      "kernel's socket buffers bound it) until held messages are released.\n"
+      "Small messages held are copied out and cost about RX_COPY_THRESH\n"
+      "bytes each, within the same total memory.",
+      ucs_offsetof(uct_rc_sr_iface_config_t, rx_max_bufs),
+      UCS_CONFIG_TYPE_UINT },
+
+    /* A copy of 256 bytes costs less than the receive system call; a
+     * held copy costs ~300 bytes instead of a whole 8 KB buffer. */
+    { "RX_COPY_THRESH", "256",
+      "Active messages up to this size (UCT header included) are delivered\n"
+      "from a copy of their own, so that one the application holds pins\n"
+      "only its copy, not a whole receive buffer. 0 delivers all in place.",
+      ucs_offsetof(uct_rc_sr_iface_config_t, rx_copy_thresh),
+      UCS_CONFIG_TYPE_MEMUNITS },
 
     { "TX_BACKLOG", "256k",
       "Bytes a connection may queue when the network does not take them at\n"
@@ -61,8 +88,53 @@ static void uct_rc_sr_release_desc(uct_recv_desc_t *self, void *desc)
     uct_rc_sr_iface_t *iface =
         ucs_container_of(self, uct_rc_sr_iface_t, release_desc);
 
+    iface->rx_held_now--;
+    iface->rx_held_bytes -= iface->wire->rx_buf_size;
     aptus_conn_buf_release(
         (aptus_conn_buf_t *)((uint8_t *)desc - iface->desc_to_buf));
+}
+
+/* A copy descriptor: the release pointer, the user's headroom, the data. */
+static void uct_rc_sr_release_copy_desc(uct_recv_desc_t *self, void *desc)
+{
+    uct_rc_sr_iface_t *iface =
+        ucs_container_of(self, uct_rc_sr_iface_t, release_copy_desc);
+
+    iface->rx_held_now--;
+    iface->rx_held_bytes -= iface->rx_copy_bytes;
+    ucs_mpool_put_inline(
+        UCS_PTR_BYTE_OFFSET(desc, -(ptrdiff_t)sizeof(uct_recv_desc_t *)));
+}
+
+/* Delivers a small message from a copy, aligned as the user asked. Returns
+ * 0 when no copy descriptor is left (the caller delivers in place). */
+static int uct_rc_sr_deliver_copy(uct_rc_sr_iface_t *iface, uint8_t am_id,
+                                  const void *data, size_t length,
+                                  ucs_status_t *status_p)
+{
+    void *obj = ucs_mpool_get_inline(&iface->rx_copy_mp);
+    void *desc, *copy;
+
+    if (ucs_unlikely(obj == NULL)) {
+        iface->rx_copy_full++;
+        return 0;
+    }
+    desc                = UCS_PTR_BYTE_OFFSET(obj, sizeof(uct_recv_desc_t *));
+    copy                = UCS_PTR_BYTE_OFFSET(desc, iface->rx_headroom);
+    uct_recv_desc(desc) = &iface->release_copy_desc;
+    memcpy(copy, data, length);
+    iface->rx_copied++;
+    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV, am_id, copy,
+                       length, "RX: AM");
+    *status_p = uct_iface_invoke_am(&iface->super, am_id, copy, length,
+                                    UCT_CB_PARAM_FLAG_DESC);
+    if (*status_p == UCS_INPROGRESS) {
+        iface->rx_held_now++;
+        iface->rx_held_bytes += iface->rx_copy_bytes;
+    } else {
+        ucs_mpool_put_inline(obj);
+    }
+    return 1;
 }
 
 static ucs_status_t uct_rc_sr_deliver(void *arg, uint8_t am_id, void *data,
@@ -73,6 +145,16 @@ static ucs_status_t uct_rc_sr_deliver(void *arg, uint8_t am_id, void *data,
     ucs_status_t status;
     void *desc;
 
+    if ((length <= iface->rx_copy_thresh) &&
+        uct_rc_sr_deliver_copy(iface, am_id, data, length, &status)) {
+        return status;
+    }
+
+    /* A message that starts its buffer may be kept there, and lies aligned
+     * as asked (the wire places buffers so); one behind others in the
+     * buffer is the user's to copy, as UCT allows without a descriptor. */
+    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV, am_id, data,
+                       length, "RX: AM");
     status = uct_iface_invoke_am(&iface->super, am_id, data, length,
                                  at_start ? UCT_CB_PARAM_FLAG_DESC : 0);
     if (status == UCS_INPROGRESS) {
@@ -80,6 +162,8 @@ static ucs_status_t uct_rc_sr_deliver(void *arg, uint8_t am_id, void *data,
         desc                = (uint8_t *)data - iface->rx_headroom;
         uct_recv_desc(desc) = &iface->release_desc;
         aptus_conn_buf_hold(buf);
+        iface->rx_held_now++;
+        iface->rx_held_bytes += iface->wire->rx_buf_size;
     }
     return status;
 }
@@ -142,6 +226,23 @@ static void uct_rc_sr_iface_report_failures(uct_rc_sr_iface_t *iface)
     }
 }
 
+/* The pool reached its ceiling: reading waits for held messages to be
+ * released. Never silent: the user learns which knob bounds it. */
+static void uct_rc_sr_iface_pool_full(uct_rc_sr_iface_t *iface)
+{
+    iface->rx_pool_empty_seen = iface->wire->stats.rx_pool_empty;
+    if (iface->rx_pool_full_reported) {
+        return;
+    }
+    iface->rx_pool_full_reported = 1;
+    ucs_error("rc_sr/%s: the receive pool reached UCX_" UCT_RC_SR_CONFIG_PREFIX
+              "RX_MAX_BUFS=%u buffers of %zu bytes while the application "
+              "holds %" PRIu64 " received messages; incoming data waits in "
+              "the connections until some are released",
+              iface->dev_name, iface->rx_max_bufs, iface->wire->rx_buf_size,
+              iface->rx_held_now);
+}
+
 static unsigned uct_rc_sr_iface_progress(uct_iface_h tl_iface)
 {
     uct_rc_sr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_sr_iface_t);
@@ -150,6 +251,10 @@ static unsigned uct_rc_sr_iface_progress(uct_iface_h tl_iface)
     count = aptus_rc_chan_progress(&iface->chan);
     if (ucs_unlikely(iface->num_failures > 0)) {
         uct_rc_sr_iface_report_failures(iface);
+    }
+    if (ucs_unlikely(iface->wire->stats.rx_pool_empty !=
+                     iface->rx_pool_empty_seen)) {
+        uct_rc_sr_iface_pool_full(iface);
     }
     return count;
 }
@@ -179,7 +284,7 @@ static ucs_status_t uct_rc_sr_iface_query(uct_iface_h tl_iface,
                       UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_EP_CHECK |
                       UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
 
-    attr->cap.am.max_short       = max_msg - sizeof(uint64_t);
+    attr->cap.am.max_short       = max_msg; /* the 8-byte header included */
     attr->cap.am.max_bcopy       = max_msg;
     attr->cap.am.min_zcopy       = 0;
     attr->cap.am.max_zcopy       = max_msg;
@@ -288,8 +393,15 @@ unsigned uct_rc_sr_iface_stats(uct_rc_sr_iface_t *iface,
                     { "rx_frames", w->rx_frames },
                     { "rx_syscalls", w->rx_syscalls },
                     { "rx_pool_empty", w->rx_pool_empty },
+                    { "rx_pool_in_use", w->rx_pool_in_use },
+                    { "rx_pool_peak", w->rx_pool_peak },
+                    { "rx_copied", iface->rx_copied },
+                    { "rx_copy_full", iface->rx_copy_full },
+                    { "rx_held_now", iface->rx_held_now },
+                    { "rx_held_bytes", iface->rx_held_bytes },
+                    { "rx_copy_desc_bytes", iface->rx_copy_bytes },
                     { "wire_failures", w->failures },
-        { "peer_closes", w->peer_closes },
+                    { "peer_closes", w->peer_closes },
                     { "eps_created", iface->eps_created },
                     { "conn_state_bytes", r->state_bytes },
                     { "conn_kernel_bytes", r->kernel_bytes },
@@ -298,6 +410,7 @@ unsigned uct_rc_sr_iface_stats(uct_rc_sr_iface_t *iface,
                     { "conn_descriptor_bytes", r->descriptor_bytes },
                     { "rx_buf_bytes", iface->wire->rx_buf_size },
                     { "rx_pool_buffers", iface->rx_queue_len },
+                    { "rx_pool_max", iface->rx_max_bufs },
     };
     unsigned n = ucs_min(max, sizeof(all) / sizeof(all[0]));
 
@@ -305,14 +418,20 @@ unsigned uct_rc_sr_iface_stats(uct_rc_sr_iface_t *iface,
     return n;
 }
 
-static uint32_t uct_rc_sr_iface_key(void)
+/* The key a peer's HELLO must name: from the OS CSPRNG (DESIGN.md), so a
+ * stray or forged connection cannot guess it from the time or the pid. */
+static ucs_status_t uct_rc_sr_iface_key(uint32_t *key_p)
 {
     uint32_t key;
 
     do {
-        key = (uint32_t)ucs_generate_uuid((uintptr_t)&key);
+        if (getrandom(&key, sizeof(key), 0) != sizeof(key)) {
+            ucs_error("rc_sr: getrandom() failed: %m");
+            return UCS_ERR_IO_ERROR;
+        }
     } while (key == 0);
-    return key;
+    *key_p = key;
+    return UCS_OK;
 }
 
 static UCS_CLASS_DECLARE_DELETE_FUNC(uct_rc_sr_iface_t, uct_iface_t);
@@ -356,6 +475,68 @@ static uct_iface_internal_ops_t uct_rc_sr_iface_internal_ops = {
         (uct_ep_invalidate_func_t)ucs_empty_function_return_unsupported,
 };
 
+/* The alignment of received active messages the user asked for. */
+static ucs_status_t
+uct_rc_sr_iface_am_alignment(const uct_iface_params_t *params,
+                             size_t *alignment_p, size_t *offset_p)
+{
+    size_t alignment = 1, offset = 0;
+
+    if (params->field_mask & UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT) {
+        alignment = params->am_alignment;
+        if (!ucs_is_pow2(alignment)) { /* 0 is not one either */
+            ucs_error("rc_sr: am_alignment %zu is not a power of 2", alignment);
+            return UCS_ERR_INVALID_PARAM;
+        }
+    }
+    if (params->field_mask & UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET) {
+        if (!(params->field_mask & UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT)) {
+            ucs_error("rc_sr: am_align_offset is given without am_alignment");
+            return UCS_ERR_INVALID_PARAM;
+        }
+        offset = params->am_align_offset;
+        if (offset >= alignment) {
+            ucs_error("rc_sr: am_align_offset %zu is not less than "
+                      "am_alignment %zu",
+                      offset, alignment);
+            return UCS_ERR_INVALID_PARAM;
+        }
+    }
+    *alignment_p = alignment;
+    *offset_p    = offset;
+    return UCS_OK;
+}
+
+static ucs_mpool_ops_t uct_rc_sr_copy_mpool_ops = { .chunk_alloc =
+                                                        ucs_mpool_chunk_malloc,
+                                                    .chunk_release =
+                                                        ucs_mpool_chunk_free,
+                                                    .obj_init    = NULL,
+                                                    .obj_cleanup = NULL,
+                                                    .obj_str     = NULL };
+
+/* Copy descriptors of small messages: [release pointer][user's headroom]
+ * [data], the data aligned as asked; bounded by the pool's memory. */
+static ucs_status_t uct_rc_sr_iface_copy_mpool_init(uct_rc_sr_iface_t *iface)
+{
+    size_t head         = sizeof(uct_recv_desc_t *) + iface->rx_headroom;
+    size_t alignment    = ucs_max(iface->am_alignment, sizeof(uint64_t));
+    size_t elem_size    = head + ucs_max(iface->rx_copy_thresh, 1);
+    size_t align_offset = (head + iface->am_align_offset) & (alignment - 1);
+    size_t max_elems;
+
+    elem_size = ucs_max(elem_size, align_offset); /* as ucs_mpool requires */
+    /* the stride ucs_mpool gives an element, header included */
+    iface->rx_copy_bytes =
+        ucs_align_up_pow2(sizeof(ucs_mpool_elem_t) + elem_size, alignment);
+    max_elems = (size_t)iface->rx_max_bufs * iface->wire->rx_buf_size /
+                iface->rx_copy_bytes;
+    max_elems = ucs_max(ucs_min(max_elems, UINT_MAX), 256);
+    return ucs_mpool_init(&iface->rx_copy_mp, 0, elem_size, align_offset,
+                          alignment, 256, max_elems, &uct_rc_sr_copy_mpool_ops,
+                          "uct_rc_sr_rx_copy");
+}
+
 static UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
                            const uct_iface_params_t *params,
                            const uct_iface_config_t *tl_config)
@@ -365,6 +546,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
     aptus_conn_wire_config_t wire_config;
     aptus_rc_chan_config_t chan_config;
     size_t wire_headroom;
+    uint32_t key;
     ucs_status_t status;
 
     UCT_CHECK_PARAM(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE,
@@ -399,11 +581,33 @@ static UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
                   "RX_QUEUE_LEN must be at least 1");
         return UCS_ERR_INVALID_PARAM;
     }
+    if (config->rx_max_bufs < config->rx_queue_len) {
+        ucs_error("rc_sr: invalid configuration: UCX_" UCT_RC_SR_CONFIG_PREFIX
+                  "RX_MAX_BUFS=%u is less than UCX_" UCT_RC_SR_CONFIG_PREFIX
+                  "RX_QUEUE_LEN=%u",
+                  config->rx_max_bufs, config->rx_queue_len);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (config->rx_copy_thresh > config->seg_size) {
+        ucs_error(
+            "rc_sr: invalid configuration: UCX_" UCT_RC_SR_CONFIG_PREFIX
+            "RX_COPY_THRESH=%zu is larger than UCX_" UCT_RC_SR_CONFIG_PREFIX
+            "SEG_SIZE=%zu",
+            config->rx_copy_thresh, config->seg_size);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    status = uct_rc_sr_iface_am_alignment(params, &self->am_alignment,
+                                          &self->am_align_offset);
+    if (status != UCS_OK) {
+        return status;
+    }
 
     ucs_strncpy_zero(self->dev_name, params->mode.device.dev_name,
                      sizeof(self->dev_name));
-    self->rma          = config->rma;
-    self->rx_queue_len = config->rx_queue_len;
+    self->rma            = config->rma;
+    self->rx_queue_len   = config->rx_queue_len;
+    self->rx_max_bufs    = config->rx_max_bufs;
+    self->rx_copy_thresh = config->rx_copy_thresh;
     self->rx_headroom =
         UCT_IFACE_PARAM_VALUE(params, rx_headroom, RX_HEADROOM, 0);
     self->failures     = NULL;
@@ -411,7 +615,14 @@ static UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
     self->max_failures = 0;
     self->eps_created  = 0;
     memset(&self->conn_res, 0, sizeof(self->conn_res));
-    self->release_desc.cb = uct_rc_sr_release_desc;
+    self->release_desc.cb       = uct_rc_sr_release_desc;
+    self->release_copy_desc.cb  = uct_rc_sr_release_copy_desc;
+    self->rx_copied             = 0;
+    self->rx_copy_full          = 0;
+    self->rx_held_now           = 0;
+    self->rx_held_bytes         = 0;
+    self->rx_pool_empty_seen    = 0;
+    self->rx_pool_full_reported = 0;
 
     /* A held message's descriptor is rx_headroom bytes before its data,
      * with UCT's release pointer just before that: the wire reserves both
@@ -430,7 +641,11 @@ static UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
     memset(&wire_config, 0, sizeof(wire_config));
     wire_config.max_frame   = APTUS_RC_HDR_LEN + config->seg_size;
     wire_config.rx_headroom = wire_headroom;
-    wire_config.rx_buffers  = config->rx_queue_len;
+    wire_config.rx_buffers     = config->rx_queue_len;
+    wire_config.rx_max_buffers = config->rx_max_bufs;
+    wire_config.rx_alignment   = self->am_alignment;
+    wire_config.rx_align_offset =
+        APTUS_FRAME_HDR_LEN + APTUS_RC_HDR_LEN + self->am_align_offset;
     wire_config.max_backlog = config->tx_backlog;
     wire_config.handlers    = &aptus_rc_chan_wire_handlers;
     wire_config.arg         = &self->chan;
@@ -439,11 +654,21 @@ static UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
         goto err_bounce;
     }
 
+    status = uct_rc_sr_iface_copy_mpool_init(self);
+    if (status != UCS_OK) {
+        goto err_wire;
+    }
+
+    status = uct_rc_sr_iface_key(&key);
+    if (status != UCS_OK) {
+        goto err_copy_mpool;
+    }
+
     chan_config.credits    = config->credits;
     chan_config.max_msg    = config->seg_size;
     chan_config.local_port = aptus_sock_wire_addr_port(&self->wire->addr);
-    aptus_rc_chan_init(&self->chan, self->wire, &chan_config,
-                       uct_rc_sr_iface_key(), &uct_rc_sr_chan_ops, self);
+    aptus_rc_chan_init(&self->chan, self->wire, &chan_config, key,
+                       &uct_rc_sr_chan_ops, self);
 
     aptus_sock_netif_caps(self->dev_name, &self->latency, &self->bandwidth);
     if (self->rma) {
@@ -456,6 +681,10 @@ static UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
               config->credits, config->rx_queue_len, self->rma);
     return UCS_OK;
 
+err_copy_mpool:
+    ucs_mpool_cleanup(&self->rx_copy_mp, 1);
+err_wire:
+    self->wire->ops->close(self->wire);
 err_bounce:
     ucs_free(self->bounce);
     return status;
@@ -474,6 +703,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_rc_sr_iface_t)
                           n);
     aptus_rc_chan_cleanup(&self->chan);
     self->wire->ops->close(self->wire);
+    ucs_mpool_cleanup(&self->rx_copy_mp, 1);
     ucs_free(self->failures);
     ucs_free(self->bounce);
 }

@@ -22,6 +22,8 @@ typedef struct uct_rc_sr_iface_config {
     size_t seg_size;
     unsigned credits;
     unsigned rx_queue_len;
+    unsigned rx_max_bufs;
+    size_t rx_copy_thresh;
     size_t tx_backlog;
     int rma;
 } uct_rc_sr_iface_config_t;
@@ -47,9 +49,24 @@ typedef struct uct_rc_sr_iface {
     char dev_name[UCT_DEVICE_NAME_MAX];
     int rma; /* put/get offered */
     unsigned rx_queue_len;
+    unsigned rx_max_bufs;
     size_t rx_headroom; /* the user's, before each held message */
     size_t desc_to_buf; /* from a held message's descriptor to its buffer */
     uct_recv_desc_t release_desc;
+    /* Small messages are delivered from a copy of their own, so that one
+     * the user holds does not pin a whole receive buffer. */
+    size_t rx_copy_thresh;
+    size_t rx_copy_bytes; /* what one copy descriptor takes */
+    ucs_mpool_t rx_copy_mp;
+    uct_recv_desc_t release_copy_desc;
+    size_t am_alignment; /* (data + am_align_offset) of a descriptor */
+    size_t am_align_offset;
+    uint64_t rx_copied;          /* messages delivered from a copy */
+    uint64_t rx_copy_full;       /* ... not: no copy descriptor left */
+    uint64_t rx_held_now;        /* descriptors the user holds */
+    uint64_t rx_held_bytes;      /* memory they keep */
+    uint64_t rx_pool_empty_seen; /* wire's rx_pool_empty, last looked at */
+    int rx_pool_full_reported;
     void *bounce; /* bcopy staging, seg_size bytes */
     double latency;
     double bandwidth;

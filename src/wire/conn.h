@@ -72,7 +72,13 @@ typedef struct aptus_conn_handlers {
 typedef struct aptus_conn_wire_config {
     size_t max_frame;    /* largest message payload, bytes */
     size_t rx_headroom;  /* owner's bytes before each receive area */
-    unsigned rx_buffers; /* receive pool size (shared by all connections) */
+    unsigned rx_buffers; /* receive pool size expected (shared by all
+                            connections), allocated as needed */
+    unsigned rx_max_buffers; /* the pool grows on demand up to this (0:
+                                rx_buffers); then reads wait, counted in
+                                rx_pool_empty */
+    size_t rx_alignment;     /* a receive area's byte at rx_align_offset is */
+    size_t rx_align_offset;  /* aligned to rx_alignment (a power of 2) */
     size_t max_backlog;  /* queued bytes per connection before sends are
                             refused (messages beyond credits never queue) */
     const aptus_conn_handlers_t *handlers;
@@ -88,7 +94,9 @@ typedef struct aptus_conn_wire_stats {
     uint64_t rx_frames;
     uint64_t rx_bytes;
     uint64_t rx_syscalls;
-    uint64_t rx_pool_empty; /* reads deferred: no free receive buffer */
+    uint64_t rx_pool_empty;  /* reads deferred: the pool is at its ceiling */
+    uint64_t rx_pool_in_use; /* receive buffers in use (held ones too) */
+    uint64_t rx_pool_peak;   /* the most ever in use at once */
     uint64_t rx_malformed;  /* connections cut for a bad frame */
     uint64_t failures;    /* broken: reset, refused, malformed */
     uint64_t peer_closes; /* closed by the peer in order */
@@ -142,7 +150,8 @@ typedef struct aptus_conn_wire_ops {
     void (*conn_resources)(aptus_conn_t *conn, size_t *state_bytes_p,
                            size_t *kernel_bytes_p, unsigned *fds_p);
 
-    /* Close a connection (also from a handler). Unsent bytes are lost. */
+    /* Close a connection (also from a handler). Unsent bytes are lost. A
+     * handler that closed it may still read conn->user: it is NULL. */
     void (*conn_close)(aptus_conn_t *conn);
 
     void (*close)(aptus_conn_wire_t *wire);

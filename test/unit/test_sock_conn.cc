@@ -248,7 +248,7 @@ class sock_conn : public ::testing::Test
     void open(side &s, unsigned rx_buffers = 64,
               size_t max_backlog = MAX_BACKLOG)
     {
-        aptus_conn_wire_config_t cfg;
+        aptus_conn_wire_config_t cfg = {}; /* rx_max_buffers 0: a fixed pool */
         cfg.max_frame   = MAX_FRAME;
         cfg.rx_headroom = HEADROOM;
         cfg.rx_buffers  = rx_buffers;

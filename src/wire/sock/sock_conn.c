@@ -104,6 +104,7 @@ static inline aptus_sock_conn_t *aptus_sock_conn(aptus_conn_t *conn)
 void aptus_conn_buf_release(aptus_conn_buf_t *buf)
 {
     if (--buf->refs == 0) {
+        buf->wire->stats.rx_pool_in_use--;
         ucs_mpool_put(buf);
     }
 }
@@ -121,6 +122,9 @@ static aptus_conn_buf_t *aptus_sock_conn_buf_get(aptus_sock_conn_wire_t *cw)
     if (buf != NULL) {
         buf->wire = &cw->super;
         buf->refs = 1;
+        if (++cw->super.stats.rx_pool_in_use > cw->super.stats.rx_pool_peak) {
+            cw->super.stats.rx_pool_peak = cw->super.stats.rx_pool_in_use;
+        }
     }
     return buf;
 }
@@ -803,6 +807,7 @@ static void aptus_sock_conn_close_conn(aptus_conn_t *tl_conn)
     }
     close(conn->fd);
     conn->flags |= APTUS_SOCK_CONN_CLOSED | APTUS_SOCK_CONN_BROKEN;
+    conn->super.user = NULL; /* a handler below the close sees it is gone */
     ucs_list_del(&conn->list);
     cw->super.num_conns--;
     if (cw->in_progress) {
@@ -851,14 +856,20 @@ ucs_status_t aptus_sock_conn_open(const char *dev_name,
                                   const aptus_conn_wire_config_t *config,
                                   aptus_conn_wire_t **wire_p)
 {
+    size_t alignment, align_offset;
     aptus_sock_conn_wire_t *cw;
     struct epoll_event ev;
     ucs_status_t status;
 
     if ((config->max_frame == 0) || (config->max_frame > APTUS_FRAME_MAX_LEN) ||
-        (config->rx_buffers == 0)) {
-        ucs_error("sock conn: invalid frame size %zu or pool size %u",
-                  config->max_frame, config->rx_buffers);
+        (config->rx_buffers == 0) ||
+        ((config->rx_max_buffers != 0) &&
+         (config->rx_max_buffers < config->rx_buffers)) ||
+        ((config->rx_alignment > 1) && !ucs_is_pow2(config->rx_alignment))) {
+        ucs_error("sock conn: invalid frame size %zu, pool size %u..%u or "
+                  "alignment %zu",
+                  config->max_frame, config->rx_buffers, config->rx_max_buffers,
+                  config->rx_alignment);
         return UCS_ERR_INVALID_PARAM;
     }
     cw = ucs_calloc(1, sizeof(*cw), "aptus_sock_conn_wire");
@@ -875,10 +886,17 @@ ucs_status_t aptus_sock_conn_open(const char *dev_name,
     ucs_list_head_init(&cw->conns);
     ucs_list_head_init(&cw->zombies);
 
-    status = ucs_mpool_init(&cw->rx_mp, 0, cw->super.rx_buf_size, 0,
-                            UCS_SYS_CACHE_LINE_SIZE,
-                            ucs_min(32, config->rx_buffers), config->rx_buffers,
-                            &aptus_sock_conn_mpool_ops, "aptus_conn_rx");
+    /* A message that starts a buffer is delivered in place: place the
+     * buffers so that its aligned byte is. */
+    alignment    = ucs_max(config->rx_alignment, UCS_SYS_CACHE_LINE_SIZE);
+    align_offset = (sizeof(aptus_conn_buf_t) + cw->config.rx_headroom +
+                    config->rx_align_offset) &
+                   (alignment - 1);
+    status = ucs_mpool_init(
+        &cw->rx_mp, 0, ucs_max(cw->super.rx_buf_size, align_offset),
+        align_offset, alignment, ucs_min(32, config->rx_buffers),
+        ucs_max(config->rx_max_buffers, config->rx_buffers),
+        &aptus_sock_conn_mpool_ops, "aptus_conn_rx");
     if (status != UCS_OK) {
         goto err_free;
     }
