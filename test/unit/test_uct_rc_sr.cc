@@ -1176,13 +1176,16 @@ TEST_F(uct_rc_sr, am_alignment_parameters_are_validated)
         { UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT, 4096, 0, UCS_OK },
     };
     for (auto &c : cases) {
-        m_extra_fields    = c.fields;
-        m_am_alignment    = c.alignment;
-        m_am_align_offset = c.offset;
+        m_tweak_params = [&](uct_iface_params_t &p) {
+            p.field_mask |= c.fields;
+            p.am_alignment    = c.alignment;
+            p.am_align_offset = c.offset;
+        };
         EXPECT_EQ(c.expect, open(m_a))
             << "alignment " << c.alignment << " offset " << c.offset;
         close(m_a);
     }
+    m_tweak_params = nullptr;
 }
 
 TEST_F(uct_rc_sr, am_alignment_is_honoured)
@@ -1191,10 +1194,12 @@ TEST_F(uct_rc_sr, am_alignment_is_honoured)
         aligned_rx r;
         r.alignment    = alignment;
         r.offset       = alignment / 2 + 3;
-        m_extra_fields = UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT |
-                         UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET;
-        m_am_alignment    = r.alignment;
-        m_am_align_offset = r.offset;
+        m_tweak_params = [&](uct_iface_params_t &p) {
+            p.field_mask |= UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT |
+                            UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET;
+            p.am_alignment    = r.alignment;
+            p.am_align_offset = r.offset;
+        };
         setup_pair();
         ASSERT_EQ(UCS_OK,
                   uct_iface_set_am_handler(m_b.iface, 3, aligned_am_cb, &r, 0));
@@ -1214,5 +1219,6 @@ TEST_F(uct_rc_sr, am_alignment_is_honoured)
         EXPECT_GT(r.large_desc, 0u);  /* large ones that start a buffer */
         close(m_a);
         close(m_b);
+        m_tweak_params = nullptr; /* r goes out of scope */
     }
 }

@@ -165,9 +165,6 @@ class uct_aptus_test : public ::testing::Test
         params.err_handler          = err_cb;
         params.err_handler_arg      = &e.err;
         params.err_handler_flags    = 0;
-        params.field_mask |= m_extra_fields; /* a test's own parameters */
-        params.am_alignment    = m_am_alignment;
-        params.am_align_offset = m_am_align_offset;
         if (m_tweak_params) {
             m_tweak_params(params);
         }
@@ -317,9 +314,6 @@ class uct_aptus_test : public ::testing::Test
     uct_md_h m_md                = nullptr;
     entity m_a, m_b;
     std::map<std::string, std::string> m_default_cfg;
-    uint64_t m_extra_fields  = 0; /* e.g. UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT */
-    size_t m_am_alignment    = 0;
-    size_t m_am_align_offset = 0;
     /* changes the interface parameters of the next open() calls */
     std::function<void(uct_iface_params_t &)> m_tweak_params;
     const char *m_tl      = nullptr; /* set by the derived fixture */
