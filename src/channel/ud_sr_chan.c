@@ -91,12 +91,6 @@ const char *aptus_ud_chan_config_check(const aptus_ud_chan_config_t *config,
     return NULL;
 }
 
-ucs_mpool_ops_t aptus_ud_mpool_ops = { .chunk_alloc   = ucs_mpool_chunk_malloc,
-                                       .chunk_release = ucs_mpool_chunk_free,
-                                       .obj_init      = NULL,
-                                       .obj_cleanup   = NULL,
-                                       .obj_str       = NULL };
-
 static void aptus_ud_rx_msg_release_cb(uct_recv_desc_t *self, void *desc);
 
 static void aptus_ud_rx_msg_init(ucs_mpool_t *mp, void *obj, void *chunk)
@@ -211,14 +205,14 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
 
     status = ucs_mpool_init(&chan->peer_mp, 0, sizeof(aptus_ud_peer_t), 0,
                             UCS_SYS_CACHE_LINE_SIZE / 8, 256, UINT_MAX,
-                            &aptus_ud_mpool_ops, "aptus_ud_peers");
+                            &aptus_mpool_plain_ops, "aptus_ud_peers");
     if (status != UCS_OK) {
         goto err;
     }
 
     status =
         ucs_mpool_init(&chan->ext_mp, 0, sizeof(aptus_ud_peer_ext_t), 0, 8, 64,
-                       UINT_MAX, &aptus_ud_mpool_ops, "aptus_ud_peer_ext");
+                       UINT_MAX, &aptus_mpool_plain_ops, "aptus_ud_peer_ext");
     if (status != UCS_OK) {
         goto err_peer_mp;
     }
@@ -230,7 +224,7 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
                             chan->tx_data_offset[APTUS_UD_TX_SMALL] +
                                 chan->single_payload,
                             0, UCS_SYS_CACHE_LINE_SIZE, 128, UINT_MAX,
-                            &aptus_ud_mpool_ops, "aptus_ud_tx_small");
+                            &aptus_mpool_plain_ops, "aptus_ud_tx_small");
     if (status != UCS_OK) {
         goto err_ext_mp;
     }
@@ -242,7 +236,7 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
                             chan->tx_data_offset[APTUS_UD_TX_LARGE] +
                                 config->max_msg,
                             0, UCS_SYS_CACHE_LINE_SIZE, 8, UINT_MAX,
-                            &aptus_ud_mpool_ops, "aptus_ud_tx_large");
+                            &aptus_mpool_plain_ops, "aptus_ud_tx_large");
     if (status != UCS_OK) {
         goto err_tx_small;
     }
@@ -283,7 +277,7 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
 
     status =
         ucs_mpool_init(&chan->flush_mp, 0, sizeof(aptus_ud_flush_req_t), 0, 8,
-                       32, UINT_MAX, &aptus_ud_mpool_ops, "aptus_ud_flush");
+                       32, UINT_MAX, &aptus_mpool_plain_ops, "aptus_ud_flush");
     if (status != UCS_OK) {
         goto err_reasm_mp;
     }

@@ -20,6 +20,7 @@
 
 #include "../proto/rel_window.h"
 #include "../proto/ud_sr_proto.h"
+#include "../base/aptus_mpool.h"
 #include "../wire/wire.h"
 
 #include <uct/api/uct.h>
@@ -251,8 +252,6 @@ unsigned aptus_ud_comp_list_dispatch(aptus_ud_comp_list_t *list);
 
 void aptus_ud_comp_list_cleanup(aptus_ud_comp_list_t *list);
 
-/* Memory pools of plain objects. */
-extern ucs_mpool_ops_t aptus_ud_mpool_ops;
 
 struct aptus_ud_chan {
     aptus_ud_chan_config_t config;

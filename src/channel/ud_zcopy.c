@@ -157,12 +157,12 @@ ucs_status_t aptus_udz_init(aptus_udz_t *udz, aptus_ud_chan_t *ud,
     ucs_list_head_init(&udz->flushes);
 
     status = ucs_mpool_init(&udz->get_mp, 0, sizeof(aptus_udz_get_t), 0, 8, 16,
-                            UINT_MAX, &aptus_ud_mpool_ops, "aptus_udz_gets");
+                            UINT_MAX, &aptus_mpool_plain_ops, "aptus_udz_gets");
     if (status != UCS_OK) {
         return status;
     }
     status = ucs_mpool_init(&udz->put_mp, 0, sizeof(aptus_udz_put_t), 0, 8, 16,
-                            UINT_MAX, &aptus_ud_mpool_ops, "aptus_udz_puts");
+                            UINT_MAX, &aptus_mpool_plain_ops, "aptus_udz_puts");
     if (status != UCS_OK) {
         goto err_get_mp;
     }

@@ -7,6 +7,8 @@
 
 #include "rc_sr_iface.h"
 #include "rc_sr_ep.h"
+#include "aptus_iface.h"
+#include "../base/aptus_mpool.h"
 #include "../wire/sock/sock_conn.h"
 #include "../wire/sock/sock_netif.h"
 
@@ -475,46 +477,6 @@ static uct_iface_internal_ops_t uct_rc_sr_iface_internal_ops = {
         (uct_ep_invalidate_func_t)ucs_empty_function_return_unsupported,
 };
 
-/* The alignment of received active messages the user asked for. */
-static ucs_status_t
-uct_rc_sr_iface_am_alignment(const uct_iface_params_t *params,
-                             size_t *alignment_p, size_t *offset_p)
-{
-    size_t alignment = 1, offset = 0;
-
-    if (params->field_mask & UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT) {
-        alignment = params->am_alignment;
-        if (!ucs_is_pow2(alignment)) { /* 0 is not one either */
-            ucs_error("rc_sr: am_alignment %zu is not a power of 2", alignment);
-            return UCS_ERR_INVALID_PARAM;
-        }
-    }
-    if (params->field_mask & UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET) {
-        if (!(params->field_mask & UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT)) {
-            ucs_error("rc_sr: am_align_offset is given without am_alignment");
-            return UCS_ERR_INVALID_PARAM;
-        }
-        offset = params->am_align_offset;
-        if (offset >= alignment) {
-            ucs_error("rc_sr: am_align_offset %zu is not less than "
-                      "am_alignment %zu",
-                      offset, alignment);
-            return UCS_ERR_INVALID_PARAM;
-        }
-    }
-    *alignment_p = alignment;
-    *offset_p    = offset;
-    return UCS_OK;
-}
-
-static ucs_mpool_ops_t uct_rc_sr_copy_mpool_ops = { .chunk_alloc =
-                                                        ucs_mpool_chunk_malloc,
-                                                    .chunk_release =
-                                                        ucs_mpool_chunk_free,
-                                                    .obj_init    = NULL,
-                                                    .obj_cleanup = NULL,
-                                                    .obj_str     = NULL };
-
 /* Copy descriptors of small messages: [release pointer][user's headroom]
  * [data], the data aligned as asked; bounded by the pool's memory. */
 static ucs_status_t uct_rc_sr_iface_copy_mpool_init(uct_rc_sr_iface_t *iface)
@@ -533,7 +495,7 @@ static ucs_status_t uct_rc_sr_iface_copy_mpool_init(uct_rc_sr_iface_t *iface)
                 iface->rx_copy_bytes;
     max_elems = ucs_max(ucs_min(max_elems, UINT_MAX), 256);
     return ucs_mpool_init(&iface->rx_copy_mp, 0, elem_size, align_offset,
-                          alignment, 256, max_elems, &uct_rc_sr_copy_mpool_ops,
+                          alignment, 256, max_elems, &aptus_mpool_plain_ops,
                           "uct_rc_sr_rx_copy");
 }
 
@@ -596,7 +558,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
             config->rx_copy_thresh, config->seg_size);
         return UCS_ERR_INVALID_PARAM;
     }
-    status = uct_rc_sr_iface_am_alignment(params, &self->am_alignment,
+    status = uct_aptus_iface_am_alignment("rc_sr", params, &self->am_alignment,
                                           &self->am_align_offset);
     if (status != UCS_OK) {
         return status;

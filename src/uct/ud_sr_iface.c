@@ -7,6 +7,7 @@
 
 #include "ud_sr_iface.h"
 #include "ud_sr_ep.h"
+#include "aptus_iface.h"
 #include "../wire/sock/sock_dgram.h"
 #include "../wire/sock/sock_netif.h"
 
@@ -578,39 +579,6 @@ static void uct_ud_sr_chan_config(const uct_ud_sr_iface_config_t *config,
     chan_config->max_peers        = config->max_peers;
 }
 
-/* The AM alignment the user asks for: like UCX's transports, but a value
- * that cannot be honoured is refused rather than ignored. */
-static ucs_status_t uct_ud_sr_am_alignment(const uct_iface_params_t *params,
-                                           aptus_ud_chan_config_t *chan_config)
-{
-    uint64_t mask = params->field_mask;
-
-    chan_config->am_align        = 0;
-    chan_config->am_align_offset = 0;
-    if (!(mask & UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT)) {
-        if (mask & UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET) {
-            ucs_error("ud_sr: am_align_offset given without am_alignment");
-            return UCS_ERR_INVALID_PARAM;
-        }
-        return UCS_OK;
-    }
-    if ((params->am_alignment == 0) || !ucs_is_pow2(params->am_alignment)) {
-        ucs_error("ud_sr: am_alignment %zu is not a power of 2",
-                  params->am_alignment);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    chan_config->am_align = params->am_alignment;
-    chan_config->am_align_offset =
-        UCT_IFACE_PARAM_VALUE(params, am_align_offset, AM_ALIGN_OFFSET, 0);
-    if (chan_config->am_align_offset >= chan_config->am_align) {
-        ucs_error("ud_sr: am_align_offset %zu must be less than am_alignment "
-                  "%zu",
-                  chan_config->am_align_offset, chan_config->am_align);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    return UCS_OK;
-}
-
 static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
                            const uct_iface_params_t *params,
                            const uct_iface_config_t *tl_config)
@@ -647,7 +615,9 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
     uct_ud_sr_chan_config(
         config, UCT_IFACE_PARAM_VALUE(params, rx_headroom, RX_HEADROOM, 0),
         &chan_config);
-    status = uct_ud_sr_am_alignment(params, &chan_config);
+    status = uct_aptus_iface_am_alignment("ud_sr", params,
+                                          &chan_config.am_align,
+                                          &chan_config.am_align_offset);
     if (status != UCS_OK) {
         return status;
     }

@@ -21,6 +21,7 @@
 #include "sock_conn.h"
 #include "sock_dgram.h"
 #include "sock_netif.h"
+#include "../../base/aptus_mpool.h"
 #include "../../proto/le.h"
 #include "../../proto/rc_sr_proto.h"
 
@@ -82,14 +83,6 @@ typedef struct aptus_sock_conn_wire {
     ucs_list_link_t zombies; /* closed from a handler, freed after */
     int in_progress;
 } aptus_sock_conn_wire_t;
-
-static ucs_mpool_ops_t aptus_sock_conn_mpool_ops = { .chunk_alloc =
-                                                         ucs_mpool_chunk_malloc,
-                                                     .chunk_release =
-                                                         ucs_mpool_chunk_free,
-                                                     .obj_init    = NULL,
-                                                     .obj_cleanup = NULL,
-                                                     .obj_str     = NULL };
 
 static inline aptus_sock_conn_wire_t *aptus_sock_cw(aptus_conn_wire_t *wire)
 {
@@ -896,7 +889,7 @@ ucs_status_t aptus_sock_conn_open(const char *dev_name,
         &cw->rx_mp, 0, ucs_max(cw->super.rx_buf_size, align_offset),
         align_offset, alignment, ucs_min(32, config->rx_buffers),
         ucs_max(config->rx_max_buffers, config->rx_buffers),
-        &aptus_sock_conn_mpool_ops, "aptus_conn_rx");
+        &aptus_mpool_plain_ops, "aptus_conn_rx");
     if (status != UCS_OK) {
         goto err_free;
     }

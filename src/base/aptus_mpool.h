@@ -1,0 +1,20 @@
+/*
+ * UCX-Aptus: memory-pool operations shared by every layer.
+ */
+#ifndef APTUS_MPOOL_H_
+#define APTUS_MPOOL_H_
+
+#include <ucs/datastruct/mpool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Pools of plain objects: chunks from malloc, no per-object set-up. */
+extern ucs_mpool_ops_t aptus_mpool_plain_ops;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
