@@ -14,7 +14,7 @@
 #                        see more load)
 #     --build-dir DIR    scratch area (default /work/ucx-gtest-build)
 #     --dev NAME         network device (default lo)
-#     --test-timeout S   per-test watchdog of UCX's gtest (default 120)
+#     --test-timeout S   per-test watchdog of UCX's gtest (default 300)
 #     --suite-timeout S  wall-clock limit of one suite on one transport,
 #                        restarts included (default 900)
 #     --asan             build the module with AddressSanitizer and preload
@@ -43,7 +43,7 @@ module=$repo
 jobs=$(nproc 2>/dev/null || echo 2)
 B=/work/ucx-gtest-build
 dev=lo
-test_timeout=120
+test_timeout=300
 suite_timeout=900
 asan=0
 rebuild_ucx=0
