@@ -429,7 +429,7 @@ resolve_frames() {
 # Runs one suite on one transport; restarts after a crash or hang with the
 # tests not yet run. Writes $logs/<tl>/<suite>.res.
 run_suite() { # tl suite
-    local tl=$1 suite=$2 res dir rest n=0 rc t0 left log filt
+    local tl=$1 suite=$2 res dir rest n=0 rc t0 left log filt t
     dir=$logs/$tl; mkdir -p "$dir/details"
     res=$dir/$suite.res; : >"$res"
     mapfile -t rest < <(tests_of "$tl" "$suite")
@@ -438,7 +438,9 @@ run_suite() { # tl suite
     while [ ${#rest[@]} -gt 0 ]; do
         left=$(( suite_timeout - ($(date +%s) - t0) ))
         if [ $left -le 5 ]; then
-            printf 'notrun\t%s\tsuite time limit (%ss) reached\n' "${rest[@]}" >>"$res"
+            for t in "${rest[@]}"; do
+                printf 'notrun\t%s\tsuite time limit (%ss) reached\n' "$t" "$suite_timeout"
+            done >>"$res"
             break
         fi
         n=$((n + 1)); log=$dir/$suite.$n.log
