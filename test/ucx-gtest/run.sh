@@ -354,28 +354,30 @@ parse_log() { # log rc detaildir
         sub(/^\[ +INFO \][^[]*/, "", sym)       # text printed before a crash on the same line
         if (status == "crashed" || status == "hung") {
             n = 0; top = ""; insig = 0
-            for (i = 1; i <= nb; i++) {
-                if (buf[i] !~ /^ *#?[0-9]+ +(0x[0-9a-f]+ in |\/|\[0x|.*\(.*\+0x)/) continue
+            for (i = (nb > 3000 ? nb - 2999 : 1); i <= nb; i++) {
+                l = buf[i % 3000]
+                if (l !~ /^ *#?[0-9]+ +(0x[0-9a-f]+ in |\/|\[0x|.*\(.*\+0x)/) continue
                 # UCX signal handler: skip its frames up to the sigreturn frame in libc
-                if (buf[i] ~ /\(ucs_handle_error\+/) { insig = 1; continue }
-                if (insig) { if (buf[i] ~ /libc\.so/) insig = 0; continue }
-                f = fname(buf[i])
+                if (l ~ /\(ucs_handle_error\+/) { insig = 1; continue }
+                if (insig) { if (l ~ /libc\.so/) insig = 0; continue }
+                f = fname(l)
                 if (f == "" || f ~ /^@.*(libc\.so|ld-linux)/ || f ~ /^(ucs_handle_error|ucs_debug_|ucs_error_|ucs_log_|ucs_fatal_error|__ucs_abort|__assert|abort|raise|gsignal|__restore_rt|__GI_|__pthread_kill|pthread_kill|__interceptor|__asan|__sanitizer|ucs_async_signal|ucs_sys_signal|_ZN7testing|_ZN3ucs9test_base|start_thread|clone|__libc)/) continue
                 top = top (n ? " < " : "") f; if (++n == 4) break
             }
             sym = trim(sym); if (top != "") sym = sym " | stack: " top
             safe = cur; gsub(/[^A-Za-z0-9_.-]/, "_", safe)
             d = ddir "/" safe ".txt"
-            for (i = 1; i <= nb; i++) print buf[i] > d
+            for (i = (nb > 3000 ? nb - 2999 : 1); i <= nb; i++) print buf[i % 3000] > d
             close(d)
         }
         if (status != "crashed" && status != "hung") sym = trim(sym)
         print status "\t" cur "\t" sym
         cur = ""
     }
-    /^\[ RUN      \] / { cur = $4; skip = 0; skipr = ""; fsym = ""; csym = ""; nb = 0; wantmsg = 0; next }
+    /^\[ RUN      \] / { cur = $4; skip = 0; skipr = ""; fsym = ""; csym = ""; nb = 0; wantmsg = 0; wd = 0; next }
     cur == "" { next }
-    { if (nb < 2000) buf[++nb] = $0 }
+    { buf[++nb % 3000] = $0 }         # the last 3000 lines of the test
+    /abort testing/ { wd = 1 }           # the gtest watchdog fired
     /^\[     SKIP \]/ { skip = 1; skipr = $0; sub(/^\[ *SKIP \] */, "", skipr); next }
     /^\[  SKIPPED \] / { finish("skipped", skipr); next }
     /^\[       OK \] / { finish(skip ? "skipped" : "passed", skipr); next }
@@ -384,14 +386,14 @@ parse_log() { # log rc detaildir
     wantmsg > 0 { if ($0 !~ /^ *$/) { l = $0; gsub(/^ +/, "", l); fsym = fsym " " l; wantmsg-- }; next }
     fsym == "" && /: Failure$|^Failure$/ {
         l = $0; sub(/: Failure$/, "", l); sub(/.*\//, "", l); fsym = l ":"; wantmsg = 5; next }
-    /AddressSanitizer|runtime error:|Assertion .* failed|Caught signal|abort testing|Fatal:|terminate called|Aborted|double free|corrupt|free\(\): invalid|malloc\(\)|munmap_chunk|stack smashing/ {
-        if (csym == "" || csym ~ /abort testing/) csym = $0 }
+    /AddressSanitizer|runtime error:|Assertion .* failed|Caught signal|Fatal:|terminate called|Aborted|double free|corrupt|free\(\): invalid|malloc\(\)|munmap_chunk|stack smashing/ {
+        if (csym == "") csym = $0 }
     fsym == "" && csym == "" && /UCX +(ERROR|FATAL)/ { csym = $0 }
     END {
         if (cur != "") {
-            if (rc == 124 || rc == 137) finish("hung", "outer timeout (killed) " csym)
-            else if (csym ~ /abort testing/ || fsym ~ /abort testing/)
-                finish("hung", "killed by the gtest watchdog (-t) " (csym ~ /abort testing/ ? "" : csym))
+            if (fsym ~ /abort testing/) fsym = ""
+            if (rc == 124 || rc == 137) finish("hung", "outer timeout (killed); " (csym != "" ? csym : fsym))
+            else if (wd) finish("hung", "killed by the gtest watchdog (-t); " (csym != "" ? csym : fsym))
             else finish("crashed", (csym != "" ? csym : fsym) " (exit " rc ")")
         }
     }' "$1" | if command -v c++filt >/dev/null; then c++filt; else cat; fi
