@@ -549,12 +549,16 @@ results=$B/results.md
     echo
     for tl in "${TLS[@]}"; do
         echo
-        echo "## $tl: failed, crashed, hung, not run"
+        echo "## $tl: failed, crashed, hung"
         echo
         out=$(for suite in "${ran_suites[@]}"; do
                   [ -f "$logs/$tl/$suite.res" ] || continue
-                  awk -F'\t' '$1 != "passed" && $1 != "skipped" {
-                      printf "- `%s` **%s**: %s\n", $2, $1, $3 }' "$logs/$tl/$suite.res"
+                  awk -F'\t' -v s="$tl/$suite" '
+                      $1 == "notrun" { nr++; next }
+                      $1 != "passed" && $1 != "skipped" {
+                          printf "- `%s` **%s**: %s\n", $2, $1, $3 }
+                      END { if (nr) printf "- `%s`: %d tests **not run** (suite time limit)\n", s, nr }' \
+                      "$logs/$tl/$suite.res"
               done)
         if [ -n "$out" ]; then echo "$out"; else echo "(none)"; fi
     done
