@@ -104,8 +104,17 @@ static void uct_rc_sr_release_copy_desc(uct_recv_desc_t *self, void *desc)
 
     iface->rx_held_now--;
     iface->rx_held_bytes -= iface->rx_copy_bytes;
-    ucs_mpool_put_inline(
-        UCS_PTR_BYTE_OFFSET(desc, -(ptrdiff_t)sizeof(uct_recv_desc_t *)));
+    ucs_mpool_put_inline(UCS_PTR_BYTE_OFFSET(
+        desc, -(ptrdiff_t)(sizeof(uct_recv_desc_t *) + iface->rx_copy_pad)));
+}
+
+/* UCT finds the release callback in the pointer just before a kept
+ * descriptor. With an AM alignment offset and a headroom that do not add up
+ * to a multiple of 8, that pointer is unaligned: store it bytewise. */
+static inline void uct_rc_sr_set_release(void *desc, uct_recv_desc_t *release)
+{
+    memcpy(UCS_PTR_BYTE_OFFSET(desc, -(ptrdiff_t)sizeof(release)), &release,
+           sizeof(release));
 }
 
 /* Delivers a small message from a copy, aligned as the user asked. Returns
@@ -121,9 +130,10 @@ static int uct_rc_sr_deliver_copy(uct_rc_sr_iface_t *iface, uint8_t am_id,
         iface->rx_copy_full++;
         return 0;
     }
-    desc                = UCS_PTR_BYTE_OFFSET(obj, sizeof(uct_recv_desc_t *));
+    desc = UCS_PTR_BYTE_OFFSET(obj, iface->rx_copy_pad +
+                                        sizeof(uct_recv_desc_t *));
     copy                = UCS_PTR_BYTE_OFFSET(desc, iface->rx_headroom);
-    uct_recv_desc(desc) = &iface->release_copy_desc;
+    uct_rc_sr_set_release(desc, &iface->release_copy_desc);
     memcpy(copy, data, length);
     iface->rx_copied++;
     uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV, am_id, copy,
@@ -162,7 +172,7 @@ static ucs_status_t uct_rc_sr_deliver(void *arg, uint8_t am_id, void *data,
     if (status == UCS_INPROGRESS) {
         /* the receiver keeps the message in its buffer */
         desc                = (uint8_t *)data - iface->rx_headroom;
-        uct_recv_desc(desc) = &iface->release_desc;
+        uct_rc_sr_set_release(desc, &iface->release_desc);
         aptus_conn_buf_hold(buf);
         iface->rx_held_now++;
         iface->rx_held_bytes += iface->wire->rx_buf_size;
@@ -477,16 +487,21 @@ static uct_iface_internal_ops_t uct_rc_sr_iface_internal_ops = {
         (uct_ep_invalidate_func_t)ucs_empty_function_return_unsupported,
 };
 
-/* Copy descriptors of small messages: [release pointer][user's headroom]
- * [data], the data aligned as asked; bounded by the pool's memory. */
+/* Copy descriptors of small messages: [pad][release pointer][user's
+ * headroom][data], the data aligned as asked; bounded by the pool's
+ * memory. */
 static ucs_status_t uct_rc_sr_iface_copy_mpool_init(uct_rc_sr_iface_t *iface)
 {
-    size_t head         = sizeof(uct_recv_desc_t *) + iface->rx_headroom;
+    /* padding in front keeps the element (and ucs_mpool's header before
+     * it) 8-byte aligned whatever the headroom and the offset add up to */
+    size_t pad = -(iface->rx_headroom + iface->am_align_offset) & 7;
+    size_t head = pad + sizeof(uct_recv_desc_t *) + iface->rx_headroom;
     size_t alignment    = ucs_max(iface->am_alignment, sizeof(uint64_t));
     size_t elem_size    = head + ucs_max(iface->rx_copy_thresh, 1);
     size_t align_offset = (head + iface->am_align_offset) & (alignment - 1);
     size_t max_elems;
 
+    iface->rx_copy_pad = pad;
     elem_size = ucs_max(elem_size, align_offset); /* as ucs_mpool requires */
     /* the stride ucs_mpool gives an element, header included */
     iface->rx_copy_bytes =

@@ -57,6 +57,7 @@ typedef struct uct_rc_sr_iface {
      * the user holds does not pin a whole receive buffer. */
     size_t rx_copy_thresh;
     size_t rx_copy_bytes; /* what one copy descriptor takes */
+    size_t rx_copy_pad;   /* bytes before a copy descriptor's release pointer */
     ucs_mpool_t rx_copy_mp;
     uct_recv_desc_t release_copy_desc;
     size_t am_alignment; /* (data + am_align_offset) of a descriptor */

@@ -872,8 +872,13 @@ ucs_status_t aptus_sock_conn_open(const char *dev_name,
     cw->super.ops          = &aptus_sock_conn_ops;
     cw->super.host_id      = ucs_get_system_id();
     cw->config             = *config;
-    cw->config.rx_headroom = ucs_align_up(config->rx_headroom, 8);
-    cw->area_size          = APTUS_FRAME_HDR_LEN + config->max_frame;
+    /* The headroom grows by up to 7 bytes so that the byte to align sits a
+     * multiple of 8 bytes after the buffer's start: the buffer header then
+     * stays 8-byte aligned whatever offset the user asked for. */
+    cw->config.rx_headroom =
+        ucs_align_up(config->rx_headroom, 8) +
+        (-(sizeof(aptus_conn_buf_t) + config->rx_align_offset) & 7);
+    cw->area_size = APTUS_FRAME_HDR_LEN + config->max_frame;
     cw->super.rx_buf_size =
         sizeof(aptus_conn_buf_t) + cw->config.rx_headroom + cw->area_size;
     ucs_list_head_init(&cw->conns);
@@ -885,6 +890,7 @@ ucs_status_t aptus_sock_conn_open(const char *dev_name,
     align_offset = (sizeof(aptus_conn_buf_t) + cw->config.rx_headroom +
                     config->rx_align_offset) &
                    (alignment - 1);
+    ucs_assert((align_offset % 8) == 0);
     status = ucs_mpool_init(
         &cw->rx_mp, 0, ucs_max(cw->super.rx_buf_size, align_offset),
         align_offset, alignment, ucs_min(32, config->rx_buffers),
