@@ -824,6 +824,12 @@ ucs_status_t aptus_rc_chan_check(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer)
         aptus_rc_link_report(chan, link);
         return UCS_OK;
     }
+    if (link->flags & APTUS_RC_LINK_PEER_GONE) {
+        /* The peer's endpoint said BYE: to UCP's keepalive the peer is
+         * gone, as it is over UCX's tcp when the peer closes its socket. */
+        aptus_rc_link_failed(chan, link, UCS_ERR_ENDPOINT_TIMEOUT);
+        return UCS_OK;
+    }
     if (link->conn == NULL) {
         return UCS_OK; /* between two connections of a switch */
     }

@@ -1116,6 +1116,26 @@ TEST_F(uct_rc_sr, check_in_flight_when_peer_closes_is_reported)
     EXPECT_EQ(1, m_a.err.count.load());
 }
 
+/* UCP's keepalive (test_ucp_peer_failure_keepalive.kill_receiver): the
+ * peer destroyed its endpoint, its interface lives on; a check reports it. */
+TEST_F(uct_rc_sr, check_after_the_peer_endpoint_went_is_reported)
+{
+    setup_pair();
+    std::vector<uint8_t> d = pattern(3, 32);
+    ASSERT_EQ(UCS_OK, uct_ep_am_short(m_a.ep, 1, 0, d.data(), d.size()));
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == 1; }));
+    uct_ep_destroy(m_b.ep);
+    m_b.ep = nullptr;
+    settle(0.05); /* the BYE arrives */
+    EXPECT_EQ(0, m_a.err.count.load());
+    EXPECT_EQ(UCS_OK, uct_ep_check(m_a.ep, 0, NULL));
+    ASSERT_TRUE(wait_for([&] { return m_a.err.count.load() > 0; }, 10));
+    EXPECT_EQ(m_a.ep, m_a.err.ep);
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, m_a.err.status);
+    settle(0.01);
+    EXPECT_EQ(1, m_a.err.count.load());
+}
+
 TEST_F(uct_rc_sr, am_short_length_limit_is_max_short)
 {
     setup_pair();
