@@ -587,7 +587,7 @@ ucs_status_t aptus_ud_chan_peer_connect(aptus_ud_chan_t *chan,
         return UCS_ERR_EXCEEDS_LIMIT;
     }
 
-    peer->flags |= APTUS_UD_PEER_USER;
+    peer->flags = (peer->flags | APTUS_UD_PEER_USER) & ~APTUS_UD_PEER_USER_GONE;
     *peer_p = peer;
     return UCS_OK;
 }
@@ -644,7 +644,7 @@ void aptus_ud_chan_peer_disconnect(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
      * before the flushes that cover them, and nothing of this endpoint may
      * run after it is gone. */
     aptus_ud_comp_list_dispatch(&chan->async_comps);
-    peer->flags &= ~APTUS_UD_PEER_USER;
+    peer->flags = (peer->flags & ~APTUS_UD_PEER_USER) | APTUS_UD_PEER_USER_GONE;
     if (peer->ext != NULL) {
         ucs_arbiter_group_purge(&chan->pending, &peer->ext->pending,
                                 aptus_ud_pending_drop_cb, NULL);

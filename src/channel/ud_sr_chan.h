@@ -99,7 +99,8 @@ enum {
     APTUS_UD_PEER_REPORTED = 1u << 4, /* failure queued for the user */
     APTUS_UD_PEER_IN_SOON  = 1u << 5, /* on the next-progress ACK list */
     APTUS_UD_PEER_QUIET    = 1u << 6, /* failed by the user's own cancel */
-    APTUS_UD_PEER_DEAD     = 1u << 7  /* on the reclaim list */
+    APTUS_UD_PEER_DEAD     = 1u << 7, /* on the reclaim list */
+    APTUS_UD_PEER_USER_GONE = 1u << 8 /* its endpoint was destroyed */
 };
 
 /*
@@ -116,7 +117,7 @@ struct aptus_ud_peer {
     uint32_t remote_key;    /* remote interface key (incarnation) */
     uint32_t active_idx;    /* slot in chan->active, or UINT32_MAX */
     uint16_t conn_id;
-    uint8_t flags;
+    uint16_t flags;
 };
 
 /* Rare per-peer state, allocated only while in use. */

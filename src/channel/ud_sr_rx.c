@@ -150,6 +150,16 @@ static int aptus_ud_rx_inorder(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         if (ucs_unlikely(desc->flags & APTUS_UD_SR_F_NOP)) {
             ucs_mpool_put_inline(
                 desc); /* an endpoint check: nothing for the user */
+            if ((peer->flags &
+                 (APTUS_UD_PEER_USER | APTUS_UD_PEER_USER_GONE)) ==
+                APTUS_UD_PEER_USER_GONE) {
+                /* The endpoint it checks was destroyed here: the check
+                 * fails, as over UCX's tcp once the socket is closed (UCP's
+                 * keepalive relies on it). */
+                aptus_ud_tx_send_ctl(chan, peer, APTUS_UD_SR_TYPE_RESET, 0);
+                aptus_ud_chan_peer_fail(chan, peer, UCS_ERR_CONNECTION_RESET);
+                return 0;
+            }
             return 1;
         }
         aptus_ud_rx_align(chan, desc);

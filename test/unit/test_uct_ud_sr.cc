@@ -889,6 +889,34 @@ TEST_F(uct_ud_sr, repeated_ep_check_always_reports_a_killed_peer)
     EXPECT_EQ(1, m_a.err.count.load());
 }
 
+/* UCP's keepalive (test_ucp_peer_failure_keepalive.kill_receiver): the peer
+ * destroyed its endpoint but keeps its interface, which still acknowledges
+ * the stream; a check must report the endpoint gone. */
+TEST_F(uct_ud_sr, ep_check_reports_a_destroyed_peer_endpoint)
+{
+    setup_pair();
+    std::vector<uint8_t> d = pattern(3, 32);
+    ASSERT_EQ(UCS_OK, uct_ep_am_short(m_a.ep, 1, 0, d.data(), d.size()));
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == 1; }));
+    /* while the peer's endpoint lives, the check passes */
+    EXPECT_EQ(UCS_OK, uct_ep_check(m_a.ep, 0, NULL));
+    EXPECT_EQ(UCS_OK, flush_ep(m_a.ep));
+    EXPECT_EQ(0, m_a.err.count.load());
+
+    uct_ep_destroy(m_b.ep);
+    m_b.ep = nullptr;
+    EXPECT_EQ(UCS_OK, uct_ep_check(m_a.ep, 0, NULL));
+    ASSERT_TRUE(wait_for([&] { return m_a.err.count.load() > 0; }));
+    EXPECT_EQ(m_a.ep, m_a.err.ep);
+    /* once the failed endpoint is gone (as UCP destroys it), a new endpoint
+     * of the peer to us works again */
+    uct_ep_destroy(m_a.ep);
+    m_a.ep = nullptr;
+    connect(m_b, m_a);
+    ASSERT_EQ(UCS_OK, uct_ep_am_short(m_b.ep, 1, 0, d.data(), d.size()));
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_a) == 1; }));
+}
+
 TEST_F(uct_ud_sr, more_than_255_endpoints_fail_and_go_then_a_new_one_works)
 {
     ASSERT_EQ(UCS_OK, open(m_a));
