@@ -32,28 +32,14 @@ static int aptus_rc_link_idle(const aptus_rc_link_t *link)
            ucs_queue_is_empty((ucs_queue_head_t *)&link->flushes);
 }
 
-/* Requests wait on the link, besides the one being dispatched: that one
- * stands in its group until its callback returns, and may send and flush. */
+/* Requests wait on the link ahead of the caller. The request being
+ * dispatched heads its group until its callback returns: what queues behind
+ * it was issued later, so its sends and flushes do not wait for those. */
 static int aptus_rc_link_waiting(const aptus_rc_chan_t *chan,
-                                 aptus_rc_link_t *link)
-{
-    ucs_arbiter_group_t *group = &link->pending;
-
-    if (ucs_arbiter_group_is_empty(group)) {
-        return 0;
-    } else if (chan->dispatching != link) {
-        return 1;
-    }
-    return group->tail->next != group->tail;
-}
-
-/* Whether a send must wait behind requests already on the pending queue
- * (not when it comes from the request being dispatched). */
-static int aptus_rc_link_send_blocked(const aptus_rc_chan_t *chan,
-                                      aptus_rc_link_t *link)
+                                 const aptus_rc_link_t *link)
 {
     return (chan->dispatching != link) &&
-           !ucs_arbiter_group_is_empty(&link->pending);
+           !ucs_arbiter_group_is_empty((ucs_arbiter_group_t *)&link->pending);
 }
 
 static void aptus_rc_link_init(aptus_rc_link_t *link, unsigned flags,
@@ -99,16 +85,18 @@ static void aptus_rc_accepted_free(aptus_rc_chan_t *chan, aptus_rc_link_t *link)
 {
     aptus_rc_link_t *user;
 
+    ucs_debug("rc_sr: link %p flags 0x%x to 0x%08x closed", link, link->flags,
+              link->peer_key);
     if (link->flags & APTUS_RC_LINK_CLAIMED) {
-        /* the connection a switch was moving to is gone */
+        /* The connection a switch was moving to is gone. The SWITCH went
+         * out on the old one, after which the peer takes nothing there: no
+         * connection is left to the peer. */
         ucs_list_for_each(user, &chan->links, list)
         {
             if (user->switch_to == link) {
                 user->switch_to = NULL;
                 user->flags &= ~APTUS_RC_LINK_SWITCHING;
-                if (user->conn == NULL) { /* no connection left */
-                    aptus_rc_link_failed(chan, user, UCS_ERR_CONNECTION_RESET);
-                }
+                aptus_rc_link_failed(chan, user, UCS_ERR_CONNECTION_RESET);
                 break;
             }
         }
@@ -262,6 +250,8 @@ static void aptus_rc_chan_pair(aptus_rc_chan_t *chan, aptus_rc_link_t *acc)
                                    sizeof(body)) != UCS_OK) {
             return; /* keep both connections */
         }
+        ucs_debug("rc_sr: link %p to 0x%08x moves to accepted link %p",
+                  user, user->peer_key, acc);
         user->flags |= APTUS_RC_LINK_SWITCHING;
         user->switch_to = acc;
         acc->flags |= APTUS_RC_LINK_CLAIMED;
@@ -275,6 +265,8 @@ static void aptus_rc_chan_switch(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
 {
     aptus_rc_link_t *ours;
 
+    ucs_debug("rc_sr: link %p: peer 0x%08x moves to connection %u", link,
+              link->peer_key, conn_id);
     ucs_list_for_each(ours, &chan->links, list)
     {
         if ((ours->flags & APTUS_RC_LINK_INITIATED) && (ours->conn != NULL) &&
@@ -292,6 +284,9 @@ static void aptus_rc_chan_switch(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
     }
 }
 
+static void aptus_rc_chan_orphan_drained(aptus_rc_chan_t *chan,
+                                         aptus_rc_link_t *link);
+
 /* Our switch completes: the endpoint's link takes the accepted one. */
 static void aptus_rc_chan_switched(aptus_rc_chan_t *chan, aptus_rc_link_t *acc)
 {
@@ -302,6 +297,8 @@ static void aptus_rc_chan_switched(aptus_rc_chan_t *chan, aptus_rc_link_t *acc)
         if (user->switch_to != acc) {
             continue;
         }
+        ucs_debug("rc_sr: link %p to 0x%08x took accepted link %p", user,
+                  user->peer_key, acc);
         if (user->conn != NULL) {
             user->conn->wire->ops->conn_close(user->conn);
         }
@@ -313,12 +310,20 @@ static void aptus_rc_chan_switched(aptus_rc_chan_t *chan, aptus_rc_link_t *acc)
         user->am_queued  = 0;
         user->switch_to  = NULL;
         user->flags &= ~(APTUS_RC_LINK_SWITCHING | APTUS_RC_LINK_INITIATED);
+        user->flags |= acc->flags & APTUS_RC_LINK_PEER_GONE;
         ucs_list_del(&acc->list);
         ucs_arbiter_group_cleanup(&acc->pending);
         ucs_free(acc);
         chan->num_accepted_links--;
         chan->stats.switched++;
-        aptus_rc_link_schedule(chan, user);
+        if (user->flags & APTUS_RC_LINK_ORPHAN) {
+            /* its endpoint went during the switch: the BYE said on the old
+             * connection came after the SWITCH, so the peer never read it */
+            user->flags |= APTUS_RC_LINK_BYE_OWED;
+            aptus_rc_chan_orphan_drained(chan, user);
+        } else {
+            aptus_rc_link_schedule(chan, user);
+        }
         return;
     }
     chan->stats.rx_malformed++; /* not ours to switch to: ignore it */
@@ -403,9 +408,12 @@ static void aptus_rc_chan_recv(void *arg, aptus_conn_t *conn, void *data,
         }
         break;
     case APTUS_RC_KIND_BYE:
-        if ((link->flags & APTUS_RC_LINK_USER) ||
+        ucs_debug("rc_sr: link %p flags 0x%x: BYE from 0x%08x", link,
+                  link->flags, link->peer_key);
+        if ((link->flags & (APTUS_RC_LINK_USER | APTUS_RC_LINK_CLAIMED)) ||
             (aptus_rc_link_backlog(link) > 0)) {
-            /* ours closes it, or the backlog does once it went out */
+            /* ours closes it (a switch in progress moves ours onto it), or
+             * the backlog does once it went out */
             link->flags |= APTUS_RC_LINK_PEER_GONE;
         } else {
             aptus_rc_accepted_free(chan, link); /* both sides are done */
@@ -544,6 +552,8 @@ static int aptus_rc_chan_share(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer,
         chan->num_accepted_links--;
         chan->num_user_links++;
         chan->stats.shared++;
+        ucs_debug("rc_sr: endpoint %p takes accepted link %p to 0x%08x",
+                  peer, acc, key);
         return 1;
     }
     return 0;
@@ -597,6 +607,9 @@ void aptus_rc_chan_disconnect(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer)
 {
     aptus_rc_link_t *link = &peer->link, *orphan;
 
+    ucs_debug("rc_sr: endpoint %p link flags 0x%x conn %p backlog %zu "
+              "disconnects", peer, link->flags, link->conn,
+              aptus_rc_link_backlog(link));
     aptus_rc_link_complete_flushes(link, UCS_ERR_CANCELED);
     if (!ucs_arbiter_group_is_empty(&link->pending)) {
         ucs_warn("rc_sr: endpoint %p destroyed with pending requests", peer);
@@ -666,7 +679,7 @@ ucs_status_t aptus_rc_chan_send_am(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
     if (ucs_unlikely(link->flags & APTUS_RC_LINK_FAILED)) {
         return aptus_rc_link_error(chan, link);
     }
-    if (aptus_rc_link_send_blocked(chan, link) ||
+    if (aptus_rc_link_waiting(chan, link) ||
         (link->flags & APTUS_RC_LINK_SWITCHING)) {
         return UCS_ERR_NO_RESOURCE; /* behind those already waiting */
     }
@@ -708,7 +721,7 @@ ucs_status_t aptus_rc_chan_rma_check(aptus_rc_chan_t *chan,
     if (ucs_unlikely(link->flags & APTUS_RC_LINK_FAILED)) {
         return aptus_rc_link_error(chan, link);
     }
-    if (aptus_rc_link_send_blocked(chan, link) || link->am_queued ||
+    if (aptus_rc_link_waiting(chan, link) || link->am_queued ||
         (link->flags & APTUS_RC_LINK_SWITCHING)) {
         return UCS_ERR_NO_RESOURCE;
     }
@@ -779,8 +792,7 @@ ucs_status_t aptus_rc_chan_flush(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
          * group being dispatched is not purged under its dispatcher) */
         aptus_rc_chan_pending_purge(chan, link, NULL, NULL);
     }
-    /* a flush from the callback of the link's last waiting request sees
-     * the queue empty: that request is done once the callback returns */
+    /* a flush from a pending callback covers what was issued before it */
     if (aptus_rc_link_waiting(chan, link) ||
         (link->flags & APTUS_RC_LINK_SWITCHING)) {
         return UCS_ERR_NO_RESOURCE;

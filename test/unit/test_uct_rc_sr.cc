@@ -130,6 +130,8 @@ class uct_rc_sr : public uct_aptus_test
         return sent;
     }
 
+    void reply_after_close_mid_merge(bool first_stays, bool delivered_first);
+
     /* am_bcopy, waiting for credits as long as it takes */
     void send_bcopy(uct_ep_h ep, std::vector<uint8_t> &data)
     {
@@ -912,6 +914,77 @@ TEST_F(uct_rc_sr, simultaneous_connections_merge_in_order)
     EXPECT_EQ(0, m_a.err.count.load() + m_b.err.count.load());
 }
 
+/* UCP's send_disconnect_reply: both sides connect at once; one side sends
+ * and destroys its endpoint (its BYE may arrive before the merge of the two
+ * connections completes), the other answers and destroys its endpoint: the
+ * answer arrives, and both connections close. */
+void uct_rc_sr::reply_after_close_mid_merge(bool first_stays,
+                                           bool delivered_first)
+{
+    ASSERT_EQ(UCS_OK, open(m_a));
+    ASSERT_EQ(UCS_OK, open(m_b));
+    auto key_of = [](entity &e) {
+        uct_rc_sr_iface_addr_t addr;
+        memcpy(&addr, e.iface_addr.data(), sizeof(addr));
+        return std::make_pair(uint32_t(addr.key), ntohs(addr.port));
+    };
+    /* the side with the smaller (key, port) keeps its connection */
+    bool a_stays  = key_of(m_a) < key_of(m_b);
+    entity &stays = a_stays ? m_a : m_b;
+    entity &moves = a_stays ? m_b : m_a;
+    entity &first = first_stays ? stays : moves;
+    entity &other = first_stays ? moves : stays;
+    connect(first, other);
+    connect(other, first);
+    for (unsigned i = 0; i < 8; ++i) {
+        std::vector<uint8_t> d = pattern(i, 8);
+        send_bcopy(first.ep, d);
+    }
+    if (delivered_first) {
+        /* the merge has started (or finished) when the endpoint goes */
+        ASSERT_TRUE(wait_for([&] { return rx_count(other) == 8; }));
+    }
+    uct_ep_destroy(first.ep);
+    first.ep = nullptr;
+    ASSERT_TRUE(wait_for([&] { return rx_count(other) == 8; }));
+    for (unsigned i = 0; i < 8; ++i) {
+        std::vector<uint8_t> d = pattern(i + 100, 8);
+        send_bcopy(other.ep, d);
+    }
+    uct_ep_destroy(other.ep);
+    other.ep = nullptr;
+    ASSERT_TRUE(wait_for([&] { return rx_count(first) == 8; }, 10));
+    for (unsigned i = 0; i < 8; ++i) {
+        ASSERT_EQ(pattern(i + 100, 8), first.rx.msgs[i]) << i;
+    }
+    EXPECT_EQ(0u, stats(m_a)["rx_malformed"] + stats(m_b)["rx_malformed"]);
+    EXPECT_TRUE(wait_for([&] {
+        return (stats(m_a)["conns_open"] == 0) &&
+               (stats(m_b)["conns_open"] == 0);
+    }, 10));
+    EXPECT_EQ(0, m_a.err.count.load() + m_b.err.count.load());
+}
+
+TEST_F(uct_rc_sr, reply_after_close_mid_merge_staying_side_first)
+{
+    reply_after_close_mid_merge(true, false);
+}
+
+TEST_F(uct_rc_sr, reply_after_close_mid_merge_moving_side_first)
+{
+    reply_after_close_mid_merge(false, false);
+}
+
+TEST_F(uct_rc_sr, reply_after_close_mid_merge_moving_side_delivered_first)
+{
+    reply_after_close_mid_merge(false, true);
+}
+
+TEST_F(uct_rc_sr, reply_after_close_mid_merge_staying_side_delivered_first)
+{
+    reply_after_close_mid_merge(true, true);
+}
+
 namespace
 {
 
@@ -1017,6 +1090,30 @@ TEST_F(uct_rc_sr, flush_from_pending_callback_completes)
         << "dispatched " << req.dispatched << " times";
     EXPECT_EQ(UCS_OK, req.comp.status);
     ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == 4; }));
+    EXPECT_EQ(UCS_OK, flush_ep(m_a.ep));
+}
+
+TEST_F(uct_rc_sr, flush_from_pending_callback_ignores_later_requests)
+{
+    /* UCP's rendezvous put flushes from its pending callback while other
+     * requests wait behind it: those are later operations, not covered by
+     * the flush (the first request must not wait for them forever) */
+    setup_pair({ { "CREDITS", "4" } });
+    ucs_status_t last;
+    EXPECT_EQ(4u, send_until_refused(m_a.ep, 16, 100, &last));
+    pending_flush first;
+    first.ep         = m_a.ep;
+    first.super.func = pending_flush_cb;
+    init_comp(first.comp);
+    pending_am second;
+    second.ep         = m_a.ep;
+    second.super.func = pending_am_cb;
+    ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_a.ep, &first.super, 0));
+    ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_a.ep, &second.super, 0));
+    ASSERT_TRUE(wait_for([&] { return first.comp.done == 1; }, 10))
+        << "dispatched " << first.dispatched << " times";
+    EXPECT_EQ(UCS_OK, first.comp.status);
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == 5; }));
     EXPECT_EQ(UCS_OK, flush_ep(m_a.ep));
 }
 
