@@ -508,10 +508,17 @@ void aptus_rc_chan_init(aptus_rc_chan_t *chan, aptus_conn_wire_t *wire,
 
 void aptus_rc_chan_cleanup(aptus_rc_chan_t *chan)
 {
-    aptus_rc_link_t *link, *tmp;
+    aptus_rc_link_t *link;
 
-    ucs_list_for_each_safe(link, tmp, &chan->links, list)
+    /* merges in progress end here: no link fails another as it goes */
+    ucs_list_for_each(link, &chan->links, list)
     {
+        link->flags &= ~(APTUS_RC_LINK_SWITCHING | APTUS_RC_LINK_CLAIMED);
+        link->switch_to = NULL;
+    }
+    /* each step removes the first link (and may append an orphan) */
+    while (!ucs_list_is_empty(&chan->links)) {
+        link = ucs_list_head(&chan->links, aptus_rc_link_t, list);
         if (link->flags & APTUS_RC_LINK_USER) {
             ucs_warn("rc_sr: endpoint %p still connected at interface close",
                      ucs_container_of(link, aptus_rc_peer_t, link));
@@ -797,9 +804,14 @@ ucs_status_t aptus_rc_chan_flush(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
         (link->flags & APTUS_RC_LINK_SWITCHING)) {
         return UCS_ERR_NO_RESOURCE;
     }
+    if ((link->flags & (APTUS_RC_LINK_FAILED | APTUS_RC_LINK_EOF)) ==
+        APTUS_RC_LINK_FAILED) {
+        return link->error; /* broken, not closed in order */
+    }
     if (aptus_rc_link_backlog(link) == 0) {
         /* everything is in the connection (puts and gets complete at
-         * once); a connection the peer closed has nothing left to flush */
+         * once); a connection the peer closed in order has nothing left to
+         * flush */
         return UCS_OK;
     }
     flush = ucs_malloc(sizeof(*flush), "aptus_rc_flush");
@@ -824,6 +836,21 @@ ucs_status_t aptus_rc_chan_flush_all(aptus_rc_chan_t *chan)
         }
     }
     return UCS_OK;
+}
+
+void aptus_rc_chan_invalidate(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer)
+{
+    aptus_rc_link_t *link = &peer->link;
+
+    if (link->flags & APTUS_RC_LINK_SWITCHING) {
+        /* the accepted connection stays the peer's, as any accepted one */
+        if (link->switch_to != NULL) {
+            link->switch_to->flags &= ~APTUS_RC_LINK_CLAIMED;
+            link->switch_to = NULL;
+        }
+        link->flags &= ~APTUS_RC_LINK_SWITCHING;
+    }
+    aptus_rc_link_failed(chan, link, UCS_ERR_CANCELED);
 }
 
 ucs_status_t aptus_rc_chan_check(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer)

@@ -165,6 +165,11 @@ ucs_status_t aptus_rc_chan_flush(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
                                  unsigned flags, uct_completion_t *comp);
 ucs_status_t aptus_rc_chan_flush_all(aptus_rc_chan_t *chan);
 
+/* Fail the endpoint's link now (uct_ep_invalidate): its connection closes,
+ * outstanding flushes complete with an error, and the failure is reported
+ * to the owner, as when the connection breaks. */
+void aptus_rc_chan_invalidate(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer);
+
 /* Keepalive: a NOP on the connection; a broken one is reported. */
 ucs_status_t aptus_rc_chan_check(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer);
 

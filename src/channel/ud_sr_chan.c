@@ -555,7 +555,7 @@ ucs_status_t aptus_ud_chan_peer_connect(aptus_ud_chan_t *chan,
                                         uint32_t remote_key,
                                         aptus_ud_peer_t **peer_p)
 {
-    aptus_ud_peer_t *peer;
+    aptus_ud_peer_t *peer = NULL;
     unsigned conn_id;
 
     /* Both sides pick the lowest free stream, so two endpoints created
@@ -769,6 +769,12 @@ void aptus_ud_chan_peer_fail(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         chan->ops->peer_failed(chan->ops_arg, peer, status);
     }
     aptus_ud_chan_peer_bury(chan, peer);
+}
+
+void aptus_ud_chan_peer_invalidate(aptus_ud_chan_t *chan,
+                                   aptus_ud_peer_t *peer)
+{
+    aptus_ud_chan_peer_fail(chan, peer, UCS_ERR_ENDPOINT_TIMEOUT);
 }
 
 void aptus_ud_chan_tick(aptus_ud_chan_t *chan)

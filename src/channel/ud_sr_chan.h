@@ -412,6 +412,12 @@ void aptus_ud_chan_pending_purge(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
  * is outstanding anyway (uct_ep_check, UCP's keepalive). */
 ucs_status_t aptus_ud_chan_check(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer);
 
+/* Fail the stream now, as if the peer had stopped answering
+ * (uct_ep_invalidate): outstanding sends and flushes complete with an
+ * error and the failure is reported through ops->peer_failed. */
+void aptus_ud_chan_peer_invalidate(aptus_ud_chan_t *chan,
+                                   aptus_ud_peer_t *peer);
+
 ucs_status_t aptus_ud_chan_flush(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
                                  unsigned flags, uct_completion_t *comp);
 

@@ -342,3 +342,10 @@ ucs_status_t uct_rc_sr_ep_check(uct_ep_h tl_ep, unsigned flags,
     return aptus_rc_chan_check(&uct_rc_sr_ep_iface(tl_ep)->chan,
                                uct_rc_sr_ep_peer(tl_ep));
 }
+
+ucs_status_t uct_rc_sr_ep_invalidate(uct_ep_h tl_ep, unsigned flags)
+{
+    aptus_rc_chan_invalidate(&uct_rc_sr_ep_iface(tl_ep)->chan,
+                             uct_rc_sr_ep_peer(tl_ep));
+    return UCS_OK;
+}

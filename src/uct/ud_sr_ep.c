@@ -311,3 +311,13 @@ ucs_status_t uct_ud_sr_ep_check(uct_ep_h tl_ep, unsigned flags,
     UCT_UD_SR_LEAVE(iface);
     return status;
 }
+
+ucs_status_t uct_ud_sr_ep_invalidate(uct_ep_h tl_ep, unsigned flags)
+{
+    uct_ud_sr_iface_t *iface = uct_ud_sr_ep_iface(tl_ep);
+
+    UCT_UD_SR_ENTER(iface);
+    aptus_ud_chan_peer_invalidate(&iface->chan, uct_ud_sr_ep_peer(tl_ep));
+    UCT_UD_SR_LEAVE(iface);
+    return UCS_OK;
+}

@@ -30,6 +30,8 @@ void uct_ud_sr_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
 ucs_status_t uct_ud_sr_ep_flush(uct_ep_h tl_ep, unsigned flags,
                                 uct_completion_t *comp);
 ucs_status_t uct_ud_sr_ep_fence(uct_ep_h tl_ep, unsigned flags);
+ucs_status_t uct_ud_sr_ep_invalidate(uct_ep_h tl_ep, unsigned flags);
+
 ucs_status_t uct_ud_sr_ep_check(uct_ep_h tl_ep, unsigned flags,
                                 uct_completion_t *comp);
 

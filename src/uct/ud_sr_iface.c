@@ -550,8 +550,7 @@ static uct_iface_internal_ops_t uct_ud_sr_iface_internal_ops = {
     .iface_estimate_perf = uct_base_iface_estimate_perf,
     .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function,
     .ep_query = (uct_ep_query_func_t)ucs_empty_function_return_unsupported,
-    .ep_invalidate =
-        (uct_ep_invalidate_func_t)ucs_empty_function_return_unsupported,
+    .ep_invalidate       = uct_ud_sr_ep_invalidate,
 };
 
 static void uct_ud_sr_chan_config(const uct_ud_sr_iface_config_t *config,

@@ -1339,3 +1339,58 @@ TEST_F(uct_rc_sr, am_alignment_is_honoured)
         m_tweak_params = nullptr; /* r goes out of scope */
     }
 }
+
+TEST_F(uct_rc_sr, invalidated_endpoint_fails_and_reports)
+{
+    /* uct_ep_invalidate, as UCX's peer-failure tests use it: the endpoint
+     * fails at once, is reported once, and refuses what follows */
+    setup_pair();
+    std::vector<uint8_t> d = pattern(1, 32);
+    ASSERT_EQ(UCS_OK, uct_ep_am_short(m_a.ep, 1, 0, d.data(), d.size()));
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == 1; }));
+    ASSERT_EQ(UCS_OK, uct_ep_invalidate(m_a.ep, 0));
+    ASSERT_TRUE(wait_for([&] { return m_a.err.count.load() > 0; }, 10));
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, m_a.err.status);
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT,
+              uct_ep_am_short(m_a.ep, 1, 0, d.data(), d.size()));
+    ucs_status_t status = uct_ep_flush(m_a.ep, 0, NULL);
+    EXPECT_TRUE(UCS_STATUS_IS_ERR(status)) << ucs_status_string(status);
+    settle(0.05);
+    EXPECT_EQ(1, m_a.err.count.load());
+    /* the other side's endpoint is untouched until it hears of it */
+    EXPECT_EQ(1u, rx_count(m_b));
+}
+
+TEST_F(uct_rc_sr, interface_close_at_every_step_of_a_merge)
+{
+    /* both sides connect at once and send; after k progress calls both
+     * endpoints go and both interfaces close: for some k the merge of the
+     * two connections is half done (an orphan moving to a claimed link) */
+    for (unsigned k = 0; k < 32; ++k) {
+        for (int a_first = 0; a_first < 2; ++a_first) {
+            ASSERT_EQ(UCS_OK, open(m_a));
+            ASSERT_EQ(UCS_OK, open(m_b));
+            connect(m_a, m_b);
+            connect(m_b, m_a);
+            for (unsigned i = 0; i < 4; ++i) {
+                std::vector<uint8_t> d = pattern(i, 64);
+                send_bcopy(m_a.ep, d);
+                send_bcopy(m_b.ep, d);
+            }
+            for (unsigned i = 0; i < k; ++i) {
+                progress();
+            }
+            entity &first = a_first ? m_a : m_b;
+            entity &second = a_first ? m_b : m_a;
+            uct_ep_destroy(first.ep);
+            first.ep = nullptr;
+            progress();
+            uct_ep_destroy(second.ep);
+            second.ep = nullptr;
+            EXPECT_EQ(0u,
+                      stats(m_a)["rx_malformed"] + stats(m_b)["rx_malformed"]);
+            close(m_a);
+            close(m_b);
+        }
+    }
+}
