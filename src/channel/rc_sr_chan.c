@@ -74,8 +74,7 @@ static void aptus_rc_link_report(aptus_rc_chan_t *chan, aptus_rc_link_t *link)
         return;
     }
     link->flags |= APTUS_RC_LINK_REPORTED;
-    chan->ops->peer_failed(
-        chan->arg, ucs_container_of(link, aptus_rc_peer_t, link), link->error);
+    chan->ops->peer_failed(chan->arg, link, link->error);
 }
 
 static void aptus_rc_link_failed(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
@@ -374,7 +373,7 @@ static void aptus_rc_chan_recv(void *arg, aptus_conn_t *conn, void *data,
     case APTUS_RC_KIND_AM:
         chan->stats.rx_msgs++;
         chan->stats.rx_bytes += msg.body_length;
-        if (chan->ops->deliver(chan->arg, msg.am_id, (void *)msg.body,
+        if (chan->ops->deliver(chan->arg, link, msg.am_id, (void *)msg.body,
                                msg.body_length, buf,
                                at_start) == UCS_INPROGRESS) {
             chan->stats.rx_held++;
@@ -520,11 +519,10 @@ void aptus_rc_chan_cleanup(aptus_rc_chan_t *chan)
     while (!ucs_list_is_empty(&chan->links)) {
         link = ucs_list_head(&chan->links, aptus_rc_link_t, list);
         if (link->flags & APTUS_RC_LINK_USER) {
-            ucs_warn("rc_sr: endpoint %p still connected at interface close",
-                     ucs_container_of(link, aptus_rc_peer_t, link));
+            ucs_warn("rc_sr: link %p of an owner still connected at interface "
+                     "close", link);
             link->flags |= APTUS_RC_LINK_PEER_GONE; /* just close it */
-            aptus_rc_chan_disconnect(
-                chan, ucs_container_of(link, aptus_rc_peer_t, link));
+            aptus_rc_chan_disconnect(chan, link);
         } else {
             aptus_rc_accepted_free(chan, link);
         }
@@ -533,10 +531,10 @@ void aptus_rc_chan_cleanup(aptus_rc_chan_t *chan)
 }
 
 /* Take a connection the peer opened to us, if one is free. */
-static int aptus_rc_chan_share(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer,
+static int aptus_rc_chan_share(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
                                uint32_t key, uint16_t port)
 {
-    aptus_rc_link_t *link = &peer->link, *acc;
+    aptus_rc_link_t *acc;
 
     ucs_list_for_each(acc, &chan->links, list)
     {
@@ -559,18 +557,17 @@ static int aptus_rc_chan_share(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer,
         chan->num_accepted_links--;
         chan->num_user_links++;
         chan->stats.shared++;
-        ucs_debug("rc_sr: endpoint %p takes accepted link %p to 0x%08x",
-                  peer, acc, key);
+        ucs_debug("rc_sr: link %p takes accepted link %p to 0x%08x", link,
+                  acc, key);
         return 1;
     }
     return 0;
 }
 
-ucs_status_t aptus_rc_chan_connect(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer,
+ucs_status_t aptus_rc_chan_connect(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
                                    const aptus_wire_addr_t *addr, uint32_t key,
                                    uint16_t port, uint32_t credits)
 {
-    aptus_rc_link_t *link = &peer->link;
     uint8_t msg[APTUS_RC_HDR_LEN + APTUS_RC_HELLO_LEN];
     struct iovec iov = { msg, sizeof(msg) };
     aptus_rc_hello_t hello;
@@ -579,7 +576,7 @@ ucs_status_t aptus_rc_chan_connect(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer,
     if (credits == 0) {
         return UCS_ERR_INVALID_PARAM;
     }
-    if (aptus_rc_chan_share(chan, peer, key, port)) {
+    if (aptus_rc_chan_share(chan, link, key, port)) {
         return UCS_OK;
     }
     aptus_rc_link_init(link, APTUS_RC_LINK_USER | APTUS_RC_LINK_INITIATED,
@@ -610,16 +607,17 @@ ucs_status_t aptus_rc_chan_connect(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer,
     return UCS_OK;
 }
 
-void aptus_rc_chan_disconnect(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer)
+void aptus_rc_chan_disconnect(aptus_rc_chan_t *chan, aptus_rc_link_t *link)
 {
-    aptus_rc_link_t *link = &peer->link, *orphan;
+    aptus_rc_link_t *orphan;
 
-    ucs_debug("rc_sr: endpoint %p link flags 0x%x conn %p backlog %zu "
-              "disconnects", peer, link->flags, link->conn,
+    ucs_debug("rc_sr: link %p flags 0x%x conn %p backlog %zu: its owner "
+              "goes", link, link->flags, link->conn,
               aptus_rc_link_backlog(link));
     aptus_rc_link_complete_flushes(link, UCS_ERR_CANCELED);
     if (!ucs_arbiter_group_is_empty(&link->pending)) {
-        ucs_warn("rc_sr: endpoint %p destroyed with pending requests", peer);
+        ucs_warn("rc_sr: link %p closed by its owner with pending requests",
+                 link);
         aptus_rc_chan_pending_purge(chan, link, NULL, NULL);
     }
     ucs_arbiter_group_cleanup(&link->pending);
@@ -640,7 +638,7 @@ void aptus_rc_chan_disconnect(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer)
          (aptus_rc_link_backlog(link) > 0))) {
         orphan = ucs_malloc(sizeof(*orphan), "aptus_rc_orphan_link");
         if (orphan == NULL) {
-            ucs_error("rc_sr: no memory to flush endpoint %p at close", peer);
+            ucs_error("rc_sr: no memory to flush link %p at close", link);
         }
     }
     if (orphan == NULL) {
@@ -838,9 +836,8 @@ ucs_status_t aptus_rc_chan_flush_all(aptus_rc_chan_t *chan)
     return UCS_OK;
 }
 
-void aptus_rc_chan_invalidate(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer)
+void aptus_rc_chan_invalidate(aptus_rc_chan_t *chan, aptus_rc_link_t *link)
 {
-    aptus_rc_link_t *link = &peer->link;
 
     if (link->flags & APTUS_RC_LINK_SWITCHING) {
         /* the accepted connection stays the peer's, as any accepted one */
@@ -853,9 +850,8 @@ void aptus_rc_chan_invalidate(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer)
     aptus_rc_link_failed(chan, link, UCS_ERR_CANCELED);
 }
 
-ucs_status_t aptus_rc_chan_check(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer)
+ucs_status_t aptus_rc_chan_check(aptus_rc_chan_t *chan, aptus_rc_link_t *link)
 {
-    aptus_rc_link_t *link = &peer->link;
 
     chan->stats.checks++;
     link->flags |= APTUS_RC_LINK_CHECKED;

@@ -3,7 +3,8 @@
  * received into one buffer pool shared by every connection (the SRQ design)
  * under credit flow control, plus the RC-RDMA one-sided operations.
  *
- * A link is one connection and the credit state of both its directions.
+ * A link is one connection and the credit state of both its directions;
+ * the RC-RDMA channel (rc_rdma_chan.h) moves one-sided data over it.
  * The endpoint that opened a connection owns its link (USER); connections
  * peers open to this interface get links of their own, which carry the
  * peer's messages in and this side's credit returns out, until an endpoint
@@ -60,11 +61,6 @@ typedef struct aptus_rc_chan_stats {
     uint64_t rx_malformed; /* bad messages: the connection is cut */
     uint64_t rx_bad_hello; /* connections refused at greeting */
     uint64_t links_failed;
-    uint64_t puts;
-    uint64_t put_bytes;
-    uint64_t gets;
-    uint64_t get_bytes;
-    uint64_t rma_refused; /* outside the key's region */
     uint64_t checks;
     uint64_t shared;   /* endpoints that took a peer's connection */
     uint64_t switched; /* ... after both had connected at once */
@@ -86,21 +82,18 @@ typedef struct aptus_rc_link {
     ucs_list_link_t list;        /* chan->links */
 } aptus_rc_link_t;
 
-/* The UCT endpoint: a link of its own. */
-typedef struct aptus_rc_peer {
-    uct_base_ep_t super;
-    aptus_rc_link_t link;
-} aptus_rc_peer_t;
-
 typedef struct aptus_rc_chan aptus_rc_chan_t;
 
 typedef struct aptus_rc_chan_ops {
-    /* An active message arrived; buf may be held when at_start (then the
-     * callee takes a reference). */
-    ucs_status_t (*deliver)(void *arg, uint8_t am_id, void *data, size_t length,
-                            aptus_conn_buf_t *buf, int at_start);
-    /* An endpoint's link failed: report from the user's progress. */
-    void (*peer_failed)(void *arg, aptus_rc_peer_t *peer, ucs_status_t status);
+    /* An active message arrived on link (an owner's, or one the peer opened
+     * and no owner took yet: its peer_key and peer_port name the sender's
+     * interface); buf may be held when at_start (then the callee takes a
+     * reference). */
+    ucs_status_t (*deliver)(void *arg, aptus_rc_link_t *link, uint8_t am_id,
+                            void *data, size_t length, aptus_conn_buf_t *buf,
+                            int at_start);
+    /* An owner's link failed: report from the user's progress. */
+    void (*peer_failed)(void *arg, aptus_rc_link_t *link, ucs_status_t status);
 } aptus_rc_chan_ops_t;
 
 typedef struct aptus_rc_chan_config {
@@ -139,10 +132,10 @@ void aptus_rc_chan_cleanup(aptus_rc_chan_t *chan);
  * its credit grant) and greet it; or, when that interface already
  * connected to this one and no endpoint uses that connection yet, take it:
  * one connection then serves both directions. */
-ucs_status_t aptus_rc_chan_connect(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer,
+ucs_status_t aptus_rc_chan_connect(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
                                    const aptus_wire_addr_t *addr, uint32_t key,
                                    uint16_t port, uint32_t credits);
-void aptus_rc_chan_disconnect(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer);
+void aptus_rc_chan_disconnect(aptus_rc_chan_t *chan, aptus_rc_link_t *link);
 
 /* Send an active message gathered from iov (one credit). */
 ucs_status_t aptus_rc_chan_send_am(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
@@ -168,10 +161,10 @@ ucs_status_t aptus_rc_chan_flush_all(aptus_rc_chan_t *chan);
 /* Fail the endpoint's link now (uct_ep_invalidate): its connection closes,
  * outstanding flushes complete with an error, and the failure is reported
  * to the owner, as when the connection breaks. */
-void aptus_rc_chan_invalidate(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer);
+void aptus_rc_chan_invalidate(aptus_rc_chan_t *chan, aptus_rc_link_t *link);
 
 /* Keepalive: a NOP on the connection; a broken one is reported. */
-ucs_status_t aptus_rc_chan_check(aptus_rc_chan_t *chan, aptus_rc_peer_t *peer);
+ucs_status_t aptus_rc_chan_check(aptus_rc_chan_t *chan, aptus_rc_link_t *link);
 
 unsigned aptus_rc_chan_progress(aptus_rc_chan_t *chan);
 

@@ -24,14 +24,9 @@ static inline uct_rc_sr_iface_t *uct_rc_sr_ep_iface(uct_ep_h tl_ep)
     return ucs_derived_of(tl_ep->iface, uct_rc_sr_iface_t);
 }
 
-static inline aptus_rc_peer_t *uct_rc_sr_ep_peer(uct_ep_h tl_ep)
-{
-    return ucs_derived_of(tl_ep, aptus_rc_peer_t);
-}
-
 static inline aptus_rc_link_t *uct_rc_sr_ep_link(uct_ep_h tl_ep)
 {
-    return &uct_rc_sr_ep_peer(tl_ep)->link;
+    return &ucs_derived_of(tl_ep, uct_rc_sr_ep_t)->link;
 }
 
 ucs_status_t uct_rc_sr_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
@@ -39,48 +34,49 @@ ucs_status_t uct_rc_sr_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     uct_rc_sr_iface_t *iface = ucs_derived_of(params->iface, uct_rc_sr_iface_t);
     const uct_rc_sr_iface_addr_t *iface_addr;
     aptus_wire_addr_t addr;
-    aptus_rc_peer_t *peer;
+    uct_rc_sr_ep_t *ep;
     ucs_status_t status;
 
     UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
     iface_addr = (const uct_rc_sr_iface_addr_t *)params->iface_addr;
     aptus_sock_wire_addr_make(params->dev_addr, iface_addr->port, &addr);
 
-    peer = ucs_calloc(1, sizeof(*peer), "uct_rc_sr_ep");
-    if (peer == NULL) {
+    ep = ucs_calloc(1, sizeof(*ep), "uct_rc_sr_ep");
+    if (ep == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
-    status = UCS_CLASS_INIT(uct_base_ep_t, &peer->super, &iface->super);
+    status = UCS_CLASS_INIT(uct_base_ep_t, &ep->super, &iface->super);
     if (status != UCS_OK) {
         goto err_free;
     }
-    status = aptus_rc_chan_connect(&iface->chan, peer, &addr, iface_addr->key,
-                                   iface_addr->port, iface_addr->credits);
+    status = aptus_rc_chan_connect(&iface->chan, &ep->link, &addr,
+                                   iface_addr->key, iface_addr->port,
+                                   iface_addr->credits);
     if (status != UCS_OK) {
         goto err_cleanup;
     }
-    aptus_rc_chan_link_resources(&iface->chan, &peer->link, &iface->conn_res);
-    iface->conn_res.state_bytes += sizeof(*peer) - sizeof(peer->link);
+    aptus_rc_chan_link_resources(&iface->chan, &ep->link, &iface->conn_res);
+    iface->conn_res.state_bytes += sizeof(*ep) - sizeof(ep->link);
     iface->eps_created++;
-    *ep_p = &peer->super.super;
+    *ep_p = &ep->super.super;
     return UCS_OK;
 
 err_cleanup:
-    UCS_CLASS_CLEANUP(uct_base_ep_t, &peer->super);
+    UCS_CLASS_CLEANUP(uct_base_ep_t, &ep->super);
 err_free:
-    ucs_free(peer);
+    ucs_free(ep);
     return status;
 }
 
 void uct_rc_sr_ep_destroy(uct_ep_h tl_ep)
 {
     uct_rc_sr_iface_t *iface = uct_rc_sr_ep_iface(tl_ep);
-    aptus_rc_peer_t *peer    = uct_rc_sr_ep_peer(tl_ep);
+    uct_rc_sr_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_sr_ep_t);
 
-    uct_rc_sr_iface_forget_peer(iface, peer);
-    aptus_rc_chan_disconnect(&iface->chan, peer);
-    UCS_CLASS_CLEANUP(uct_base_ep_t, &peer->super);
-    ucs_free(peer);
+    uct_rc_sr_iface_forget_ep(iface, ep);
+    aptus_rc_chan_disconnect(&iface->chan, &ep->link);
+    UCS_CLASS_CLEANUP(uct_base_ep_t, &ep->super);
+    ucs_free(ep);
 }
 
 /* The tracer wants the message in one piece; only build it when traced. */
@@ -198,45 +194,26 @@ static void uct_rc_sr_mem_key(uct_rkey_t rkey, aptus_mem_key_t *key)
     key->pid     = akey->pid;
 }
 
+/* One-sided operations are the RC-RDMA channel's, over the link. */
 static ucs_status_t uct_rc_sr_ep_rma(uct_ep_h tl_ep, const struct iovec *iov,
                                      unsigned iovcnt, uint64_t remote_addr,
                                      uct_rkey_t rkey, int is_write)
 {
     uct_rc_sr_iface_t *iface = uct_rc_sr_ep_iface(tl_ep);
-    aptus_conn_wire_t *wire  = iface->wire;
+    aptus_rc_link_t *link    = uct_rc_sr_ep_link(tl_ep);
     aptus_mem_key_t key;
-    ucs_status_t status;
-    size_t length = 0;
     unsigned i;
 
-    for (i = 0; i < iovcnt; ++i) {
-        length += iov[i].iov_len;
+    for (i = 0; (i < iovcnt) && (iov[i].iov_len == 0); ++i) {
     }
-    /* as in UCX: nothing to move, and the rkey may be a dummy */
-    UCT_SKIP_ZERO_LENGTH(length);
-    status = aptus_rc_chan_rma_check(&iface->chan, uct_rc_sr_ep_link(tl_ep));
-    if (status != UCS_OK) {
-        return status;
+    if (i == iovcnt) {
+        return UCS_OK; /* as in UCX: nothing to move, the rkey may be a dummy */
     }
     uct_rc_sr_mem_key(rkey, &key);
-    status = is_write ? wire->ops->write(wire, &key, remote_addr, iov, iovcnt)
-                      : wire->ops->read(wire, &key, remote_addr, iov, iovcnt);
-    if (ucs_unlikely(status != UCS_OK)) {
-        if (status == UCS_ERR_INVALID_ADDR) {
-            ucs_error("rc_sr %s: [0x%" PRIx64 ", +%zu) is outside the remote "
-                      "key's region or not mapped",
-                      is_write ? "put" : "get", remote_addr, length);
-        }
-        return status;
-    }
-    if (is_write) {
-        iface->chan.stats.puts++;
-        iface->chan.stats.put_bytes += length;
-    } else {
-        iface->chan.stats.gets++;
-        iface->chan.stats.get_bytes += length;
-    }
-    return UCS_OK;
+    return is_write ? aptus_rc_rdma_put(&iface->rdma, link, iov, iovcnt,
+                                        remote_addr, &key)
+                    : aptus_rc_rdma_get(&iface->rdma, link, iov, iovcnt,
+                                        remote_addr, &key);
 }
 
 ucs_status_t uct_rc_sr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
@@ -340,12 +317,12 @@ ucs_status_t uct_rc_sr_ep_check(uct_ep_h tl_ep, unsigned flags,
 {
     UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
     return aptus_rc_chan_check(&uct_rc_sr_ep_iface(tl_ep)->chan,
-                               uct_rc_sr_ep_peer(tl_ep));
+                               uct_rc_sr_ep_link(tl_ep));
 }
 
 ucs_status_t uct_rc_sr_ep_invalidate(uct_ep_h tl_ep, unsigned flags)
 {
     aptus_rc_chan_invalidate(&uct_rc_sr_ep_iface(tl_ep)->chan,
-                             uct_rc_sr_ep_peer(tl_ep));
+                             uct_rc_sr_ep_link(tl_ep));
     return UCS_OK;
 }

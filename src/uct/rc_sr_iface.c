@@ -149,7 +149,8 @@ static int uct_rc_sr_deliver_copy(uct_rc_sr_iface_t *iface, uint8_t am_id,
     return 1;
 }
 
-static ucs_status_t uct_rc_sr_deliver(void *arg, uint8_t am_id, void *data,
+static ucs_status_t uct_rc_sr_deliver(void *arg, aptus_rc_link_t *link,
+                                      uint8_t am_id, void *data,
                                       size_t length, aptus_conn_buf_t *buf,
                                       int at_start)
 {
@@ -180,7 +181,7 @@ static ucs_status_t uct_rc_sr_deliver(void *arg, uint8_t am_id, void *data,
     return status;
 }
 
-static void uct_rc_sr_peer_failed(void *arg, aptus_rc_peer_t *peer,
+static void uct_rc_sr_peer_failed(void *arg, aptus_rc_link_t *link,
                                   ucs_status_t status)
 {
     uct_rc_sr_iface_t *iface = arg;
@@ -198,18 +199,18 @@ static void uct_rc_sr_peer_failed(void *arg, aptus_rc_peer_t *peer,
         iface->failures     = failures;
         iface->max_failures = iface->max_failures * 2 + 4;
     }
-    iface->failures[iface->num_failures].peer   = peer;
+    iface->failures[iface->num_failures].ep =
+            ucs_container_of(link, uct_rc_sr_ep_t, link);
     iface->failures[iface->num_failures].status = status;
     iface->num_failures++;
 }
 
-void uct_rc_sr_iface_forget_peer(uct_rc_sr_iface_t *iface,
-                                 aptus_rc_peer_t *peer)
+void uct_rc_sr_iface_forget_ep(uct_rc_sr_iface_t *iface, uct_rc_sr_ep_t *ep)
 {
     unsigned i = 0;
 
     while (i < iface->num_failures) {
-        if (iface->failures[i].peer == peer) {
+        if (iface->failures[i].ep == ep) {
             iface->failures[i] = iface->failures[--iface->num_failures];
         } else {
             ++i;
@@ -230,7 +231,7 @@ static void uct_rc_sr_iface_report_failures(uct_rc_sr_iface_t *iface)
     while (iface->num_failures > 0) {
         failure = iface->failures[--iface->num_failures];
         status  = uct_iface_handle_ep_err(
-             &iface->super.super, &failure.peer->super.super, failure.status);
+             &iface->super.super, &failure.ep->super.super, failure.status);
         if (status != UCS_OK) {
             ucs_error("rc_sr/%s: unhandled peer failure: %s", iface->dev_name,
                       ucs_status_string(failure.status));
@@ -373,6 +374,7 @@ unsigned uct_rc_sr_iface_stats(uct_rc_sr_iface_t *iface,
                                uct_aptus_stat_t *stats, unsigned max)
 {
     const aptus_rc_chan_stats_t *c     = &iface->chan.stats;
+    const aptus_rc_rdma_stats_t *d     = &iface->rdma.stats;
     const aptus_conn_wire_stats_t *w   = &iface->wire->stats;
     const aptus_rc_conn_resources_t *r = &iface->conn_res;
     uct_aptus_stat_t all[]             = {
@@ -381,11 +383,11 @@ unsigned uct_rc_sr_iface_stats(uct_rc_sr_iface_t *iface,
                     { "rx_msgs", c->rx_msgs },
                     { "rx_bytes", c->rx_bytes },
                     { "rx_held", c->rx_held },
-                    { "puts", c->puts },
-                    { "put_bytes", c->put_bytes },
-                    { "gets", c->gets },
-                    { "get_bytes", c->get_bytes },
-                    { "rma_refused", c->rma_refused + w->refused },
+                    { "puts", d->puts },
+                    { "put_bytes", d->put_bytes },
+                    { "gets", d->gets },
+                    { "get_bytes", d->get_bytes },
+                    { "rma_refused", d->refused },
                     { "tx_credit_msgs", c->tx_credits },
                     { "rx_credit_msgs", c->rx_credits },
                     { "no_credits", c->no_credits },
@@ -645,6 +647,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
     chan_config.local_port = aptus_sock_wire_addr_port(&self->wire->addr);
     aptus_rc_chan_init(&self->chan, self->wire, &chan_config, key,
                        &uct_rc_sr_chan_ops, self);
+    aptus_rc_rdma_chan_init(&self->rdma, &self->chan);
 
     aptus_sock_netif_caps(self->dev_name, &self->latency, &self->bandwidth);
     if (self->rma) {

@@ -9,7 +9,7 @@
 
 #include "aptus_md.h"
 #include "aptus_stats.h"
-#include "../channel/rc_sr_chan.h"
+#include "../channel/rc_rdma_chan.h"
 
 #include <uct/base/uct_iface.h>
 
@@ -37,14 +37,21 @@ typedef struct uct_rc_sr_iface_addr {
     uint16_t credits;
 } UCS_S_PACKED uct_rc_sr_iface_addr_t;
 
+/* The endpoint owns a link of the RC channels (one connection). */
+typedef struct uct_rc_sr_ep {
+    uct_base_ep_t super;
+    aptus_rc_link_t link;
+} uct_rc_sr_ep_t;
+
 typedef struct uct_rc_sr_failure {
-    aptus_rc_peer_t *peer;
+    uct_rc_sr_ep_t *ep;
     ucs_status_t status;
 } uct_rc_sr_failure_t;
 
 typedef struct uct_rc_sr_iface {
     uct_base_iface_t super;
     aptus_rc_chan_t chan;
+    aptus_rc_rdma_chan_t rdma;
     aptus_conn_wire_t *wire;
     char dev_name[UCT_DEVICE_NAME_MAX];
     int rma; /* put/get offered */
@@ -85,7 +92,6 @@ unsigned uct_rc_sr_iface_stats(uct_rc_sr_iface_t *iface,
                                uct_aptus_stat_t *stats, unsigned max);
 
 /* Forget queued failure reports of an endpoint being destroyed. */
-void uct_rc_sr_iface_forget_peer(uct_rc_sr_iface_t *iface,
-                                 aptus_rc_peer_t *peer);
+void uct_rc_sr_iface_forget_ep(uct_rc_sr_iface_t *iface, uct_rc_sr_ep_t *ep);
 
 #endif

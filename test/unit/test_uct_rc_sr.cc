@@ -106,7 +106,7 @@ class uct_rc_sr : public uct_aptus_test
     bool switching(entity &e)
     {
         return (e.ep != nullptr) &&
-               (ucs_derived_of(e.ep, aptus_rc_peer_t)->link.flags &
+               (ucs_derived_of(e.ep, uct_rc_sr_ep_t)->link.flags &
                 APTUS_RC_LINK_SWITCHING);
     }
 
@@ -592,7 +592,7 @@ TEST_F(uct_rc_sr, flush_with_outstanding_puts)
      * queue in the backlog */
     std::vector<uint8_t> big = pattern(8, 8000);
     unsigned n               = 0;
-    aptus_rc_peer_t *peer    = ucs_derived_of(m_a.ep, aptus_rc_peer_t);
+    uct_rc_sr_ep_t *peer     = ucs_derived_of(m_a.ep, uct_rc_sr_ep_t);
     while (!peer->link.am_queued) {
         ASSERT_GT(uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &big, 0), 0);
         ASSERT_LT(++n, 1900u);
@@ -623,7 +623,7 @@ TEST_F(uct_rc_sr, flush_completes_when_backlog_drains)
 {
     setup_pair({ { "CREDITS", "2000" }, { "TX_BACKLOG", "64m" } });
     std::vector<uint8_t> big = pattern(8, 8000);
-    aptus_rc_peer_t *peer    = ucs_derived_of(m_a.ep, aptus_rc_peer_t);
+    uct_rc_sr_ep_t *peer     = ucs_derived_of(m_a.ep, uct_rc_sr_ep_t);
     unsigned n               = 0;
     while (!peer->link.am_queued) {
         ASSERT_GT(uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &big, 0), 0);
@@ -780,7 +780,7 @@ TEST_F(uct_rc_sr, connection_resources_are_counted)
     setup_pair({ { "CREDITS", "16" } });
     auto st = stats(m_a);
     EXPECT_EQ(1u, st["eps_created"]);
-    EXPECT_GT(st["conn_state_bytes"], sizeof(aptus_rc_peer_t));
+    EXPECT_GT(st["conn_state_bytes"], sizeof(uct_rc_sr_ep_t));
     EXPECT_LT(st["conn_state_bytes"], 4096u); /* no buffers while idle */
     EXPECT_GT(st["conn_kernel_bytes"], 0u);
     EXPECT_EQ(1u, st["conn_fds"]);
@@ -1150,7 +1150,7 @@ TEST_F(uct_rc_sr, destroy_with_full_backlog_delivers_everything)
      * and would close the connection at once */
     uct_ep_destroy(m_b.ep);
     m_b.ep                = nullptr;
-    aptus_rc_peer_t *peer = ucs_derived_of(m_a.ep, aptus_rc_peer_t);
+    uct_rc_sr_ep_t *peer = ucs_derived_of(m_a.ep, uct_rc_sr_ep_t);
     ASSERT_TRUE(
         wait_for([&] { return peer->link.flags & APTUS_RC_LINK_PEER_GONE; }));
     /* B's interface does not read now: fill the socket, then the backlog,

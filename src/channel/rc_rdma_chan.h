@@ -1,0 +1,56 @@
+/*
+ * UCX-Aptus: the RC-RDMA channel: one-sided put and get into a peer's
+ * registered memory, by key, over the peer's RC connection (the rendezvous
+ * data path of Liu et al., "Design and Implementation of MPICH2 over
+ * InfiniBand with RDMA Support", IPDPS 2004).
+ *
+ * It shares the RC-SR channel's links: a link is one connection, and an
+ * operation on it waits (UCS_ERR_NO_RESOURCE) while active messages sent
+ * before it are still queued there, so every operation on a link happens
+ * in the order it was issued. On the sock wire the data moves with
+ * process_vm_writev/readv and is in place when the call returns.
+ */
+#ifndef APTUS_RC_RDMA_CHAN_H_
+#define APTUS_RC_RDMA_CHAN_H_
+
+#include "rc_sr_chan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct aptus_rc_rdma_stats {
+    uint64_t puts;
+    uint64_t put_bytes;
+    uint64_t gets;
+    uint64_t get_bytes;
+    uint64_t refused; /* outside the key's region, or unreachable */
+} aptus_rc_rdma_stats_t;
+
+typedef struct aptus_rc_rdma_chan {
+    aptus_rc_chan_t *rc; /* whose links carry the operations */
+    aptus_rc_rdma_stats_t stats;
+} aptus_rc_rdma_chan_t;
+
+void aptus_rc_rdma_chan_init(aptus_rc_rdma_chan_t *rdma, aptus_rc_chan_t *rc);
+
+/* Write iov to [remote_addr, +length) of key's region on the link's peer.
+ * UCS_OK: done; UCS_ERR_NO_RESOURCE: wait (earlier messages queued);
+ * UCS_ERR_INVALID_ADDR: outside the region, nothing moved; or the link's
+ * error. A zero-length operation does nothing and ignores the key. */
+ucs_status_t aptus_rc_rdma_put(aptus_rc_rdma_chan_t *rdma,
+                               aptus_rc_link_t *link, const struct iovec *iov,
+                               unsigned iovcnt, uint64_t remote_addr,
+                               const aptus_mem_key_t *key);
+
+/* Read [remote_addr, +length) of key's region into iov, as put. */
+ucs_status_t aptus_rc_rdma_get(aptus_rc_rdma_chan_t *rdma,
+                               aptus_rc_link_t *link, const struct iovec *iov,
+                               unsigned iovcnt, uint64_t remote_addr,
+                               const aptus_mem_key_t *key);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
