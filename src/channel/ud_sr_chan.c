@@ -203,7 +203,8 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
     ucs_queue_head_init(&chan->flush_reqs);
     ucs_arbiter_init(&chan->pending);
 
-    status = ucs_mpool_init(&chan->peer_mp, 0, sizeof(aptus_ud_peer_t), 0,
+    status = ucs_mpool_init(&chan->peer_mp, 0,
+                            config->peer_headroom + sizeof(aptus_ud_peer_t), 0,
                             UCS_SYS_CACHE_LINE_SIZE / 8, 256, UINT_MAX,
                             &aptus_mpool_plain_ops, "aptus_ud_peers");
     if (status != UCS_OK) {
@@ -363,7 +364,7 @@ static void aptus_ud_chan_peer_free(aptus_ud_chan_t *chan,
                                 aptus_ud_pending_drop_cb, NULL);
         ucs_mpool_put(peer->ext);
     }
-    ucs_mpool_put(peer);
+    aptus_ud_peer_free(chan, peer);
 }
 
 void aptus_ud_chan_cleanup(aptus_ud_chan_t *chan)
@@ -506,6 +507,7 @@ aptus_ud_peer_t *aptus_ud_chan_peer_create(aptus_ud_chan_t *chan,
                                            uint16_t conn_id)
 {
     aptus_ud_peer_t *peer;
+    void *elem;
     khiter_t iter;
     int ret;
 
@@ -519,10 +521,11 @@ aptus_ud_peer_t *aptus_ud_chan_peer_create(aptus_ud_chan_t *chan,
         return NULL;
     }
 
-    peer = ucs_mpool_get(&chan->peer_mp);
-    if (peer == NULL) {
+    elem = ucs_mpool_get(&chan->peer_mp);
+    if (elem == NULL) {
         return NULL;
     }
+    peer = UCS_PTR_BYTE_OFFSET(elem, chan->config.peer_headroom);
     memset(peer, 0, sizeof(*peer));
     peer->addr       = *addr;
     peer->remote_key = remote_key;
@@ -533,7 +536,7 @@ aptus_ud_peer_t *aptus_ud_chan_peer_create(aptus_ud_chan_t *chan,
 
     iter = kh_put(aptus_ud_peers, &chan->peers, peer, &ret);
     if (ret == UCS_KH_PUT_FAILED) {
-        ucs_mpool_put(peer);
+        aptus_ud_peer_free(chan, peer);
         return NULL;
     }
     ucs_assert(ret != UCS_KH_PUT_KEY_PRESENT);
@@ -699,7 +702,7 @@ unsigned aptus_ud_chan_reclaim(aptus_ud_chan_t *chan)
             continue;
         }
         chan->dead[i] = chan->dead[--chan->num_dead];
-        ucs_mpool_put(peer);
+        aptus_ud_peer_free(chan, peer);
         chan->stats.peers_reclaimed++;
         ++count;
     }
@@ -1117,7 +1120,8 @@ size_t aptus_ud_chan_peer_bytes(const aptus_ud_chan_t *chan)
     size_t table   = buckets * sizeof(aptus_ud_peer_t *) +
                    ((buckets < 16) ? 1 : (buckets >> 4)) * sizeof(khint32_t);
     size_t elem =
-        ucs_align_up(sizeof(ucs_mpool_elem_t) + sizeof(aptus_ud_peer_t),
+        ucs_align_up(sizeof(ucs_mpool_elem_t) + chan->config.peer_headroom +
+                             sizeof(aptus_ud_peer_t),
                      UCS_SYS_CACHE_LINE_SIZE / 8);
 
     return elem + ((n == 0) ? 0 : ucs_div_round_up(table, n));

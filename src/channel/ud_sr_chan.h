@@ -62,6 +62,8 @@ typedef struct aptus_ud_chan_config {
     uint32_t tick_us;       /* ACK delay and timer granularity */
     int crc;                /* end-to-end CRC-32C on payloads */
     unsigned max_peers;     /* streams this channel may hold */
+    size_t peer_headroom;   /* owner's bytes in front of every peer (the
+                               ud_sr transport keeps its endpoint there) */
 } aptus_ud_chan_config_t;
 
 /* Messages between the channels of two interfaces (UD-ZCopy's control):
@@ -104,12 +106,12 @@ enum {
 };
 
 /*
- * Per-peer state: the whole cost of a peer that is not sending. The ud_sr
- * transport hands the peer itself out as its UCT endpoint (super), so an
- * endpoint costs this struct and nothing else.
+ * Per-peer state: the whole cost of a peer that is not sending. A plain
+ * object: the owner keeps what it needs in the config's peer_headroom
+ * bytes in front of it (the ud_sr transport, its UCT endpoint), so an
+ * endpoint costs this struct and the headroom, nothing else.
  */
 struct aptus_ud_peer {
-    uct_base_ep_t super;
     aptus_ud_peer_ext_t *ext; /* held packets, reassembly, pending */
     aptus_rel_tx_t tx;
     aptus_rel_rx_t rx;

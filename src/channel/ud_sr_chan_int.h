@@ -76,6 +76,13 @@ static inline uint64_t aptus_ud_chan_now(aptus_ud_chan_t *chan)
 ucs_status_t aptus_ud_chan_grow_active(aptus_ud_chan_t *chan);
 aptus_ud_peer_ext_t *aptus_ud_peer_ext_get(aptus_ud_chan_t *chan,
                                            aptus_ud_peer_t *peer);
+/* A peer goes back to the pool with its owner's headroom. */
+static inline void aptus_ud_peer_free(aptus_ud_chan_t *chan,
+                                      aptus_ud_peer_t *peer)
+{
+    ucs_mpool_put(UCS_PTR_BYTE_OFFSET(peer, -(ptrdiff_t)chan->config.peer_headroom));
+}
+
 void aptus_ud_peer_ext_try_release(aptus_ud_chan_t *chan,
                                    aptus_ud_peer_t *peer);
 aptus_ud_peer_t *aptus_ud_chan_peer_lookup(aptus_ud_chan_t *chan,

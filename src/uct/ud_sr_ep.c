@@ -21,7 +21,7 @@ static inline uct_ud_sr_iface_t *uct_ud_sr_ep_iface(uct_ep_h tl_ep)
 
 static inline aptus_ud_peer_t *uct_ud_sr_ep_peer(uct_ep_h tl_ep)
 {
-    return ucs_derived_of(tl_ep, aptus_ud_peer_t);
+    return &ucs_derived_of(tl_ep, uct_ud_sr_ep_t)->peer;
 }
 
 #define UCT_UD_SR_ENTER(_iface) UCS_ASYNC_BLOCK((_iface)->super.worker->async)
@@ -80,7 +80,9 @@ ucs_status_t uct_ud_sr_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     status =
         aptus_ud_chan_peer_connect(&iface->chan, &addr, iface_addr->key, &peer);
     if (status == UCS_OK) {
-        status = UCS_CLASS_INIT(uct_base_ep_t, &peer->super, &iface->super);
+        status = UCS_CLASS_INIT(uct_base_ep_t,
+                                &uct_ud_sr_ep_of_peer(peer)->super,
+                                &iface->super);
         if (status != UCS_OK) {
             aptus_ud_chan_peer_disconnect(&iface->chan, peer);
         }
@@ -90,7 +92,7 @@ ucs_status_t uct_ud_sr_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     if (status != UCS_OK) {
         return status;
     }
-    *ep_p = &peer->super.super;
+    *ep_p = &uct_ud_sr_ep_of_peer(peer)->super.super;
     return UCS_OK;
 }
 
@@ -100,7 +102,7 @@ void uct_ud_sr_ep_destroy(uct_ep_h tl_ep)
     aptus_ud_peer_t *peer    = uct_ud_sr_ep_peer(tl_ep);
 
     UCT_UD_SR_ENTER(iface);
-    UCS_CLASS_CLEANUP(uct_base_ep_t, &peer->super);
+    UCS_CLASS_CLEANUP(uct_base_ep_t, &uct_ud_sr_ep_of_peer(peer)->super);
     aptus_udz_peer_disconnect(&iface->udz, peer);
     aptus_ud_chan_peer_disconnect(&iface->chan, peer);
     /* a failed peer is freed once nothing refers to it */

@@ -297,7 +297,8 @@ static void uct_ud_sr_iface_report_failures(uct_ud_sr_iface_t *iface)
             continue; /* the endpoint was destroyed meanwhile */
         }
         status = uct_iface_handle_ep_err(
-            &iface->super.super, &failure.peer->super.super, failure.status);
+            &iface->super.super, &uct_ud_sr_ep_of_peer(failure.peer)->super.super,
+            failure.status);
         if (status != UCS_OK) {
             ucs_error("ud_sr/%s: unhandled peer failure: %s", iface->dev_name,
                       ucs_status_string(failure.status));
@@ -576,6 +577,7 @@ static void uct_ud_sr_chan_config(const uct_ud_sr_iface_config_t *config,
     chan_config->rel.probe_min_us = 2 * chan_config->tick_us;
     chan_config->crc              = config->crc;
     chan_config->max_peers        = config->max_peers;
+    chan_config->peer_headroom    = ucs_offsetof(uct_ud_sr_ep_t, peer);
 }
 
 static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,

@@ -53,6 +53,18 @@ typedef struct uct_ud_sr_iface_addr {
     uint32_t key;
 } UCS_S_PACKED uct_ud_sr_iface_addr_t;
 
+/* The endpoint: a UD-SR peer (stream) with the UCT endpoint in the
+ * peer's headroom, so an endpoint costs what a peer costs. */
+typedef struct uct_ud_sr_ep {
+    uct_base_ep_t super;
+    aptus_ud_peer_t peer;
+} uct_ud_sr_ep_t;
+
+static inline uct_ud_sr_ep_t *uct_ud_sr_ep_of_peer(aptus_ud_peer_t *peer)
+{
+    return ucs_container_of(peer, uct_ud_sr_ep_t, peer);
+}
+
 typedef struct uct_ud_sr_failure {
     aptus_ud_peer_t *peer;
     ucs_status_t status;
