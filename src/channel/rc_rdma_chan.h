@@ -28,9 +28,14 @@ typedef struct aptus_rc_rdma_stats {
 } aptus_rc_rdma_stats_t;
 
 typedef struct aptus_rc_rdma_chan {
+    aptus_chan_t super;
     aptus_rc_chan_t *rc; /* whose links carry the operations */
     aptus_rc_rdma_stats_t stats;
 } aptus_rc_rdma_chan_t;
+
+/* The channel interface's operations of RC-RDMA (chan.h): put and get; the
+ * peers are RC-SR's links, pending requests wait on them. */
+extern const aptus_chan_ops_t aptus_rc_rdma_chan_iface_ops;
 
 void aptus_rc_rdma_chan_init(aptus_rc_rdma_chan_t *rdma, aptus_rc_chan_t *rc);
 

@@ -490,12 +490,17 @@ const aptus_conn_handlers_t aptus_rc_chan_wire_handlers = {
     .failed   = aptus_rc_chan_conn_failed,
 };
 
-void aptus_rc_chan_init(aptus_rc_chan_t *chan, aptus_conn_wire_t *wire,
-                        const aptus_rc_chan_config_t *config,
-                        uint32_t local_key, const aptus_rc_chan_ops_t *ops,
-                        void *arg)
+ucs_status_t aptus_rc_chan_init(aptus_rc_chan_t *chan, aptus_conn_wire_t *wire,
+                                const aptus_rc_chan_config_t *config,
+                                uint32_t local_key,
+                                const aptus_rc_chan_ops_t *ops, void *arg)
 {
     memset(chan, 0, sizeof(*chan));
+    chan->staging = ucs_malloc(config->max_msg, "aptus_rc_staging");
+    if (chan->staging == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    chan->super.ops = &aptus_rc_chan_iface_ops;
     chan->wire      = wire;
     chan->config    = *config;
     chan->local_key = local_key;
@@ -503,6 +508,7 @@ void aptus_rc_chan_init(aptus_rc_chan_t *chan, aptus_conn_wire_t *wire,
     chan->arg       = arg;
     ucs_arbiter_init(&chan->pending);
     ucs_list_head_init(&chan->links);
+    return UCS_OK;
 }
 
 void aptus_rc_chan_cleanup(aptus_rc_chan_t *chan)
@@ -528,6 +534,7 @@ void aptus_rc_chan_cleanup(aptus_rc_chan_t *chan)
         }
     }
     ucs_arbiter_cleanup(&chan->pending);
+    ucs_free(chan->staging);
 }
 
 /* Take a connection the peer opened to us, if one is free. */
@@ -720,6 +727,57 @@ ucs_status_t aptus_rc_chan_send_am(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
     return aptus_rc_link_error(chan, link);
 }
 
+ssize_t aptus_rc_chan_send(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
+                           const aptus_chan_send_t *send)
+{
+    struct iovec iov[APTUS_RC_MAX_IOV];
+    ucs_status_t status;
+    unsigned i, n = 0;
+    size_t length;
+
+    switch (send->kind) {
+    case APTUS_CHAN_SEND_PACK:
+        /* packing is not free: only when the message can go */
+        if (!(link->flags & APTUS_RC_LINK_FAILED) && (link->fc.tx == 0)) {
+            chan->stats.no_credits++;
+            return UCS_ERR_NO_RESOURCE;
+        }
+        length = send->pack.cb(chan->staging, send->pack.arg);
+        ucs_assertv(length <= chan->config.max_msg, "packed %zu > max %zu",
+                    length, chan->config.max_msg);
+        iov[0].iov_base = chan->staging;
+        iov[0].iov_len  = length;
+        status          = aptus_rc_chan_send_am(chan, link, send->am_id, iov, 1);
+        return (status == UCS_OK) ? (ssize_t)length : status;
+    case APTUS_CHAN_SEND_COPY:
+    case APTUS_CHAN_SEND_IOV:
+        if (send->hdr_len > 0) {
+            iov[n].iov_base = (void *)send->hdr;
+            iov[n].iov_len  = send->hdr_len;
+            ++n;
+        }
+        if (send->kind == APTUS_CHAN_SEND_COPY) {
+            iov[n].iov_base = (void *)send->copy.buffer;
+            iov[n].iov_len  = send->copy.length;
+            ++n;
+        } else {
+            if (send->iov.iovcnt > APTUS_RC_MAX_IOV - n) {
+                return UCS_ERR_INVALID_PARAM;
+            }
+            for (i = 0; i < send->iov.iovcnt; ++i) {
+                iov[n++] = send->iov.iov[i];
+            }
+        }
+        if (aptus_chan_send_length(send) > chan->config.max_msg) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+        /* the connection (or its backlog) has the bytes when this returns:
+         * an IOV message's completion is not needed */
+        return aptus_rc_chan_send_am(chan, link, send->am_id, iov, n);
+    }
+    return UCS_ERR_INVALID_PARAM;
+}
+
 ucs_status_t aptus_rc_chan_rma_check(aptus_rc_chan_t *chan,
                                      aptus_rc_link_t *link)
 {
@@ -898,3 +956,70 @@ void aptus_rc_chan_link_resources(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
     res->descriptor_bytes =
         (size_t)chan->config.credits * chan->wire->rx_buf_size;
 }
+
+/* The channel interface (chan.h): RC-SR sends eager messages. */
+
+static ssize_t aptus_rc_iface_send(aptus_chan_t *chan, aptus_chan_peer_t *peer,
+                                   const aptus_chan_send_t *send)
+{
+    return aptus_rc_chan_send(ucs_derived_of(chan, aptus_rc_chan_t),
+                              (aptus_rc_link_t *)peer, send);
+}
+
+static ucs_status_t aptus_rc_iface_flush(aptus_chan_t *chan,
+                                         aptus_chan_peer_t *peer,
+                                         unsigned flags, uct_completion_t *comp)
+{
+    return aptus_rc_chan_flush(ucs_derived_of(chan, aptus_rc_chan_t),
+                               (aptus_rc_link_t *)peer, flags, comp);
+}
+
+static ucs_status_t aptus_rc_iface_pending_add(aptus_chan_t *chan,
+                                               aptus_chan_peer_t *peer,
+                                               uct_pending_req_t *req,
+                                               unsigned flags)
+{
+    return aptus_rc_chan_pending_add(ucs_derived_of(chan, aptus_rc_chan_t),
+                                     (aptus_rc_link_t *)peer, req);
+}
+
+static void aptus_rc_iface_pending_purge(aptus_chan_t *chan,
+                                         aptus_chan_peer_t *peer,
+                                         uct_pending_purge_callback_t cb,
+                                         void *arg)
+{
+    aptus_rc_chan_pending_purge(ucs_derived_of(chan, aptus_rc_chan_t),
+                                (aptus_rc_link_t *)peer, cb, arg);
+}
+
+static ucs_status_t aptus_rc_iface_check(aptus_chan_t *chan,
+                                         aptus_chan_peer_t *peer)
+{
+    return aptus_rc_chan_check(ucs_derived_of(chan, aptus_rc_chan_t),
+                               (aptus_rc_link_t *)peer);
+}
+
+static void aptus_rc_iface_invalidate(aptus_chan_t *chan,
+                                      aptus_chan_peer_t *peer)
+{
+    aptus_rc_chan_invalidate(ucs_derived_of(chan, aptus_rc_chan_t),
+                             (aptus_rc_link_t *)peer);
+}
+
+static unsigned aptus_rc_iface_progress(aptus_chan_t *chan, int is_async)
+{
+    return aptus_rc_chan_progress(ucs_derived_of(chan, aptus_rc_chan_t));
+}
+
+const aptus_chan_ops_t aptus_rc_chan_iface_ops = {
+    .type          = APTUS_CHAN_RC_SR,
+    .send          = aptus_rc_iface_send,
+    .put           = NULL,
+    .get           = NULL,
+    .flush         = aptus_rc_iface_flush,
+    .pending_add   = aptus_rc_iface_pending_add,
+    .pending_purge = aptus_rc_iface_pending_purge,
+    .check         = aptus_rc_iface_check,
+    .invalidate    = aptus_rc_iface_invalidate,
+    .progress      = aptus_rc_iface_progress,
+};

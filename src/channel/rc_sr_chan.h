@@ -18,6 +18,7 @@
 #ifndef APTUS_RC_SR_CHAN_H_
 #define APTUS_RC_SR_CHAN_H_
 
+#include "chan.h"
 #include "../proto/rc_sr_proto.h"
 #include "../wire/conn.h"
 
@@ -103,7 +104,9 @@ typedef struct aptus_rc_chan_config {
 } aptus_rc_chan_config_t;
 
 struct aptus_rc_chan {
+    aptus_chan_t super;
     aptus_conn_wire_t *wire;
+    void *staging; /* a PACK message is packed here (max_msg bytes) */
     aptus_rc_chan_config_t config;
     uint32_t local_key; /* peers name it in their HELLO */
     const aptus_rc_chan_ops_t *ops;
@@ -121,10 +124,10 @@ struct aptus_rc_chan {
 /* Handlers to give the wire (config.handlers, with config.arg = chan). */
 extern const aptus_conn_handlers_t aptus_rc_chan_wire_handlers;
 
-void aptus_rc_chan_init(aptus_rc_chan_t *chan, aptus_conn_wire_t *wire,
-                        const aptus_rc_chan_config_t *config,
-                        uint32_t local_key, const aptus_rc_chan_ops_t *ops,
-                        void *arg);
+ucs_status_t aptus_rc_chan_init(aptus_rc_chan_t *chan, aptus_conn_wire_t *wire,
+                                const aptus_rc_chan_config_t *config,
+                                uint32_t local_key,
+                                const aptus_rc_chan_ops_t *ops, void *arg);
 void aptus_rc_chan_cleanup(aptus_rc_chan_t *chan);
 
 /* Connect an endpoint's link to a remote interface (its listening address,
@@ -136,6 +139,15 @@ ucs_status_t aptus_rc_chan_connect(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
                                    const aptus_wire_addr_t *addr, uint32_t key,
                                    uint16_t port, uint32_t credits);
 void aptus_rc_chan_disconnect(aptus_rc_chan_t *chan, aptus_rc_link_t *link);
+
+/* The channel interface's operations of RC-SR (chan.h). */
+extern const aptus_chan_ops_t aptus_rc_chan_iface_ops;
+
+/* Send an eager message (one credit): UCS_OK, the packed length (PACK),
+ * UCS_ERR_NO_RESOURCE (no credit or a full backlog: nothing was packed),
+ * or the link's error. The bytes are the connection's when it returns. */
+ssize_t aptus_rc_chan_send(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
+                           const aptus_chan_send_t *send);
 
 /* Send an active message gathered from iov (one credit). */
 ucs_status_t aptus_rc_chan_send_am(aptus_rc_chan_t *chan, aptus_rc_link_t *link,

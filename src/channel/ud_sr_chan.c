@@ -186,6 +186,7 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
     }
 
     memset(chan, 0, sizeof(*chan));
+    chan->super.ops      = &aptus_ud_chan_iface_ops;
     chan->config         = *config;
     chan->wire           = wire;
     chan->async          = async;
@@ -1126,3 +1127,71 @@ size_t aptus_ud_chan_peer_bytes(const aptus_ud_chan_t *chan)
 
     return elem + ((n == 0) ? 0 : ucs_div_round_up(table, n));
 }
+
+/* The channel interface (chan.h): UD-SR sends eager messages. */
+
+static ssize_t aptus_ud_iface_send(aptus_chan_t *chan, aptus_chan_peer_t *peer,
+                                   const aptus_chan_send_t *send)
+{
+    return aptus_ud_chan_send(ucs_derived_of(chan, aptus_ud_chan_t),
+                              (aptus_ud_peer_t *)peer, send);
+}
+
+static ucs_status_t aptus_ud_iface_flush(aptus_chan_t *chan,
+                                         aptus_chan_peer_t *peer,
+                                         unsigned flags, uct_completion_t *comp)
+{
+    return aptus_ud_chan_flush(ucs_derived_of(chan, aptus_ud_chan_t),
+                               (aptus_ud_peer_t *)peer, flags, comp);
+}
+
+static ucs_status_t aptus_ud_iface_pending_add(aptus_chan_t *chan,
+                                               aptus_chan_peer_t *peer,
+                                               uct_pending_req_t *req,
+                                               unsigned flags)
+{
+    return aptus_ud_chan_pending_add(ucs_derived_of(chan, aptus_ud_chan_t),
+                                     (aptus_ud_peer_t *)peer, req, flags);
+}
+
+static void aptus_ud_iface_pending_purge(aptus_chan_t *chan,
+                                         aptus_chan_peer_t *peer,
+                                         uct_pending_purge_callback_t cb,
+                                         void *arg)
+{
+    aptus_ud_chan_pending_purge(ucs_derived_of(chan, aptus_ud_chan_t),
+                                (aptus_ud_peer_t *)peer, cb, arg);
+}
+
+static ucs_status_t aptus_ud_iface_check(aptus_chan_t *chan,
+                                         aptus_chan_peer_t *peer)
+{
+    return aptus_ud_chan_check(ucs_derived_of(chan, aptus_ud_chan_t),
+                               (aptus_ud_peer_t *)peer);
+}
+
+static void aptus_ud_iface_invalidate(aptus_chan_t *chan,
+                                      aptus_chan_peer_t *peer)
+{
+    aptus_ud_chan_peer_invalidate(ucs_derived_of(chan, aptus_ud_chan_t),
+                                  (aptus_ud_peer_t *)peer);
+}
+
+static unsigned aptus_ud_iface_progress(aptus_chan_t *chan, int is_async)
+{
+    return aptus_ud_chan_progress(ucs_derived_of(chan, aptus_ud_chan_t),
+                                  is_async);
+}
+
+const aptus_chan_ops_t aptus_ud_chan_iface_ops = {
+    .type          = APTUS_CHAN_UD_SR,
+    .send          = aptus_ud_iface_send,
+    .put           = NULL,
+    .get           = NULL,
+    .flush         = aptus_ud_iface_flush,
+    .pending_add   = aptus_ud_iface_pending_add,
+    .pending_purge = aptus_ud_iface_pending_purge,
+    .check         = aptus_ud_iface_check,
+    .invalidate    = aptus_ud_iface_invalidate,
+    .progress      = aptus_ud_iface_progress,
+};

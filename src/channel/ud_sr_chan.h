@@ -18,6 +18,7 @@
 #ifndef APTUS_UD_SR_CHAN_H_
 #define APTUS_UD_SR_CHAN_H_
 
+#include "chan.h"
 #include "../proto/rel_window.h"
 #include "../proto/ud_sr_proto.h"
 #include "../base/aptus_mpool.h"
@@ -40,8 +41,8 @@ typedef struct aptus_ud_peer aptus_ud_peer_t;
 typedef struct aptus_ud_peer_ext aptus_ud_peer_ext_t;
 
 #define APTUS_UD_MAX_IOV                                                       \
-    6 /* user iovs per am_zcopy: one datagram holds                            \
-         our header, the copied AM header, and these */
+    6 /* iovs per message: one datagram holds our header, the copied          \
+         header, and these */
 /* Streams (endpoints at once) to one remote interface: the header's
  * 16-bit stream number. Failed streams are reclaimed, so this bounds the
  * endpoints alive together, not those ever created. */
@@ -257,6 +258,7 @@ void aptus_ud_comp_list_cleanup(aptus_ud_comp_list_t *list);
 
 
 struct aptus_ud_chan {
+    aptus_chan_t super;
     aptus_ud_chan_config_t config;
     aptus_dgram_wire_t *wire;
     ucs_async_context_t *async; /* NULL: caller is single-threaded */
@@ -319,36 +321,9 @@ struct aptus_ud_chan {
     aptus_ud_chan_stats_t stats;
 };
 
-/* What to send. */
-typedef enum {
-    APTUS_UD_SEND_SHORT,
-    APTUS_UD_SEND_BCOPY,
-    APTUS_UD_SEND_ZCOPY
-} aptus_ud_send_kind_t;
 
-typedef struct aptus_ud_send {
-    aptus_ud_send_kind_t kind;
-    uint8_t am_id;
-    uint8_t internal; /* for the peer's channel, not its user */
-    union {
-        struct {
-            uint64_t header;
-            const void *buffer;
-            unsigned length;
-        } am_short;
-        struct {
-            uct_pack_callback_t pack_cb;
-            void *arg;
-        } bcopy;
-        struct {
-            const void *header;
-            unsigned header_length;
-            const uct_iov_t *iov;
-            size_t iovcnt;
-            uct_completion_t *comp;
-        } zcopy;
-    };
-} aptus_ud_send_t;
+/* The channel interface's operations of UD-SR (chan.h). */
+extern const aptus_chan_ops_t aptus_ud_chan_iface_ops;
 
 /* Returns NULL if the configuration fits the wire, else a message. */
 const char *aptus_ud_chan_config_check(const aptus_ud_chan_config_t *config,
@@ -397,7 +372,7 @@ void aptus_ud_chan_peer_disconnect(aptus_ud_chan_t *chan,
 /* UCS_OK / length: accepted. UCS_INPROGRESS: zcopy accepted, comp later.
  * UCS_ERR_NO_RESOURCE: window full or pending requests queued. */
 ssize_t aptus_ud_chan_send(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
-                           const aptus_ud_send_t *send);
+                           const aptus_chan_send_t *send);
 
 /* Receive, deliver, acknowledge, retransmit. is_async: called from the
  * async timer (sync-only handlers are deferred). Returns events handled. */

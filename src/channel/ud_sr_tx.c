@@ -10,7 +10,6 @@
 
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/math.h>
-#include <uct/base/uct_iov.inl>
 
 #include <string.h>
 
@@ -247,9 +246,10 @@ void aptus_ud_tx_take_ownership(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
     }
 }
 
-static inline uint8_t aptus_ud_send_hdr_flags(const aptus_ud_send_t *send)
+static inline uint8_t aptus_ud_send_hdr_flags(const aptus_chan_send_t *send)
 {
-    return send->internal ? APTUS_UD_SR_F_INTERNAL : 0;
+    return (send->flags & APTUS_CHAN_SEND_F_INTERNAL) ? APTUS_UD_SR_F_INTERNAL
+                                                      : 0;
 }
 
 /* Split length bytes into fragments; returns their number. */
@@ -331,7 +331,7 @@ static inline aptus_ud_tx_msg_t *aptus_ud_tx_msg_get(aptus_ud_chan_t *chan,
 }
 
 static ssize_t aptus_ud_tx_bcopy(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
-                                 const aptus_ud_send_t *send)
+                                 const aptus_chan_send_t *send)
 {
     aptus_ud_tx_msg_t *msg, *small;
     size_t length;
@@ -346,7 +346,7 @@ static ssize_t aptus_ud_tx_bcopy(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         return UCS_ERR_NO_RESOURCE;
     }
     length =
-        send->bcopy.pack_cb(aptus_ud_tx_msg_data(chan, msg), send->bcopy.arg);
+        send->pack.cb(aptus_ud_tx_msg_data(chan, msg), send->pack.arg);
     ucs_assertv(length <= chan->config.max_msg, "packed %zu > max %zu", length,
                 chan->config.max_msg);
 
@@ -377,16 +377,14 @@ static ssize_t aptus_ud_tx_bcopy(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
 
 static ucs_status_t aptus_ud_tx_zcopy(aptus_ud_chan_t *chan,
                                       aptus_ud_peer_t *peer,
-                                      const aptus_ud_send_t *send)
+                                      const aptus_chan_send_t *send)
 {
     aptus_ud_tx_msg_t *msg;
-    size_t length = send->zcopy.header_length;
+    size_t length = aptus_chan_send_length(send);
     unsigned nfrags, i, n;
 
-    for (i = 0; i < send->zcopy.iovcnt; ++i) {
-        length += uct_iov_get_length(&send->zcopy.iov[i]);
-    }
-    if (length > chan->config.max_msg) {
+    if ((length > chan->config.max_msg) ||
+        (send->iov.iovcnt > APTUS_UD_MAX_IOV)) {
         return UCS_ERR_INVALID_PARAM;
     }
 
@@ -405,20 +403,17 @@ static ucs_status_t aptus_ud_tx_zcopy(aptus_ud_chan_t *chan,
 
     /* Our copy of the AM header, then the user's buffers in place. */
     n = 0;
-    if (send->zcopy.header_length > 0) {
-        memcpy(aptus_ud_tx_msg_data(chan, msg), send->zcopy.header,
-               send->zcopy.header_length);
+    if (send->hdr_len > 0) {
+        memcpy(aptus_ud_tx_msg_data(chan, msg), send->hdr, send->hdr_len);
         msg->iov[n].iov_base = aptus_ud_tx_msg_data(chan, msg);
-        msg->iov[n].iov_len  = send->zcopy.header_length;
+        msg->iov[n].iov_len  = send->hdr_len;
         ++n;
     }
-    for (i = 0; i < send->zcopy.iovcnt; ++i) {
-        if (uct_iov_get_length(&send->zcopy.iov[i]) == 0) {
+    for (i = 0; i < send->iov.iovcnt; ++i) {
+        if (send->iov.iov[i].iov_len == 0) {
             continue;
         }
-        msg->iov[n].iov_base = send->zcopy.iov[i].buffer;
-        msg->iov[n].iov_len  = uct_iov_get_length(&send->zcopy.iov[i]);
-        ++n;
+        msg->iov[n++] = send->iov.iov[i];
     }
     msg->iovcnt     = n;
     msg->length     = length;
@@ -427,13 +422,13 @@ static ucs_status_t aptus_ud_tx_zcopy(aptus_ud_chan_t *chan,
     if (n == 0) {
         msg->iovcnt = 0; /* empty message: nothing to gather */
     }
-    msg->comp = send->zcopy.comp;
+    msg->comp = send->iov.comp;
     aptus_ud_tx_post(chan, peer, msg);
     return (msg->comp == NULL) ? UCS_OK : UCS_INPROGRESS;
 }
 
 ssize_t aptus_ud_chan_send(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
-                           const aptus_ud_send_t *send)
+                           const aptus_chan_send_t *send)
 {
     aptus_ud_tx_msg_t *msg;
     size_t length;
@@ -443,7 +438,7 @@ ssize_t aptus_ud_chan_send(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         return UCS_ERR_ENDPOINT_TIMEOUT;
     }
     if (ucs_unlikely(aptus_ud_peer_has_pending(peer) && !chan->in_pending &&
-                     !send->internal)) {
+                     !(send->flags & APTUS_CHAN_SEND_F_INTERNAL))) {
         return UCS_ERR_NO_RESOURCE; /* keep order behind queued requests */
     }
     if (ucs_unlikely(aptus_rel_tx_window_full(&peer->tx, &chan->config.rel))) {
@@ -454,26 +449,32 @@ ssize_t aptus_ud_chan_send(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     aptus_ud_chan_now(chan);
 
     switch (send->kind) {
-    case APTUS_UD_SEND_SHORT:
-        length = sizeof(uint64_t) + send->am_short.length;
-        ucs_assert(length <= chan->single_payload);
+    case APTUS_CHAN_SEND_COPY:
+        length = send->hdr_len + send->copy.length;
+        if (length > chan->single_payload) {
+            return UCS_ERR_INVALID_PARAM;
+        }
         msg = aptus_ud_tx_msg_get(chan, APTUS_UD_TX_SMALL, send->am_id,
                                   aptus_ud_send_hdr_flags(send));
         if (msg == NULL) {
             return UCS_ERR_NO_RESOURCE;
         }
         data = aptus_ud_tx_msg_data(chan, msg);
-        memcpy(data, &send->am_short.header, sizeof(uint64_t));
-        memcpy(UCS_PTR_BYTE_OFFSET(data, sizeof(uint64_t)),
-               send->am_short.buffer, send->am_short.length);
+        if (send->hdr_len > 0) {
+            memcpy(data, send->hdr, send->hdr_len);
+        }
+        if (send->copy.length > 0) {
+            memcpy(UCS_PTR_BYTE_OFFSET(data, send->hdr_len), send->copy.buffer,
+                   send->copy.length);
+        }
         msg->length     = length;
         msg->num_frags  = 1;
         msg->frags_left = 1;
         aptus_ud_tx_post(chan, peer, msg);
         return UCS_OK;
-    case APTUS_UD_SEND_BCOPY:
+    case APTUS_CHAN_SEND_PACK:
         return aptus_ud_tx_bcopy(chan, peer, send);
-    case APTUS_UD_SEND_ZCOPY:
+    case APTUS_CHAN_SEND_IOV:
         return aptus_ud_tx_zcopy(chan, peer, send);
     }
     return UCS_ERR_INVALID_PARAM;
@@ -527,14 +528,15 @@ ssize_t aptus_ud_chan_send_internal(aptus_ud_chan_t *chan,
                                     const void *data, size_t data_len)
 {
     aptus_ud_internal_pack_t pack = { hdr, hdr_len, data, data_len };
-    aptus_ud_send_t send;
+    aptus_chan_send_t send;
 
     ucs_assert(id < APTUS_UD_SR_INTERNAL_MAX);
     ucs_assert(hdr_len + data_len <= chan->config.max_msg);
-    send.kind          = APTUS_UD_SEND_BCOPY;
-    send.am_id         = id;
-    send.internal      = 1;
-    send.bcopy.pack_cb = aptus_ud_internal_pack;
-    send.bcopy.arg     = &pack;
+    send.kind     = APTUS_CHAN_SEND_PACK;
+    send.am_id    = id;
+    send.flags    = APTUS_CHAN_SEND_F_INTERNAL;
+    send.hdr_len  = 0;
+    send.pack.cb  = aptus_ud_internal_pack;
+    send.pack.arg = &pack;
     return aptus_ud_chan_send(chan, peer, &send);
 }

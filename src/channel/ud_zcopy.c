@@ -142,6 +142,7 @@ ucs_status_t aptus_udz_init(aptus_udz_t *udz, aptus_ud_chan_t *ud,
     }
 
     memset(udz, 0, sizeof(*udz));
+    udz->super.ops = &aptus_udz_chan_iface_ops;
     udz->ud        = ud;
     udz->config    = *config;
     udz->check     = check;
@@ -1096,3 +1097,88 @@ void aptus_udz_cleanup(aptus_udz_t *udz)
     ucs_mpool_cleanup(&udz->put_mp, 1);
     ucs_mpool_cleanup(&udz->get_mp, 1);
 }
+
+/* The channel interface (chan.h). */
+
+static ucs_status_t aptus_udz_iface_get(aptus_chan_t *chan,
+                                        aptus_chan_peer_t *peer,
+                                        const struct iovec *iov,
+                                        unsigned iovcnt, uint64_t remote_addr,
+                                        const aptus_chan_key_t *key,
+                                        uct_completion_t *comp)
+{
+    if (iovcnt != 1) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return aptus_udz_get(ucs_derived_of(chan, aptus_udz_t),
+                         (aptus_ud_peer_t *)peer, iov[0].iov_base,
+                         iov[0].iov_len, remote_addr, key->token, comp);
+}
+
+static ucs_status_t aptus_udz_iface_flush(aptus_chan_t *chan,
+                                          aptus_chan_peer_t *peer,
+                                          unsigned flags,
+                                          uct_completion_t *comp)
+{
+    return aptus_udz_flush(ucs_derived_of(chan, aptus_udz_t),
+                           (aptus_ud_peer_t *)peer, comp, 0);
+}
+
+static aptus_chan_t *aptus_udz_ud(aptus_chan_t *chan)
+{
+    return &ucs_derived_of(chan, aptus_udz_t)->ud->super;
+}
+
+static ucs_status_t aptus_udz_iface_pending_add(aptus_chan_t *chan,
+                                                aptus_chan_peer_t *peer,
+                                                uct_pending_req_t *req,
+                                                unsigned flags)
+{
+    aptus_chan_t *ud = aptus_udz_ud(chan);
+
+    return ud->ops->pending_add(ud, peer, req, flags);
+}
+
+static void aptus_udz_iface_pending_purge(aptus_chan_t *chan,
+                                          aptus_chan_peer_t *peer,
+                                          uct_pending_purge_callback_t cb,
+                                          void *arg)
+{
+    aptus_chan_t *ud = aptus_udz_ud(chan);
+
+    ud->ops->pending_purge(ud, peer, cb, arg);
+}
+
+static ucs_status_t aptus_udz_iface_check(aptus_chan_t *chan,
+                                          aptus_chan_peer_t *peer)
+{
+    aptus_chan_t *ud = aptus_udz_ud(chan);
+
+    return ud->ops->check(ud, peer);
+}
+
+static void aptus_udz_iface_invalidate(aptus_chan_t *chan,
+                                       aptus_chan_peer_t *peer)
+{
+    aptus_chan_t *ud = aptus_udz_ud(chan);
+
+    ud->ops->invalidate(ud, peer);
+}
+
+static unsigned aptus_udz_iface_progress(aptus_chan_t *chan, int is_async)
+{
+    return aptus_udz_progress(ucs_derived_of(chan, aptus_udz_t));
+}
+
+const aptus_chan_ops_t aptus_udz_chan_iface_ops = {
+    .type          = APTUS_CHAN_UD_ZCOPY,
+    .send          = NULL,
+    .put           = NULL, /* the owner streams what is asked of it */
+    .get           = aptus_udz_iface_get,
+    .flush         = aptus_udz_iface_flush,
+    .pending_add   = aptus_udz_iface_pending_add,
+    .pending_purge = aptus_udz_iface_pending_purge,
+    .check         = aptus_udz_iface_check,
+    .invalidate    = aptus_udz_iface_invalidate,
+    .progress      = aptus_udz_iface_progress,
+};

@@ -61,6 +61,7 @@ typedef struct aptus_udz_stats {
 } aptus_udz_stats_t;
 
 typedef struct aptus_udz {
+    aptus_chan_t super;
     aptus_ud_chan_t *ud;
     aptus_udz_config_t config;
     aptus_udz_check_t check;
@@ -91,6 +92,11 @@ typedef struct aptus_udz {
     aptus_ud_comp_list_t done;
     aptus_udz_stats_t stats;
 } aptus_udz_t;
+
+/* The channel interface's operations of UD-ZCopy (chan.h): get (one
+ * destination buffer); the peers are UD-SR's streams, which carry its
+ * control messages. */
+extern const aptus_chan_ops_t aptus_udz_chan_iface_ops;
 
 const char *aptus_udz_config_check(const aptus_udz_config_t *config);
 

@@ -98,19 +98,22 @@ ucs_status_t uct_rc_sr_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
                                    const void *payload, unsigned length)
 {
     uct_rc_sr_iface_t *iface = uct_rc_sr_ep_iface(tl_ep);
-    struct iovec iov[2];
+    aptus_chan_send_t send;
     ucs_status_t status;
 
     UCT_CHECK_AM_ID(id);
     /* max_short counts the 8-byte header, as in every UCX transport */
     UCT_CHECK_LENGTH(sizeof(header) + length, 0, iface->chan.config.max_msg,
                      "am_short");
-    iov[0].iov_base = &header;
-    iov[0].iov_len  = sizeof(header);
-    iov[1].iov_base = (void *)payload;
-    iov[1].iov_len  = length;
-    status = aptus_rc_chan_send_am(&iface->chan, uct_rc_sr_ep_link(tl_ep), id,
-                                   iov, 2);
+    send.kind        = APTUS_CHAN_SEND_COPY;
+    send.flags       = 0;
+    send.am_id       = id;
+    send.hdr         = &header;
+    send.hdr_len     = sizeof(header);
+    send.copy.buffer = payload;
+    send.copy.length = length;
+    status = (ucs_status_t)aptus_rc_chan_send(&iface->chan,
+                                              uct_rc_sr_ep_link(tl_ep), &send);
     if (status == UCS_OK) {
         uct_rc_sr_ep_trace_am_short(iface, id, header, payload, length);
     }
@@ -122,25 +125,22 @@ ssize_t uct_rc_sr_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
                               unsigned flags)
 {
     uct_rc_sr_iface_t *iface = uct_rc_sr_ep_iface(tl_ep);
-    aptus_rc_link_t *link    = uct_rc_sr_ep_link(tl_ep);
-    struct iovec iov;
-    ucs_status_t status;
+    aptus_chan_send_t send;
+    ssize_t ret;
 
     UCT_CHECK_AM_ID(id);
-    /* packing is not free: do it only when the send can go */
-    if (!(link->flags & APTUS_RC_LINK_FAILED) && (link->fc.tx == 0)) {
-        iface->chan.stats.no_credits++;
-        return UCS_ERR_NO_RESOURCE;
+    send.kind     = APTUS_CHAN_SEND_PACK;
+    send.flags    = 0;
+    send.am_id    = id;
+    send.hdr_len  = 0;
+    send.pack.cb  = pack_cb;
+    send.pack.arg = arg;
+    ret = aptus_rc_chan_send(&iface->chan, uct_rc_sr_ep_link(tl_ep), &send);
+    if (ret >= 0) {
+        uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id,
+                           iface->chan.staging, ret, "TX: AM_BCOPY");
     }
-    iov.iov_base = iface->bounce;
-    iov.iov_len  = pack_cb(iface->bounce, arg);
-    status       = aptus_rc_chan_send_am(&iface->chan, link, id, &iov, 1);
-    if (status != UCS_OK) {
-        return status;
-    }
-    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, iface->bounce,
-                       iov.iov_len, "TX: AM_BCOPY");
-    return iov.iov_len;
+    return ret;
 }
 
 static unsigned uct_rc_sr_ep_iov(const uct_iov_t *uiov, size_t iovcnt,
@@ -161,7 +161,8 @@ ucs_status_t uct_rc_sr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
                                    unsigned flags, uct_completion_t *comp)
 {
     uct_rc_sr_iface_t *iface = uct_rc_sr_ep_iface(tl_ep);
-    struct iovec msg_iov[APTUS_RC_MAX_IOV];
+    struct iovec liov[APTUS_RC_MAX_IOV];
+    aptus_chan_send_t send;
     ucs_status_t status;
 
     UCT_CHECK_AM_ID(id);
@@ -171,12 +172,16 @@ ucs_status_t uct_rc_sr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     UCT_CHECK_LENGTH(header_length + uct_iov_total_length(iov, iovcnt), 0,
                      iface->chan.config.max_msg, "am_zcopy");
 
-    msg_iov[0].iov_base = (void *)header;
-    msg_iov[0].iov_len  = header_length;
-    uct_rc_sr_ep_iov(iov, iovcnt, msg_iov + 1);
-    /* the connection (or its backlog) has the bytes when this returns */
-    status = aptus_rc_chan_send_am(&iface->chan, uct_rc_sr_ep_link(tl_ep), id,
-                                   msg_iov, iovcnt + 1);
+    send.kind       = APTUS_CHAN_SEND_IOV;
+    send.flags      = 0;
+    send.am_id      = id;
+    send.hdr        = header;
+    send.hdr_len    = header_length;
+    send.iov.iov    = liov;
+    send.iov.iovcnt = uct_rc_sr_ep_iov(iov, iovcnt, liov);
+    send.iov.comp   = NULL; /* the connection has the bytes on return */
+    status = (ucs_status_t)aptus_rc_chan_send(&iface->chan,
+                                              uct_rc_sr_ep_link(tl_ep), &send);
     if (status == UCS_OK) {
         uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, header,
                            header_length, "TX: AM_ZCOPY");

@@ -645,8 +645,11 @@ static UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
     chan_config.credits    = config->credits;
     chan_config.max_msg    = config->seg_size;
     chan_config.local_port = aptus_sock_wire_addr_port(&self->wire->addr);
-    aptus_rc_chan_init(&self->chan, self->wire, &chan_config, key,
-                       &uct_rc_sr_chan_ops, self);
+    status = aptus_rc_chan_init(&self->chan, self->wire, &chan_config, key,
+                                &uct_rc_sr_chan_ops, self);
+    if (status != UCS_OK) {
+        goto err_copy_mpool;
+    }
     aptus_rc_rdma_chan_init(&self->rdma, &self->chan);
 
     aptus_sock_netif_caps(self->dev_name, &self->latency, &self->bandwidth);

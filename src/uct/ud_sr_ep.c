@@ -114,20 +114,20 @@ ucs_status_t uct_ud_sr_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
                                    const void *payload, unsigned length)
 {
     uct_ud_sr_iface_t *iface = uct_ud_sr_ep_iface(tl_ep);
-    aptus_ud_send_t send;
+    aptus_chan_send_t send;
     ucs_status_t status;
 
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_LENGTH(sizeof(header) + length, 0,
                      aptus_ud_chan_max_short(&iface->chan), "am_short");
 
-    send.kind = APTUS_UD_SEND_SHORT;
-
-    send.internal        = 0;
-    send.am_id           = id;
-    send.am_short.header = header;
-    send.am_short.buffer = payload;
-    send.am_short.length = length;
+    send.kind        = APTUS_CHAN_SEND_COPY;
+    send.flags       = 0;
+    send.am_id       = id;
+    send.hdr         = &header;
+    send.hdr_len     = sizeof(header);
+    send.copy.buffer = payload;
+    send.copy.length = length;
 
     UCT_UD_SR_ENTER(iface);
     status = (ucs_status_t)aptus_ud_chan_send(&iface->chan,
@@ -146,23 +146,24 @@ ssize_t uct_ud_sr_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
 {
     uct_ud_sr_iface_t *iface = uct_ud_sr_ep_iface(tl_ep);
     uct_ud_sr_trace_pack_t trace;
-    aptus_ud_send_t send;
+    aptus_chan_send_t send;
     ssize_t ret;
 
     UCT_CHECK_AM_ID(id);
-    send.kind          = APTUS_UD_SEND_BCOPY;
-    send.internal      = 0;
-    send.am_id         = id;
-    send.bcopy.pack_cb = pack_cb;
-    send.bcopy.arg     = arg;
+    send.kind     = APTUS_CHAN_SEND_PACK;
+    send.flags    = 0;
+    send.am_id    = id;
+    send.hdr_len  = 0;
+    send.pack.cb  = pack_cb;
+    send.pack.arg = arg;
     if (ucs_unlikely(ucs_log_is_enabled(UCS_LOG_LEVEL_TRACE_DATA))) {
         trace.pack_cb      = pack_cb;
         trace.arg          = arg;
         trace.iface        = iface;
         trace.ep           = tl_ep;
         trace.id           = id;
-        send.bcopy.pack_cb = uct_ud_sr_ep_trace_pack;
-        send.bcopy.arg     = &trace;
+        send.pack.cb       = uct_ud_sr_ep_trace_pack;
+        send.pack.arg      = &trace;
     }
 
     UCT_UD_SR_ENTER(iface);
@@ -177,8 +178,10 @@ ucs_status_t uct_ud_sr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
                                    unsigned flags, uct_completion_t *comp)
 {
     uct_ud_sr_iface_t *iface = uct_ud_sr_ep_iface(tl_ep);
-    aptus_ud_send_t send;
+    struct iovec liov[APTUS_UD_MAX_IOV];
+    aptus_chan_send_t send;
     ucs_status_t status;
+    size_t i;
 
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_IOV_SIZE(iovcnt, (size_t)APTUS_UD_MAX_IOV,
@@ -188,15 +191,18 @@ ucs_status_t uct_ud_sr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     UCT_CHECK_LENGTH(header_length + uct_iov_total_length(iov, iovcnt), 0,
                      iface->chan.config.max_msg, "am_zcopy");
 
-    send.kind = APTUS_UD_SEND_ZCOPY;
-
-    send.internal            = 0;
-    send.am_id               = id;
-    send.zcopy.header        = header;
-    send.zcopy.header_length = header_length;
-    send.zcopy.iov           = iov;
-    send.zcopy.iovcnt        = iovcnt;
-    send.zcopy.comp          = comp;
+    for (i = 0; i < iovcnt; ++i) {
+        liov[i].iov_base = iov[i].buffer;
+        liov[i].iov_len  = uct_iov_get_length(&iov[i]);
+    }
+    send.kind       = APTUS_CHAN_SEND_IOV;
+    send.flags      = 0;
+    send.am_id      = id;
+    send.hdr        = header;
+    send.hdr_len    = header_length;
+    send.iov.iov    = liov;
+    send.iov.iovcnt = iovcnt;
+    send.iov.comp   = comp;
 
     UCT_UD_SR_ENTER(iface);
     status = (ucs_status_t)aptus_ud_chan_send(&iface->chan,

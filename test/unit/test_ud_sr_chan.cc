@@ -163,25 +163,27 @@ class ud_chan : public ::testing::Test
                        const std::vector<uint8_t> &data)
     {
         pack_arg arg{ &data };
-        aptus_ud_send_t send;
-        send.kind          = APTUS_UD_SEND_BCOPY;
-        send.internal      = 0;
-        send.am_id         = am_id;
-        send.bcopy.pack_cb = pack_cb;
-        send.bcopy.arg     = &arg;
+        aptus_chan_send_t send;
+        send.kind     = APTUS_CHAN_SEND_PACK;
+        send.flags    = 0;
+        send.am_id    = am_id;
+        send.hdr_len  = 0;
+        send.pack.cb  = pack_cb;
+        send.pack.arg = &arg;
         return aptus_ud_chan_send(&s.chan, peer, &send);
     }
 
     ucs_status_t send_short(side &s, aptus_ud_peer_t *peer, uint8_t am_id,
                             uint64_t header, const std::vector<uint8_t> &data)
     {
-        aptus_ud_send_t send;
-        send.kind            = APTUS_UD_SEND_SHORT;
-        send.internal        = 0;
-        send.am_id           = am_id;
-        send.am_short.header = header;
-        send.am_short.buffer = data.data();
-        send.am_short.length = data.size();
+        aptus_chan_send_t send;
+        send.kind        = APTUS_CHAN_SEND_COPY;
+        send.flags       = 0;
+        send.am_id       = am_id;
+        send.hdr         = &header;
+        send.hdr_len     = sizeof(header);
+        send.copy.buffer = data.data();
+        send.copy.length = data.size();
         return (ucs_status_t)aptus_ud_chan_send(&s.chan, peer, &send);
     }
 
@@ -190,22 +192,20 @@ class ud_chan : public ::testing::Test
                             std::vector<std::vector<uint8_t> *> bufs,
                             test_comp *comp)
     {
-        std::vector<uct_iov_t> iov(bufs.size());
+        std::vector<struct iovec> iov(bufs.size());
         for (size_t i = 0; i < bufs.size(); ++i) {
-            memset(&iov[i], 0, sizeof(iov[i]));
-            iov[i].buffer = bufs[i]->data();
-            iov[i].length = bufs[i]->size();
-            iov[i].count  = 1;
+            iov[i].iov_base = bufs[i]->data();
+            iov[i].iov_len  = bufs[i]->size();
         }
-        aptus_ud_send_t send;
-        send.kind                = APTUS_UD_SEND_ZCOPY;
-        send.internal            = 0;
-        send.am_id               = am_id;
-        send.zcopy.header        = hdr.data();
-        send.zcopy.header_length = hdr.size();
-        send.zcopy.iov           = iov.data();
-        send.zcopy.iovcnt        = iov.size();
-        send.zcopy.comp          = (comp != nullptr) ? &comp->super : nullptr;
+        aptus_chan_send_t send;
+        send.kind       = APTUS_CHAN_SEND_IOV;
+        send.flags      = 0;
+        send.am_id      = am_id;
+        send.hdr        = hdr.data();
+        send.hdr_len    = hdr.size();
+        send.iov.iov    = iov.data();
+        send.iov.iovcnt = iov.size();
+        send.iov.comp   = (comp != nullptr) ? &comp->super : nullptr;
         return (ucs_status_t)aptus_ud_chan_send(&s.chan, peer, &send);
     }
 

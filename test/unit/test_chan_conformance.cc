@@ -1,0 +1,371 @@
+/*
+ * UCX-Aptus: the same conformance cases against every channel, through the
+ * one channel interface (src/channel/chan.h): eager channels (UD-SR, RC-SR)
+ * deliver copied, packed and gathered messages in order, flush, wait on
+ * the pending queue, and fail when invalidated; data channels (RC-RDMA,
+ * UD-ZCopy) move registered memory by key. The channels are those of a
+ * pair of open UCT interfaces of the transport that carries them.
+ */
+#include "uct_fixture.h"
+#include "uct/rc_sr_iface.h"
+#include "uct/ud_sr_iface.h"
+
+#include <cstring>
+
+namespace
+{
+
+class chan_conformance : public uct_aptus_test,
+                         public ::testing::WithParamInterface<aptus_chan_type_t>
+{
+  protected:
+    chan_conformance()
+    {
+        m_type = GetParam();
+        m_ud   = (m_type == APTUS_CHAN_UD_SR) || (m_type == APTUS_CHAN_UD_ZCOPY);
+        m_tl   = m_ud ? "ud_sr" : "rc_sr";
+        if (m_ud) {
+            m_default_cfg = { { "TIMEOUT", "2s" } };
+        }
+    }
+
+    void SetUp() override
+    {
+        uct_aptus_test::SetUp();
+        setup_pair();
+    }
+
+    /* The channel of this test, of side e's interface. */
+    aptus_chan_t *chan(entity &e)
+    {
+        if (m_ud) {
+            auto *iface = ucs_derived_of(e.iface, uct_ud_sr_iface_t);
+            return (m_type == APTUS_CHAN_UD_SR) ? &iface->chan.super
+                                                : &iface->udz.super;
+        }
+        auto *iface = ucs_derived_of(e.iface, uct_rc_sr_iface_t);
+        return (m_type == APTUS_CHAN_RC_SR) ? &iface->chan.super
+                                            : &iface->rdma.super;
+    }
+
+    /* The channel peer that side e's endpoint owns. */
+    aptus_chan_peer_t *peer(entity &e)
+    {
+        if (m_ud) {
+            return (aptus_chan_peer_t *)&ucs_derived_of(e.ep, uct_ud_sr_ep_t)
+                    ->peer;
+        }
+        return (aptus_chan_peer_t *)&ucs_derived_of(e.ep, uct_rc_sr_ep_t)->link;
+    }
+
+    /* Calls into a channel hold the worker's async lock, as a transport's. */
+    template <typename F> auto locked(F f) -> decltype(f())
+    {
+        UCS_ASYNC_BLOCK(m_async);
+        auto ret = f();
+        UCS_ASYNC_UNBLOCK(m_async);
+        return ret;
+    }
+
+    ssize_t send(const aptus_chan_send_t &s)
+    {
+        aptus_chan_t *c = chan(m_a);
+        ssize_t ret;
+        while ((ret = locked([&] {
+                    return c->ops->send(c, peer(m_a), &s);
+                })) == UCS_ERR_NO_RESOURCE) {
+            progress();
+        }
+        return ret;
+    }
+
+    ucs_status_t flush()
+    {
+        aptus_chan_t *c = chan(m_a);
+        test_comp comp;
+        init_comp(comp);
+        ucs_status_t status;
+        while ((status = locked([&] {
+                    return c->ops->flush(c, peer(m_a), 0, &comp.super);
+                })) == UCS_ERR_NO_RESOURCE) {
+            progress();
+        }
+        if (status == UCS_INPROGRESS) {
+            EXPECT_TRUE(wait_for([&] { return comp.done > 0; }));
+            return comp.status;
+        }
+        return status;
+    }
+
+    aptus_chan_key_t key_of(const remote_buf &rb)
+    {
+        const uct_aptus_rkey_t *k = (const uct_aptus_rkey_t *)rb.rkey.rkey;
+        aptus_chan_key_t key;
+        key.mem.address = k->address;
+        key.mem.length  = k->length;
+        key.mem.host_id = k->host_id;
+        key.mem.pid     = k->pid;
+        key.token       = k->token;
+        return key;
+    }
+
+    aptus_chan_type_t m_type;
+    bool m_ud;
+};
+
+struct packed_msg {
+    const std::vector<uint8_t> *data;
+};
+
+size_t pack_msg(void *dest, void *arg)
+{
+    const packed_msg *p = static_cast<const packed_msg *>(arg);
+    memcpy(dest, p->data->data(), p->data->size());
+    return p->data->size();
+}
+
+bool is_eager(aptus_chan_type_t type)
+{
+    return (type == APTUS_CHAN_UD_SR) || (type == APTUS_CHAN_RC_SR);
+}
+
+} // namespace
+
+TEST_P(chan_conformance, operations_table_matches_the_channel)
+{
+    aptus_chan_t *c = chan(m_a);
+    ASSERT_NE(nullptr, c->ops);
+    EXPECT_EQ(m_type, c->ops->type);
+    EXPECT_STREQ(aptus_chan_names[m_type], aptus_chan_name(c));
+    /* an eager channel sends, a data channel moves memory by key */
+    EXPECT_EQ(is_eager(m_type), c->ops->send != nullptr);
+    EXPECT_EQ(!is_eager(m_type), c->ops->get != nullptr);
+    EXPECT_NE(nullptr, c->ops->flush);
+    EXPECT_NE(nullptr, c->ops->pending_add);
+    EXPECT_NE(nullptr, c->ops->pending_purge);
+    EXPECT_NE(nullptr, c->ops->check);
+    EXPECT_NE(nullptr, c->ops->invalidate);
+}
+
+TEST_P(chan_conformance, copied_packed_and_gathered_messages_arrive_in_order)
+{
+    if (!is_eager(m_type)) {
+        GTEST_SKIP() << aptus_chan_names[m_type] << " sends no messages";
+    }
+    std::vector<std::vector<uint8_t>> expect;
+    for (unsigned i = 0; i < 60; ++i) {
+        aptus_chan_send_t s;
+        s.am_id = 1;
+        s.flags = 0;
+        std::vector<uint8_t> hdr  = pattern(i, 8);
+        std::vector<uint8_t> body = pattern(i + 500, (i * 97) % 1900 + 1);
+        std::vector<uint8_t> whole(hdr);
+        whole.insert(whole.end(), body.begin(), body.end());
+        packed_msg pm{ &whole };
+        struct iovec iov[2] = { { body.data(), body.size() / 2 },
+                                { body.data() + body.size() / 2,
+                                  body.size() - body.size() / 2 } };
+        test_comp comp;
+        init_comp(comp);
+        switch (i % 3) {
+        case 0:
+            s.kind        = APTUS_CHAN_SEND_COPY;
+            s.hdr         = hdr.data();
+            s.hdr_len     = hdr.size();
+            s.copy.buffer = body.data();
+            s.copy.length = body.size();
+            ASSERT_EQ(UCS_OK, send(s)) << i;
+            break;
+        case 1:
+            s.kind     = APTUS_CHAN_SEND_PACK;
+            s.hdr_len  = 0;
+            s.pack.cb  = pack_msg;
+            s.pack.arg = &pm;
+            ASSERT_EQ((ssize_t)whole.size(), send(s)) << i;
+            break;
+        default:
+            s.kind       = APTUS_CHAN_SEND_IOV;
+            s.hdr        = hdr.data();
+            s.hdr_len    = hdr.size();
+            s.iov.iov    = iov;
+            s.iov.iovcnt = 2;
+            s.iov.comp   = &comp.super;
+            ssize_t ret  = send(s);
+            ASSERT_TRUE((ret == UCS_OK) || (ret == UCS_INPROGRESS)) << ret;
+            if (ret == UCS_INPROGRESS) {
+                /* the caller's buffers are in use until the completion */
+                ASSERT_TRUE(wait_for([&] { return comp.done > 0; }));
+                EXPECT_EQ(UCS_OK, comp.status);
+            }
+            break;
+        }
+        expect.push_back(whole);
+    }
+    ASSERT_EQ(UCS_OK, flush());
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == expect.size(); }));
+    for (size_t i = 0; i < expect.size(); ++i) {
+        ASSERT_EQ(expect[i], m_b.rx.msgs[i]) << i;
+    }
+}
+
+namespace
+{
+
+struct pending_req {
+    uct_pending_req_t super;
+    aptus_chan_t *chan;
+    aptus_chan_peer_t *peer;
+    std::vector<uint8_t> hdr;
+    int calls = 0;
+    int sent  = 0;
+};
+
+/* Sends one message from the pending queue. */
+ucs_status_t pending_send_cb(uct_pending_req_t *self)
+{
+    pending_req *r = ucs_container_of(self, pending_req, super);
+    aptus_chan_send_t s;
+    r->calls++;
+    if (r->chan->ops->send == nullptr) {
+        r->sent++;
+        return UCS_OK;
+    }
+    s.kind        = APTUS_CHAN_SEND_COPY;
+    s.am_id       = 1;
+    s.flags       = 0;
+    s.hdr         = r->hdr.data();
+    s.hdr_len     = r->hdr.size();
+    s.copy.buffer = nullptr;
+    s.copy.length = 0;
+    ssize_t ret   = r->chan->ops->send(r->chan, r->peer, &s);
+    if (ret == UCS_OK) {
+        r->sent++;
+    }
+    return (ucs_status_t)ret;
+}
+
+} // namespace
+
+TEST_P(chan_conformance, pending_requests_wait_for_room)
+{
+    aptus_chan_t *c = chan(m_a);
+    pending_req req;
+    req.super.func = pending_send_cb;
+    req.chan       = c;
+    req.peer       = peer(m_a);
+    req.hdr        = pattern(9999, 8);
+    /* with room (nothing in flight), a request is refused: retry now */
+    ASSERT_EQ(UCS_OK, flush());
+    EXPECT_EQ(UCS_ERR_BUSY, locked([&] {
+                  return c->ops->pending_add(c, peer(m_a), &req.super, 0);
+              }));
+    EXPECT_EQ(0, req.calls);
+    if (!is_eager(m_type)) {
+        return;
+    }
+    /* without room, it waits, and runs once there is room again */
+    unsigned sent = 0;
+    ssize_t ret;
+    std::vector<uint8_t> d = pattern(1, 64);
+    aptus_chan_send_t s;
+    s.kind        = APTUS_CHAN_SEND_COPY;
+    s.am_id       = 1;
+    s.flags       = 0;
+    s.hdr         = d.data();
+    s.hdr_len     = 8;
+    s.copy.buffer = d.data() + 8;
+    s.copy.length = d.size() - 8;
+    while ((ret = locked([&] { return c->ops->send(c, peer(m_a), &s); })) ==
+           UCS_OK) {
+        ASSERT_LT(++sent, 100000u) << "never out of room";
+    }
+    ASSERT_EQ(UCS_ERR_NO_RESOURCE, ret);
+    ASSERT_EQ(UCS_OK, locked([&] {
+                  return c->ops->pending_add(c, peer(m_a), &req.super, 0);
+              }));
+    ASSERT_TRUE(wait_for([&] { return req.sent == 1; }));
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == sent + 1; }));
+    EXPECT_EQ(req.hdr, m_b.rx.msgs[sent]); /* last: after all sent before */
+}
+
+TEST_P(chan_conformance, data_moves_by_key)
+{
+    if (is_eager(m_type)) {
+        GTEST_SKIP() << aptus_chan_names[m_type] << " moves no data by key";
+    }
+    aptus_chan_t *c = chan(m_a);
+    remote_buf rb;
+    expose(rb, 256 * 1024, 5);
+    aptus_chan_key_t key = key_of(rb);
+    uint64_t base        = (uint64_t)(uintptr_t)rb.data.data();
+
+    std::vector<uint8_t> dest(100000);
+    struct iovec iov = { dest.data(), dest.size() };
+    test_comp comp;
+    init_comp(comp);
+    ucs_status_t status;
+    while ((status = locked([&] {
+                return c->ops->get(c, peer(m_a), &iov, 1, base + 4096, &key,
+                                   &comp.super);
+            })) == UCS_ERR_NO_RESOURCE) {
+        progress();
+    }
+    if (status == UCS_INPROGRESS) {
+        ASSERT_TRUE(wait_for([&] { return comp.done > 0; }));
+        status = comp.status;
+    }
+    ASSERT_EQ(UCS_OK, status);
+    EXPECT_EQ(0, memcmp(dest.data(), rb.data.data() + 4096, dest.size()));
+
+    if (c->ops->put != nullptr) {
+        std::vector<uint8_t> src = pattern(77, 50000);
+        struct iovec piov        = { src.data(), src.size() };
+        ASSERT_EQ(UCS_OK, locked([&] {
+                      return c->ops->put(c, peer(m_a), &piov, 1, base + 100,
+                                         &key, nullptr);
+                  }));
+        EXPECT_EQ(0, memcmp(rb.data.data() + 100, src.data(), src.size()));
+    }
+    EXPECT_EQ(UCS_OK, flush());
+    release(rb);
+}
+
+TEST_P(chan_conformance, invalidated_peer_fails_and_is_reported_once)
+{
+    aptus_chan_t *c = chan(m_a);
+    locked([&] {
+        c->ops->invalidate(c, peer(m_a));
+        return 0;
+    });
+    ASSERT_TRUE(wait_for([&] { return m_a.err.count.load() > 0; }, 10));
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, m_a.err.status);
+    if (is_eager(m_type)) {
+        uint64_t h = 0;
+        aptus_chan_send_t s;
+        s.kind        = APTUS_CHAN_SEND_COPY;
+        s.am_id       = 1;
+        s.flags       = 0;
+        s.hdr         = &h;
+        s.hdr_len     = sizeof(h);
+        s.copy.buffer = nullptr;
+        s.copy.length = 0;
+        EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, locked([&] {
+                      return c->ops->send(c, peer(m_a), &s);
+                  }));
+    }
+    ucs_time_t end = ucs_get_time() + ucs_time_from_msec(50);
+    while (ucs_get_time() < end) {
+        progress();
+    }
+    EXPECT_EQ(1, m_a.err.count.load());
+}
+
+INSTANTIATE_TEST_SUITE_P(channels, chan_conformance,
+                         ::testing::Values(APTUS_CHAN_UD_SR,
+                                           APTUS_CHAN_UD_ZCOPY,
+                                           APTUS_CHAN_RC_SR,
+                                           APTUS_CHAN_RC_RDMA),
+                         [](const ::testing::TestParamInfo<aptus_chan_type_t>
+                                    &info) {
+                             return std::string(aptus_chan_names[info.param]);
+                         });
