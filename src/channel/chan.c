@@ -14,3 +14,30 @@ const char *const aptus_chan_names[APTUS_CHAN_LAST] = {
     [APTUS_CHAN_RC_RDMA]  = "rc_rdma",
     [APTUS_CHAN_RC_FP]    = "rc_fp",
 };
+
+ucs_status_t aptus_chan_carrier_pending_add(aptus_chan_t *chan,
+                                            aptus_chan_peer_t *peer,
+                                            uct_pending_req_t *req,
+                                            unsigned flags)
+{
+    return chan->carrier->ops->pending_add(chan->carrier, peer, req, flags);
+}
+
+void aptus_chan_carrier_pending_purge(aptus_chan_t *chan,
+                                      aptus_chan_peer_t *peer,
+                                      uct_pending_purge_callback_t cb,
+                                      void *arg)
+{
+    chan->carrier->ops->pending_purge(chan->carrier, peer, cb, arg);
+}
+
+ucs_status_t aptus_chan_carrier_check(aptus_chan_t *chan,
+                                      aptus_chan_peer_t *peer)
+{
+    return chan->carrier->ops->check(chan->carrier, peer);
+}
+
+void aptus_chan_carrier_invalidate(aptus_chan_t *chan, aptus_chan_peer_t *peer)
+{
+    chan->carrier->ops->invalidate(chan->carrier, peer);
+}

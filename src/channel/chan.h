@@ -81,6 +81,46 @@ typedef struct aptus_chan_send {
     };
 } aptus_chan_send_t;
 
+static inline void aptus_chan_send_copy(aptus_chan_send_t *send, uint8_t am_id,
+                                        const void *hdr, unsigned hdr_len,
+                                        const void *buffer, unsigned length)
+{
+    send->kind        = APTUS_CHAN_SEND_COPY;
+    send->am_id       = am_id;
+    send->flags       = 0;
+    send->hdr         = hdr;
+    send->hdr_len     = hdr_len;
+    send->copy.buffer = buffer;
+    send->copy.length = length;
+}
+
+static inline void aptus_chan_send_pack(aptus_chan_send_t *send, uint8_t am_id,
+                                        aptus_chan_pack_cb_t cb, void *arg)
+{
+    send->kind     = APTUS_CHAN_SEND_PACK;
+    send->am_id    = am_id;
+    send->flags    = 0;
+    send->hdr      = NULL;
+    send->hdr_len  = 0;
+    send->pack.cb  = cb;
+    send->pack.arg = arg;
+}
+
+static inline void aptus_chan_send_iov(aptus_chan_send_t *send, uint8_t am_id,
+                                       const void *hdr, unsigned hdr_len,
+                                       const struct iovec *iov, unsigned iovcnt,
+                                       uct_completion_t *comp)
+{
+    send->kind       = APTUS_CHAN_SEND_IOV;
+    send->am_id      = am_id;
+    send->flags      = 0;
+    send->hdr        = hdr;
+    send->hdr_len    = hdr_len;
+    send->iov.iov    = iov;
+    send->iov.iovcnt = iovcnt;
+    send->iov.comp   = comp;
+}
+
 /* Total bytes of a message (the pack callback's are known only after). */
 static inline size_t aptus_chan_send_length(const aptus_chan_send_t *send)
 {
@@ -156,7 +196,24 @@ typedef struct aptus_chan_ops {
 /* The head of every channel object. */
 struct aptus_chan {
     const aptus_chan_ops_t *ops;
+    /* The channel whose peers this one uses (RC-RDMA: RC-SR's links,
+     * UD-ZCopy: UD-SR's streams), or NULL. */
+    aptus_chan_t *carrier;
 };
+
+/* Operations a channel leaves to its carrier: requests wait for room on
+ * the carrier's peer, and the peer's health is the carrier's. */
+ucs_status_t aptus_chan_carrier_pending_add(aptus_chan_t *chan,
+                                            aptus_chan_peer_t *peer,
+                                            uct_pending_req_t *req,
+                                            unsigned flags);
+void aptus_chan_carrier_pending_purge(aptus_chan_t *chan,
+                                      aptus_chan_peer_t *peer,
+                                      uct_pending_purge_callback_t cb,
+                                      void *arg);
+ucs_status_t aptus_chan_carrier_check(aptus_chan_t *chan,
+                                      aptus_chan_peer_t *peer);
+void aptus_chan_carrier_invalidate(aptus_chan_t *chan, aptus_chan_peer_t *peer);
 
 static inline const char *aptus_chan_name(const aptus_chan_t *chan)
 {

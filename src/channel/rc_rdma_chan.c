@@ -14,8 +14,9 @@
 void aptus_rc_rdma_chan_init(aptus_rc_rdma_chan_t *rdma, aptus_rc_chan_t *rc)
 {
     memset(rdma, 0, sizeof(*rdma));
-    rdma->super.ops = &aptus_rc_rdma_chan_iface_ops;
-    rdma->rc        = rc;
+    rdma->super.ops     = &aptus_rc_rdma_chan_iface_ops;
+    rdma->super.carrier = &rc->super;
+    rdma->rc            = rc;
 }
 
 static ucs_status_t aptus_rc_rdma_op(aptus_rc_rdma_chan_t *rdma,
@@ -104,57 +105,14 @@ static ucs_status_t aptus_rc_rdma_iface_get(aptus_chan_t *chan,
                              &key->mem);
 }
 
-static aptus_chan_t *aptus_rc_rdma_rc(aptus_chan_t *chan)
-{
-    return &ucs_derived_of(chan, aptus_rc_rdma_chan_t)->rc->super;
-}
-
 static ucs_status_t aptus_rc_rdma_iface_flush(aptus_chan_t *chan,
                                               aptus_chan_peer_t *peer,
                                               unsigned flags,
                                               uct_completion_t *comp)
 {
-    aptus_chan_t *rc = aptus_rc_rdma_rc(chan);
-
     /* an operation is complete when its call returns on this wire; what
      * the link still queues (that later operations wait for) is RC-SR's */
-    return rc->ops->flush(rc, peer, flags, comp);
-}
-
-static ucs_status_t aptus_rc_rdma_iface_pending_add(aptus_chan_t *chan,
-                                                    aptus_chan_peer_t *peer,
-                                                    uct_pending_req_t *req,
-                                                    unsigned flags)
-{
-    aptus_chan_t *rc = aptus_rc_rdma_rc(chan);
-
-    return rc->ops->pending_add(rc, peer, req, flags);
-}
-
-static void aptus_rc_rdma_iface_pending_purge(aptus_chan_t *chan,
-                                              aptus_chan_peer_t *peer,
-                                              uct_pending_purge_callback_t cb,
-                                              void *arg)
-{
-    aptus_chan_t *rc = aptus_rc_rdma_rc(chan);
-
-    rc->ops->pending_purge(rc, peer, cb, arg);
-}
-
-static ucs_status_t aptus_rc_rdma_iface_check(aptus_chan_t *chan,
-                                              aptus_chan_peer_t *peer)
-{
-    aptus_chan_t *rc = aptus_rc_rdma_rc(chan);
-
-    return rc->ops->check(rc, peer);
-}
-
-static void aptus_rc_rdma_iface_invalidate(aptus_chan_t *chan,
-                                           aptus_chan_peer_t *peer)
-{
-    aptus_chan_t *rc = aptus_rc_rdma_rc(chan);
-
-    rc->ops->invalidate(rc, peer);
+    return chan->carrier->ops->flush(chan->carrier, peer, flags, comp);
 }
 
 const aptus_chan_ops_t aptus_rc_rdma_chan_iface_ops = {
@@ -163,9 +121,9 @@ const aptus_chan_ops_t aptus_rc_rdma_chan_iface_ops = {
     .put           = aptus_rc_rdma_iface_put,
     .get           = aptus_rc_rdma_iface_get,
     .flush         = aptus_rc_rdma_iface_flush,
-    .pending_add   = aptus_rc_rdma_iface_pending_add,
-    .pending_purge = aptus_rc_rdma_iface_pending_purge,
-    .check         = aptus_rc_rdma_iface_check,
-    .invalidate    = aptus_rc_rdma_iface_invalidate,
+    .pending_add   = aptus_chan_carrier_pending_add,
+    .pending_purge = aptus_chan_carrier_pending_purge,
+    .check         = aptus_chan_carrier_check,
+    .invalidate    = aptus_chan_carrier_invalidate,
     .progress      = NULL, /* RC-SR progresses the links */
 };

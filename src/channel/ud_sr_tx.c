@@ -532,11 +532,7 @@ ssize_t aptus_ud_chan_send_internal(aptus_ud_chan_t *chan,
 
     ucs_assert(id < APTUS_UD_SR_INTERNAL_MAX);
     ucs_assert(hdr_len + data_len <= chan->config.max_msg);
-    send.kind     = APTUS_CHAN_SEND_PACK;
-    send.am_id    = id;
-    send.flags    = APTUS_CHAN_SEND_F_INTERNAL;
-    send.hdr_len  = 0;
-    send.pack.cb  = aptus_ud_internal_pack;
-    send.pack.arg = &pack;
+    aptus_chan_send_pack(&send, id, aptus_ud_internal_pack, &pack);
+    send.flags = APTUS_CHAN_SEND_F_INTERNAL;
     return aptus_ud_chan_send(chan, peer, &send);
 }

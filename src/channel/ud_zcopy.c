@@ -142,8 +142,9 @@ ucs_status_t aptus_udz_init(aptus_udz_t *udz, aptus_ud_chan_t *ud,
     }
 
     memset(udz, 0, sizeof(*udz));
-    udz->super.ops = &aptus_udz_chan_iface_ops;
-    udz->ud        = ud;
+    udz->super.ops     = &aptus_udz_chan_iface_ops;
+    udz->super.carrier = &ud->super;
+    udz->ud            = ud;
     udz->config    = *config;
     udz->check     = check;
     udz->check_arg = check_arg;
@@ -1124,47 +1125,6 @@ static ucs_status_t aptus_udz_iface_flush(aptus_chan_t *chan,
                            (aptus_ud_peer_t *)peer, comp, 0);
 }
 
-static aptus_chan_t *aptus_udz_ud(aptus_chan_t *chan)
-{
-    return &ucs_derived_of(chan, aptus_udz_t)->ud->super;
-}
-
-static ucs_status_t aptus_udz_iface_pending_add(aptus_chan_t *chan,
-                                                aptus_chan_peer_t *peer,
-                                                uct_pending_req_t *req,
-                                                unsigned flags)
-{
-    aptus_chan_t *ud = aptus_udz_ud(chan);
-
-    return ud->ops->pending_add(ud, peer, req, flags);
-}
-
-static void aptus_udz_iface_pending_purge(aptus_chan_t *chan,
-                                          aptus_chan_peer_t *peer,
-                                          uct_pending_purge_callback_t cb,
-                                          void *arg)
-{
-    aptus_chan_t *ud = aptus_udz_ud(chan);
-
-    ud->ops->pending_purge(ud, peer, cb, arg);
-}
-
-static ucs_status_t aptus_udz_iface_check(aptus_chan_t *chan,
-                                          aptus_chan_peer_t *peer)
-{
-    aptus_chan_t *ud = aptus_udz_ud(chan);
-
-    return ud->ops->check(ud, peer);
-}
-
-static void aptus_udz_iface_invalidate(aptus_chan_t *chan,
-                                       aptus_chan_peer_t *peer)
-{
-    aptus_chan_t *ud = aptus_udz_ud(chan);
-
-    ud->ops->invalidate(ud, peer);
-}
-
 static unsigned aptus_udz_iface_progress(aptus_chan_t *chan, int is_async)
 {
     return aptus_udz_progress(ucs_derived_of(chan, aptus_udz_t));
@@ -1176,9 +1136,9 @@ const aptus_chan_ops_t aptus_udz_chan_iface_ops = {
     .put           = NULL, /* the owner streams what is asked of it */
     .get           = aptus_udz_iface_get,
     .flush         = aptus_udz_iface_flush,
-    .pending_add   = aptus_udz_iface_pending_add,
-    .pending_purge = aptus_udz_iface_pending_purge,
-    .check         = aptus_udz_iface_check,
-    .invalidate    = aptus_udz_iface_invalidate,
+    .pending_add   = aptus_chan_carrier_pending_add,
+    .pending_purge = aptus_chan_carrier_pending_purge,
+    .check         = aptus_chan_carrier_check,
+    .invalidate    = aptus_chan_carrier_invalidate,
     .progress      = aptus_udz_iface_progress,
 };

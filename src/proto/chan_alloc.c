@@ -70,6 +70,21 @@ static void aptus_alloc_free(aptus_alloc_t *alloc, aptus_alloc_peer_t *peer,
     slot->not_before_us = now_us + wait_us;
 }
 
+/* The peer holds (or grants) a slot for this pair: take ours, if the cap
+ * allows and, for a fast path, RC is on. Returns 0 when it cannot. */
+static int aptus_alloc_take(aptus_alloc_t *alloc, aptus_alloc_peer_t *peer,
+                            aptus_alloc_kind_t kind, uint64_t now_us)
+{
+    if (((kind == APTUS_ALLOC_FP) &&
+         (peer->slot[APTUS_ALLOC_RC].state != APTUS_ALLOC_GRANTED)) ||
+        !aptus_alloc_reserve(alloc, kind)) {
+        return 0;
+    }
+    aptus_alloc_set(&peer->slot[kind], APTUS_ALLOC_GRANTED, now_us);
+    alloc->stats.granted[kind]++;
+    return 1;
+}
+
 static int aptus_alloc_earned(const aptus_alloc_t *alloc,
                               const aptus_alloc_peer_t *peer,
                               aptus_alloc_kind_t kind, uint64_t now_us)
@@ -145,14 +160,10 @@ aptus_alloc_action_t aptus_alloc_requested(aptus_alloc_t *alloc,
     default:
         break;
     }
-    if (((kind == APTUS_ALLOC_FP) &&
-         (peer->slot[APTUS_ALLOC_RC].state != APTUS_ALLOC_GRANTED)) ||
-        !aptus_alloc_reserve(alloc, kind)) {
+    if (!aptus_alloc_take(alloc, peer, kind, now_us)) {
         alloc->stats.refusals[kind]++;
         return APTUS_ALLOC_ACT_REFUSE;
     }
-    aptus_alloc_set(slot, APTUS_ALLOC_GRANTED, now_us);
-    alloc->stats.granted[kind]++;
     return APTUS_ALLOC_ACT_GRANT;
 }
 
@@ -183,14 +194,8 @@ aptus_alloc_action_t aptus_alloc_answered(aptus_alloc_t *alloc,
     if (!granted) {
         return APTUS_ALLOC_ACT_NONE;
     }
-    if (((kind == APTUS_ALLOC_FP) &&
-         (peer->slot[APTUS_ALLOC_RC].state != APTUS_ALLOC_GRANTED)) ||
-        !aptus_alloc_reserve(alloc, kind)) {
-        return APTUS_ALLOC_ACT_DEMOTE;
-    }
-    aptus_alloc_set(slot, APTUS_ALLOC_GRANTED, now_us);
-    alloc->stats.granted[kind]++;
-    return APTUS_ALLOC_ACT_OPEN;
+    return aptus_alloc_take(alloc, peer, kind, now_us) ? APTUS_ALLOC_ACT_OPEN
+                                                        : APTUS_ALLOC_ACT_DEMOTE;
 }
 
 aptus_alloc_action_t aptus_alloc_check(aptus_alloc_t *alloc,

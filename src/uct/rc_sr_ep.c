@@ -105,13 +105,7 @@ ucs_status_t uct_rc_sr_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     /* max_short counts the 8-byte header, as in every UCX transport */
     UCT_CHECK_LENGTH(sizeof(header) + length, 0, iface->chan.config.max_msg,
                      "am_short");
-    send.kind        = APTUS_CHAN_SEND_COPY;
-    send.flags       = 0;
-    send.am_id       = id;
-    send.hdr         = &header;
-    send.hdr_len     = sizeof(header);
-    send.copy.buffer = payload;
-    send.copy.length = length;
+    aptus_chan_send_copy(&send, id, &header, sizeof(header), payload, length);
     status = (ucs_status_t)aptus_rc_chan_send(&iface->chan,
                                               uct_rc_sr_ep_link(tl_ep), &send);
     if (status == UCS_OK) {
@@ -129,12 +123,7 @@ ssize_t uct_rc_sr_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     ssize_t ret;
 
     UCT_CHECK_AM_ID(id);
-    send.kind     = APTUS_CHAN_SEND_PACK;
-    send.flags    = 0;
-    send.am_id    = id;
-    send.hdr_len  = 0;
-    send.pack.cb  = pack_cb;
-    send.pack.arg = arg;
+    aptus_chan_send_pack(&send, id, pack_cb, arg);
     ret = aptus_rc_chan_send(&iface->chan, uct_rc_sr_ep_link(tl_ep), &send);
     if (ret >= 0) {
         uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id,
@@ -172,14 +161,9 @@ ucs_status_t uct_rc_sr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     UCT_CHECK_LENGTH(header_length + uct_iov_total_length(iov, iovcnt), 0,
                      iface->chan.config.max_msg, "am_zcopy");
 
-    send.kind       = APTUS_CHAN_SEND_IOV;
-    send.flags      = 0;
-    send.am_id      = id;
-    send.hdr        = header;
-    send.hdr_len    = header_length;
-    send.iov.iov    = liov;
-    send.iov.iovcnt = uct_rc_sr_ep_iov(iov, iovcnt, liov);
-    send.iov.comp   = NULL; /* the connection has the bytes on return */
+    /* the connection has the bytes on return: no completion needed */
+    aptus_chan_send_iov(&send, id, header, header_length, liov,
+                        uct_rc_sr_ep_iov(iov, iovcnt, liov), NULL);
     status = (ucs_status_t)aptus_rc_chan_send(&iface->chan,
                                               uct_rc_sr_ep_link(tl_ep), &send);
     if (status == UCS_OK) {

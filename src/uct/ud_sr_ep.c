@@ -121,13 +121,7 @@ ucs_status_t uct_ud_sr_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     UCT_CHECK_LENGTH(sizeof(header) + length, 0,
                      aptus_ud_chan_max_short(&iface->chan), "am_short");
 
-    send.kind        = APTUS_CHAN_SEND_COPY;
-    send.flags       = 0;
-    send.am_id       = id;
-    send.hdr         = &header;
-    send.hdr_len     = sizeof(header);
-    send.copy.buffer = payload;
-    send.copy.length = length;
+    aptus_chan_send_copy(&send, id, &header, sizeof(header), payload, length);
 
     UCT_UD_SR_ENTER(iface);
     status = (ucs_status_t)aptus_ud_chan_send(&iface->chan,
@@ -150,12 +144,7 @@ ssize_t uct_ud_sr_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     ssize_t ret;
 
     UCT_CHECK_AM_ID(id);
-    send.kind     = APTUS_CHAN_SEND_PACK;
-    send.flags    = 0;
-    send.am_id    = id;
-    send.hdr_len  = 0;
-    send.pack.cb  = pack_cb;
-    send.pack.arg = arg;
+    aptus_chan_send_pack(&send, id, pack_cb, arg);
     if (ucs_unlikely(ucs_log_is_enabled(UCS_LOG_LEVEL_TRACE_DATA))) {
         trace.pack_cb      = pack_cb;
         trace.arg          = arg;
@@ -195,14 +184,7 @@ ucs_status_t uct_ud_sr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
         liov[i].iov_base = iov[i].buffer;
         liov[i].iov_len  = uct_iov_get_length(&iov[i]);
     }
-    send.kind       = APTUS_CHAN_SEND_IOV;
-    send.flags      = 0;
-    send.am_id      = id;
-    send.hdr        = header;
-    send.hdr_len    = header_length;
-    send.iov.iov    = liov;
-    send.iov.iovcnt = iovcnt;
-    send.iov.comp   = comp;
+    aptus_chan_send_iov(&send, id, header, header_length, liov, iovcnt, comp);
 
     UCT_UD_SR_ENTER(iface);
     status = (ucs_status_t)aptus_ud_chan_send(&iface->chan,

@@ -7,8 +7,11 @@
  * pair of open UCT interfaces of the transport that carries them.
  */
 #include "uct_fixture.h"
+
+extern "C" {
 #include "uct/rc_sr_iface.h"
 #include "uct/ud_sr_iface.h"
+}
 
 #include <cstring>
 
@@ -155,8 +158,6 @@ TEST_P(chan_conformance, copied_packed_and_gathered_messages_arrive_in_order)
     std::vector<std::vector<uint8_t>> expect;
     for (unsigned i = 0; i < 60; ++i) {
         aptus_chan_send_t s;
-        s.am_id = 1;
-        s.flags = 0;
         std::vector<uint8_t> hdr  = pattern(i, 8);
         std::vector<uint8_t> body = pattern(i + 500, (i * 97) % 1900 + 1);
         std::vector<uint8_t> whole(hdr);
@@ -169,28 +170,18 @@ TEST_P(chan_conformance, copied_packed_and_gathered_messages_arrive_in_order)
         init_comp(comp);
         switch (i % 3) {
         case 0:
-            s.kind        = APTUS_CHAN_SEND_COPY;
-            s.hdr         = hdr.data();
-            s.hdr_len     = hdr.size();
-            s.copy.buffer = body.data();
-            s.copy.length = body.size();
+            aptus_chan_send_copy(&s, 1, hdr.data(), hdr.size(), body.data(),
+                                 body.size());
             ASSERT_EQ(UCS_OK, send(s)) << i;
             break;
         case 1:
-            s.kind     = APTUS_CHAN_SEND_PACK;
-            s.hdr_len  = 0;
-            s.pack.cb  = pack_msg;
-            s.pack.arg = &pm;
+            aptus_chan_send_pack(&s, 1, pack_msg, &pm);
             ASSERT_EQ((ssize_t)whole.size(), send(s)) << i;
             break;
         default:
-            s.kind       = APTUS_CHAN_SEND_IOV;
-            s.hdr        = hdr.data();
-            s.hdr_len    = hdr.size();
-            s.iov.iov    = iov;
-            s.iov.iovcnt = 2;
-            s.iov.comp   = &comp.super;
-            ssize_t ret  = send(s);
+            aptus_chan_send_iov(&s, 1, hdr.data(), hdr.size(), iov, 2,
+                                &comp.super);
+            ssize_t ret = send(s);
             ASSERT_TRUE((ret == UCS_OK) || (ret == UCS_INPROGRESS)) << ret;
             if (ret == UCS_INPROGRESS) {
                 /* the caller's buffers are in use until the completion */
@@ -230,14 +221,8 @@ ucs_status_t pending_send_cb(uct_pending_req_t *self)
         r->sent++;
         return UCS_OK;
     }
-    s.kind        = APTUS_CHAN_SEND_COPY;
-    s.am_id       = 1;
-    s.flags       = 0;
-    s.hdr         = r->hdr.data();
-    s.hdr_len     = r->hdr.size();
-    s.copy.buffer = nullptr;
-    s.copy.length = 0;
-    ssize_t ret   = r->chan->ops->send(r->chan, r->peer, &s);
+    aptus_chan_send_copy(&s, 1, r->hdr.data(), r->hdr.size(), nullptr, 0);
+    ssize_t ret = r->chan->ops->send(r->chan, r->peer, &s);
     if (ret == UCS_OK) {
         r->sent++;
     }
@@ -268,13 +253,7 @@ TEST_P(chan_conformance, pending_requests_wait_for_room)
     ssize_t ret;
     std::vector<uint8_t> d = pattern(1, 64);
     aptus_chan_send_t s;
-    s.kind        = APTUS_CHAN_SEND_COPY;
-    s.am_id       = 1;
-    s.flags       = 0;
-    s.hdr         = d.data();
-    s.hdr_len     = 8;
-    s.copy.buffer = d.data() + 8;
-    s.copy.length = d.size() - 8;
+    aptus_chan_send_copy(&s, 1, d.data(), 8, d.data() + 8, d.size() - 8);
     while ((ret = locked([&] { return c->ops->send(c, peer(m_a), &s); })) ==
            UCS_OK) {
         ASSERT_LT(++sent, 100000u) << "never out of room";
@@ -333,25 +312,28 @@ TEST_P(chan_conformance, data_moves_by_key)
 TEST_P(chan_conformance, invalidated_peer_fails_and_is_reported_once)
 {
     aptus_chan_t *c = chan(m_a);
-    locked([&] {
-        c->ops->invalidate(c, peer(m_a));
-        return 0;
-    });
+    if (is_eager(m_type)) {
+        /* through UCT, which the transport maps to the channel's */
+        ASSERT_EQ(UCS_OK, uct_ep_invalidate(m_a.ep, 0));
+    } else {
+        locked([&] {
+            c->ops->invalidate(c, peer(m_a));
+            return 0;
+        });
+    }
     ASSERT_TRUE(wait_for([&] { return m_a.err.count.load() > 0; }, 10));
     EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, m_a.err.status);
     if (is_eager(m_type)) {
         uint64_t h = 0;
         aptus_chan_send_t s;
-        s.kind        = APTUS_CHAN_SEND_COPY;
-        s.am_id       = 1;
-        s.flags       = 0;
-        s.hdr         = &h;
-        s.hdr_len     = sizeof(h);
-        s.copy.buffer = nullptr;
-        s.copy.length = 0;
+        aptus_chan_send_copy(&s, 1, &h, sizeof(h), nullptr, 0);
         EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, locked([&] {
                       return c->ops->send(c, peer(m_a), &s);
                   }));
+        ucs_status_t status = locked([&] {
+            return c->ops->flush(c, peer(m_a), 0, nullptr);
+        });
+        EXPECT_TRUE(UCS_STATUS_IS_ERR(status)) << ucs_status_string(status);
     }
     ucs_time_t end = ucs_get_time() + ucs_time_from_msec(50);
     while (ucs_get_time() < end) {

@@ -1048,27 +1048,3 @@ TEST_F(uct_ud_sr, am_alignment_is_honoured)
         }
     }
 }
-
-TEST_F(uct_ud_sr, invalidated_endpoint_fails_and_reports)
-{
-    /* uct_ep_invalidate, as UCX's peer-failure tests use it: the endpoint
-     * fails at once, is reported once, and refuses what follows */
-    setup_pair();
-    std::vector<uint8_t> d = pattern(1, 32);
-    ASSERT_EQ(UCS_OK, uct_ep_am_short(m_a.ep, 1, 0, d.data(), d.size()));
-    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == 1; }));
-    ASSERT_EQ(UCS_OK, uct_ep_invalidate(m_a.ep, 0));
-    ASSERT_TRUE(wait_for([&] { return m_a.err.count.load() > 0; }, 10));
-    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, m_a.err.status);
-    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT,
-              uct_ep_am_short(m_a.ep, 1, 0, d.data(), d.size()));
-    ucs_status_t status = uct_ep_flush(m_a.ep, 0, NULL);
-    EXPECT_TRUE(UCS_STATUS_IS_ERR(status)) << ucs_status_string(status);
-    ucs_time_t end = ucs_get_time() + ucs_time_from_msec(50);
-    while (ucs_get_time() < end) {
-        progress();
-    }
-    EXPECT_EQ(1, m_a.err.count.load());
-    /* the other side's endpoint is untouched until it hears of it */
-    EXPECT_EQ(1u, rx_count(m_b));
-}

@@ -164,12 +164,7 @@ class ud_chan : public ::testing::Test
     {
         pack_arg arg{ &data };
         aptus_chan_send_t send;
-        send.kind     = APTUS_CHAN_SEND_PACK;
-        send.flags    = 0;
-        send.am_id    = am_id;
-        send.hdr_len  = 0;
-        send.pack.cb  = pack_cb;
-        send.pack.arg = &arg;
+        aptus_chan_send_pack(&send, am_id, pack_cb, &arg);
         return aptus_ud_chan_send(&s.chan, peer, &send);
     }
 
@@ -177,13 +172,8 @@ class ud_chan : public ::testing::Test
                             uint64_t header, const std::vector<uint8_t> &data)
     {
         aptus_chan_send_t send;
-        send.kind        = APTUS_CHAN_SEND_COPY;
-        send.flags       = 0;
-        send.am_id       = am_id;
-        send.hdr         = &header;
-        send.hdr_len     = sizeof(header);
-        send.copy.buffer = data.data();
-        send.copy.length = data.size();
+        aptus_chan_send_copy(&send, am_id, &header, sizeof(header),
+                             data.data(), data.size());
         return (ucs_status_t)aptus_ud_chan_send(&s.chan, peer, &send);
     }
 
@@ -198,14 +188,9 @@ class ud_chan : public ::testing::Test
             iov[i].iov_len  = bufs[i]->size();
         }
         aptus_chan_send_t send;
-        send.kind       = APTUS_CHAN_SEND_IOV;
-        send.flags      = 0;
-        send.am_id      = am_id;
-        send.hdr        = hdr.data();
-        send.hdr_len    = hdr.size();
-        send.iov.iov    = iov.data();
-        send.iov.iovcnt = iov.size();
-        send.iov.comp   = (comp != nullptr) ? &comp->super : nullptr;
+        aptus_chan_send_iov(&send, am_id, hdr.data(), hdr.size(), iov.data(),
+                            iov.size(),
+                            (comp != nullptr) ? &comp->super : nullptr);
         return (ucs_status_t)aptus_ud_chan_send(&s.chan, peer, &send);
     }
 
