@@ -52,6 +52,22 @@ aptus_alloc_action_t send_n(aptus_alloc_t &a, aptus_alloc_peer_t &p, int n,
     return act;
 }
 
+/* Two processes, each with the other as a peer. */
+struct two_sides {
+    aptus_alloc_config_t c = test_config();
+    aptus_alloc_t a, b;
+    aptus_alloc_peer_t a_to_b, b_to_a;
+    uint64_t now = 0;
+
+    two_sides()
+    {
+        aptus_alloc_init(&a, &c);
+        aptus_alloc_init(&b, &c);
+        aptus_alloc_peer_init(&a_to_b, now);
+        aptus_alloc_peer_init(&b_to_a, now);
+    }
+};
+
 } // namespace
 
 TEST(chan_alloc, configuration_is_checked)
@@ -100,15 +116,11 @@ TEST(chan_alloc, a_connection_is_earned_by_sustained_traffic)
 
 TEST(chan_alloc, both_sides_agree_before_a_channel_is_used)
 {
-    aptus_alloc_config_t c = test_config();
-    aptus_alloc_t a, b;
-    aptus_alloc_peer_t a_to_b, b_to_a;
-    uint64_t now = 0;
+    two_sides t;
+    aptus_alloc_t &a = t.a, &b = t.b;
+    aptus_alloc_peer_t &a_to_b = t.a_to_b, &b_to_a = t.b_to_a;
+    uint64_t &now = t.now;
     aptus_alloc_kind_t kind;
-    aptus_alloc_init(&a, &c);
-    aptus_alloc_init(&b, &c);
-    aptus_alloc_peer_init(&a_to_b, now);
-    aptus_alloc_peer_init(&b_to_a, now);
 
     ASSERT_EQ(APTUS_ALLOC_ACT_REQUEST, send_n(a, a_to_b, 64, 100, now, kind));
     EXPECT_EQ(APTUS_ALLOC_REQUESTED, a_to_b.slot[APTUS_ALLOC_RC].state);
@@ -133,15 +145,11 @@ TEST(chan_alloc, both_sides_agree_before_a_channel_is_used)
 
 TEST(chan_alloc, simultaneous_requests_take_one_slot_each)
 {
-    aptus_alloc_config_t c = test_config();
-    aptus_alloc_t a, b;
-    aptus_alloc_peer_t a_to_b, b_to_a;
-    uint64_t now = 0;
+    two_sides t;
+    aptus_alloc_t &a = t.a, &b = t.b;
+    aptus_alloc_peer_t &a_to_b = t.a_to_b, &b_to_a = t.b_to_a;
+    uint64_t &now = t.now;
     aptus_alloc_kind_t kind;
-    aptus_alloc_init(&a, &c);
-    aptus_alloc_init(&b, &c);
-    aptus_alloc_peer_init(&a_to_b, now);
-    aptus_alloc_peer_init(&b_to_a, now);
 
     ASSERT_EQ(APTUS_ALLOC_ACT_REQUEST, send_n(a, a_to_b, 64, 100, now, kind));
     ASSERT_EQ(APTUS_ALLOC_ACT_REQUEST, send_n(b, b_to_a, 64, 100, now, kind));
@@ -200,15 +208,12 @@ TEST(chan_alloc, a_peer_at_its_cap_refuses_and_the_asker_stays_on_ud)
 
 TEST(chan_alloc, idle_channels_are_demoted_with_hysteresis)
 {
-    aptus_alloc_config_t c = test_config();
-    aptus_alloc_t a, b;
-    aptus_alloc_peer_t a_to_b, b_to_a;
-    uint64_t now = 0;
+    two_sides t;
+    aptus_alloc_config_t &c = t.c;
+    aptus_alloc_t &a = t.a, &b = t.b;
+    aptus_alloc_peer_t &a_to_b = t.a_to_b, &b_to_a = t.b_to_a;
+    uint64_t &now = t.now;
     aptus_alloc_kind_t kind;
-    aptus_alloc_init(&a, &c);
-    aptus_alloc_init(&b, &c);
-    aptus_alloc_peer_init(&a_to_b, now);
-    aptus_alloc_peer_init(&b_to_a, now);
     ASSERT_EQ(APTUS_ALLOC_ACT_REQUEST, send_n(a, a_to_b, 64, 100, now, kind));
     aptus_alloc_requested(&b, &b_to_a, APTUS_ALLOC_RC, now);
     aptus_alloc_answered(&a, &a_to_b, APTUS_ALLOC_RC, 1, now);
