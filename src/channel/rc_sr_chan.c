@@ -100,6 +100,11 @@ static void aptus_rc_accepted_free(aptus_rc_chan_t *chan, aptus_rc_link_t *link)
             }
         }
     }
+    if (link->switch_to != NULL) {
+        /* an orphan that was moving: the peer's connection stays an
+         * accepted one of its own */
+        link->switch_to->flags &= ~APTUS_RC_LINK_CLAIMED;
+    }
     link->conn->wire->ops->conn_close(link->conn);
     ucs_list_del(&link->list);
     chan->num_accepted_links--;
@@ -133,6 +138,12 @@ static void aptus_rc_link_failed(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
     }
     chan->stats.links_failed++;
     link->flags |= APTUS_RC_LINK_FAILED;
+    if (link->switch_to != NULL) {
+        /* the accepted connection stays the peer's, as any accepted one */
+        link->switch_to->flags &= ~APTUS_RC_LINK_CLAIMED;
+        link->switch_to = NULL;
+        link->flags &= ~APTUS_RC_LINK_SWITCHING;
+    }
     /* Whatever broke the connection (reset, close, refusal, a malformed
      * stream), the owner sees the peer as failed: UCP expects
      * UCS_ERR_ENDPOINT_TIMEOUT from the error handler and from the sends
@@ -896,15 +907,6 @@ ucs_status_t aptus_rc_chan_flush_all(aptus_rc_chan_t *chan)
 
 void aptus_rc_chan_invalidate(aptus_rc_chan_t *chan, aptus_rc_link_t *link)
 {
-
-    if (link->flags & APTUS_RC_LINK_SWITCHING) {
-        /* the accepted connection stays the peer's, as any accepted one */
-        if (link->switch_to != NULL) {
-            link->switch_to->flags &= ~APTUS_RC_LINK_CLAIMED;
-            link->switch_to = NULL;
-        }
-        link->flags &= ~APTUS_RC_LINK_SWITCHING;
-    }
     aptus_rc_link_failed(chan, link, UCS_ERR_CANCELED);
 }
 
