@@ -414,7 +414,8 @@ static void aptus_rc_chan_recv(void *arg, aptus_conn_t *conn, void *data,
         if (link->flags & APTUS_RC_LINK_CLAIMED) {
             aptus_rc_chan_switched(chan, link);
         } else {
-            chan->stats.rx_malformed++;
+            /* for a merge given up since (our link failed meanwhile) */
+            chan->stats.stale_switch_acks++;
         }
         break;
     case APTUS_RC_KIND_BYE:

@@ -65,6 +65,7 @@ typedef struct aptus_rc_chan_stats {
     uint64_t checks;
     uint64_t shared;   /* endpoints that took a peer's connection */
     uint64_t switched; /* ... after both had connected at once */
+    uint64_t stale_switch_acks; /* for merges given up before they ended */
 } aptus_rc_chan_stats_t;
 
 typedef struct aptus_rc_link {
