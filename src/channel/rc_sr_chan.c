@@ -763,6 +763,7 @@ ssize_t aptus_rc_chan_send(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
         return (status == UCS_OK) ? (ssize_t)length : status;
     case APTUS_CHAN_SEND_COPY:
     case APTUS_CHAN_SEND_IOV:
+        length = send->hdr_len;
         if (send->hdr_len > 0) {
             iov[n].iov_base = (void *)send->hdr;
             iov[n].iov_len  = send->hdr_len;
@@ -771,16 +772,19 @@ ssize_t aptus_rc_chan_send(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
         if (send->kind == APTUS_CHAN_SEND_COPY) {
             iov[n].iov_base = (void *)send->copy.buffer;
             iov[n].iov_len  = send->copy.length;
+            length         += send->copy.length;
             ++n;
         } else {
             if (send->iov.iovcnt > APTUS_RC_MAX_IOV - n) {
                 return UCS_ERR_INVALID_PARAM;
             }
+            /* one pass: gather and count */
             for (i = 0; i < send->iov.iovcnt; ++i) {
+                length  += send->iov.iov[i].iov_len;
                 iov[n++] = send->iov.iov[i];
             }
         }
-        if (aptus_chan_send_length(send) > chan->config.max_msg) {
+        if (length > chan->config.max_msg) {
             return UCS_ERR_INVALID_PARAM;
         }
         /* the connection (or its backlog) has the bytes when this returns:
