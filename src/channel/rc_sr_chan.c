@@ -250,7 +250,7 @@ static void aptus_rc_chan_pair(aptus_rc_chan_t *chan, aptus_rc_link_t *acc)
                              APTUS_RC_LINK_SWITCHING | APTUS_RC_LINK_FAILED)) !=
              (APTUS_RC_LINK_USER | APTUS_RC_LINK_INITIATED)) ||
             (user->peer_key != acc->peer_key) ||
-            (user->peer_port != acc->peer_port)) {
+            (user->peer_port != acc->peer_port) || (user->tag != acc->tag)) {
             continue;
         }
         /* the last message on our connection; we send again once the peer
@@ -367,6 +367,7 @@ static void aptus_rc_chan_recv(void *arg, aptus_conn_t *conn, void *data,
         link->peer_key  = hello.src_key;
         link->peer_port = hello.src_port;
         link->conn_id   = hello.conn_id;
+        link->tag       = hello.tag;
         aptus_rc_chan_pair(chan, link);
         return;
     }
@@ -551,7 +552,7 @@ void aptus_rc_chan_cleanup(aptus_rc_chan_t *chan)
 
 /* Take a connection the peer opened to us, if one is free. */
 static int aptus_rc_chan_share(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
-                               uint32_t key, uint16_t port)
+                               uint32_t key, uint16_t port, uint16_t tag)
 {
     aptus_rc_link_t *acc;
 
@@ -561,7 +562,8 @@ static int aptus_rc_chan_share(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
         if (((acc->flags & (APTUS_RC_LINK_USER | APTUS_RC_LINK_GREETED |
                             APTUS_RC_LINK_FAILED | APTUS_RC_LINK_CLAIMED |
                             APTUS_RC_LINK_ORPHAN)) != APTUS_RC_LINK_GREETED) ||
-            (acc->peer_key != key) || (acc->peer_port != port)) {
+            (acc->peer_key != key) || (acc->peer_port != port) ||
+            (acc->tag != tag)) {
             continue;
         }
         /* the endpoint's link takes over the accepted one's state */
@@ -585,7 +587,8 @@ static int aptus_rc_chan_share(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
 
 ucs_status_t aptus_rc_chan_connect(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
                                    const aptus_wire_addr_t *addr, uint32_t key,
-                                   uint16_t port, uint32_t credits)
+                                   uint16_t port, uint32_t credits,
+                                   uint16_t tag)
 {
     uint8_t msg[APTUS_RC_HDR_LEN + APTUS_RC_HELLO_LEN];
     struct iovec iov = { msg, sizeof(msg) };
@@ -595,13 +598,14 @@ ucs_status_t aptus_rc_chan_connect(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
     if (credits == 0) {
         return UCS_ERR_INVALID_PARAM;
     }
-    if (aptus_rc_chan_share(chan, link, key, port)) {
+    if (aptus_rc_chan_share(chan, link, key, port, tag)) {
         return UCS_OK;
     }
     aptus_rc_link_init(link, APTUS_RC_LINK_USER | APTUS_RC_LINK_INITIATED,
                        credits, chan->config.credits);
     link->peer_key  = key;
     link->peer_port = port;
+    link->tag       = tag;
     link->conn_id   = ++chan->next_conn_id;
     status = chan->wire->ops->connect(chan->wire, addr, link, &link->conn);
     if (status != UCS_OK) {
@@ -613,6 +617,7 @@ ucs_status_t aptus_rc_chan_connect(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
     hello.credits  = chan->config.credits;
     hello.version  = APTUS_RC_VERSION;
     hello.src_port = chan->config.local_port;
+    hello.tag      = tag;
     hello.conn_id  = link->conn_id;
     aptus_rc_hdr_pack(msg, APTUS_RC_KIND_HELLO, 0, 0);
     aptus_rc_hello_pack(msg + APTUS_RC_HDR_LEN, &hello);

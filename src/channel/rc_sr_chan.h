@@ -76,6 +76,8 @@ typedef struct aptus_rc_link {
     int am_queued;     /* a message waits in the wire's backlog */
     uint32_t peer_key; /* the other interface's identity */
     uint16_t peer_port;
+    uint16_t tag;     /* the owner's name for the peer, sent in HELLO: only
+                         links with the same tag are shared or merged */
     uint32_t conn_id; /* the initiating side's name for the connection */
     struct aptus_rc_link *switch_to; /* SWITCHING: the accepted link */
     ucs_status_t error;
@@ -135,10 +137,12 @@ void aptus_rc_chan_cleanup(aptus_rc_chan_t *chan);
  * and its identity as its interface address gives it: key and port; and
  * its credit grant) and greet it; or, when that interface already
  * connected to this one and no endpoint uses that connection yet, take it:
- * one connection then serves both directions. */
+ * one connection then serves both directions. Only connections with the
+ * same tag (the owner's name for the peer) are shared or merged. */
 ucs_status_t aptus_rc_chan_connect(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
                                    const aptus_wire_addr_t *addr, uint32_t key,
-                                   uint16_t port, uint32_t credits);
+                                   uint16_t port, uint32_t credits,
+                                   uint16_t tag);
 void aptus_rc_chan_disconnect(aptus_rc_chan_t *chan, aptus_rc_link_t *link);
 
 /* The channel interface's operations of RC-SR (chan.h). */

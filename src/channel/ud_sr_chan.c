@@ -526,8 +526,10 @@ aptus_ud_peer_t *aptus_ud_chan_peer_create(aptus_ud_chan_t *chan,
     if (elem == NULL) {
         return NULL;
     }
+    /* the owner's headroom starts zeroed too: its state of a peer it has
+     * not seen yet */
+    memset(elem, 0, chan->config.peer_headroom + sizeof(*peer));
     peer = UCS_PTR_BYTE_OFFSET(elem, chan->config.peer_headroom);
-    memset(peer, 0, sizeof(*peer));
     peer->addr       = *addr;
     peer->remote_key = remote_key;
     peer->conn_id    = conn_id;

@@ -92,6 +92,9 @@ typedef struct aptus_ud_chan_ops {
      * the context that found out; outstanding sends are already completed
      * with 'status'. */
     void (*peer_failed)(void *arg, aptus_ud_peer_t *peer, ucs_status_t status);
+    /* The peer's memory goes back to the pool (optional): the owner's state
+     * in its headroom (zeroed when the peer was created) ends here. */
+    void (*peer_free)(void *arg, aptus_ud_peer_t *peer);
 } aptus_ud_chan_ops_t;
 
 enum {

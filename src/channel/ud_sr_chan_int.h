@@ -80,6 +80,9 @@ aptus_ud_peer_ext_t *aptus_ud_peer_ext_get(aptus_ud_chan_t *chan,
 static inline void aptus_ud_peer_free(aptus_ud_chan_t *chan,
                                       aptus_ud_peer_t *peer)
 {
+    if (chan->ops->peer_free != NULL) {
+        chan->ops->peer_free(chan->ops_arg, peer);
+    }
     ucs_mpool_put(UCS_PTR_BYTE_OFFSET(peer, -(ptrdiff_t)chan->config.peer_headroom));
 }
 

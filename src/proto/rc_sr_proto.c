@@ -86,7 +86,7 @@ void aptus_rc_hello_pack(uint8_t *body, const aptus_rc_hello_t *hello)
     aptus_put16(body + 12, hello->credits);
     aptus_put16(body + 14, hello->version);
     aptus_put16(body + 16, hello->src_port);
-    aptus_put16(body + 18, 0);
+    aptus_put16(body + 18, hello->tag);
     aptus_put32(body + 20, hello->conn_id);
 }
 
@@ -102,9 +102,9 @@ int aptus_rc_hello_parse(const aptus_rc_msg_t *msg, aptus_rc_hello_t *hello)
     hello->credits  = aptus_get16(msg->body + 12);
     hello->version  = aptus_get16(msg->body + 14);
     hello->src_port = aptus_get16(msg->body + 16);
+    hello->tag      = aptus_get16(msg->body + 18);
     hello->conn_id  = aptus_get32(msg->body + 20);
-    if ((hello->version != APTUS_RC_VERSION) || (hello->credits == 0) ||
-        (aptus_get16(msg->body + 18) != 0)) {
+    if ((hello->version != APTUS_RC_VERSION) || (hello->credits == 0)) {
         return -1;
     }
     return 0;

@@ -25,8 +25,11 @@
  *   HELLO   body: uint32 magic, uint32 key of the interface connected to,
  *           uint32 key of the connecting interface, uint16 credits granted
  *           for the reverse direction, uint16 version, uint16 the
- *           connecting interface's port (as in its address), uint16 zero,
- *           uint32 connection id (the connecting side's name for it);
+ *           connecting interface's port (as in its address), uint16 tag
+ *           (opaque to the channel: which of the connecting interface's
+ *           peers the connection serves; rc_sr sends 0, aptus the UD stream
+ *           number), uint32 connection id (the connecting side's name for
+ *           it);
  *           first message of a connection. The connecting interface's
  *           identity lets the accepting side use the same connection for
  *           its own endpoint to it.
@@ -111,6 +114,8 @@ typedef struct aptus_rc_hello {
     uint16_t credits;
     uint16_t version;
     uint16_t src_port; /* the connecting interface's, opaque */
+    uint16_t tag;      /* the connecting endpoint's, opaque (aptus: the UD
+                          stream the connection belongs to); 0 for rc_sr */
     uint32_t conn_id;  /* the connecting side's name for the connection */
 } aptus_rc_hello_t;
 

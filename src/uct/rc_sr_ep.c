@@ -51,7 +51,7 @@ ucs_status_t uct_rc_sr_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     }
     status = aptus_rc_chan_connect(&iface->chan, &ep->link, &addr,
                                    iface_addr->key, iface_addr->port,
-                                   iface_addr->credits);
+                                   iface_addr->credits, 0);
     if (status != UCS_OK) {
         goto err_cleanup;
     }

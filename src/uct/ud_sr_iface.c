@@ -17,183 +17,18 @@
 #include <ucs/time/time.h>
 
 #include <string.h>
-#include <sys/random.h>
 
 #define UCT_UD_SR_CONFIG_PREFIX "UD_SR_"
-#define UCT_UD_SR_MAX_AM_HDR    256
 
 ucs_config_field_t uct_ud_sr_iface_config_table[] = {
     { "", "", NULL, ucs_offsetof(uct_ud_sr_iface_config_t, super),
       UCS_CONFIG_TYPE_TABLE(uct_iface_config_table) },
 
-    { "MTU", "2048",
-      "Datagram size in bytes, UD-SR header included, as an InfiniBand UD MTU\n"
-      "(512 to 4096).",
-      ucs_offsetof(uct_ud_sr_iface_config_t, mtu), UCS_CONFIG_TYPE_MEMUNITS },
-
-    { "SEG_SIZE", "32k",
-      "Largest active message; messages longer than one datagram are "
-      "segmented\n"
-      "and reassembled. Must fit TX_WINDOW datagrams.",
-      ucs_offsetof(uct_ud_sr_iface_config_t, seg_size),
-      UCS_CONFIG_TYPE_MEMUNITS },
-
-    { "TX_WINDOW", "64",
-      "Unacknowledged datagrams in flight per peer (1 to 64, the span the\n"
-      "receiver holds out of order).",
-      ucs_offsetof(uct_ud_sr_iface_config_t, tx_window), UCS_CONFIG_TYPE_UINT },
-
-    { "RX_QUEUE_LEN", "4096",
-      "Receive buffers in the static pool shared by all peers; the socket\n"
-      "buffers as many datagrams and drops beyond that, like a UD queue pair.",
-      ucs_offsetof(uct_ud_sr_iface_config_t, rx_queue_len),
-      UCS_CONFIG_TYPE_UINT },
-
-    /* Default ceiling: a held buffer costs a datagram (2 KiB at the default
-     * MTU), so 256k of them bound the worst case near 550 MiB, reached only
-     * by an application that keeps that many unexpected messages (UCX's tcp
-     * keeps them without bound). It covers, e.g., 20,000 eager messages
-     * from each of a dozen peers before a receive is posted. */
-    { "RX_MAX_BUFS", "262144",
-      "Most receive buffers the pool grows to, in steps of RX_QUEUE_LEN.\n"
-      "UCP keeps the buffers of unexpected messages until they are received,\n"
-      "so the pool grows while the application holds them. At the ceiling\n"
-      "datagrams are dropped (an error is printed once and counted as\n"
-      "rx_pool_exhausted) and peers retransmit until buffers are released.",
-      ucs_offsetof(uct_ud_sr_iface_config_t, rx_max_bufs),
-      UCS_CONFIG_TYPE_UINT },
-
-    { "RX_MAX_POLL", "64",
-      "Most messages one progress call delivers from those received in the\n"
-      "async thread for handlers that run only from progress.",
-      ucs_offsetof(uct_ud_sr_iface_config_t, rx_max_poll),
-      UCS_CONFIG_TYPE_UINT },
-
-    { "RX_BATCH", "32",
-      "Datagrams taken from the socket per receive call (recvmmsg).",
-      ucs_offsetof(uct_ud_sr_iface_config_t, rx_batch), UCS_CONFIG_TYPE_UINT },
-
-    { "ACK_COUNT", "16",
-      "Acknowledge explicitly after this many datagrams when no reply carried\n"
-      "the acknowledgement.",
-      ucs_offsetof(uct_ud_sr_iface_config_t, ack_count), UCS_CONFIG_TYPE_UINT },
-
-    { "TIMER_TICK", "200us",
-      "Timer granularity: longest delay of an explicit ACK, and how often\n"
-      "retransmission timeouts are checked.",
-      ucs_offsetof(uct_ud_sr_iface_config_t, timer_tick),
-      UCS_CONFIG_TYPE_TIME },
-
-    { "ASYNC_INTERVAL", "10ms",
-      "Interval of the async timer that receives, acknowledges and "
-      "retransmits\n"
-      "while the application does not call progress. Shorter intervals wake a\n"
-      "thread more often and cost latency on busy cores.",
-      ucs_offsetof(uct_ud_sr_iface_config_t, async_interval),
-      UCS_CONFIG_TYPE_TIME },
-
-    { "RTO_MIN", "20ms",
-      "Smallest retransmission timeout. Lost datagrams are normally found\n"
-      "sooner, by selective ACKs and tail probes (after two round trips); the\n"
-      "timeout is for a peer that answers nothing, and set well above the\n"
-      "time a busy host may keep a receiver off the CPU.",
-      ucs_offsetof(uct_ud_sr_iface_config_t, rto_min), UCS_CONFIG_TYPE_TIME },
-
-    { "RTO_MAX", "500ms", "Largest retransmission timeout (after backoff).",
-      ucs_offsetof(uct_ud_sr_iface_config_t, rto_max), UCS_CONFIG_TYPE_TIME },
-
-    { "RTO_INIT", "20ms",
-      "Retransmission timeout before the first round-trip measurement.",
-      ucs_offsetof(uct_ud_sr_iface_config_t, rto_init), UCS_CONFIG_TYPE_TIME },
-
-    { "TIMEOUT", "30s",
-      "A peer silent this long while data to it is unacknowledged is declared\n"
-      "failed; the error handler is called and its operations fail.",
-      ucs_offsetof(uct_ud_sr_iface_config_t, timeout), UCS_CONFIG_TYPE_TIME },
-
-    { "CRC", "n", "End-to-end CRC-32C of every payload, checked on receipt.",
-      ucs_offsetof(uct_ud_sr_iface_config_t, crc), UCS_CONFIG_TYPE_BOOL },
-
-    { "MAX_PEERS", "1048576",
-      "Streams (remote interfaces) one interface holds. Endpoints to one\n"
-      "remote interface are also bounded by the header's 16-bit stream\n"
-      "number: 65535 alive at once (failed ones are reclaimed).",
-      ucs_offsetof(uct_ud_sr_iface_config_t, max_peers), UCS_CONFIG_TYPE_UINT },
-
-    { "FAULT_DROP", "0",
-      "Fault injector: probability that a sent datagram is silently dropped.",
-      ucs_offsetof(uct_ud_sr_iface_config_t, fault_drop),
-      UCS_CONFIG_TYPE_DOUBLE },
-
-    { "FAULT_DUP", "0",
-      "Fault injector: probability that a datagram is sent twice.",
-      ucs_offsetof(uct_ud_sr_iface_config_t, fault_dup),
-      UCS_CONFIG_TYPE_DOUBLE },
-
-    { "FAULT_REORDER", "0",
-      "Fault injector: probability that a datagram is held back behind the "
-      "next.",
-      ucs_offsetof(uct_ud_sr_iface_config_t, fault_reorder),
-      UCS_CONFIG_TYPE_DOUBLE },
-
-    { "FAULT_DELAY", "0",
-      "Fault injector: probability that a datagram is delayed by "
-      "FAULT_DELAY_TIME.",
-      ucs_offsetof(uct_ud_sr_iface_config_t, fault_delay),
-      UCS_CONFIG_TYPE_DOUBLE },
-
-    { "FAULT_DELAY_TIME", "1ms", "Fault injector: delay of a delayed datagram.",
-      ucs_offsetof(uct_ud_sr_iface_config_t, fault_delay_time),
-      UCS_CONFIG_TYPE_TIME },
-
-    { "FAULT_SEED", "1", "Fault injector: seed of its random sequence.",
-      ucs_offsetof(uct_ud_sr_iface_config_t, fault_seed),
-      UCS_CONFIG_TYPE_ULONG },
-
-    { "ZCOPY", "y",
-      "UD-ZCopy: offer get_zcopy, so that UCP's rendezvous moves large "
-      "messages\n"
-      "straight from the sender's buffer into the receiver's, in tagged\n"
-      "datagrams. 'n' is the paper's UD-copy configuration: large messages go\n"
-      "through the copy-based active-message path.",
-      ucs_offsetof(uct_ud_sr_iface_config_t, zcopy), UCS_CONFIG_TYPE_BOOL },
-
-    { "ZCOPY_THRESH", "16k",
-      "Gets smaller than this take the copy-based path (through the reliable\n"
-      "stream) instead of a receive context.",
-      ucs_offsetof(uct_ud_sr_iface_config_t, zcopy_thresh),
-      UCS_CONFIG_TYPE_MEMUNITS },
-
-    { "ZCOPY_CONTEXTS", "32",
-      "Receive contexts (dedicated receive queues) in the pool; when all are\n"
-      "busy, gets take the copy-based path.",
-      ucs_offsetof(uct_ud_sr_iface_config_t, zcopy_contexts),
-      UCS_CONFIG_TYPE_UINT },
-
-    { "ZCOPY_WINDOW", "256",
-      "Datagrams a receive context holds; the owner of the data may send that\n"
-      "many beyond the lowest one missing.",
-      ucs_offsetof(uct_ud_sr_iface_config_t, zcopy_window),
-      UCS_CONFIG_TYPE_UINT },
-
-    { "ZCOPY_MAX", "64m", "Largest get (UCP splits larger transfers).",
-      ucs_offsetof(uct_ud_sr_iface_config_t, zcopy_max),
-      UCS_CONFIG_TYPE_MEMUNITS },
+    { "", "", NULL, ucs_offsetof(uct_ud_sr_iface_config_t, ud),
+      UCS_CONFIG_TYPE_TABLE(uct_ud_sr_params_table) },
 
     { NULL }
 };
-
-static uint64_t uct_ud_sr_clock(void)
-{
-    return (uint64_t)ucs_time_to_usec(ucs_get_time());
-}
-
-static uint32_t uct_ud_sr_usec(double seconds)
-{
-    double us = seconds * 1e6;
-
-    return (us >= UINT32_MAX) ? UINT32_MAX : (uint32_t)us;
-}
 
 static ucs_status_t uct_ud_sr_deliver(void *arg, aptus_ud_peer_t *peer,
                                       uint8_t am_id, void *data, size_t length,
@@ -505,19 +340,6 @@ unsigned uct_ud_sr_iface_stats(uct_ud_sr_iface_t *iface,
     return n;
 }
 
-static uint32_t uct_ud_sr_iface_key(void)
-{
-    uint32_t key;
-
-    /* from the OS CSPRNG: the key is what keeps forged datagrams out */
-    do {
-        if (getrandom(&key, sizeof(key), 0) != sizeof(key)) {
-            key = 0;
-        }
-    } while (key == 0);
-    return key;
-}
-
 static UCS_CLASS_DECLARE_DELETE_FUNC(uct_ud_sr_iface_t, uct_iface_t);
 
 static uct_iface_ops_t uct_ud_sr_iface_tl_ops = {
@@ -554,31 +376,6 @@ static uct_iface_internal_ops_t uct_ud_sr_iface_internal_ops = {
     .ep_invalidate       = uct_ud_sr_ep_invalidate,
 };
 
-static void uct_ud_sr_chan_config(const uct_ud_sr_iface_config_t *config,
-                                  size_t rx_headroom,
-                                  aptus_ud_chan_config_t *chan_config)
-{
-    memset(chan_config, 0, sizeof(*chan_config));
-    chan_config->rel.tx_window       = ucs_min(config->tx_window, UINT16_MAX);
-    chan_config->rel.ack_count       = ucs_min(config->ack_count, UINT16_MAX);
-    chan_config->rel.rto_min_us      = uct_ud_sr_usec(config->rto_min);
-    chan_config->rel.rto_max_us      = uct_ud_sr_usec(config->rto_max);
-    chan_config->rel.rto_init_us     = uct_ud_sr_usec(config->rto_init);
-    chan_config->rel.peer_timeout_us = uct_ud_sr_usec(config->timeout);
-    chan_config->max_msg             = config->seg_size;
-    chan_config->max_am_hdr          = UCT_UD_SR_MAX_AM_HDR;
-    chan_config->rx_pool             = config->rx_queue_len;
-    chan_config->rx_max              = config->rx_max_bufs;
-    chan_config->rx_budget           = config->rx_max_poll;
-    chan_config->rx_headroom         = rx_headroom;
-    chan_config->rx_batch            = config->rx_batch;
-    chan_config->tick_us             = uct_ud_sr_usec(config->timer_tick);
-    /* probe no earlier than a delayed ACK could have come */
-    chan_config->rel.probe_min_us = 2 * chan_config->tick_us;
-    chan_config->crc              = config->crc;
-    chan_config->max_peers        = config->max_peers;
-    chan_config->peer_headroom    = ucs_offsetof(uct_ud_sr_ep_t, peer);
-}
 
 static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
                            const uct_iface_params_t *params,
@@ -586,11 +383,8 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
 {
     const uct_ud_sr_iface_config_t *config =
         ucs_derived_of(tl_config, uct_ud_sr_iface_config_t);
-    aptus_sock_dgram_config_t wire_config;
-    aptus_ud_chan_config_t chan_config;
-    aptus_udz_config_t udz_config;
+    uct_ud_sr_setup_t setup;
     ucs_async_context_t *async;
-    const char *bad;
     ucs_status_t status;
 
     UCT_CHECK_PARAM(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE,
@@ -613,85 +407,40 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
     self->timer_id     = -1;
     async              = self->super.worker->async;
 
-    uct_ud_sr_chan_config(
-        config, UCT_IFACE_PARAM_VALUE(params, rx_headroom, RX_HEADROOM, 0),
-        &chan_config);
-    status = uct_aptus_iface_am_alignment("ud_sr", params,
-                                          &chan_config.am_align,
-                                          &chan_config.am_align_offset);
-    if (status != UCS_OK) {
-        return status;
-    }
-    /* Refuse a bad setting up front, naming the variable. */
-    if ((config->mtu < APTUS_SOCK_DGRAM_MTU_MIN) ||
-        (config->mtu > APTUS_SOCK_DGRAM_MTU_MAX)) {
-        ucs_error("ud_sr: invalid configuration: UCX_" UCT_UD_SR_CONFIG_PREFIX
-                  "MTU=%zu is out of range [%d, %d]",
-                  config->mtu, APTUS_SOCK_DGRAM_MTU_MIN,
-                  APTUS_SOCK_DGRAM_MTU_MAX);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    udz_config.thresh   = config->zcopy_thresh;
-    udz_config.contexts = config->zcopy ? config->zcopy_contexts : 0;
-    udz_config.window   = config->zcopy_window;
-    udz_config.batch    = config->rx_batch;
-    udz_config.max_get  = config->zcopy_max;
-    bad                 = aptus_ud_chan_config_check(&chan_config, config->mtu);
-    if (bad == NULL) {
-        bad = aptus_udz_config_check(&udz_config);
-    }
-    if (bad != NULL) {
-        ucs_error("ud_sr: invalid configuration: UCX_" UCT_UD_SR_CONFIG_PREFIX
-                  "%s",
-                  bad);
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    memset(&wire_config, 0, sizeof(wire_config));
-    wire_config.mtu            = config->mtu;
-    wire_config.rx_queue_len   = config->rx_queue_len;
-    wire_config.tx_queue_len   = config->tx_window * 4;
-    wire_config.fault.drop     = config->fault_drop;
-    wire_config.fault.dup      = config->fault_dup;
-    wire_config.fault.reorder  = config->fault_reorder;
-    wire_config.fault.delay    = config->fault_delay;
-    wire_config.fault.delay_us = uct_ud_sr_usec(config->fault_delay_time);
-    wire_config.fault.seed     = config->fault_seed;
-    bad                        = aptus_fault_config_check(&wire_config.fault);
-    if (bad != NULL) {
-        ucs_error("ud_sr: invalid configuration: UCX_" UCT_UD_SR_CONFIG_PREFIX
-                  "%s must be a probability in [0, 1]",
-                  bad);
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    status = aptus_sock_dgram_open(self->dev_name, &wire_config, &self->wire);
+    status = uct_ud_sr_params_setup(&config->ud, UCT_UD_SR_TL_NAME,
+                                    UCT_UD_SR_CONFIG_PREFIX, params,
+                                    ucs_offsetof(uct_ud_sr_ep_t, peer), &setup);
     if (status != UCS_OK) {
         return status;
     }
 
-    status = aptus_ud_chan_init(&self->chan, &chan_config, self->wire, async,
+    status = aptus_sock_dgram_open(self->dev_name, &setup.wire, &self->wire);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = aptus_ud_chan_init(&self->chan, &setup.chan, self->wire, async,
                                 &uct_ud_sr_chan_ops, self, uct_ud_sr_clock,
-                                uct_ud_sr_iface_key());
+                                uct_ud_sr_random_key());
     if (status != UCS_OK) {
         goto err_wire;
     }
 
     /* peers may ask this interface for data even when it does not use
      * zero copy itself, so the channel is always there */
-    status = aptus_udz_init(&self->udz, &self->chan, &udz_config,
+    status = aptus_udz_init(&self->udz, &self->chan, &setup.udz,
                             uct_ud_sr_check_region,
                             ucs_derived_of(md, uct_aptus_md_t));
     if (status != UCS_OK) {
         goto err_chan;
     }
-    self->zcopy = config->zcopy;
+    self->zcopy = config->ud.zcopy;
     aptus_ud_chan_set_internal(&self->chan, uct_ud_sr_internal, self);
 
     aptus_sock_netif_caps(self->dev_name, &self->latency, &self->bandwidth);
-    self->async_interval_us = uct_ud_sr_usec(config->async_interval);
+    self->async_interval_us = setup.async_interval_us;
     status                  = ucs_async_add_timer(
-                         async->mode, ucs_time_from_sec(config->async_interval),
+                         async->mode, ucs_time_from_sec(config->ud.async_interval),
                          uct_ud_sr_iface_timer, self, async, &self->timer_id);
     if (status != UCS_OK) {
         ucs_error("ud_sr: cannot start the async timer: %s",
@@ -700,8 +449,9 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
     }
 
     ucs_debug("ud_sr/%s: key 0x%08x mtu %zu seg %zu window %u rx %u",
-              self->dev_name, self->chan.local_key, config->mtu,
-              config->seg_size, config->tx_window, config->rx_queue_len);
+              self->dev_name, self->chan.local_key, config->ud.mtu,
+              config->ud.seg_size, config->ud.tx_window,
+              config->ud.rx_queue_len);
     return UCS_OK;
 
 err_udz:

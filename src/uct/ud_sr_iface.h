@@ -9,6 +9,7 @@
 #include "aptus_stats.h"
 #include "../channel/ud_sr_chan.h"
 #include "../channel/ud_zcopy.h"
+#include "ud_sr_params.h"
 
 #include <uct/base/uct_iface.h>
 
@@ -16,34 +17,7 @@
 
 typedef struct uct_ud_sr_iface_config {
     uct_iface_config_t super;
-    size_t mtu;
-    size_t seg_size;
-    size_t max_am_hdr;
-    unsigned tx_window;
-    unsigned rx_queue_len;
-    unsigned rx_max_bufs;
-    unsigned rx_max_poll;
-    unsigned rx_batch;
-    unsigned ack_count;
-    unsigned max_peers;
-    double timer_tick;
-    double async_interval;
-    double rto_min;
-    double rto_max;
-    double rto_init;
-    double timeout;
-    int crc;
-    double fault_drop;
-    double fault_dup;
-    double fault_reorder;
-    double fault_delay;
-    double fault_delay_time;
-    unsigned long fault_seed;
-    int zcopy;
-    size_t zcopy_thresh;
-    unsigned zcopy_contexts;
-    unsigned zcopy_window;
-    size_t zcopy_max;
+    uct_ud_sr_params_t ud;
 } uct_ud_sr_iface_config_t;
 
 /* The iface address: UDP port and interface key (the wire's device address

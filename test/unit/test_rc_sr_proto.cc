@@ -83,7 +83,7 @@ TEST(rc_sr_proto, header_sizes)
     EXPECT_EQ(4u, APTUS_RC_HDR_LEN);
     /* both headers together keep a payload 8-byte aligned */
     EXPECT_EQ(0u, (APTUS_FRAME_HDR_LEN + APTUS_RC_HDR_LEN) % 8);
-    /* magic, key, src_key, credits, version, src_port, zero, conn_id */
+    /* magic, key, src_key, credits, version, src_port, tag, conn_id */
     EXPECT_EQ(24u, APTUS_RC_HELLO_LEN);
     EXPECT_EQ(4u, APTUS_RC_SWITCH_LEN);
     EXPECT_EQ(4u, APTUS_FRAME_IMM_LEN);
@@ -376,7 +376,7 @@ TEST(rc_sr_proto, hello_round_trip)
     EXPECT_EQ(0xfedc, h.src_port);
 
     /* the layout, little-endian: magic "RCSR", key, src_key, credits,
-     * version, src_port, zero, conn_id */
+     * version, src_port, tag, conn_id */
     buf = hello_msg(0x44332211, 0x6655, APTUS_RC_VERSION, 0, 0x88776655, 0xaa99,
                     0xddccbbaa);
     const uint8_t expect[APTUS_RC_HELLO_LEN] = {
@@ -386,11 +386,14 @@ TEST(rc_sr_proto, hello_round_trip)
         0,    0x99, 0xaa, 0,    0,
         0xaa, 0xbb, 0xcc, 0xdd
     };
-    /* and the zero field must be zero */
-    buf[APTUS_RC_HDR_LEN + 18] = 1;
+    /* the tag is carried as given */
+    buf[APTUS_RC_HDR_LEN + 18] = 0x34;
+    buf[APTUS_RC_HDR_LEN + 19] = 0x12;
     ASSERT_EQ(0, aptus_rc_msg_parse(buf.data(), buf.size(), &m));
-    EXPECT_EQ(-1, aptus_rc_hello_parse(&m, &h));
+    ASSERT_EQ(0, aptus_rc_hello_parse(&m, &h));
+    EXPECT_EQ(0x1234, h.tag);
     buf[APTUS_RC_HDR_LEN + 18] = 0;
+    buf[APTUS_RC_HDR_LEN + 19] = 0;
     EXPECT_EQ(
         0, memcmp(expect, buf.data() + APTUS_RC_HDR_LEN, APTUS_RC_HELLO_LEN));
 }

@@ -1,0 +1,299 @@
+/*
+ * UCX-Aptus: the aptus UCT transport, the hybrid of Koop et al.,
+ * "MVAPICH-Aptus: Scalable High-Performance Multi-Transport MPI over
+ * InfiniBand", IPDPS 2008.
+ *
+ * Every peer is reached over UD (UD-SR eager, UD-ZCopy gets); the send rule
+ * chain picks, per message, among the channels already allocated to the
+ * peer; RC connections (RC-SR eager + RC-RDMA) go on demand to the peers
+ * whose traffic earns them, under a per-process cap that both sides agree
+ * to before a connection is used, and are demoted when they go idle.
+ *
+ * An endpoint is a UD stream: the UCT endpoint and the per-peer state of
+ * aptus live in the stream's headroom, so a peer the process only hears
+ * from has the same state. Every active message ends in a 4-byte trailer
+ * with the peer's sequence number, shared by all channels; the receiver
+ * delivers in that order, holding early arrivals (a copy) until the gap
+ * is filled. A trailer, not a header, leaves the user's headroom and
+ * alignment of received data exactly as the channels give them.
+ */
+#ifndef UCT_APTUS_TL_H_
+#define UCT_APTUS_TL_H_
+
+#include "aptus_md.h"
+#include "aptus_stats.h"
+#include "ud_sr_params.h"
+#include "../channel/rc_rdma_chan.h"
+#include "../proto/chan_alloc.h"
+#include "../proto/send_rules.h"
+#include "../proto/xorder.h"
+
+#include <uct/base/uct_iface.h>
+#include <ucs/datastruct/arbiter.h>
+#include <ucs/datastruct/khash.h>
+#include <ucs/datastruct/mpool.h>
+
+#define UCT_APTUS_TL_NAME          "aptus"
+#define UCT_APTUS_TL_CONFIG_PREFIX "APTUS_"
+#define UCT_APTUS_TRAILER_LEN      4
+/* The UD stream's internal message id of the allocation protocol. */
+#define UCT_APTUS_CTL_MSG_ID 2
+#define UCT_APTUS_CTL_LEN    8
+
+/* Allocation messages, over the peer's UD stream:
+ *  0      1      2          4           6          8
+ *  +------+------+----------+-----------+----------+
+ *  | type | kind | rc port  | rc credits| reserved |
+ *  +------+------+----------+-----------+----------+
+ * REQUEST and GRANT carry the sender's RC listening port (network byte
+ * order, as in its address) and the credits it grants a connection, so
+ * either side can connect without the other's interface address. */
+typedef enum uct_aptus_ctl_type {
+    UCT_APTUS_CTL_REQUEST = 1, /* the sender reserved a slot: do you? */
+    UCT_APTUS_CTL_GRANT   = 2, /* yes: both hold a slot, the channel is on */
+    UCT_APTUS_CTL_REFUSE  = 3, /* no room: stay on UD */
+    UCT_APTUS_CTL_DEMOTE  = 4  /* the sender gave its slot back */
+} uct_aptus_ctl_type_t;
+
+typedef struct uct_aptus_tl_iface_config {
+    uct_iface_config_t super;
+    uct_ud_sr_params_t ud;
+    size_t rc_seg_size;
+    unsigned rc_credits;
+    unsigned rc_rx_queue_len;
+    size_t rc_tx_backlog;
+    int rc_rma;
+    char *send_rules;
+    unsigned max_rc;
+    unsigned max_fp;
+    double alloc_window;
+    unsigned rc_msgs;
+    size_t rc_bytes;
+    double request_timeout;
+    double backoff;
+    double idle;
+    double hold;
+    unsigned reorder_max;
+} uct_aptus_tl_iface_config_t;
+
+/* The iface address: both ports and the key that names the interface on
+ * both channels (the wire's device address carries the IP). */
+typedef struct uct_aptus_tl_iface_addr {
+    uint16_t ud_port; /* network byte order */
+    uint16_t rc_port; /* network byte order */
+    uint32_t key;
+    uint16_t rc_credits;
+} UCS_S_PACKED uct_aptus_tl_iface_addr_t;
+
+typedef struct uct_aptus_tl_ep uct_aptus_tl_ep_t;
+
+/* A peer's RC connection, while it holds an RC slot. */
+typedef struct uct_aptus_tl_rc {
+    aptus_rc_link_t link;
+    uct_aptus_tl_ep_t *ep;
+    int connected; /* link is ours (connected, or the peer's shared) */
+} uct_aptus_tl_rc_t;
+
+enum {
+    UCT_APTUS_EP_INITED   = 1u << 0, /* per-peer state set up */
+    UCT_APTUS_EP_USER     = 1u << 1, /* handed out as a UCT endpoint */
+    UCT_APTUS_EP_IN_MAP   = 1u << 2, /* its (key, stream) is in rc_peers */
+    UCT_APTUS_EP_CTL_LIST = 1u << 3  /* on the iface's owed-control list */
+};
+
+/* Where the last refused send waited: pending requests queue there. */
+enum {
+    UCT_APTUS_BLOCKED_UD = 0,
+    UCT_APTUS_BLOCKED_RC = 1
+};
+
+/* Per-peer state in front of the UD stream (the stream's headroom). */
+struct uct_aptus_tl_ep {
+    uct_base_ep_t super;
+    uct_aptus_tl_rc_t *rc; /* NULL: no RC connection */
+    aptus_xorder_tx_t xtx;
+    aptus_xorder_rx_t xrx;
+    aptus_alloc_peer_t alloc;
+    uint16_t rc_port; /* the peer's, learned from its interface address or
+                         its allocation messages (network byte order) */
+    uint16_t rc_credits;
+    uint8_t flags;
+    uint8_t blocked;
+    uint8_t ctl_owed; /* bit (type - 1) of a control message not sent yet */
+    uint8_t ctl_kind;
+    uint64_t tx_msgs[APTUS_CHAN_LAST]; /* statistics per channel */
+    uint64_t tx_bytes[APTUS_CHAN_LAST];
+    ucs_arbiter_group_t pending; /* requests waiting for any channel */
+    aptus_ud_peer_t peer;
+};
+
+static inline uct_aptus_tl_ep_t *uct_aptus_tl_ep_of_peer(aptus_ud_peer_t *peer)
+{
+    return ucs_container_of(peer, uct_aptus_tl_ep_t, peer);
+}
+
+/* RC peers by (remote key, stream): where a message on a connection the
+ * peer opened, and no endpoint of ours took yet, belongs. */
+KHASH_MAP_INIT_INT64(uct_aptus_rc_peers, uct_aptus_tl_ep_t *)
+
+typedef struct uct_aptus_tl_stats {
+    uint64_t tx_msgs[APTUS_CHAN_LAST];
+    uint64_t tx_bytes[APTUS_CHAN_LAST];
+    uint64_t rx_in_order;
+    uint64_t rx_held; /* arrived early: copied and held */
+    uint64_t rx_held_bytes;
+    uint64_t rx_duplicates;
+    uint64_t rx_reorder_full;
+    uint64_t rx_malformed;
+    uint64_t rx_unknown_link;
+    uint64_t ctl_sent;
+    uint64_t ctl_received;
+    uint64_t ctl_deferred;
+    uint64_t rc_connects;
+    uint64_t rc_closed;
+    uint64_t rc_failed;
+    unsigned max_held; /* most messages held for one peer */
+} uct_aptus_tl_stats_t;
+
+/* am_zcopy over UD: the trailer must live as long as the datagrams that
+ * may be sent again, so it travels with a completion of our own. */
+typedef struct uct_aptus_tl_zcomp {
+    uct_completion_t comp;
+    uct_completion_t *user;
+    uint8_t trailer[UCT_APTUS_TRAILER_LEN];
+} uct_aptus_tl_zcomp_t;
+
+typedef struct uct_aptus_tl_failure {
+    aptus_ud_peer_t *peer;
+    ucs_status_t status;
+} uct_aptus_tl_failure_t;
+
+typedef struct uct_aptus_tl_iface {
+    uct_base_iface_t super;
+    aptus_ud_chan_t ud;
+    aptus_udz_t udz;
+    aptus_rc_chan_t rc;
+    aptus_rc_rdma_chan_t rdma;
+    aptus_dgram_wire_t *dgram;
+    aptus_conn_wire_t *conn;
+    char dev_name[UCT_DEVICE_NAME_MAX];
+    aptus_rule_chain_t rules;
+    aptus_alloc_t alloc;
+    int rma;            /* RC-RDMA used where a peer has RC */
+    unsigned reorder_max;
+    size_t max_short;   /* am_short: UCT header and payload */
+    void *bounce;       /* am_bcopy packs here when the size picks */
+    ucs_arbiter_t pending;
+    uct_aptus_tl_ep_t *dispatching; /* its pending requests may send */
+    size_t rx_headroom; /* the user's */
+    size_t am_align;
+    size_t am_align_offset;
+    khash_t(uct_aptus_rc_peers) rc_peers;
+    uct_aptus_tl_ep_t **ctl_list; /* peers owing control messages */
+    unsigned num_ctl;
+    unsigned max_ctl;
+    uct_aptus_tl_ep_t **rc_list; /* peers holding RC (idle checks) */
+    unsigned num_rc;
+    unsigned max_rc_list;
+    uint64_t next_check_us;
+    ucs_mpool_t zcomp_mp; /* am_zcopy over UD: trailer + completion */
+    uct_recv_desc_t held_release;
+    int timer_id;
+    uint64_t async_interval_us;
+    double latency;
+    double bandwidth;
+    uct_aptus_tl_failure_t *failures;
+    unsigned num_failures;
+    unsigned max_failures;
+    uct_aptus_tl_stats_t stats;
+} uct_aptus_tl_iface_t;
+
+extern ucs_config_field_t uct_aptus_tl_iface_config_table[];
+
+/* Set up a peer's state on first use. */
+void uct_aptus_tl_ep_init_state(uct_aptus_tl_iface_t *iface,
+                                uct_aptus_tl_ep_t *ep);
+
+/* Which of the peer's channels may carry a message now (a mask of
+ * APTUS_RULE_BIT). */
+unsigned uct_aptus_tl_ep_allocated(uct_aptus_tl_iface_t *iface,
+                                   uct_aptus_tl_ep_t *ep);
+
+/* The peer's RC link, connected (or taken over) if not yet; NULL when it
+ * cannot be used. */
+aptus_rc_link_t *uct_aptus_tl_ep_rc_link(uct_aptus_tl_iface_t *iface,
+                                         uct_aptus_tl_ep_t *ep);
+
+/* A message of size bytes went to the peer over chan: count it, and ask
+ * for a channel when the traffic earns one. */
+void uct_aptus_tl_ep_sent(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
+                          aptus_chan_type_t chan, size_t size);
+
+/* Close the peer's RC connection (what was sent on it is still
+ * delivered). */
+void uct_aptus_tl_ep_rc_close(uct_aptus_tl_iface_t *iface,
+                              uct_aptus_tl_ep_t *ep);
+
+void uct_aptus_tl_iface_queue_failure(uct_aptus_tl_iface_t *iface,
+                                      aptus_ud_peer_t *peer,
+                                      ucs_status_t status);
+void uct_aptus_tl_iface_forget_failure(uct_aptus_tl_iface_t *iface,
+                                       aptus_ud_peer_t *peer);
+
+/* Receive side (aptus_tl_rx.c): a message of either channel, trailer
+ * included; flags are UCT's (UCT_CB_PARAM_FLAG_DESC when it may be kept). */
+ucs_status_t uct_aptus_tl_rx(uct_aptus_tl_iface_t *iface,
+                             uct_aptus_tl_ep_t *ep, uint8_t am_id, void *data,
+                             size_t length, unsigned flags);
+/* Messages still held for a peer that goes away are dropped. */
+void uct_aptus_tl_rx_drop_held(uct_aptus_tl_iface_t *iface,
+                               uct_aptus_tl_ep_t *ep);
+void uct_aptus_tl_held_release(uct_recv_desc_t *self, void *desc);
+
+/* Allocation protocol (aptus_tl_alloc.c). */
+ucs_status_t uct_aptus_tl_ctl_recv(uct_aptus_tl_iface_t *iface,
+                                   uct_aptus_tl_ep_t *ep, const void *data,
+                                   size_t length);
+void uct_aptus_tl_ctl_send(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
+                           uct_aptus_ctl_type_t type, aptus_alloc_kind_t kind);
+unsigned uct_aptus_tl_alloc_progress(uct_aptus_tl_iface_t *iface,
+                                     uint64_t now_us);
+void uct_aptus_tl_alloc_forget(uct_aptus_tl_iface_t *iface,
+                               uct_aptus_tl_ep_t *ep);
+
+/* Endpoint operations (aptus_tl_ep.c). */
+ucs_status_t uct_aptus_tl_ep_create(const uct_ep_params_t *params,
+                                    uct_ep_h *ep_p);
+void uct_aptus_tl_ep_destroy(uct_ep_h tl_ep);
+ucs_status_t uct_aptus_tl_ep_am_short(uct_ep_h tl_ep, uint8_t id,
+                                      uint64_t header, const void *payload,
+                                      unsigned length);
+ssize_t uct_aptus_tl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
+                                 uct_pack_callback_t pack_cb, void *arg,
+                                 unsigned flags);
+ucs_status_t uct_aptus_tl_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
+                                      const void *header,
+                                      unsigned header_length,
+                                      const uct_iov_t *iov, size_t iovcnt,
+                                      unsigned flags, uct_completion_t *comp);
+ucs_status_t uct_aptus_tl_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                       size_t iovcnt, uint64_t remote_addr,
+                                       uct_rkey_t rkey,
+                                       uct_completion_t *comp);
+ucs_status_t uct_aptus_tl_ep_pending_add(uct_ep_h tl_ep,
+                                         uct_pending_req_t *req,
+                                         unsigned flags);
+void uct_aptus_tl_ep_pending_purge(uct_ep_h tl_ep,
+                                   uct_pending_purge_callback_t cb,
+                                   void *arg);
+ucs_status_t uct_aptus_tl_ep_flush(uct_ep_h tl_ep, unsigned flags,
+                                   uct_completion_t *comp);
+ucs_status_t uct_aptus_tl_ep_fence(uct_ep_h tl_ep, unsigned flags);
+ucs_status_t uct_aptus_tl_ep_check(uct_ep_h tl_ep, unsigned flags,
+                                   uct_completion_t *comp);
+ucs_status_t uct_aptus_tl_ep_invalidate(uct_ep_h tl_ep, unsigned flags);
+
+unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,
+                                  uct_aptus_stat_t *stats, unsigned max);
+
+#endif

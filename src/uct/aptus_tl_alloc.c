@@ -1,0 +1,389 @@
+/*
+ * UCX-Aptus: aptus channel allocation between two processes.
+ *
+ * The decisions are the pure allocator's (proto/chan_alloc.h); this file
+ * carries them over the peer's UD stream and opens or closes the RC
+ * connection they agree on:
+ *
+ *  - a peer whose traffic earns RC makes the sender reserve a slot and send
+ *    REQUEST; the receiver grants only if it can reserve one too (GRANT),
+ *    else REFUSE: a connection is used only once both hold a slot, so no
+ *    process ever holds more than UCX_APTUS_MAX_RC;
+ *  - the requester connects when GRANT arrives; the grantor takes that
+ *    connection for its own sends (or connects itself, the two are merged);
+ *  - a connection idle for UCX_APTUS_IDLE (and older than UCX_APTUS_HOLD)
+ *    is demoted: the slot is given back, DEMOTE tells the peer, both close
+ *    their end. What was sent on it is still delivered, in order.
+ *
+ * A control message that finds the stream's window full is owed and sent
+ * from progress.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "aptus_tl.h"
+#include "../proto/le.h"
+
+static uint64_t uct_aptus_tl_rc_map_key(const uct_aptus_tl_ep_t *ep)
+{
+    return ((uint64_t)ep->peer.remote_key << 16) | ep->peer.conn_id;
+}
+
+static void uct_aptus_tl_map_add(uct_aptus_tl_iface_t *iface,
+                                 uct_aptus_tl_ep_t *ep)
+{
+    khiter_t iter;
+    int ret;
+
+    if (ep->flags & UCT_APTUS_EP_IN_MAP) {
+        return;
+    }
+    iter = kh_put(uct_aptus_rc_peers, &iface->rc_peers,
+                  uct_aptus_tl_rc_map_key(ep), &ret);
+    if (ret == UCS_KH_PUT_FAILED) {
+        return; /* its connection's messages then count as unknown */
+    }
+    kh_value(&iface->rc_peers, iter) = ep;
+    ep->flags |= UCT_APTUS_EP_IN_MAP;
+}
+
+static int uct_aptus_tl_list_add(uct_aptus_tl_ep_t ***list, unsigned *num,
+                                 unsigned *max, uct_aptus_tl_ep_t *ep)
+{
+    uct_aptus_tl_ep_t **grown;
+
+    if (*num == *max) {
+        grown = ucs_realloc(*list, sizeof(**list) * (*max * 2 + 8),
+                            "uct_aptus_ep_list");
+        if (grown == NULL) {
+            return 0;
+        }
+        *list = grown;
+        *max  = *max * 2 + 8;
+    }
+    (*list)[(*num)++] = ep;
+    return 1;
+}
+
+static void uct_aptus_tl_list_del(uct_aptus_tl_ep_t **list, unsigned *num,
+                                  uct_aptus_tl_ep_t *ep)
+{
+    unsigned i;
+
+    for (i = 0; i < *num; ++i) {
+        if (list[i] == ep) {
+            list[i] = list[--(*num)];
+            return;
+        }
+    }
+}
+
+/* The peer holds an RC slot: set up its connection state (unconnected). */
+static int uct_aptus_tl_rc_open(uct_aptus_tl_iface_t *iface,
+                                uct_aptus_tl_ep_t *ep)
+{
+    uct_aptus_tl_rc_t *rc;
+
+    uct_aptus_tl_map_add(iface, ep);
+    if (ep->rc != NULL) {
+        return 1;
+    }
+    rc = ucs_calloc(1, sizeof(*rc), "uct_aptus_rc");
+    if (rc == NULL) {
+        return 0;
+    }
+    if (!uct_aptus_tl_list_add(&iface->rc_list, &iface->num_rc,
+                               &iface->max_rc_list, ep)) {
+        ucs_free(rc);
+        return 0;
+    }
+    rc->ep = ep;
+    ep->rc = rc;
+    return 1;
+}
+
+void uct_aptus_tl_ep_rc_close(uct_aptus_tl_iface_t *iface,
+                              uct_aptus_tl_ep_t *ep)
+{
+    uct_aptus_tl_rc_t *rc = ep->rc;
+
+    if (rc == NULL) {
+        return;
+    }
+    ep->rc = NULL;
+    uct_aptus_tl_list_del(iface->rc_list, &iface->num_rc, ep);
+    if (rc->connected) {
+        /* the channel keeps the connection until what was sent on it is
+         * out, and keeps receiving until the peer closes its end */
+        aptus_rc_chan_disconnect(&iface->rc, &rc->link);
+        iface->stats.rc_closed++;
+    }
+    ucs_free(rc);
+    if (ep->blocked == UCT_APTUS_BLOCKED_RC) {
+        ep->blocked = UCT_APTUS_BLOCKED_UD;
+    }
+}
+
+static void uct_aptus_tl_ctl_owe(uct_aptus_tl_iface_t *iface,
+                                 uct_aptus_tl_ep_t *ep,
+                                 uct_aptus_ctl_type_t type,
+                                 aptus_alloc_kind_t kind)
+{
+    /* a later answer replaces an earlier one of the same pair */
+    ep->ctl_owed |= UCS_BIT(type - 1);
+    ep->ctl_kind  = kind;
+    iface->stats.ctl_deferred++;
+    if (!(ep->flags & UCT_APTUS_EP_CTL_LIST) &&
+        uct_aptus_tl_list_add(&iface->ctl_list, &iface->num_ctl,
+                              &iface->max_ctl, ep)) {
+        ep->flags |= UCT_APTUS_EP_CTL_LIST;
+    }
+}
+
+static ssize_t uct_aptus_tl_ctl_try(uct_aptus_tl_iface_t *iface,
+                                    uct_aptus_tl_ep_t *ep,
+                                    uct_aptus_ctl_type_t type,
+                                    aptus_alloc_kind_t kind)
+{
+    uint8_t msg[UCT_APTUS_CTL_LEN];
+
+    msg[0] = type;
+    msg[1] = kind;
+    memcpy(msg + 2, &iface->rc.config.local_port, 2); /* as in the address */
+    aptus_put16(msg + 4, iface->rc.config.credits);
+    aptus_put16(msg + 6, 0);
+    return aptus_ud_chan_send_internal(&iface->ud, &ep->peer,
+                                       UCT_APTUS_CTL_MSG_ID, msg, sizeof(msg),
+                                       NULL, 0);
+}
+
+void uct_aptus_tl_ctl_send(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
+                           uct_aptus_ctl_type_t type, aptus_alloc_kind_t kind)
+{
+    ssize_t ret = uct_aptus_tl_ctl_try(iface, ep, type, kind);
+
+    if (ret >= 0) {
+        iface->stats.ctl_sent++;
+    } else if (ret == UCS_ERR_NO_RESOURCE) {
+        uct_aptus_tl_ctl_owe(iface, ep, type, kind);
+    }
+    /* another error: the stream failed, and the peer with it */
+}
+
+static unsigned uct_aptus_tl_ctl_progress(uct_aptus_tl_iface_t *iface)
+{
+    unsigned i, type, count = 0;
+    uct_aptus_tl_ep_t *ep;
+    ssize_t ret;
+
+    for (i = 0; i < iface->num_ctl;) {
+        ep = iface->ctl_list[i];
+        for (type = UCT_APTUS_CTL_REQUEST; type <= UCT_APTUS_CTL_DEMOTE;
+             ++type) {
+            if (!(ep->ctl_owed & UCS_BIT(type - 1))) {
+                continue;
+            }
+            ret = uct_aptus_tl_ctl_try(iface, ep, type, ep->ctl_kind);
+            if (ret == UCS_ERR_NO_RESOURCE) {
+                break;
+            }
+            ep->ctl_owed &= ~UCS_BIT(type - 1);
+            iface->stats.ctl_sent += (ret >= 0);
+            ++count;
+        }
+        if (ep->ctl_owed == 0) {
+            ep->flags &= ~UCT_APTUS_EP_CTL_LIST;
+            iface->ctl_list[i] = iface->ctl_list[--iface->num_ctl];
+        } else {
+            ++i;
+        }
+    }
+    return count;
+}
+
+static void uct_aptus_tl_act(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
+                             aptus_alloc_action_t act, aptus_alloc_kind_t kind)
+{
+    switch (act) {
+    case APTUS_ALLOC_ACT_REQUEST:
+        uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_REQUEST, kind);
+        break;
+    case APTUS_ALLOC_ACT_GRANT:
+        if ((kind == APTUS_ALLOC_RC) && !uct_aptus_tl_rc_open(iface, ep)) {
+            /* no memory for it: give the slot back, refuse */
+            aptus_alloc_release(&iface->alloc, &ep->alloc, kind,
+                                uct_ud_sr_clock());
+            uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_REFUSE, kind);
+            break;
+        }
+        uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_GRANT, kind);
+        break;
+    case APTUS_ALLOC_ACT_REFUSE:
+        uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_REFUSE, kind);
+        break;
+    case APTUS_ALLOC_ACT_OPEN:
+        if ((kind == APTUS_ALLOC_RC) && uct_aptus_tl_rc_open(iface, ep)) {
+            /* the requester connects at once: the grantor then finds the
+             * connection there when it first sends */
+            uct_aptus_tl_ep_rc_link(iface, ep);
+            break;
+        }
+        aptus_alloc_release(&iface->alloc, &ep->alloc, kind,
+                            uct_ud_sr_clock());
+        uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_DEMOTE, kind);
+        break;
+    case APTUS_ALLOC_ACT_DEMOTE:
+        if (kind == APTUS_ALLOC_RC) {
+            uct_aptus_tl_ep_rc_close(iface, ep);
+        }
+        uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_DEMOTE, kind);
+        break;
+    default:
+        break;
+    }
+}
+
+void uct_aptus_tl_ep_sent(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
+                          aptus_chan_type_t chan, size_t size)
+{
+    aptus_alloc_kind_t used, kind;
+    aptus_alloc_action_t act;
+
+    ep->tx_msgs[chan]++;
+    ep->tx_bytes[chan] += size;
+    iface->stats.tx_msgs[chan]++;
+    iface->stats.tx_bytes[chan] += size;
+    if (iface->alloc.config.max[APTUS_ALLOC_RC] == 0) {
+        return; /* UD only */
+    }
+    used = ((chan == APTUS_CHAN_RC_SR) || (chan == APTUS_CHAN_RC_RDMA))
+                   ? APTUS_ALLOC_RC
+                   : APTUS_ALLOC_KIND_LAST;
+    act  = aptus_alloc_sent(&iface->alloc, &ep->alloc, size, used,
+                            uct_ud_sr_clock(), &kind);
+    if (ucs_unlikely(act != APTUS_ALLOC_ACT_NONE)) {
+        uct_aptus_tl_act(iface, ep, act, kind);
+    }
+}
+
+ucs_status_t uct_aptus_tl_ctl_recv(uct_aptus_tl_iface_t *iface,
+                                   uct_aptus_tl_ep_t *ep, const void *data,
+                                   size_t length)
+{
+    const uint8_t *msg = data;
+    uint64_t now       = uct_ud_sr_clock();
+    aptus_alloc_kind_t kind;
+    aptus_alloc_action_t act;
+
+    if ((length != UCT_APTUS_CTL_LEN) || (msg[1] != APTUS_ALLOC_RC) ||
+        (msg[0] < UCT_APTUS_CTL_REQUEST) || (msg[0] > UCT_APTUS_CTL_DEMOTE)) {
+        /* fast-path channels come with rc_fp */
+        iface->stats.rx_malformed++;
+        return UCS_OK;
+    }
+    iface->stats.ctl_received++;
+    uct_aptus_tl_ep_init_state(iface, ep);
+    kind = (aptus_alloc_kind_t)msg[1];
+    if ((msg[0] == UCT_APTUS_CTL_REQUEST) || (msg[0] == UCT_APTUS_CTL_GRANT)) {
+        memcpy(&ep->rc_port, msg + 2, 2);
+        ep->rc_credits = aptus_get16(msg + 4);
+        if (ep->rc_credits == 0) {
+            iface->stats.rx_malformed++;
+            return UCS_OK;
+        }
+    }
+
+    switch (msg[0]) {
+    case UCT_APTUS_CTL_REQUEST:
+        act = aptus_alloc_requested(&iface->alloc, &ep->alloc, kind, now);
+        break;
+    case UCT_APTUS_CTL_GRANT:
+        act = aptus_alloc_answered(&iface->alloc, &ep->alloc, kind, 1, now);
+        if ((act == APTUS_ALLOC_ACT_NONE) &&
+            (ep->alloc.slot[kind].state == APTUS_ALLOC_GRANTED)) {
+            /* both asked at once and both granted: on, no one connected */
+            if (!uct_aptus_tl_rc_open(iface, ep)) {
+                act = APTUS_ALLOC_ACT_DEMOTE;
+                aptus_alloc_release(&iface->alloc, &ep->alloc, kind, now);
+            }
+        }
+        break;
+    case UCT_APTUS_CTL_REFUSE:
+        act = aptus_alloc_answered(&iface->alloc, &ep->alloc, kind, 0, now);
+        break;
+    default: /* DEMOTE */
+        if (ep->alloc.slot[kind].state != APTUS_ALLOC_NONE) {
+            iface->alloc.stats.demoted[kind]++;
+        }
+        aptus_alloc_release(&iface->alloc, &ep->alloc, kind, now);
+        uct_aptus_tl_ep_rc_close(iface, ep);
+        act = APTUS_ALLOC_ACT_NONE;
+        break;
+    }
+    uct_aptus_tl_act(iface, ep, act, kind);
+    return UCS_OK;
+}
+
+unsigned uct_aptus_tl_alloc_progress(uct_aptus_tl_iface_t *iface,
+                                     uint64_t now_us)
+{
+    aptus_alloc_action_t act;
+    aptus_alloc_kind_t kind;
+    uct_aptus_tl_ep_t *ep;
+    unsigned i, count = 0;
+
+    if (iface->num_ctl > 0) {
+        count += uct_aptus_tl_ctl_progress(iface);
+    }
+    /* demotions and unanswered requests, a few times per hold period */
+    if ((int64_t)(now_us - iface->next_check_us) < 0) {
+        return count;
+    }
+    iface->next_check_us = now_us + iface->alloc.config.request_timeout_us / 4;
+    for (i = 0; i < iface->num_rc;) {
+        ep  = iface->rc_list[i];
+        act = aptus_alloc_check(&iface->alloc, &ep->alloc, now_us, &kind);
+        if (act == APTUS_ALLOC_ACT_DEMOTE) {
+            uct_aptus_tl_act(iface, ep, act, kind); /* removes it */
+            ++count;
+            continue;
+        }
+        if ((ep->alloc.slot[APTUS_ALLOC_RC].state == APTUS_ALLOC_NONE) &&
+            (ep->rc != NULL)) {
+            uct_aptus_tl_ep_rc_close(iface, ep);
+            continue;
+        }
+        ++i;
+    }
+    return count;
+}
+
+void uct_aptus_tl_alloc_forget(uct_aptus_tl_iface_t *iface,
+                               uct_aptus_tl_ep_t *ep)
+{
+    khiter_t iter;
+    int kind;
+
+    if (!(ep->flags & UCT_APTUS_EP_INITED)) {
+        return;
+    }
+    uct_aptus_tl_ep_rc_close(iface, ep);
+    for (kind = 0; kind < APTUS_ALLOC_KIND_LAST; ++kind) {
+        if (ep->alloc.slot[kind].state != APTUS_ALLOC_NONE) {
+            aptus_alloc_release(&iface->alloc, &ep->alloc, kind, 0);
+        }
+    }
+    if (ep->flags & UCT_APTUS_EP_CTL_LIST) {
+        uct_aptus_tl_list_del(iface->ctl_list, &iface->num_ctl, ep);
+    }
+    if (ep->flags & UCT_APTUS_EP_IN_MAP) {
+        iter = kh_get(uct_aptus_rc_peers, &iface->rc_peers,
+                      uct_aptus_tl_rc_map_key(ep));
+        if ((iter != kh_end(&iface->rc_peers)) &&
+            (kh_value(&iface->rc_peers, iter) == ep)) {
+            kh_del(uct_aptus_rc_peers, &iface->rc_peers, iter);
+        }
+    }
+    ep->flags = 0;
+}

@@ -1,0 +1,685 @@
+/*
+ * UCX-Aptus: aptus endpoint operations.
+ *
+ * Each message asks the send rule chain for a channel among those the peer
+ * has now, goes out with the peer's next sequence number in its trailer,
+ * and counts towards the peer's traffic (which may earn it a connection).
+ * A refused message waits in the endpoint's pending queue, dispatched from
+ * progress, whichever channel will take it then.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "aptus_tl.h"
+#include "../proto/le.h"
+#include "../channel/chan_pending.h"
+#include "../wire/sock/sock_netif.h"
+
+#include <uct/base/uct_iov.inl>
+
+#include <inttypes.h>
+
+#define UCT_APTUS_ENTER(_iface) UCS_ASYNC_BLOCK((_iface)->super.worker->async)
+#define UCT_APTUS_LEAVE(_iface)                                                \
+    UCS_ASYNC_UNBLOCK((_iface)->super.worker->async)
+
+static inline uct_aptus_tl_iface_t *uct_aptus_tl_ep_iface(uct_ep_h tl_ep)
+{
+    return ucs_derived_of(tl_ep->iface, uct_aptus_tl_iface_t);
+}
+
+static inline uct_aptus_tl_ep_t *uct_aptus_tl_ep(uct_ep_h tl_ep)
+{
+    return ucs_derived_of(tl_ep, uct_aptus_tl_ep_t);
+}
+
+void uct_aptus_tl_ep_init_state(uct_aptus_tl_iface_t *iface,
+                                uct_aptus_tl_ep_t *ep)
+{
+    if (ucs_likely(ep->flags & UCT_APTUS_EP_INITED)) {
+        return;
+    }
+    aptus_xorder_tx_init(&ep->xtx);
+    aptus_xorder_rx_init(&ep->xrx, iface->reorder_max);
+    aptus_alloc_peer_init(&ep->alloc, uct_ud_sr_clock());
+    ucs_arbiter_group_init(&ep->pending);
+    ep->flags |= UCT_APTUS_EP_INITED;
+}
+
+/* ---- channels of a peer ------------------------------------------------ */
+
+static int uct_aptus_tl_rc_usable(const uct_aptus_tl_ep_t *ep)
+{
+    return (ep->rc != NULL) &&
+           (ep->alloc.slot[APTUS_ALLOC_RC].state == APTUS_ALLOC_GRANTED) &&
+           (ep->rc_credits != 0) &&
+           !(ep->rc->connected && (ep->rc->link.flags & APTUS_RC_LINK_FAILED));
+}
+
+unsigned uct_aptus_tl_ep_allocated(uct_aptus_tl_iface_t *iface,
+                                   uct_aptus_tl_ep_t *ep)
+{
+    unsigned allocated = APTUS_RULE_UD_CHANS;
+
+    if (ucs_unlikely(uct_aptus_tl_rc_usable(ep))) {
+        allocated |= APTUS_RULE_BIT(APTUS_RULE_RC_SR);
+        if (iface->rma) {
+            allocated |= APTUS_RULE_BIT(APTUS_RULE_RC_RDMA);
+        }
+    }
+    return allocated;
+}
+
+/* The connection is unusable: give the slot back and tell the peer. */
+static void uct_aptus_tl_ep_rc_drop(uct_aptus_tl_iface_t *iface,
+                                    uct_aptus_tl_ep_t *ep)
+{
+    aptus_alloc_release(&iface->alloc, &ep->alloc, APTUS_ALLOC_RC,
+                        uct_ud_sr_clock());
+    uct_aptus_tl_ep_rc_close(iface, ep);
+    uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_DEMOTE, APTUS_ALLOC_RC);
+}
+
+aptus_rc_link_t *uct_aptus_tl_ep_rc_link(uct_aptus_tl_iface_t *iface,
+                                         uct_aptus_tl_ep_t *ep)
+{
+    uct_aptus_tl_rc_t *rc = ep->rc;
+    aptus_wire_addr_t addr;
+    ucs_status_t status;
+
+    if (!uct_aptus_tl_rc_usable(ep)) {
+        if ((rc != NULL) && rc->connected &&
+            (rc->link.flags & APTUS_RC_LINK_EOF)) {
+            /* the peer closed it in order (it went away, or demoted it and
+             * its DEMOTE is on the way): back to UD */
+            uct_aptus_tl_ep_rc_drop(iface, ep);
+        }
+        return NULL;
+    }
+    if (rc->connected) {
+        return &rc->link;
+    }
+    /* the peer's listening address: its datagram address, its RC port */
+    addr = ep->peer.addr;
+    memcpy(addr.raw + 2, &ep->rc_port, sizeof(ep->rc_port));
+    status = aptus_rc_chan_connect(&iface->rc, &rc->link, &addr,
+                                   ep->peer.remote_key, ep->rc_port,
+                                   ep->rc_credits, ep->peer.conn_id);
+    if (status != UCS_OK) {
+        ucs_debug("aptus/%s: cannot connect to peer 0x%08x/%u: %s",
+                  iface->dev_name, ep->peer.remote_key, ep->peer.conn_id,
+                  ucs_status_string(status));
+        uct_aptus_tl_ep_rc_drop(iface, ep);
+        return NULL;
+    }
+    rc->connected = 1;
+    iface->stats.rc_connects++;
+    return &rc->link;
+}
+
+static inline aptus_chan_type_t
+uct_aptus_tl_select(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
+                    unsigned kind, size_t size)
+{
+    unsigned rule;
+
+    /* the rule channels are numbered as the channel interface's */
+    return (aptus_chan_type_t)aptus_rule_chain_select(
+        &iface->rules, kind, size, aptus_ud_chan_num_peers(&iface->ud),
+        uct_aptus_tl_ep_allocated(iface, ep), &rule);
+}
+
+/* ---- eager messages ---------------------------------------------------- */
+
+typedef struct uct_aptus_tl_pack {
+    uct_pack_callback_t cb;
+    void *arg;
+    uint32_t seq;
+} uct_aptus_tl_pack_t;
+
+static size_t uct_aptus_tl_pack_bcopy(void *dest, void *arg)
+{
+    uct_aptus_tl_pack_t *p = arg;
+    size_t length          = p->cb(dest, p->arg);
+
+    aptus_put32(UCS_PTR_BYTE_OFFSET(dest, length), p->seq);
+    return length + UCT_APTUS_TRAILER_LEN;
+}
+
+typedef struct uct_aptus_tl_short {
+    uint64_t header;
+    const void *payload;
+    unsigned length;
+    uint32_t seq;
+} uct_aptus_tl_short_t;
+
+static size_t uct_aptus_tl_pack_short(void *dest, void *arg)
+{
+    uct_aptus_tl_short_t *s = arg;
+
+    memcpy(dest, &s->header, sizeof(s->header));
+    memcpy(UCS_PTR_BYTE_OFFSET(dest, sizeof(s->header)), s->payload,
+           s->length);
+    aptus_put32(UCS_PTR_BYTE_OFFSET(dest, sizeof(s->header) + s->length),
+                s->seq);
+    return sizeof(s->header) + s->length + UCT_APTUS_TRAILER_LEN;
+}
+
+/* A send may go now: nothing waits before it (or it is the one waiting). */
+static inline int uct_aptus_tl_ep_may_send(uct_aptus_tl_iface_t *iface,
+                                           uct_aptus_tl_ep_t *ep)
+{
+    return ucs_arbiter_group_is_empty(&ep->pending) ||
+           (iface->dispatching == ep);
+}
+
+/* The channel's answer to a send: account an accepted one, remember
+ * where a refused one waited. */
+static inline void uct_aptus_tl_ep_result(uct_aptus_tl_iface_t *iface,
+                                          uct_aptus_tl_ep_t *ep,
+                                          aptus_chan_type_t chan, ssize_t ret,
+                                          size_t size)
+{
+    if (ucs_likely((ret >= 0) || (ret == UCS_INPROGRESS))) {
+        ep->xtx.next++;
+        uct_aptus_tl_ep_sent(iface, ep, chan, size);
+    } else if (ret == UCS_ERR_NO_RESOURCE) {
+        ep->blocked = (chan == APTUS_CHAN_RC_SR) ? UCT_APTUS_BLOCKED_RC
+                                                 : UCT_APTUS_BLOCKED_UD;
+    }
+}
+
+ucs_status_t uct_aptus_tl_ep_am_short(uct_ep_h tl_ep, uint8_t id,
+                                      uint64_t header, const void *payload,
+                                      unsigned length)
+{
+    uct_aptus_tl_iface_t *iface = uct_aptus_tl_ep_iface(tl_ep);
+    uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep(tl_ep);
+    size_t size                 = sizeof(header) + length;
+    uct_aptus_tl_short_t s;
+    uint8_t trailer[UCT_APTUS_TRAILER_LEN];
+    struct iovec iov[2];
+    aptus_chan_send_t send;
+    aptus_chan_type_t chan;
+    aptus_rc_link_t *link;
+    ssize_t ret;
+
+    UCT_CHECK_AM_ID(id);
+    UCT_CHECK_LENGTH(size, 0, iface->max_short, "am_short");
+
+    UCT_APTUS_ENTER(iface);
+    if (ucs_unlikely(!uct_aptus_tl_ep_may_send(iface, ep))) {
+        UCT_APTUS_LEAVE(iface);
+        return UCS_ERR_NO_RESOURCE;
+    }
+    chan = ucs_likely(uct_aptus_tl_ep_allocated(iface, ep) ==
+                      APTUS_RULE_UD_CHANS)
+                   ? APTUS_CHAN_UD_SR
+                   : uct_aptus_tl_select(iface, ep, APTUS_RULE_EAGER_CHANS,
+                                         size);
+    if ((chan == APTUS_CHAN_RC_SR) &&
+        ((link = uct_aptus_tl_ep_rc_link(iface, ep)) != NULL)) {
+        aptus_put32(trailer, ep->xtx.next);
+        iov[0].iov_base = (void *)payload;
+        iov[0].iov_len  = length;
+        iov[1].iov_base = trailer;
+        iov[1].iov_len  = sizeof(trailer);
+        aptus_chan_send_iov(&send, id, &header, sizeof(header), iov, 2, NULL);
+        ret = aptus_rc_chan_send(&iface->rc, link, &send);
+    } else {
+        chan     = APTUS_CHAN_UD_SR;
+        s.header = header;
+        s.payload = payload;
+        s.length = length;
+        s.seq    = ep->xtx.next;
+        aptus_chan_send_pack(&send, id, uct_aptus_tl_pack_short, &s);
+        ret = aptus_ud_chan_send(&iface->ud, &ep->peer, &send);
+        if (ret > 0) {
+            ret = UCS_OK;
+        }
+    }
+    uct_aptus_tl_ep_result(iface, ep, chan, ret, size);
+    UCT_APTUS_LEAVE(iface);
+    if (ret == UCS_OK) {
+        uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, payload,
+                           length, "TX: AM_SHORT ep %p %s", tl_ep,
+                           aptus_chan_names[chan]);
+    }
+    return (ucs_status_t)ret;
+}
+
+typedef struct uct_aptus_tl_copy {
+    const void *data;
+    size_t length;
+} uct_aptus_tl_copy_t;
+
+static size_t uct_aptus_tl_pack_copy(void *dest, void *arg)
+{
+    uct_aptus_tl_copy_t *c = arg;
+
+    memcpy(dest, c->data, c->length);
+    return c->length;
+}
+
+ssize_t uct_aptus_tl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
+                                 uct_pack_callback_t pack_cb, void *arg,
+                                 unsigned flags)
+{
+    uct_aptus_tl_iface_t *iface = uct_aptus_tl_ep_iface(tl_ep);
+    uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep(tl_ep);
+    aptus_chan_type_t chan      = APTUS_CHAN_UD_SR;
+    uct_aptus_tl_pack_t p;
+    uct_aptus_tl_copy_t c;
+    aptus_chan_send_t send;
+    aptus_rc_link_t *link;
+    size_t length;
+    ssize_t ret;
+
+    UCT_CHECK_AM_ID(id);
+    UCT_APTUS_ENTER(iface);
+    if (ucs_unlikely(!uct_aptus_tl_ep_may_send(iface, ep))) {
+        UCT_APTUS_LEAVE(iface);
+        return UCS_ERR_NO_RESOURCE;
+    }
+    p.cb  = pack_cb;
+    p.arg = arg;
+    p.seq = ep->xtx.next;
+    if (ucs_likely(uct_aptus_tl_ep_allocated(iface, ep) ==
+                   APTUS_RULE_UD_CHANS)) {
+        /* only UD to choose from: pack straight into the datagram */
+        aptus_chan_send_pack(&send, id, uct_aptus_tl_pack_bcopy, &p);
+        ret = aptus_ud_chan_send(&iface->ud, &ep->peer, &send);
+    } else {
+        /* the size chooses the channel: pack first */
+        length = uct_aptus_tl_pack_bcopy(iface->bounce, &p);
+        chan   = uct_aptus_tl_select(iface, ep, APTUS_RULE_EAGER_CHANS,
+                                     length - UCT_APTUS_TRAILER_LEN);
+        if ((chan == APTUS_CHAN_RC_SR) &&
+            ((link = uct_aptus_tl_ep_rc_link(iface, ep)) != NULL)) {
+            aptus_chan_send_copy(&send, id, NULL, 0, iface->bounce, length);
+            ret = aptus_rc_chan_send(&iface->rc, link, &send);
+            if (ret == UCS_OK) {
+                ret = length;
+            }
+        } else {
+            chan   = APTUS_CHAN_UD_SR;
+            c.data = iface->bounce;
+            c.length = length;
+            aptus_chan_send_pack(&send, id, uct_aptus_tl_pack_copy, &c);
+            ret = aptus_ud_chan_send(&iface->ud, &ep->peer, &send);
+        }
+    }
+    if (ret >= 0) {
+        ret -= UCT_APTUS_TRAILER_LEN;
+    }
+    uct_aptus_tl_ep_result(iface, ep, chan, ret, (ret >= 0) ? ret : 0);
+    UCT_APTUS_LEAVE(iface);
+    return ret;
+}
+
+
+static void uct_aptus_tl_zcomp_done(uct_completion_t *self)
+{
+    uct_aptus_tl_zcomp_t *zc = ucs_container_of(self, uct_aptus_tl_zcomp_t,
+                                                comp);
+
+    if (zc->user != NULL) {
+        uct_invoke_completion(zc->user, self->status);
+    }
+    ucs_mpool_put_inline(zc);
+}
+
+ucs_status_t uct_aptus_tl_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
+                                      const void *header,
+                                      unsigned header_length,
+                                      const uct_iov_t *iov, size_t iovcnt,
+                                      unsigned flags, uct_completion_t *comp)
+{
+    uct_aptus_tl_iface_t *iface = uct_aptus_tl_ep_iface(tl_ep);
+    uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep(tl_ep);
+    struct iovec liov[APTUS_UD_MAX_IOV];
+    uint8_t trailer[UCT_APTUS_TRAILER_LEN];
+    uct_aptus_tl_zcomp_t *zc;
+    aptus_chan_send_t send;
+    aptus_chan_type_t chan;
+    aptus_rc_link_t *link;
+    size_t i, size;
+    ssize_t ret;
+
+    UCT_CHECK_AM_ID(id);
+    UCT_CHECK_IOV_SIZE(iovcnt, (size_t)(APTUS_UD_MAX_IOV - 1),
+                       "uct_aptus_ep_am_zcopy");
+    UCT_CHECK_LENGTH(header_length, 0, iface->ud.config.max_am_hdr,
+                     "am_zcopy header");
+    size = header_length + uct_iov_total_length(iov, iovcnt);
+    UCT_CHECK_LENGTH(size, 0,
+                     iface->ud.config.max_msg - UCT_APTUS_TRAILER_LEN,
+                     "am_zcopy");
+    for (i = 0; i < iovcnt; ++i) {
+        liov[i].iov_base = iov[i].buffer;
+        liov[i].iov_len  = uct_iov_get_length(&iov[i]);
+    }
+
+    UCT_APTUS_ENTER(iface);
+    if (ucs_unlikely(!uct_aptus_tl_ep_may_send(iface, ep))) {
+        UCT_APTUS_LEAVE(iface);
+        return UCS_ERR_NO_RESOURCE;
+    }
+    chan = uct_aptus_tl_select(iface, ep, APTUS_RULE_EAGER_CHANS, size);
+    if ((chan == APTUS_CHAN_RC_SR) &&
+        ((link = uct_aptus_tl_ep_rc_link(iface, ep)) != NULL)) {
+        /* the connection has the bytes when the call returns */
+        aptus_put32(trailer, ep->xtx.next);
+        liov[iovcnt].iov_base = trailer;
+        liov[iovcnt].iov_len  = sizeof(trailer);
+        aptus_chan_send_iov(&send, id, header, header_length, liov,
+                            iovcnt + 1, NULL);
+        ret = aptus_rc_chan_send(&iface->rc, link, &send);
+    } else {
+        chan = APTUS_CHAN_UD_SR;
+        zc   = ucs_mpool_get_inline(&iface->zcomp_mp);
+        if (zc == NULL) {
+            UCT_APTUS_LEAVE(iface);
+            return UCS_ERR_NO_MEMORY;
+        }
+        zc->comp.func   = uct_aptus_tl_zcomp_done;
+        zc->comp.count  = 1;
+        zc->comp.status = UCS_OK;
+        zc->user        = comp;
+        aptus_put32(zc->trailer, ep->xtx.next);
+        liov[iovcnt].iov_base = zc->trailer;
+        liov[iovcnt].iov_len  = sizeof(zc->trailer);
+        aptus_chan_send_iov(&send, id, header, header_length, liov,
+                            iovcnt + 1, &zc->comp);
+        ret = aptus_ud_chan_send(&iface->ud, &ep->peer, &send);
+        if (ret != UCS_INPROGRESS) {
+            ucs_mpool_put_inline(zc);
+        }
+    }
+    uct_aptus_tl_ep_result(iface, ep, chan, ret, size);
+    UCT_APTUS_LEAVE(iface);
+    if (!UCS_STATUS_IS_ERR(ret)) {
+        uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, header,
+                           header_length, "TX: AM_ZCOPY ep %p %s", tl_ep,
+                           aptus_chan_names[chan]);
+    }
+    return (ucs_status_t)ret;
+}
+
+/* ---- rendezvous data --------------------------------------------------- */
+
+ucs_status_t uct_aptus_tl_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                       size_t iovcnt, uint64_t remote_addr,
+                                       uct_rkey_t rkey, uct_completion_t *comp)
+{
+    uct_aptus_tl_iface_t *iface  = uct_aptus_tl_ep_iface(tl_ep);
+    uct_aptus_tl_ep_t *ep        = uct_aptus_tl_ep(tl_ep);
+    const uct_aptus_rkey_t *akey = (const uct_aptus_rkey_t *)rkey;
+    aptus_chan_type_t chan;
+    aptus_rc_link_t *link;
+    aptus_mem_key_t key;
+    struct iovec liov;
+    ucs_status_t status;
+    size_t length;
+
+    UCT_CHECK_PARAM(iovcnt == 1, "aptus get_zcopy takes one iov, got %zu",
+                    iovcnt);
+    length = uct_iov_get_length(iov);
+    UCT_CHECK_LENGTH(length, 0, iface->udz.config.max_get, "get_zcopy");
+    if (!uct_aptus_rkey_covers(akey, remote_addr, length)) {
+        ucs_error("aptus get_zcopy: [0x%" PRIx64 ", +%zu) is outside the "
+                  "remote key's region",
+                  remote_addr, length);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    UCT_APTUS_ENTER(iface);
+    uct_aptus_tl_ep_init_state(iface, ep);
+    chan = uct_aptus_tl_select(iface, ep, APTUS_RULE_DATA_CHANS, length);
+    if ((chan == APTUS_CHAN_RC_RDMA) && (length > 0) &&
+        ((link = uct_aptus_tl_ep_rc_link(iface, ep)) != NULL)) {
+        key.address   = akey->address;
+        key.length    = akey->length;
+        key.host_id   = akey->host_id;
+        key.pid       = akey->pid;
+        liov.iov_base = iov->buffer;
+        liov.iov_len  = length;
+        status = aptus_rc_rdma_get(&iface->rdma, link, &liov, 1, remote_addr,
+                                   &key);
+        if (status == UCS_OK) {
+            uct_aptus_tl_ep_sent(iface, ep, chan, length);
+            UCT_APTUS_LEAVE(iface);
+            return UCS_OK;
+        }
+        /* messages queued on the connection, or memory it cannot reach:
+         * the owner serves it over UD */
+    }
+    iface->ud.now_us = iface->ud.clock();
+    status = aptus_udz_get(&iface->udz, &ep->peer, iov->buffer, length,
+                           remote_addr, akey->token, comp);
+    if (!UCS_STATUS_IS_ERR(status)) {
+        uct_aptus_tl_ep_sent(iface, ep, APTUS_CHAN_UD_ZCOPY, length);
+    }
+    UCT_APTUS_LEAVE(iface);
+    return status;
+}
+
+/* ---- pending, flush, failure ------------------------------------------- */
+
+ucs_status_t uct_aptus_tl_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
+                                         unsigned flags)
+{
+    uct_aptus_tl_iface_t *iface = uct_aptus_tl_ep_iface(tl_ep);
+    uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep(tl_ep);
+    aptus_rc_link_t *link;
+    int room;
+
+    UCT_APTUS_ENTER(iface);
+    uct_aptus_tl_ep_init_state(iface, ep);
+    if (ucs_arbiter_group_is_empty(&ep->pending)) {
+        /* where the last send was refused decides whether a retry would
+         * go through now */
+        if ((ep->blocked == UCT_APTUS_BLOCKED_RC) && (ep->rc != NULL) &&
+            ep->rc->connected) {
+            link = &ep->rc->link;
+            room = (link->flags & APTUS_RC_LINK_FAILED) ||
+                   ((link->fc.tx > 0) && !link->am_queued &&
+                    !(link->flags & APTUS_RC_LINK_SWITCHING));
+        } else {
+            /* a message of several datagrams may not fit a window that
+             * has some room: only an empty one takes any message */
+            room = aptus_ud_peer_is_failed(&ep->peer) ||
+                   aptus_rel_tx_is_idle(&ep->peer.tx);
+        }
+        if (room) {
+            UCT_APTUS_LEAVE(iface);
+            return UCS_ERR_BUSY;
+        }
+    }
+    uct_pending_req_arb_group_push(&ep->pending, req);
+    ucs_arbiter_group_schedule(&iface->pending, &ep->pending);
+    UCT_APTUS_LEAVE(iface);
+    return UCS_OK;
+}
+
+void uct_aptus_tl_ep_pending_purge(uct_ep_h tl_ep,
+                                   uct_pending_purge_callback_t cb, void *arg)
+{
+    uct_aptus_tl_iface_t *iface = uct_aptus_tl_ep_iface(tl_ep);
+    uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep(tl_ep);
+    uct_purge_cb_args_t args    = { cb, arg };
+
+    UCT_APTUS_ENTER(iface);
+    if (ep->flags & UCT_APTUS_EP_INITED) {
+        ucs_arbiter_group_purge(&iface->pending, &ep->pending,
+                                aptus_pending_purge_cb, &args);
+    }
+    UCT_APTUS_LEAVE(iface);
+}
+
+ucs_status_t uct_aptus_tl_ep_flush(uct_ep_h tl_ep, unsigned flags,
+                                   uct_completion_t *comp)
+{
+    uct_aptus_tl_iface_t *iface = uct_aptus_tl_ep_iface(tl_ep);
+    uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep(tl_ep);
+    ucs_status_t status         = UCS_OK, st;
+
+    UCT_APTUS_ENTER(iface);
+    uct_aptus_tl_ep_init_state(iface, ep);
+    if (flags & UCT_FLUSH_FLAG_CANCEL) {
+        ucs_arbiter_group_purge(&iface->pending, &ep->pending,
+                                aptus_pending_purge_cb,
+                                &(uct_purge_cb_args_t){ NULL, NULL });
+    } else if (!uct_aptus_tl_ep_may_send(iface, ep)) {
+        UCT_APTUS_LEAVE(iface);
+        return UCS_ERR_NO_RESOURCE; /* after what waits */
+    }
+
+    /* The connection first: only it may ask to come back later (while it
+     * merges with the peer's). The others then share comp. */
+    if ((ep->rc != NULL) && ep->rc->connected) {
+        status = aptus_rc_chan_flush(&iface->rc, &ep->rc->link, flags, comp);
+        if ((status == UCS_ERR_NO_RESOURCE) ||
+            ((status != UCS_INPROGRESS) && UCS_STATUS_IS_ERR(status) &&
+             !(ep->rc->link.flags & APTUS_RC_LINK_EOF))) {
+            UCT_APTUS_LEAVE(iface);
+            return status;
+        }
+        if (status != UCS_INPROGRESS) {
+            status = UCS_OK; /* a connection closed in order has nothing */
+        }
+    }
+    st = aptus_ud_chan_flush(&iface->ud, &ep->peer, flags, comp);
+    if (st == UCS_INPROGRESS) {
+        if ((status == UCS_INPROGRESS) && (comp != NULL)) {
+            comp->count++; /* two will complete it */
+        }
+        status = UCS_INPROGRESS;
+    } else if (UCS_STATUS_IS_ERR(st)) {
+        if ((status == UCS_INPROGRESS) && (comp != NULL)) {
+            /* the connection's part completes it later: report the error
+             * through it */
+            uct_completion_update_status(comp, st);
+        } else {
+            status = st;
+        }
+    }
+    if (!UCS_STATUS_IS_ERR(status) && !(flags & UCT_FLUSH_FLAG_CANCEL)) {
+        if (aptus_udz_flush(&iface->udz, &ep->peer, comp,
+                            status == UCS_INPROGRESS) == UCS_INPROGRESS) {
+            status = UCS_INPROGRESS;
+        }
+    } else if ((flags & UCT_FLUSH_FLAG_CANCEL) && (status == UCS_OK)) {
+        aptus_udz_peer_disconnect(&iface->udz, &ep->peer);
+    }
+    UCT_APTUS_LEAVE(iface);
+    return status;
+}
+
+ucs_status_t uct_aptus_tl_ep_fence(uct_ep_h tl_ep, unsigned flags)
+{
+    /* Active messages are delivered in sequence whatever their channel;
+     * a get over the connection waits for the messages queued before it,
+     * one over UD is served by the owner after them. */
+    return UCS_OK;
+}
+
+ucs_status_t uct_aptus_tl_ep_check(uct_ep_h tl_ep, unsigned flags,
+                                   uct_completion_t *comp)
+{
+    uct_aptus_tl_iface_t *iface = uct_aptus_tl_ep_iface(tl_ep);
+    uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep(tl_ep);
+    ucs_status_t status;
+
+    UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
+    UCT_APTUS_ENTER(iface);
+    if (aptus_ud_peer_is_failed(&ep->peer)) {
+        uct_aptus_tl_iface_queue_failure(iface, &ep->peer,
+                                         UCS_ERR_CONNECTION_RESET);
+        status = UCS_OK;
+    } else {
+        /* UD carries everything the peer's health depends on */
+        status = aptus_ud_chan_check(&iface->ud, &ep->peer);
+    }
+    UCT_APTUS_LEAVE(iface);
+    return status;
+}
+
+ucs_status_t uct_aptus_tl_ep_invalidate(uct_ep_h tl_ep, unsigned flags)
+{
+    uct_aptus_tl_iface_t *iface = uct_aptus_tl_ep_iface(tl_ep);
+    uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep(tl_ep);
+
+    UCT_APTUS_ENTER(iface);
+    if ((ep->rc != NULL) && ep->rc->connected) {
+        aptus_rc_chan_invalidate(&iface->rc, &ep->rc->link);
+    }
+    aptus_ud_chan_peer_invalidate(&iface->ud, &ep->peer);
+    UCT_APTUS_LEAVE(iface);
+    return UCS_OK;
+}
+
+/* ---- life ---------------------------------------------------------------- */
+
+ucs_status_t uct_aptus_tl_ep_create(const uct_ep_params_t *params,
+                                    uct_ep_h *ep_p)
+{
+    uct_aptus_tl_iface_t *iface =
+        ucs_derived_of(params->iface, uct_aptus_tl_iface_t);
+    const uct_aptus_tl_iface_addr_t *iface_addr;
+    aptus_wire_addr_t addr;
+    aptus_ud_peer_t *peer;
+    uct_aptus_tl_ep_t *ep = NULL;
+    ucs_status_t status;
+
+    UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
+    iface_addr = (const uct_aptus_tl_iface_addr_t *)params->iface_addr;
+    aptus_sock_wire_addr_make(params->dev_addr, iface_addr->ud_port, &addr);
+
+    UCT_APTUS_ENTER(iface);
+    iface->ud.now_us = iface->ud.clock();
+    status = aptus_ud_chan_peer_connect(&iface->ud, &addr, iface_addr->key,
+                                        &peer);
+    if (status == UCS_OK) {
+        ep     = uct_aptus_tl_ep_of_peer(peer);
+        status = UCS_CLASS_INIT(uct_base_ep_t, &ep->super, &iface->super);
+        if (status != UCS_OK) {
+            aptus_ud_chan_peer_disconnect(&iface->ud, peer);
+        } else {
+            uct_aptus_tl_ep_init_state(iface, ep);
+            ep->flags     |= UCT_APTUS_EP_USER;
+            ep->rc_port    = iface_addr->rc_port;
+            ep->rc_credits = iface_addr->rc_credits;
+        }
+    }
+    UCT_APTUS_LEAVE(iface);
+
+    if (status != UCS_OK) {
+        return status;
+    }
+    *ep_p = &ep->super.super;
+    return UCS_OK;
+}
+
+void uct_aptus_tl_ep_destroy(uct_ep_h tl_ep)
+{
+    uct_aptus_tl_iface_t *iface = uct_aptus_tl_ep_iface(tl_ep);
+    uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep(tl_ep);
+
+    UCT_APTUS_ENTER(iface);
+    UCS_CLASS_CLEANUP(uct_base_ep_t, &ep->super);
+    if (!ucs_arbiter_group_is_empty(&ep->pending)) {
+        ucs_warn("aptus: endpoint %p destroyed with pending requests", ep);
+        ucs_arbiter_group_purge(&iface->pending, &ep->pending,
+                                aptus_pending_purge_cb,
+                                &(uct_purge_cb_args_t){ NULL, NULL });
+    }
+    ep->flags &= ~UCT_APTUS_EP_USER;
+    aptus_udz_peer_disconnect(&iface->udz, &ep->peer);
+    /* the stream, and its connection if any, stay the peer's: what was
+     * sent is still delivered, and the peer may still talk to us */
+    aptus_ud_chan_peer_disconnect(&iface->ud, &ep->peer);
+    uct_aptus_tl_iface_forget_failure(iface, &ep->peer);
+    UCT_APTUS_LEAVE(iface);
+}

@@ -1,0 +1,958 @@
+/*
+ * UCX-Aptus: the aptus UCT interface (see aptus_tl.h).
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "aptus_tl.h"
+#include "aptus_iface.h"
+#include "../base/aptus_mpool.h"
+#include "../channel/chan_pending.h"
+#include "../wire/sock/sock_conn.h"
+#include "../wire/sock/sock_netif.h"
+
+#include <ucs/sys/string.h>
+#include <ucs/time/time.h>
+
+#include <string.h>
+
+/* The rule chain of the paper (Koop et al., IPDPS 2008, section 4.2). */
+#define UCT_APTUS_DEFAULT_RULES                                               \
+    "{<=2048 rc_fp},{<=2008 ud_sr},{<=8192 rc_sr},{<=8192 ud_sr},"            \
+    "{any rc_rdma},{any ud_zcopy}"
+
+ucs_config_field_t uct_aptus_tl_iface_config_table[] = {
+    { "", "", NULL, ucs_offsetof(uct_aptus_tl_iface_config_t, super),
+      UCS_CONFIG_TYPE_TABLE(uct_iface_config_table) },
+
+    /* the UD channels: the same settings as ud_sr, under APTUS_ */
+    { "", "", NULL, ucs_offsetof(uct_aptus_tl_iface_config_t, ud),
+      UCS_CONFIG_TYPE_TABLE(uct_ud_sr_params_table) },
+
+    { "SEND_RULES", UCT_APTUS_DEFAULT_RULES,
+      "The send rule chain: for each message, the first rule whose conditions\n"
+      "hold and whose channel the peer already has sends it. Rules are\n"
+      "{<conditions> <channel>}, separated by commas; conditions are 'any' or\n"
+      "comparisons joined by '&': <=N, <N, >=N, >N, ==N on the message size\n"
+      "(k and m suffixes), or 'peers' then a comparison on the number of peers\n"
+      "the process talks to. Channels: rc_fp, rc_sr, ud_sr (active messages),\n"
+      "rc_rdma, ud_zcopy (rendezvous data). The last rule must name a UD\n"
+      "channel. rc_fp rules are skipped until the fast path is available.",
+      ucs_offsetof(uct_aptus_tl_iface_config_t, send_rules),
+      UCS_CONFIG_TYPE_STRING },
+
+    { "MAX_RC", "16",
+      "Most RC connections (RC-SR + RC-RDMA) one process holds at once; both\n"
+      "sides reserve a slot before a connection is used, so the cap holds\n"
+      "even when two processes ask each other at the same time. 0: UD only.",
+      ucs_offsetof(uct_aptus_tl_iface_config_t, max_rc), UCS_CONFIG_TYPE_UINT },
+
+    { "MAX_FP", "8",
+      "Most fast-path (RC-FP) channels one process holds (they come with\n"
+      "rc_fp; at most MAX_RC).",
+      ucs_offsetof(uct_aptus_tl_iface_config_t, max_fp), UCS_CONFIG_TYPE_UINT },
+
+    { "ALLOC_WINDOW", "100ms",
+      "Traffic window of the earning rule: a peer earns an RC connection when\n"
+      "one window holds RC_MSGS messages or RC_BYTES bytes sent to it.",
+      ucs_offsetof(uct_aptus_tl_iface_config_t, alloc_window),
+      UCS_CONFIG_TYPE_TIME },
+
+    { "RC_MSGS", "64",
+      "Messages to one peer within ALLOC_WINDOW that earn it a connection\n"
+      "(0: messages do not count).",
+      ucs_offsetof(uct_aptus_tl_iface_config_t, rc_msgs),
+      UCS_CONFIG_TYPE_UINT },
+
+    { "RC_BYTES", "1m",
+      "Bytes to one peer within ALLOC_WINDOW that earn it a connection\n"
+      "(0: bytes do not count).",
+      ucs_offsetof(uct_aptus_tl_iface_config_t, rc_bytes),
+      UCS_CONFIG_TYPE_MEMUNITS },
+
+    { "REQUEST_TIMEOUT", "1s",
+      "A request for a connection left unanswered this long gives its slot\n"
+      "back.",
+      ucs_offsetof(uct_aptus_tl_iface_config_t, request_timeout),
+      UCS_CONFIG_TYPE_TIME },
+
+    { "BACKOFF", "1s",
+      "After a refusal, the peer is not asked again for this long.",
+      ucs_offsetof(uct_aptus_tl_iface_config_t, backoff),
+      UCS_CONFIG_TYPE_TIME },
+
+    { "IDLE", "2s",
+      "A connection unused this long is demoted (its slot goes to a peer that\n"
+      "earns it); 0: never.",
+      ucs_offsetof(uct_aptus_tl_iface_config_t, idle), UCS_CONFIG_TYPE_TIME },
+
+    { "HOLD", "1s",
+      "Shortest life of a connection, and the wait before a demoted peer may\n"
+      "ask again: the hysteresis that keeps channels from flapping.",
+      ucs_offsetof(uct_aptus_tl_iface_config_t, hold), UCS_CONFIG_TYPE_TIME },
+
+    { "REORDER_MAX", "65536",
+      "Messages of one peer held while an earlier one is still on its way\n"
+      "over another channel. Beyond it the peer is failed (order could not be\n"
+      "kept).",
+      ucs_offsetof(uct_aptus_tl_iface_config_t, reorder_max),
+      UCS_CONFIG_TYPE_UINT },
+
+    { "RC_SEG_SIZE", "8k",
+      "Largest active message over an RC connection, UCT header included.",
+      ucs_offsetof(uct_aptus_tl_iface_config_t, rc_seg_size),
+      UCS_CONFIG_TYPE_MEMUNITS },
+
+    { "RC_CREDITS", "32",
+      "Messages in flight on one connection before the receiver returns\n"
+      "credits (1 to 65535).",
+      ucs_offsetof(uct_aptus_tl_iface_config_t, rc_credits),
+      UCS_CONFIG_TYPE_UINT },
+
+    { "RC_RX_QUEUE_LEN", "256",
+      "Receive buffers of the pool shared by all connections.",
+      ucs_offsetof(uct_aptus_tl_iface_config_t, rc_rx_queue_len),
+      UCS_CONFIG_TYPE_UINT },
+
+    { "RC_TX_BACKLOG", "256k",
+      "Bytes a connection may queue when the network does not take them at\n"
+      "once.",
+      ucs_offsetof(uct_aptus_tl_iface_config_t, rc_tx_backlog),
+      UCS_CONFIG_TYPE_MEMUNITS },
+
+    { "RC_RMA", "y",
+      "Move rendezvous data over RC-RDMA (one-sided, peers on the same host)\n"
+      "where the peer has a connection; otherwise UD-ZCopy.",
+      ucs_offsetof(uct_aptus_tl_iface_config_t, rc_rma), UCS_CONFIG_TYPE_BOOL },
+
+    { NULL }
+};
+
+/* ---- failures ------------------------------------------------------------ */
+
+void uct_aptus_tl_iface_queue_failure(uct_aptus_tl_iface_t *iface,
+                                      aptus_ud_peer_t *peer,
+                                      ucs_status_t status)
+{
+    uct_aptus_tl_ep_t *ep = uct_aptus_tl_ep_of_peer(peer);
+    uct_aptus_tl_failure_t *failures;
+
+    if (!(ep->flags & UCT_APTUS_EP_USER) ||
+        (peer->flags & APTUS_UD_PEER_REPORTED)) {
+        return;
+    }
+    if (iface->num_failures == iface->max_failures) {
+        failures = ucs_realloc(iface->failures,
+                               sizeof(*failures) *
+                                       (iface->max_failures * 2 + 4),
+                               "uct_aptus_failures");
+        if (failures == NULL) {
+            ucs_error("aptus: cannot queue a peer failure report");
+            return;
+        }
+        iface->failures     = failures;
+        iface->max_failures = iface->max_failures * 2 + 4;
+    }
+    peer->flags |= APTUS_UD_PEER_REPORTED;
+    iface->failures[iface->num_failures].peer   = peer;
+    iface->failures[iface->num_failures].status = status;
+    iface->num_failures++;
+}
+
+void uct_aptus_tl_iface_forget_failure(uct_aptus_tl_iface_t *iface,
+                                       aptus_ud_peer_t *peer)
+{
+    unsigned i;
+
+    for (i = 0; i < iface->num_failures;) {
+        if (iface->failures[i].peer == peer) {
+            iface->failures[i] = iface->failures[--iface->num_failures];
+        } else {
+            ++i;
+        }
+    }
+}
+
+static void uct_aptus_tl_iface_report_failures(uct_aptus_tl_iface_t *iface)
+{
+    uct_aptus_tl_failure_t failure;
+    uct_aptus_tl_ep_t *ep;
+    ucs_status_t status;
+
+    while (iface->num_failures > 0) {
+        failure = iface->failures[--iface->num_failures];
+        ep      = uct_aptus_tl_ep_of_peer(failure.peer);
+        if (!(ep->flags & UCT_APTUS_EP_USER)) {
+            continue;
+        }
+        status = uct_iface_handle_ep_err(&iface->super.super,
+                                         &ep->super.super, failure.status);
+        if (status != UCS_OK) {
+            ucs_error("aptus/%s: unhandled peer failure: %s",
+                      iface->dev_name, ucs_status_string(failure.status));
+        }
+    }
+}
+
+/* ---- upcalls of the UD channel ----------------------------------------- */
+
+static ucs_status_t uct_aptus_tl_ud_deliver(void *arg, aptus_ud_peer_t *peer,
+                                            uint8_t am_id, void *data,
+                                            size_t length, unsigned flags,
+                                            int is_async)
+{
+    if (is_async) {
+        return UCS_ERR_BUSY; /* in order with RC: only from progress */
+    }
+    return uct_aptus_tl_rx(arg, uct_aptus_tl_ep_of_peer(peer), am_id, data,
+                           length, flags);
+}
+
+static void uct_aptus_tl_ud_peer_failed(void *arg, aptus_ud_peer_t *peer,
+                                        ucs_status_t status)
+{
+    uct_aptus_tl_iface_t *iface = arg;
+    uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep_of_peer(peer);
+
+    aptus_udz_peer_failed(&iface->udz, peer, status);
+    if ((ep->rc != NULL) && ep->rc->connected) {
+        aptus_rc_chan_invalidate(&iface->rc, &ep->rc->link);
+    }
+    if (!(peer->flags & APTUS_UD_PEER_QUIET)) {
+        uct_aptus_tl_iface_queue_failure(iface, peer, status);
+    }
+}
+
+static void uct_aptus_tl_ud_peer_free(void *arg, aptus_ud_peer_t *peer)
+{
+    uct_aptus_tl_iface_t *iface = arg;
+    uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep_of_peer(peer);
+
+    if (!(ep->flags & UCT_APTUS_EP_INITED)) {
+        return;
+    }
+    ucs_arbiter_group_purge(&iface->pending, &ep->pending,
+                            aptus_pending_purge_cb,
+                            &(uct_purge_cb_args_t){ NULL, NULL });
+    uct_aptus_tl_rx_drop_held(iface, ep);
+    uct_aptus_tl_iface_forget_failure(iface, peer);
+    uct_aptus_tl_alloc_forget(iface, ep);
+}
+
+static ucs_status_t uct_aptus_tl_ud_internal(void *arg, aptus_ud_peer_t *peer,
+                                             uint8_t id, const void *data,
+                                             size_t length, int is_async)
+{
+    uct_aptus_tl_iface_t *iface = arg;
+
+    if (id == APTUS_UDZ_MSG_ID) {
+        return aptus_udz_internal(&iface->udz, peer, data, length, is_async);
+    }
+    if (id != UCT_APTUS_CTL_MSG_ID) {
+        iface->ud.stats.rx_malformed++;
+        return UCS_OK;
+    }
+    if (is_async) {
+        return UCS_ERR_BUSY;
+    }
+    return uct_aptus_tl_ctl_recv(iface, uct_aptus_tl_ep_of_peer(peer), data,
+                                 length);
+}
+
+static int uct_aptus_tl_check_region(void *arg, uint64_t token,
+                                     uint64_t address, uint64_t length)
+{
+    return uct_aptus_md_check_region(arg, token, address, length);
+}
+
+static const aptus_ud_chan_ops_t uct_aptus_tl_ud_ops = {
+    .deliver     = uct_aptus_tl_ud_deliver,
+    .peer_failed = uct_aptus_tl_ud_peer_failed,
+    .peer_free   = uct_aptus_tl_ud_peer_free,
+};
+
+/* ---- upcalls of the RC channel ----------------------------------------- */
+
+static uct_aptus_tl_ep_t *uct_aptus_tl_rc_owner(uct_aptus_tl_iface_t *iface,
+                                                aptus_rc_link_t *link)
+{
+    khiter_t iter;
+
+    if (link->flags & APTUS_RC_LINK_USER) {
+        return ucs_container_of(link, uct_aptus_tl_rc_t, link)->ep;
+    }
+    /* the peer's connection (or one we closed that still drains) */
+    iter = kh_get(uct_aptus_rc_peers, &iface->rc_peers,
+                  ((uint64_t)link->peer_key << 16) | link->tag);
+    return (iter == kh_end(&iface->rc_peers)) ? NULL
+                                              : kh_value(&iface->rc_peers,
+                                                         iter);
+}
+
+static ucs_status_t uct_aptus_tl_rc_deliver(void *arg, aptus_rc_link_t *link,
+                                            uint8_t am_id, void *data,
+                                            size_t length,
+                                            aptus_conn_buf_t *buf,
+                                            int at_start)
+{
+    uct_aptus_tl_iface_t *iface = arg;
+    uct_aptus_tl_ep_t *ep       = uct_aptus_tl_rc_owner(iface, link);
+
+    if (ep == NULL) {
+        /* a connection no peer of ours was granted: not ours to deliver */
+        iface->stats.rx_unknown_link++;
+        return UCS_OK;
+    }
+    /* in place, no descriptor: UCP copies what it keeps, so a held message
+     * never pins a shared receive buffer */
+    return uct_aptus_tl_rx(iface, ep, am_id, data, length, 0);
+}
+
+static void uct_aptus_tl_rc_peer_failed(void *arg, aptus_rc_link_t *link,
+                                        ucs_status_t status)
+{
+    uct_aptus_tl_iface_t *iface = arg;
+    uct_aptus_tl_ep_t *ep = ucs_container_of(link, uct_aptus_tl_rc_t, link)->ep;
+
+    /* Messages sent on it may be lost: the order cannot be kept, so the
+     * peer fails as a whole (UD reports it, once). */
+    iface->stats.rc_failed++;
+    ucs_debug("aptus/%s: connection to peer 0x%08x/%u failed: %s",
+              iface->dev_name, ep->peer.remote_key, ep->peer.conn_id,
+              ucs_status_string(status));
+    aptus_ud_chan_peer_invalidate(&iface->ud, &ep->peer);
+}
+
+static const aptus_rc_chan_ops_t uct_aptus_tl_rc_ops = {
+    .deliver     = uct_aptus_tl_rc_deliver,
+    .peer_failed = uct_aptus_tl_rc_peer_failed,
+};
+
+/* ---- progress -------------------------------------------------------------- */
+
+static ucs_arbiter_cb_result_t
+uct_aptus_tl_pending_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
+                        ucs_arbiter_elem_t *elem, void *arg)
+{
+    uct_aptus_tl_iface_t *iface = arg;
+    uct_aptus_tl_ep_t *ep = ucs_container_of(group, uct_aptus_tl_ep_t, pending);
+    uct_pending_req_t *req = ucs_container_of(elem, uct_pending_req_t, priv);
+    ucs_status_t status;
+
+    iface->dispatching = ep;
+    status             = req->func(req);
+    iface->dispatching = NULL;
+    if (status == UCS_OK) {
+        return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
+    }
+    if (status == UCS_INPROGRESS) {
+        return UCS_ARBITER_CB_RESULT_NEXT_GROUP; /* partly sent: again */
+    }
+    return UCS_ARBITER_CB_RESULT_RESCHED_GROUP; /* still no room */
+}
+
+static unsigned uct_aptus_tl_iface_progress(uct_iface_h tl_iface)
+{
+    uct_aptus_tl_iface_t *iface = ucs_derived_of(tl_iface,
+                                                 uct_aptus_tl_iface_t);
+    unsigned count;
+
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    count = aptus_ud_chan_progress(&iface->ud, 0);
+    count += aptus_udz_progress(&iface->udz);
+    count += aptus_rc_chan_progress(&iface->rc);
+    if (!ucs_arbiter_is_empty(&iface->pending)) {
+        ucs_arbiter_dispatch(&iface->pending, 1, uct_aptus_tl_pending_cb,
+                             iface);
+    }
+    count += uct_aptus_tl_alloc_progress(iface, iface->ud.now_us);
+    if (ucs_unlikely(iface->num_failures > 0)) {
+        uct_aptus_tl_iface_report_failures(iface);
+    }
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return count;
+}
+
+/* Runs in the async thread with the async lock held: acknowledges and
+ * retransmits over UD while the application computes. Messages wait for
+ * the application's progress, where both channels deliver in order. */
+static void uct_aptus_tl_iface_timer(int id, ucs_event_set_types_t events,
+                                     void *arg)
+{
+    uct_aptus_tl_iface_t *iface = arg;
+    uint64_t now                = iface->ud.clock();
+
+    if ((now - iface->ud.last_sync_us) < iface->async_interval_us) {
+        return;
+    }
+    aptus_ud_chan_progress(&iface->ud, 1);
+}
+
+static ucs_status_t uct_aptus_tl_iface_flush(uct_iface_h tl_iface,
+                                             unsigned flags,
+                                             uct_completion_t *comp)
+{
+    uct_aptus_tl_iface_t *iface = ucs_derived_of(tl_iface,
+                                                 uct_aptus_tl_iface_t);
+    ucs_status_t status;
+
+    if (comp != NULL) {
+        return UCS_ERR_UNSUPPORTED; /* as UCX's transports */
+    }
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    status = aptus_rc_chan_flush_all(&iface->rc);
+    if (status == UCS_OK) {
+        status = aptus_ud_chan_flush_all(&iface->ud, flags, NULL);
+    }
+    if ((status == UCS_OK) &&
+        (aptus_udz_flush(&iface->udz, NULL, NULL, 0) == UCS_INPROGRESS)) {
+        status = UCS_INPROGRESS;
+    }
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return status;
+}
+
+/* ---- attributes and addresses ----------------------------------------- */
+
+static ucs_status_t uct_aptus_tl_iface_query(uct_iface_h tl_iface,
+                                             uct_iface_attr_t *attr)
+{
+    uct_aptus_tl_iface_t *iface = ucs_derived_of(tl_iface,
+                                                 uct_aptus_tl_iface_t);
+    size_t max_msg = iface->ud.config.max_msg - UCT_APTUS_TRAILER_LEN;
+
+    uct_base_iface_query(&iface->super, attr);
+
+    attr->cap.flags = UCT_IFACE_FLAG_CONNECT_TO_IFACE |
+                      UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY |
+                      UCT_IFACE_FLAG_AM_ZCOPY | UCT_IFACE_FLAG_PENDING |
+                      UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_EP_CHECK |
+                      UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
+                      UCT_IFACE_FLAG_GET_ZCOPY;
+
+    attr->cap.am.max_short       = iface->max_short;
+    attr->cap.am.max_bcopy       = max_msg;
+    attr->cap.am.min_zcopy       = 0;
+    attr->cap.am.max_zcopy       = max_msg;
+    attr->cap.am.max_hdr         = iface->ud.config.max_am_hdr;
+    attr->cap.am.max_iov         = APTUS_UD_MAX_IOV - 1; /* + the trailer */
+    attr->cap.am.opt_zcopy_align = 1;
+    attr->cap.am.align_mtu       = 1;
+
+    attr->cap.get.min_zcopy       = 0;
+    attr->cap.get.max_zcopy       = iface->udz.config.max_get;
+    attr->cap.get.max_iov         = 1;
+    attr->cap.get.opt_zcopy_align = 1;
+    attr->cap.get.align_mtu       = 1;
+
+    attr->device_addr_len = aptus_sock_dev_addr_len(&iface->dgram->addr);
+    attr->iface_addr_len  = sizeof(uct_aptus_tl_iface_addr_t);
+    attr->ep_addr_len     = 0;
+    attr->max_conn_priv   = 0;
+
+    attr->latency             = ucs_linear_func_make(iface->latency, 0);
+    attr->bandwidth.dedicated = 0;
+    attr->bandwidth.shared    = iface->bandwidth;
+    attr->overhead            = 3e-6;
+    attr->priority            = 0;
+    return UCS_OK;
+}
+
+static ucs_status_t
+uct_aptus_tl_iface_get_device_address(uct_iface_h tl_iface,
+                                      uct_device_addr_t *addr)
+{
+    uct_aptus_tl_iface_t *iface = ucs_derived_of(tl_iface,
+                                                 uct_aptus_tl_iface_t);
+
+    aptus_sock_dev_addr_pack(&iface->dgram->addr, addr);
+    return UCS_OK;
+}
+
+static ucs_status_t uct_aptus_tl_iface_get_address(uct_iface_h tl_iface,
+                                                   uct_iface_addr_t *addr)
+{
+    uct_aptus_tl_iface_t *iface = ucs_derived_of(tl_iface,
+                                                 uct_aptus_tl_iface_t);
+    uct_aptus_tl_iface_addr_t *aaddr = (uct_aptus_tl_iface_addr_t *)addr;
+
+    aaddr->ud_port    = aptus_sock_wire_addr_port(&iface->dgram->addr);
+    aaddr->rc_port    = iface->rc.config.local_port;
+    aaddr->key        = iface->ud.local_key;
+    aaddr->rc_credits = iface->rc.config.credits;
+    return UCS_OK;
+}
+
+static int uct_aptus_tl_iface_is_reachable(const uct_iface_h tl_iface,
+                                           const uct_device_addr_t *dev_addr,
+                                           const uct_iface_addr_t *iface_addr)
+{
+    uct_aptus_tl_iface_t *iface = ucs_derived_of(tl_iface,
+                                                 uct_aptus_tl_iface_t);
+
+    return (dev_addr != NULL) &&
+           aptus_sock_dev_addr_reachable(&iface->dgram->addr, dev_addr);
+}
+
+/* ---- statistics ------------------------------------------------------------ */
+
+unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,
+                                  uct_aptus_stat_t *stats, unsigned max)
+{
+    const uct_aptus_tl_stats_t *s  = &iface->stats;
+    const aptus_alloc_stats_t *a   = &iface->alloc.stats;
+    const aptus_ud_chan_stats_t *u = &iface->ud.stats;
+    const aptus_rc_chan_stats_t *r = &iface->rc.stats;
+    uct_aptus_stat_t all[]         = {
+        { "ud_sr_msgs", s->tx_msgs[APTUS_CHAN_UD_SR] },
+        { "ud_sr_bytes", s->tx_bytes[APTUS_CHAN_UD_SR] },
+        { "rc_sr_msgs", s->tx_msgs[APTUS_CHAN_RC_SR] },
+        { "rc_sr_bytes", s->tx_bytes[APTUS_CHAN_RC_SR] },
+        { "rc_rdma_msgs", s->tx_msgs[APTUS_CHAN_RC_RDMA] },
+        { "rc_rdma_bytes", s->tx_bytes[APTUS_CHAN_RC_RDMA] },
+        { "ud_zcopy_msgs", s->tx_msgs[APTUS_CHAN_UD_ZCOPY] },
+        { "ud_zcopy_bytes", s->tx_bytes[APTUS_CHAN_UD_ZCOPY] },
+        { "rc_fp_msgs", s->tx_msgs[APTUS_CHAN_RC_FP] },
+        { "rx_in_order", s->rx_in_order },
+        { "rx_held", s->rx_held },
+        { "rx_max_held", s->max_held },
+        { "rx_duplicates", s->rx_duplicates },
+        { "rx_reorder_full", s->rx_reorder_full },
+        { "rx_malformed", s->rx_malformed },
+        { "rx_unknown_link", s->rx_unknown_link },
+        { "rc_max", iface->alloc.config.max[APTUS_ALLOC_RC] },
+        { "rc_now", iface->alloc.used[APTUS_ALLOC_RC] },
+        { "rc_peak", a->peak[APTUS_ALLOC_RC] },
+        { "rc_requested", a->requested[APTUS_ALLOC_RC] },
+        { "rc_granted", a->granted[APTUS_ALLOC_RC] },
+        { "rc_refused", a->refused[APTUS_ALLOC_RC] },
+        { "rc_refusals", a->refusals[APTUS_ALLOC_RC] },
+        { "rc_demoted", a->demoted[APTUS_ALLOC_RC] },
+        { "rc_expired", a->expired[APTUS_ALLOC_RC] },
+        { "rc_connects", s->rc_connects },
+        { "rc_closed", s->rc_closed },
+        { "rc_failed", s->rc_failed },
+        { "rc_shared", r->shared },
+        { "rc_switched", r->switched },
+        { "fp_max", iface->alloc.config.max[APTUS_ALLOC_FP] },
+        { "fp_peak", a->peak[APTUS_ALLOC_FP] },
+        { "ctl_sent", s->ctl_sent },
+        { "ctl_received", s->ctl_received },
+        { "ctl_deferred", s->ctl_deferred },
+        { "peers", aptus_ud_chan_num_peers(&iface->ud) },
+        { "peer_bytes", aptus_ud_chan_peer_bytes(&iface->ud) },
+        { "ud_retransmits", u->tx_retransmits },
+        { "ud_rx_deferred", u->rx_deferred },
+        { "rc_no_credits", r->no_credits },
+        { "zc_gets", iface->udz.stats.zc_gets },
+        { "copy_gets", iface->udz.stats.copy_gets },
+    };
+    unsigned n = ucs_min(max, sizeof(all) / sizeof(all[0]));
+
+    memcpy(stats, all, n * sizeof(*stats));
+    return n;
+}
+
+/* One line per peer that carried traffic: channel use by peer. */
+static void uct_aptus_tl_iface_print_peer(uct_aptus_tl_iface_t *iface,
+                                          const char *dest,
+                                          aptus_ud_peer_t *peer)
+{
+    uct_aptus_tl_ep_t *ep = uct_aptus_tl_ep_of_peer(peer);
+    char name[64];
+
+    if (!(ep->flags & UCT_APTUS_EP_INITED) || (ep->xtx.next == 0)) {
+        return;
+    }
+    {
+        uct_aptus_stat_t stats[] = {
+            { "ud_sr_msgs", ep->tx_msgs[APTUS_CHAN_UD_SR] },
+            { "ud_sr_bytes", ep->tx_bytes[APTUS_CHAN_UD_SR] },
+            { "rc_sr_msgs", ep->tx_msgs[APTUS_CHAN_RC_SR] },
+            { "rc_sr_bytes", ep->tx_bytes[APTUS_CHAN_RC_SR] },
+            { "rc_rdma_msgs", ep->tx_msgs[APTUS_CHAN_RC_RDMA] },
+            { "rc_rdma_bytes", ep->tx_bytes[APTUS_CHAN_RC_RDMA] },
+            { "ud_zcopy_msgs", ep->tx_msgs[APTUS_CHAN_UD_ZCOPY] },
+            { "ud_zcopy_bytes", ep->tx_bytes[APTUS_CHAN_UD_ZCOPY] },
+            { "rc_now", ep->alloc.slot[APTUS_ALLOC_RC].state ==
+                                APTUS_ALLOC_GRANTED },
+            { "rx_held_now", ep->xrx.num_held },
+        };
+
+        snprintf(name, sizeof(name), "%s/peer-%08x-%u", iface->dev_name,
+                 peer->remote_key, peer->conn_id);
+        uct_aptus_stats_print(dest, "aptus-peer", name, stats,
+                              sizeof(stats) / sizeof(stats[0]));
+    }
+}
+
+static void uct_aptus_tl_iface_print_peers(uct_aptus_tl_iface_t *iface,
+                                           const char *dest)
+{
+    aptus_ud_peer_t *peer;
+
+    if ((dest == NULL) || (dest[0] == '\0')) {
+        return;
+    }
+    kh_foreach_key(&iface->ud.peers, peer,
+                   uct_aptus_tl_iface_print_peer(iface, dest, peer))
+}
+
+/* ---- life -------------------------------------------------------------- */
+
+static UCS_CLASS_DECLARE_DELETE_FUNC(uct_aptus_tl_iface_t, uct_iface_t);
+
+static uct_iface_ops_t uct_aptus_tl_iface_tl_ops = {
+    .ep_am_short              = uct_aptus_tl_ep_am_short,
+    .ep_am_short_iov          = uct_base_ep_am_short_iov,
+    .ep_am_bcopy              = uct_aptus_tl_ep_am_bcopy,
+    .ep_am_zcopy              = uct_aptus_tl_ep_am_zcopy,
+    .ep_get_zcopy             = uct_aptus_tl_ep_get_zcopy,
+    .ep_pending_add           = uct_aptus_tl_ep_pending_add,
+    .ep_pending_purge         = uct_aptus_tl_ep_pending_purge,
+    .ep_flush                 = uct_aptus_tl_ep_flush,
+    .ep_fence                 = uct_aptus_tl_ep_fence,
+    .ep_check                 = uct_aptus_tl_ep_check,
+    .ep_create                = uct_aptus_tl_ep_create,
+    .ep_destroy               = uct_aptus_tl_ep_destroy,
+    .iface_flush              = uct_aptus_tl_iface_flush,
+    .iface_fence              = uct_base_iface_fence,
+    .iface_progress_enable    = uct_base_iface_progress_enable,
+    .iface_progress_disable   = uct_base_iface_progress_disable,
+    .iface_progress           = uct_aptus_tl_iface_progress,
+    .iface_event_fd_get       = ucs_empty_function_return_unsupported,
+    .iface_event_arm          = ucs_empty_function_return_unsupported,
+    .iface_close = UCS_CLASS_DELETE_FUNC_NAME(uct_aptus_tl_iface_t),
+    .iface_query              = uct_aptus_tl_iface_query,
+    .iface_get_device_address = uct_aptus_tl_iface_get_device_address,
+    .iface_get_address        = uct_aptus_tl_iface_get_address,
+    .iface_is_reachable       = uct_aptus_tl_iface_is_reachable,
+};
+
+static uct_iface_internal_ops_t uct_aptus_tl_iface_internal_ops = {
+    .iface_estimate_perf = uct_base_iface_estimate_perf,
+    .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function,
+    .ep_query = (uct_ep_query_func_t)ucs_empty_function_return_unsupported,
+    .ep_invalidate       = uct_aptus_tl_ep_invalidate,
+};
+
+static ucs_status_t
+uct_aptus_tl_iface_rules(uct_aptus_tl_iface_t *iface,
+                         const uct_aptus_tl_iface_config_t *config)
+{
+    static int fp_reported = 0;
+    aptus_rule_error_t err;
+    unsigned i;
+
+    if (aptus_rule_chain_parse(config->send_rules, &iface->rules, &err) != 0) {
+        ucs_error("aptus: invalid configuration: UCX_" UCT_APTUS_TL_CONFIG_PREFIX
+                  "SEND_RULES=\"%s\": at character %u: %s",
+                  config->send_rules, err.position, err.message);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    for (i = 0; i < iface->rules.num_rules; ++i) {
+        if ((iface->rules.rules[i].chan == APTUS_RULE_RC_FP) &&
+            !fp_reported) {
+            fp_reported = 1;
+            ucs_diag("aptus: UCX_" UCT_APTUS_TL_CONFIG_PREFIX "SEND_RULES "
+                     "rule %u names rc_fp, which this version does not "
+                     "offer yet: the rule is skipped",
+                     i + 1);
+        }
+    }
+    return UCS_OK;
+}
+
+static ucs_status_t
+uct_aptus_tl_iface_alloc_init(uct_aptus_tl_iface_t *iface,
+                              const uct_aptus_tl_iface_config_t *config)
+{
+    aptus_alloc_config_t ac;
+    const char *bad;
+
+    memset(&ac, 0, sizeof(ac));
+    ac.max[APTUS_ALLOC_RC]  = config->max_rc;
+    /* a fast path needs RC: MAX_RC=0 (UD only) turns them off too */
+    ac.max[APTUS_ALLOC_FP]  = ucs_min(config->max_fp, config->max_rc);
+    ac.window_us            = uct_ud_sr_usec(config->alloc_window);
+    ac.rc_msgs              = config->rc_msgs;
+    ac.rc_bytes             = config->rc_bytes;
+    ac.fp_msgs              = 0; /* fast paths come with rc_fp */
+    ac.fp_max_size          = 2048;
+    ac.request_timeout_us   = uct_ud_sr_usec(config->request_timeout);
+    ac.backoff_us           = uct_ud_sr_usec(config->backoff);
+    ac.idle_us              = uct_ud_sr_usec(config->idle);
+    ac.hold_us              = uct_ud_sr_usec(config->hold);
+    bad = aptus_alloc_config_check(&ac);
+    if (bad != NULL) {
+        ucs_error("aptus: invalid configuration: %s (UCX_"
+                  UCT_APTUS_TL_CONFIG_PREFIX "MAX_RC=%u, MAX_FP=%u, "
+                  "RC_MSGS=%u, RC_BYTES=%zu)",
+                  bad, config->max_rc, config->max_fp, config->rc_msgs,
+                  config->rc_bytes);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    aptus_alloc_init(&iface->alloc, &ac);
+    return UCS_OK;
+}
+
+static ucs_status_t
+uct_aptus_tl_iface_rc_init(uct_aptus_tl_iface_t *iface,
+                           const uct_aptus_tl_iface_config_t *config)
+{
+    aptus_conn_wire_config_t wire_config;
+    aptus_rc_chan_config_t chan_config;
+    ucs_status_t status;
+
+    if ((config->rc_seg_size < UCT_UD_SR_MAX_AM_HDR + sizeof(uint64_t) +
+                                       UCT_APTUS_TRAILER_LEN) ||
+        (config->rc_seg_size > APTUS_FRAME_MAX_LEN - APTUS_RC_HDR_LEN)) {
+        ucs_error("aptus: invalid configuration: UCX_"
+                  UCT_APTUS_TL_CONFIG_PREFIX "RC_SEG_SIZE=%zu is out of range",
+                  config->rc_seg_size);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((config->rc_credits == 0) ||
+        (config->rc_credits > APTUS_RC_MAX_CREDITS) ||
+        (config->rc_rx_queue_len == 0)) {
+        ucs_error("aptus: invalid configuration: UCX_"
+                  UCT_APTUS_TL_CONFIG_PREFIX "RC_CREDITS=%u (1 to %u) or "
+                  "RC_RX_QUEUE_LEN=%u (at least 1)",
+                  config->rc_credits, APTUS_RC_MAX_CREDITS,
+                  config->rc_rx_queue_len);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    /* messages are delivered in place and never held there */
+    memset(&wire_config, 0, sizeof(wire_config));
+    wire_config.max_frame      = APTUS_RC_HDR_LEN + config->rc_seg_size;
+    wire_config.rx_headroom    = 0;
+    wire_config.rx_buffers     = config->rc_rx_queue_len;
+    wire_config.rx_max_buffers = config->rc_rx_queue_len;
+    wire_config.rx_alignment   = iface->am_align;
+    wire_config.rx_align_offset =
+        APTUS_FRAME_HDR_LEN + APTUS_RC_HDR_LEN + iface->am_align_offset;
+    wire_config.max_backlog = config->rc_tx_backlog;
+    wire_config.handlers    = &aptus_rc_chan_wire_handlers;
+    wire_config.arg         = &iface->rc;
+    status = aptus_sock_conn_open(iface->dev_name, &wire_config, &iface->conn);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    chan_config.credits    = config->rc_credits;
+    chan_config.max_msg    = config->rc_seg_size;
+    chan_config.local_port = aptus_sock_wire_addr_port(&iface->conn->addr);
+    /* one key names the interface on both channels */
+    status = aptus_rc_chan_init(&iface->rc, iface->conn, &chan_config,
+                                iface->ud.local_key, &uct_aptus_tl_rc_ops,
+                                iface);
+    if (status != UCS_OK) {
+        iface->conn->ops->close(iface->conn);
+        return status;
+    }
+    aptus_rc_rdma_chan_init(&iface->rdma, &iface->rc);
+    return UCS_OK;
+}
+
+static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
+                           uct_worker_h worker,
+                           const uct_iface_params_t *params,
+                           const uct_iface_config_t *tl_config)
+{
+    const uct_aptus_tl_iface_config_t *config =
+        ucs_derived_of(tl_config, uct_aptus_tl_iface_config_t);
+    uct_ud_sr_setup_t setup;
+    ucs_async_context_t *async;
+    ucs_status_t status;
+
+    UCT_CHECK_PARAM(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE,
+                    "UCT_IFACE_PARAM_FIELD_OPEN_MODE is not defined");
+    if (!(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE)) {
+        ucs_error("aptus: only UCT_IFACE_OPEN_MODE_DEVICE is supported");
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_aptus_tl_iface_tl_ops,
+                              &uct_aptus_tl_iface_internal_ops, md, worker,
+                              params,
+                              tl_config UCS_STATS_ARG(NULL)
+                                  UCS_STATS_ARG(UCT_APTUS_TL_NAME));
+
+    ucs_strncpy_zero(self->dev_name, params->mode.device.dev_name,
+                     sizeof(self->dev_name));
+    self->failures     = NULL;
+    self->num_failures = 0;
+    self->max_failures = 0;
+    self->ctl_list     = NULL;
+    self->num_ctl      = 0;
+    self->max_ctl      = 0;
+    self->rc_list      = NULL;
+    self->num_rc       = 0;
+    self->max_rc_list  = 0;
+    self->next_check_us = 0;
+    self->dispatching  = NULL;
+    self->timer_id     = -1;
+    self->rma          = config->rc_rma;
+    self->reorder_max  = config->reorder_max;
+    self->rx_headroom =
+        UCT_IFACE_PARAM_VALUE(params, rx_headroom, RX_HEADROOM, 0);
+    self->held_release.cb = uct_aptus_tl_held_release;
+    memset(&self->stats, 0, sizeof(self->stats));
+    async = self->super.worker->async;
+
+    /* Every setting is checked before anything opens. */
+    status = uct_ud_sr_params_setup(&config->ud, UCT_APTUS_TL_NAME,
+                                    UCT_APTUS_TL_CONFIG_PREFIX, params,
+                                    ucs_offsetof(uct_aptus_tl_ep_t, peer),
+                                    &setup);
+    if (status != UCS_OK) {
+        return status;
+    }
+    self->am_align        = setup.chan.am_align;
+    self->am_align_offset = setup.chan.am_align_offset;
+    status                = uct_aptus_tl_iface_rules(self, config);
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = uct_aptus_tl_iface_alloc_init(self, config);
+    if (status != UCS_OK) {
+        return status;
+    }
+    if (config->reorder_max == 0) {
+        ucs_error("aptus: invalid configuration: UCX_"
+                  UCT_APTUS_TL_CONFIG_PREFIX "REORDER_MAX must be at least 1");
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    self->bounce = ucs_malloc(ucs_max(setup.chan.max_msg, config->rc_seg_size),
+                              "uct_aptus_bounce");
+    if (self->bounce == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    kh_init_inplace(uct_aptus_rc_peers, &self->rc_peers);
+    ucs_arbiter_init(&self->pending);
+
+    status = ucs_mpool_init(&self->zcomp_mp, 0, sizeof(uct_aptus_tl_zcomp_t),
+                            0, 8, 128, UINT_MAX, &aptus_mpool_plain_ops,
+                            "aptus_zcopy_comps");
+    if (status != UCS_OK) {
+        goto err_bounce;
+    }
+
+    status = aptus_sock_dgram_open(self->dev_name, &setup.wire, &self->dgram);
+    if (status != UCS_OK) {
+        goto err_mpool;
+    }
+    status = aptus_ud_chan_init(&self->ud, &setup.chan, self->dgram, async,
+                                &uct_aptus_tl_ud_ops, self, uct_ud_sr_clock,
+                                uct_ud_sr_random_key());
+    if (status != UCS_OK) {
+        goto err_dgram;
+    }
+    status = aptus_udz_init(&self->udz, &self->ud, &setup.udz,
+                            uct_aptus_tl_check_region,
+                            ucs_derived_of(md, uct_aptus_md_t));
+    if (status != UCS_OK) {
+        goto err_ud;
+    }
+    aptus_ud_chan_set_internal(&self->ud, uct_aptus_tl_ud_internal, self);
+    /* one datagram, trailer included (RC would take more) */
+    self->max_short = aptus_ud_chan_max_short(&self->ud) -
+                      UCT_APTUS_TRAILER_LEN;
+
+    status = uct_aptus_tl_iface_rc_init(self, config);
+    if (status != UCS_OK) {
+        goto err_udz;
+    }
+
+    aptus_sock_netif_caps(self->dev_name, &self->latency, &self->bandwidth);
+    self->async_interval_us = setup.async_interval_us;
+    status = ucs_async_add_timer(async->mode,
+                                 ucs_time_from_sec(config->ud.async_interval),
+                                 uct_aptus_tl_iface_timer, self, async,
+                                 &self->timer_id);
+    if (status != UCS_OK) {
+        ucs_error("aptus: cannot start the async timer: %s",
+                  ucs_status_string(status));
+        goto err_rc;
+    }
+
+    ucs_debug("aptus/%s: key 0x%08x max_rc %u rules %s", self->dev_name,
+              self->ud.local_key, config->max_rc, config->send_rules);
+    return UCS_OK;
+
+err_rc:
+    aptus_rc_chan_cleanup(&self->rc);
+    self->conn->ops->close(self->conn);
+err_udz:
+    aptus_udz_cleanup(&self->udz);
+err_ud:
+    aptus_ud_chan_cleanup(&self->ud);
+err_dgram:
+    self->dgram->ops->close(self->dgram);
+err_mpool:
+    ucs_mpool_cleanup(&self->zcomp_mp, 0);
+err_bounce:
+    ucs_arbiter_cleanup(&self->pending);
+    kh_destroy_inplace(uct_aptus_rc_peers, &self->rc_peers);
+    ucs_free(self->bounce);
+    return status;
+}
+
+static UCS_CLASS_CLEANUP_FUNC(uct_aptus_tl_iface_t)
+{
+    uct_aptus_md_t *md = ucs_derived_of(self->super.md, uct_aptus_md_t);
+    uct_aptus_stat_t stats[64];
+    unsigned n;
+
+    ucs_async_remove_handler(self->timer_id, 1);
+
+    UCS_ASYNC_BLOCK(self->super.worker->async);
+    uct_base_iface_progress_disable(&self->super.super,
+                                    UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    n = uct_aptus_tl_iface_stats(self, stats, 64);
+    uct_aptus_stats_print(md->stats, UCT_APTUS_TL_NAME, self->dev_name, stats,
+                          n);
+    uct_aptus_tl_iface_print_peers(self, md->stats);
+    /* the streams first: their peers give their connections back to the
+     * RC channel, which then closes them all */
+    aptus_udz_cleanup(&self->udz);
+    aptus_ud_chan_cleanup(&self->ud);
+    self->dgram->ops->close(self->dgram);
+    aptus_rc_chan_cleanup(&self->rc);
+    self->conn->ops->close(self->conn);
+    ucs_mpool_cleanup(&self->zcomp_mp, 1);
+    ucs_arbiter_cleanup(&self->pending);
+    kh_destroy_inplace(uct_aptus_rc_peers, &self->rc_peers);
+    ucs_free(self->failures);
+    ucs_free(self->ctl_list);
+    ucs_free(self->rc_list);
+    ucs_free(self->bounce);
+    UCS_ASYNC_UNBLOCK(self->super.worker->async);
+}
+
+UCS_CLASS_DEFINE(uct_aptus_tl_iface_t, uct_base_iface_t);
+
+static UCS_CLASS_DEFINE_NEW_FUNC(uct_aptus_tl_iface_t, uct_iface_t, uct_md_h,
+                                 uct_worker_h, const uct_iface_params_t *,
+                                 const uct_iface_config_t *);
+static UCS_CLASS_DEFINE_DELETE_FUNC(uct_aptus_tl_iface_t, uct_iface_t);
+
+static ucs_status_t
+uct_aptus_tl_query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
+                           unsigned *num_devices_p)
+{
+    if (uct_aptus_md_is_one_sided(md)) {
+        *devices_p     = NULL; /* aptus lives on the "aptus" domain */
+        *num_devices_p = 0;
+        return UCS_OK;
+    }
+    return aptus_sock_query_devices(devices_p, num_devices_p);
+}
+
+UCT_TL_DEFINE_ENTRY(&uct_aptus_component, aptus, uct_aptus_tl_query_devices,
+                    uct_aptus_tl_iface_t, UCT_APTUS_TL_CONFIG_PREFIX,
+                    uct_aptus_tl_iface_config_table,
+                    uct_aptus_tl_iface_config_t);

@@ -1,0 +1,285 @@
+/*
+ * UCX-Aptus: UD-SR settings shared by ud_sr and aptus (ud_sr_params.h).
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "ud_sr_params.h"
+#include "aptus_iface.h"
+
+#include <ucs/time/time.h>
+
+#include <string.h>
+#include <sys/random.h>
+
+ucs_config_field_t uct_ud_sr_params_table[] = {
+    { "MTU", "2048",
+      "Datagram size in bytes, UD-SR header included, as an InfiniBand UD MTU\n"
+      "(512 to 4096).",
+      ucs_offsetof(uct_ud_sr_params_t, mtu), UCS_CONFIG_TYPE_MEMUNITS },
+
+    { "SEG_SIZE", "32k",
+      "Largest active message; messages longer than one datagram are "
+      "segmented\n"
+      "and reassembled. Must fit TX_WINDOW datagrams.",
+      ucs_offsetof(uct_ud_sr_params_t, seg_size),
+      UCS_CONFIG_TYPE_MEMUNITS },
+
+    { "TX_WINDOW", "64",
+      "Unacknowledged datagrams in flight per peer (1 to 64, the span the\n"
+      "receiver holds out of order).",
+      ucs_offsetof(uct_ud_sr_params_t, tx_window), UCS_CONFIG_TYPE_UINT },
+
+    { "RX_QUEUE_LEN", "4096",
+      "Receive buffers in the static pool shared by all peers; the socket\n"
+      "buffers as many datagrams and drops beyond that, like a UD queue pair.",
+      ucs_offsetof(uct_ud_sr_params_t, rx_queue_len),
+      UCS_CONFIG_TYPE_UINT },
+
+    /* Default ceiling: a held buffer costs a datagram (2 KiB at the default
+     * MTU), so 256k of them bound the worst case near 550 MiB, reached only
+     * by an application that keeps that many unexpected messages (UCX's tcp
+     * keeps them without bound). It covers, e.g., 20,000 eager messages
+     * from each of a dozen peers before a receive is posted. */
+    { "RX_MAX_BUFS", "262144",
+      "Most receive buffers the pool grows to, in steps of RX_QUEUE_LEN.\n"
+      "UCP keeps the buffers of unexpected messages until they are received,\n"
+      "so the pool grows while the application holds them. At the ceiling\n"
+      "datagrams are dropped (an error is printed once and counted as\n"
+      "rx_pool_exhausted) and peers retransmit until buffers are released.",
+      ucs_offsetof(uct_ud_sr_params_t, rx_max_bufs),
+      UCS_CONFIG_TYPE_UINT },
+
+    { "RX_MAX_POLL", "64",
+      "Most messages one progress call delivers from those received in the\n"
+      "async thread for handlers that run only from progress.",
+      ucs_offsetof(uct_ud_sr_params_t, rx_max_poll),
+      UCS_CONFIG_TYPE_UINT },
+
+    { "RX_BATCH", "32",
+      "Datagrams taken from the socket per receive call (recvmmsg).",
+      ucs_offsetof(uct_ud_sr_params_t, rx_batch), UCS_CONFIG_TYPE_UINT },
+
+    { "ACK_COUNT", "16",
+      "Acknowledge explicitly after this many datagrams when no reply carried\n"
+      "the acknowledgement.",
+      ucs_offsetof(uct_ud_sr_params_t, ack_count), UCS_CONFIG_TYPE_UINT },
+
+    { "TIMER_TICK", "200us",
+      "Timer granularity: longest delay of an explicit ACK, and how often\n"
+      "retransmission timeouts are checked.",
+      ucs_offsetof(uct_ud_sr_params_t, timer_tick),
+      UCS_CONFIG_TYPE_TIME },
+
+    { "ASYNC_INTERVAL", "10ms",
+      "Interval of the async timer that receives, acknowledges and "
+      "retransmits\n"
+      "while the application does not call progress. Shorter intervals wake a\n"
+      "thread more often and cost latency on busy cores.",
+      ucs_offsetof(uct_ud_sr_params_t, async_interval),
+      UCS_CONFIG_TYPE_TIME },
+
+    { "RTO_MIN", "20ms",
+      "Smallest retransmission timeout. Lost datagrams are normally found\n"
+      "sooner, by selective ACKs and tail probes (after two round trips); the\n"
+      "timeout is for a peer that answers nothing, and set well above the\n"
+      "time a busy host may keep a receiver off the CPU.",
+      ucs_offsetof(uct_ud_sr_params_t, rto_min), UCS_CONFIG_TYPE_TIME },
+
+    { "RTO_MAX", "500ms", "Largest retransmission timeout (after backoff).",
+      ucs_offsetof(uct_ud_sr_params_t, rto_max), UCS_CONFIG_TYPE_TIME },
+
+    { "RTO_INIT", "20ms",
+      "Retransmission timeout before the first round-trip measurement.",
+      ucs_offsetof(uct_ud_sr_params_t, rto_init), UCS_CONFIG_TYPE_TIME },
+
+    { "TIMEOUT", "30s",
+      "A peer silent this long while data to it is unacknowledged is declared\n"
+      "failed; the error handler is called and its operations fail.",
+      ucs_offsetof(uct_ud_sr_params_t, timeout), UCS_CONFIG_TYPE_TIME },
+
+    { "CRC", "n", "End-to-end CRC-32C of every payload, checked on receipt.",
+      ucs_offsetof(uct_ud_sr_params_t, crc), UCS_CONFIG_TYPE_BOOL },
+
+    { "MAX_PEERS", "1048576",
+      "Streams (remote interfaces) one interface holds. Endpoints to one\n"
+      "remote interface are also bounded by the header's 16-bit stream\n"
+      "number: 65535 alive at once (failed ones are reclaimed).",
+      ucs_offsetof(uct_ud_sr_params_t, max_peers), UCS_CONFIG_TYPE_UINT },
+
+    { "FAULT_DROP", "0",
+      "Fault injector: probability that a sent datagram is silently dropped.",
+      ucs_offsetof(uct_ud_sr_params_t, fault_drop),
+      UCS_CONFIG_TYPE_DOUBLE },
+
+    { "FAULT_DUP", "0",
+      "Fault injector: probability that a datagram is sent twice.",
+      ucs_offsetof(uct_ud_sr_params_t, fault_dup),
+      UCS_CONFIG_TYPE_DOUBLE },
+
+    { "FAULT_REORDER", "0",
+      "Fault injector: probability that a datagram is held back behind the "
+      "next.",
+      ucs_offsetof(uct_ud_sr_params_t, fault_reorder),
+      UCS_CONFIG_TYPE_DOUBLE },
+
+    { "FAULT_DELAY", "0",
+      "Fault injector: probability that a datagram is delayed by "
+      "FAULT_DELAY_TIME.",
+      ucs_offsetof(uct_ud_sr_params_t, fault_delay),
+      UCS_CONFIG_TYPE_DOUBLE },
+
+    { "FAULT_DELAY_TIME", "1ms", "Fault injector: delay of a delayed datagram.",
+      ucs_offsetof(uct_ud_sr_params_t, fault_delay_time),
+      UCS_CONFIG_TYPE_TIME },
+
+    { "FAULT_SEED", "1", "Fault injector: seed of its random sequence.",
+      ucs_offsetof(uct_ud_sr_params_t, fault_seed),
+      UCS_CONFIG_TYPE_ULONG },
+
+    { "ZCOPY", "y",
+      "UD-ZCopy: offer get_zcopy, so that UCP's rendezvous moves large "
+      "messages\n"
+      "straight from the sender's buffer into the receiver's, in tagged\n"
+      "datagrams. 'n' is the paper's UD-copy configuration: large messages go\n"
+      "through the copy-based active-message path.",
+      ucs_offsetof(uct_ud_sr_params_t, zcopy), UCS_CONFIG_TYPE_BOOL },
+
+    { "ZCOPY_THRESH", "16k",
+      "Gets smaller than this take the copy-based path (through the reliable\n"
+      "stream) instead of a receive context.",
+      ucs_offsetof(uct_ud_sr_params_t, zcopy_thresh),
+      UCS_CONFIG_TYPE_MEMUNITS },
+
+    { "ZCOPY_CONTEXTS", "32",
+      "Receive contexts (dedicated receive queues) in the pool; when all are\n"
+      "busy, gets take the copy-based path.",
+      ucs_offsetof(uct_ud_sr_params_t, zcopy_contexts),
+      UCS_CONFIG_TYPE_UINT },
+
+    { "ZCOPY_WINDOW", "256",
+      "Datagrams a receive context holds; the owner of the data may send that\n"
+      "many beyond the lowest one missing.",
+      ucs_offsetof(uct_ud_sr_params_t, zcopy_window),
+      UCS_CONFIG_TYPE_UINT },
+
+    { "ZCOPY_MAX", "64m", "Largest get (UCP splits larger transfers).",
+      ucs_offsetof(uct_ud_sr_params_t, zcopy_max),
+      UCS_CONFIG_TYPE_MEMUNITS },
+
+    { NULL }
+};
+
+uint64_t uct_ud_sr_clock(void)
+{
+    return (uint64_t)ucs_time_to_usec(ucs_get_time());
+}
+
+uint32_t uct_ud_sr_usec(double seconds)
+{
+    double us = seconds * 1e6;
+
+    return (us >= UINT32_MAX) ? UINT32_MAX : (uint32_t)us;
+}
+
+uint32_t uct_ud_sr_random_key(void)
+{
+    uint32_t key;
+
+    /* from the OS CSPRNG: the key is what keeps forged datagrams out */
+    do {
+        if (getrandom(&key, sizeof(key), 0) != sizeof(key)) {
+            key = 0;
+        }
+    } while (key == 0);
+    return key;
+}
+
+static void uct_ud_sr_params_chan(const uct_ud_sr_params_t *config,
+                                  size_t rx_headroom, size_t peer_headroom,
+                                  aptus_ud_chan_config_t *chan_config)
+{
+    memset(chan_config, 0, sizeof(*chan_config));
+    chan_config->rel.tx_window       = ucs_min(config->tx_window, UINT16_MAX);
+    chan_config->rel.ack_count       = ucs_min(config->ack_count, UINT16_MAX);
+    chan_config->rel.rto_min_us      = uct_ud_sr_usec(config->rto_min);
+    chan_config->rel.rto_max_us      = uct_ud_sr_usec(config->rto_max);
+    chan_config->rel.rto_init_us     = uct_ud_sr_usec(config->rto_init);
+    chan_config->rel.peer_timeout_us = uct_ud_sr_usec(config->timeout);
+    chan_config->max_msg             = config->seg_size;
+    chan_config->max_am_hdr          = UCT_UD_SR_MAX_AM_HDR;
+    chan_config->rx_pool             = config->rx_queue_len;
+    chan_config->rx_max              = config->rx_max_bufs;
+    chan_config->rx_budget           = config->rx_max_poll;
+    chan_config->rx_headroom         = rx_headroom;
+    chan_config->rx_batch            = config->rx_batch;
+    chan_config->tick_us             = uct_ud_sr_usec(config->timer_tick);
+    /* probe no earlier than a delayed ACK could have come */
+    chan_config->rel.probe_min_us = 2 * chan_config->tick_us;
+    chan_config->crc              = config->crc;
+    chan_config->max_peers        = config->max_peers;
+    chan_config->peer_headroom    = peer_headroom;
+}
+
+ucs_status_t uct_ud_sr_params_setup(const uct_ud_sr_params_t *config,
+                                    const char *tl_name, const char *prefix,
+                                    const uct_iface_params_t *params,
+                                    size_t peer_headroom,
+                                    uct_ud_sr_setup_t *setup)
+{
+    const char *bad;
+    ucs_status_t status;
+
+    uct_ud_sr_params_chan(
+        config, UCT_IFACE_PARAM_VALUE(params, rx_headroom, RX_HEADROOM, 0),
+        peer_headroom, &setup->chan);
+    status = uct_aptus_iface_am_alignment(tl_name, params,
+                                          &setup->chan.am_align,
+                                          &setup->chan.am_align_offset);
+    if (status != UCS_OK) {
+        return status;
+    }
+    /* Refuse a bad setting up front, naming the variable. */
+    if ((config->mtu < APTUS_SOCK_DGRAM_MTU_MIN) ||
+        (config->mtu > APTUS_SOCK_DGRAM_MTU_MAX)) {
+        ucs_error("%s: invalid configuration: UCX_%sMTU=%zu is out of range "
+                  "[%d, %d]",
+                  tl_name, prefix, config->mtu, APTUS_SOCK_DGRAM_MTU_MIN,
+                  APTUS_SOCK_DGRAM_MTU_MAX);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    setup->udz.thresh   = config->zcopy_thresh;
+    setup->udz.contexts = config->zcopy ? config->zcopy_contexts : 0;
+    setup->udz.window   = config->zcopy_window;
+    setup->udz.batch    = config->rx_batch;
+    setup->udz.max_get  = config->zcopy_max;
+    bad                 = aptus_ud_chan_config_check(&setup->chan, config->mtu);
+    if (bad == NULL) {
+        bad = aptus_udz_config_check(&setup->udz);
+    }
+    if (bad != NULL) {
+        ucs_error("%s: invalid configuration: UCX_%s%s", tl_name, prefix, bad);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    memset(&setup->wire, 0, sizeof(setup->wire));
+    setup->wire.mtu            = config->mtu;
+    setup->wire.rx_queue_len   = config->rx_queue_len;
+    setup->wire.tx_queue_len   = config->tx_window * 4;
+    setup->wire.fault.drop     = config->fault_drop;
+    setup->wire.fault.dup      = config->fault_dup;
+    setup->wire.fault.reorder  = config->fault_reorder;
+    setup->wire.fault.delay    = config->fault_delay;
+    setup->wire.fault.delay_us = uct_ud_sr_usec(config->fault_delay_time);
+    setup->wire.fault.seed     = config->fault_seed;
+    bad                        = aptus_fault_config_check(&setup->wire.fault);
+    if (bad != NULL) {
+        ucs_error("%s: invalid configuration: UCX_%s%s must be a probability "
+                  "in [0, 1]",
+                  tl_name, prefix, bad);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    setup->async_interval_us = uct_ud_sr_usec(config->async_interval);
+    return UCS_OK;
+}
