@@ -1,0 +1,463 @@
+/*
+ * The aptus transport at the UCT level: two (or more) interfaces in one
+ * process over the real sock wires. Mixed-size messages to one peer arrive
+ * in order while an RC connection appears, is demoted, comes back, and
+ * while the two sides ask for one at the same time; the per-process cap
+ * holds; rendezvous data moves over RC-RDMA or UD-ZCopy; bad settings are
+ * refused at open.
+ */
+#include "uct_fixture.h"
+
+extern "C" {
+#include "uct/aptus_tl.h"
+}
+
+namespace
+{
+
+class uct_aptus : public uct_aptus_test
+{
+  protected:
+    uct_aptus()
+    {
+        m_tl = "aptus";
+    }
+
+    std::map<std::string, uint64_t> stats(entity &e)
+    {
+        uct_aptus_stat_t st[96];
+        std::map<std::string, uint64_t> m;
+        unsigned n = uct_aptus_tl_iface_stats(iface(e), st, 96);
+        for (unsigned i = 0; i < n; ++i) {
+            m[st[i].name] = st[i].value;
+        }
+        return m;
+    }
+
+    uct_aptus_tl_iface_t *iface(entity &e)
+    {
+        return ucs_derived_of(e.iface, uct_aptus_tl_iface_t);
+    }
+
+    /* One message of len bytes (len >= 8), by am_short, am_bcopy or
+     * am_zcopy (by 'how'), waiting while the transport has no room. */
+    void send(entity &from, const std::vector<uint8_t> &data, unsigned how)
+    {
+        ucs_status_t status;
+        test_comp c;
+
+        init_comp(c);
+        for (;;) {
+            if ((how == 0) &&
+                (data.size() <= iface(from)->max_short)) {
+                uint64_t hdr;
+                memcpy(&hdr, data.data(), 8);
+                status = uct_ep_am_short(from.ep, 1, hdr, data.data() + 8,
+                                         data.size() - 8);
+            } else if (how != 2) {
+                std::vector<uint8_t> copy = data;
+                ssize_t ret = uct_ep_am_bcopy(from.ep, 1, pack_vec, &copy, 0);
+                status      = (ret >= 0) ? UCS_OK : (ucs_status_t)ret;
+                if (ret >= 0) {
+                    EXPECT_EQ((ssize_t)data.size(), ret);
+                }
+            } else {
+                size_t half      = data.size() / 2;
+                uct_iov_t iov[2] = {
+                    { (void *)data.data(), half, NULL, 0, 1 },
+                    { (void *)(data.data() + half), data.size() - half, NULL,
+                      0, 1 }
+                };
+                status = uct_ep_am_zcopy(from.ep, 1, NULL, 0, iov, 2, 0,
+                                         &c.super);
+                if (status == UCS_INPROGRESS) {
+                    ASSERT_TRUE(wait_for([&] { return c.done > 0; }));
+                    status = c.status;
+                }
+            }
+            if (status != UCS_ERR_NO_RESOURCE) {
+                break;
+            }
+            progress();
+        }
+        ASSERT_EQ(UCS_OK, status);
+    }
+
+    /* count messages of mixed sizes (some over 8 KB: UD even with RC),
+     * in order; returns what was sent */
+    std::vector<std::vector<uint8_t>> send_mixed(entity &from, unsigned count,
+                                                 unsigned seed)
+    {
+        std::vector<std::vector<uint8_t>> sent;
+        for (unsigned i = 0; i < count; ++i) {
+            size_t len = 8 + ((i + seed) * 2654435761u) % 12000;
+            if (i % 5 == 0) {
+                len = 8 + i % 64; /* small: UD-SR by the default rules */
+            }
+            sent.push_back(pattern(seed * 100000 + i, len));
+            send(from, sent.back(), i % 3);
+            if (HasFatalFailure()) {
+                break;
+            }
+        }
+        return sent;
+    }
+
+    void expect_received(entity &to,
+                         const std::vector<std::vector<uint8_t>> &sent,
+                         size_t first = 0)
+    {
+        ASSERT_TRUE(wait_for(
+            [&] { return rx_count(to) >= first + sent.size(); }, 30));
+        ASSERT_EQ(first + sent.size(), rx_count(to));
+        for (size_t i = 0; i < sent.size(); ++i) {
+            ASSERT_EQ(sent[i], to.rx.msgs[first + i]) << "message " << i;
+        }
+    }
+
+    void settle(double seconds)
+    {
+        ucs_time_t end = ucs_get_time() + ucs_time_from_sec(seconds);
+        while (ucs_get_time() < end) {
+            progress();
+        }
+    }
+
+    /* An RC connection comes early: 16 messages in a second earn it. */
+    std::map<std::string, std::string> eager_rc()
+    {
+        return { { "RC_MSGS", "16" }, { "ALLOC_WINDOW", "1s" } };
+    }
+};
+
+} // namespace
+
+TEST_F(uct_aptus, capabilities)
+{
+    setup_pair();
+    uct_iface_attr_t attr;
+    ASSERT_EQ(UCS_OK, uct_iface_query(m_a.iface, &attr));
+    EXPECT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE);
+    EXPECT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_AM_SHORT);
+    EXPECT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_AM_BCOPY);
+    EXPECT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_AM_ZCOPY);
+    EXPECT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY);
+    EXPECT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_PENDING);
+    EXPECT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE);
+    EXPECT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_EP_CHECK);
+    /* every active message carries the 4-byte trailer inside the limits */
+    EXPECT_EQ(iface(m_a)->ud.config.max_msg - 4, attr.cap.am.max_bcopy);
+    EXPECT_EQ(iface(m_a)->max_short, attr.cap.am.max_short);
+    EXPECT_EQ(sizeof(uct_aptus_tl_iface_addr_t), attr.iface_addr_len);
+}
+
+TEST_F(uct_aptus, bad_configuration_refused)
+{
+    entity e;
+    /* a syntax error, an unknown channel, no UD channel last, a number
+     * out of range, an empty chain */
+    for (const char *rules :
+         { "{<=2048 rc_sr", "{any tcp}", "{<=8k ud_sr},{any rc_sr}",
+           "{<=99999999999999999999 ud_sr}", "", "{any ud_sr},," }) {
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(e, { { "SEND_RULES", rules } }))
+            << rules;
+        EXPECT_EQ(nullptr, e.iface);
+    }
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(e, { { "REORDER_MAX", "0" } }));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              open(e, { { "RC_MSGS", "0" }, { "RC_BYTES", "0" } }));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(e, { { "MTU", "100" } }));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(e, { { "RC_CREDITS", "0" } }));
+    /* UD only is a valid choice: no fast path either */
+    ASSERT_EQ(UCS_OK, open(e, { { "MAX_RC", "0" } }));
+    close(e);
+}
+
+TEST_F(uct_aptus, ud_only_until_a_peer_earns_rc)
+{
+    setup_pair({ { "RC_MSGS", "1000" }, { "RC_BYTES", "0" } });
+    auto sent = send_mixed(m_a, 200, 1);
+    expect_received(m_b, sent);
+    auto s = stats(m_a);
+    EXPECT_EQ(0u, s["rc_requested"]);
+    EXPECT_EQ(0u, s["rc_sr_msgs"]);
+    EXPECT_EQ(200u, s["ud_sr_msgs"]);
+    EXPECT_EQ(0u, stats(m_b)["rc_now"]);
+}
+
+TEST_F(uct_aptus, mixed_sizes_in_order_while_rc_appears)
+{
+    setup_pair(eager_rc());
+    auto sent = send_mixed(m_a, 3000, 2);
+    expect_received(m_b, sent);
+    auto a = stats(m_a), b = stats(m_b);
+    EXPECT_EQ(1u, a["rc_requested"]);
+    EXPECT_EQ(1u, a["rc_granted"]);
+    EXPECT_EQ(1u, b["rc_granted"]);
+    EXPECT_EQ(1u, a["rc_now"]);
+    EXPECT_EQ(1u, b["rc_now"]);
+    /* by the default rules: small and large messages over UD, the middle
+     * sizes over RC once it is there */
+    EXPECT_GT(a["rc_sr_msgs"], 1000u);
+    EXPECT_GT(a["ud_sr_msgs"], 600u);
+    EXPECT_EQ(3000u, a["rc_sr_msgs"] + a["ud_sr_msgs"]);
+    EXPECT_EQ(0u, b["rx_duplicates"] + b["rx_malformed"] +
+                      b["rx_unknown_link"] + b["rx_reorder_full"]);
+    EXPECT_EQ(3000u, b["rx_in_order"] + b["rx_held"]);
+}
+
+TEST_F(uct_aptus, order_kept_when_ud_datagrams_are_late)
+{
+    /* UD datagrams delayed at random while RC ones are not: messages
+     * overtake each other between the channels, the receiver holds the
+     * early ones */
+    auto cfg            = eager_rc();
+    cfg["FAULT_DELAY"]  = "0.3";
+    cfg["FAULT_DELAY_TIME"] = "2ms";
+    setup_pair(cfg);
+    auto sent = send_mixed(m_a, 2000, 3);
+    expect_received(m_b, sent);
+    auto b = stats(m_b);
+    EXPECT_GT(b["rx_held"], 0u);
+    EXPECT_EQ(2000u, b["rx_in_order"] + b["rx_held"]);
+    EXPECT_EQ(0u, b["rx_duplicates"]);
+    /* every held copy was handed over and freed */
+    EXPECT_EQ(0u, iface(m_b)->stats.rx_held_bytes);
+}
+
+TEST_F(uct_aptus, both_ways_at_once_agree_on_one_connection)
+{
+    setup_pair(eager_rc());
+    std::vector<std::vector<uint8_t>> a_sent, b_sent;
+    for (unsigned i = 0; i < 1500; ++i) {
+        a_sent.push_back(pattern(i, 8 + (i * 7919) % 8000));
+        send(m_a, a_sent.back(), i % 3);
+        b_sent.push_back(pattern(50000 + i, 8 + (i * 104729) % 8000));
+        send(m_b, b_sent.back(), (i + 1) % 3);
+        ASSERT_FALSE(HasFatalFailure());
+    }
+    expect_received(m_b, a_sent);
+    expect_received(m_a, b_sent);
+    auto a = stats(m_a), b = stats(m_b);
+    /* both asked (at once, or one after the other): one slot each */
+    EXPECT_EQ(1u, a["rc_peak"]);
+    EXPECT_EQ(1u, b["rc_peak"]);
+    EXPECT_GT(a["rc_sr_msgs"], 0u);
+    EXPECT_GT(b["rc_sr_msgs"], 0u);
+    /* one connection carries both directions in the end */
+    EXPECT_EQ(1u, iface(m_a)->rc.num_user_links + iface(m_b)->rc.num_user_links -
+                      (a["rc_switched"] + b["rc_switched"] > 0 ? 1 : 0));
+}
+
+TEST_F(uct_aptus, idle_connection_is_demoted_and_earned_again)
+{
+    auto cfg    = eager_rc();
+    cfg["IDLE"] = "100ms";
+    cfg["HOLD"] = "50ms";
+    setup_pair(cfg);
+    auto first = send_mixed(m_a, 500, 4);
+    expect_received(m_b, first);
+    EXPECT_EQ(1u, stats(m_a)["rc_now"]);
+
+    /* nothing to send: the connection goes, on both sides */
+    ASSERT_TRUE(wait_for([&] {
+        return (stats(m_a)["rc_now"] == 0) && (stats(m_b)["rc_now"] == 0);
+    }));
+    EXPECT_EQ(1u, stats(m_a)["rc_demoted"] + stats(m_b)["rc_demoted"] -
+                      (stats(m_a)["rc_demoted"] && stats(m_b)["rc_demoted"]));
+    EXPECT_EQ(0u, iface(m_a)->alloc.used[APTUS_ALLOC_RC]);
+    EXPECT_EQ(0u, iface(m_b)->alloc.used[APTUS_ALLOC_RC]);
+
+    /* traffic again: the connection is earned again (after the hold),
+     * and the order holds across the change */
+    settle(0.1);
+    auto second = send_mixed(m_a, 1500, 5);
+    expect_received(m_b, second, first.size());
+    EXPECT_EQ(2u, stats(m_a)["rc_granted"]);
+    EXPECT_EQ(0u, stats(m_b)["rx_duplicates"] + stats(m_b)["rx_unknown_link"]);
+}
+
+TEST_F(uct_aptus, cap_holds_and_refused_peers_stay_on_ud)
+{
+    /* three senders earn a connection to one receiver allowed only one */
+    auto cfg = eager_rc();
+    entity r, s[3];
+    ASSERT_EQ(UCS_OK, open(r, [&] {
+                  auto c       = cfg;
+                  c["MAX_RC"] = "1";
+                  return c;
+              }()));
+    for (auto &e : s) {
+        ASSERT_EQ(UCS_OK, open(e, cfg));
+        connect(e, r);
+    }
+    std::vector<std::vector<uint8_t>> sent[3];
+    for (unsigned i = 0; i < 600; ++i) {
+        for (unsigned k = 0; k < 3; ++k) {
+            sent[k].push_back(pattern(k * 1000 + i, 8 + (i * 31) % 6000));
+            send(s[k], sent[k].back(), 1);
+            ASSERT_FALSE(HasFatalFailure());
+            ASSERT_LE(iface(r)->alloc.used[APTUS_ALLOC_RC], 1u);
+        }
+    }
+    ASSERT_TRUE(wait_for([&] { return rx_count(r) == 1800; }));
+    /* per sender, in order (messages of senders interleave) */
+    size_t next[3] = { 0, 0, 0 };
+    for (auto &m : r.rx.msgs) {
+        bool found = false;
+        for (unsigned k = 0; (k < 3) && !found; ++k) {
+            if ((next[k] < sent[k].size()) && (m == sent[k][next[k]])) {
+                ++next[k];
+                found = true;
+            }
+        }
+        ASSERT_TRUE(found);
+    }
+    auto rs = stats(r);
+    EXPECT_EQ(1u, rs["rc_peak"]);
+    EXPECT_EQ(1u, rs["rc_granted"]);
+    EXPECT_GE(rs["rc_refusals"], 2u);
+    unsigned with_rc = 0, refused = 0;
+    for (auto &e : s) {
+        auto st = stats(e);
+        with_rc += st["rc_now"];
+        refused += st["rc_refused"] > 0;
+        if (st["rc_now"] == 0) {
+            EXPECT_EQ(0u, st["rc_sr_msgs"]);
+        }
+    }
+    EXPECT_EQ(1u, with_rc);
+    EXPECT_EQ(2u, refused);
+    for (auto &e : s) {
+        close(e);
+    }
+    close(r);
+}
+
+TEST_F(uct_aptus, get_zcopy_over_ud_then_rc_rdma)
+{
+    setup_pair(eager_rc());
+    remote_buf rb;
+    expose(rb, 256 * 1024);
+    auto get = [&](size_t offset, size_t length) {
+        std::vector<uint8_t> dest(length);
+        uct_iov_t iov = { dest.data(), length, NULL, 0, 1 };
+        test_comp c;
+        init_comp(c);
+        ucs_status_t status;
+        while ((status = uct_ep_get_zcopy(
+                    m_a.ep, &iov, 1,
+                    (uint64_t)(uintptr_t)rb.data.data() + offset,
+                    rb.rkey.rkey, &c.super)) == UCS_ERR_NO_RESOURCE) {
+            progress();
+        }
+        if (status == UCS_INPROGRESS) {
+            ASSERT_TRUE(wait_for([&] { return c.done > 0; }));
+            status = c.status;
+        }
+        ASSERT_EQ(UCS_OK, status);
+        ASSERT_EQ(0, memcmp(dest.data(), rb.data.data() + offset, length));
+    };
+    get(0, 100000); /* no connection yet: the owner serves it over UD */
+    EXPECT_EQ(1u, stats(m_a)["ud_zcopy_msgs"]);
+    auto sent = send_mixed(m_a, 300, 6); /* earns the connection */
+    expect_received(m_b, sent);
+    ASSERT_EQ(1u, stats(m_a)["rc_now"]);
+    get(1000, 200000);
+    get(77, 3);
+    EXPECT_EQ(2u, stats(m_a)["rc_rdma_msgs"]);
+    release(rb);
+}
+
+TEST_F(uct_aptus, flush_covers_every_channel)
+{
+    setup_pair(eager_rc());
+    auto sent = send_mixed(m_a, 400, 7);
+    EXPECT_EQ(UCS_OK, flush_ep(m_a.ep));
+    /* flushed: every message left both channels */
+    EXPECT_TRUE(aptus_rel_tx_is_idle(
+        &ucs_derived_of(m_a.ep, uct_aptus_tl_ep_t)->peer.tx));
+    expect_received(m_b, sent);
+}
+
+TEST_F(uct_aptus, pending_requests_resume_on_either_channel)
+{
+    setup_pair(eager_rc());
+    struct req {
+        uct_pending_req_t super;
+        uct_ep_h ep;
+        std::vector<uint8_t> data;
+        int done = 0;
+    };
+    std::vector<std::vector<uint8_t>> sent;
+    std::vector<req *> reqs;
+    unsigned queued = 0;
+    for (unsigned i = 0; i < 3000; ++i) {
+        std::vector<uint8_t> data = pattern(i, 8 + (i * 13) % 6000);
+        std::vector<uint8_t> copy = data;
+        ssize_t ret = uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &copy, 0);
+        if (ret == UCS_ERR_NO_RESOURCE) {
+            req *r   = new req;
+            r->ep    = m_a.ep;
+            r->data  = data;
+            r->super.func = [](uct_pending_req_t *self) -> ucs_status_t {
+                req *r      = ucs_container_of(self, req, super);
+                ssize_t ret = uct_ep_am_bcopy(r->ep, 1, pack_vec, &r->data, 0);
+                if (ret >= 0) {
+                    r->done = 1;
+                    return UCS_OK;
+                }
+                return (ucs_status_t)ret;
+            };
+            ucs_status_t st = uct_ep_pending_add(m_a.ep, &r->super, 0);
+            if (st == UCS_ERR_BUSY) {
+                delete r;
+                --i; /* room again: retry */
+                continue;
+            }
+            ASSERT_EQ(UCS_OK, st);
+            reqs.push_back(r);
+            ++queued;
+            /* wait for the queue to drain, as UCP does */
+            ASSERT_TRUE(wait_for([&] { return r->done != 0; }));
+        } else {
+            ASSERT_EQ((ssize_t)data.size(), ret);
+        }
+        sent.push_back(data);
+    }
+    expect_received(m_b, sent);
+    EXPECT_GT(queued, 0u);
+    for (auto r : reqs) {
+        delete r;
+    }
+}
+
+TEST_F(uct_aptus, forged_connection_for_unknown_stream_delivers_nothing)
+{
+    setup_pair(eager_rc());
+    auto sent = send_mixed(m_a, 100, 8);
+    expect_received(m_b, sent);
+    /* a second sender connects RC to b under a stream b never granted */
+    entity x;
+    ASSERT_EQ(UCS_OK, open(x, eager_rc()));
+    uct_aptus_tl_iface_t *xi = iface(x);
+    aptus_rc_link_t link;
+    aptus_wire_addr_t addr;
+    const uct_aptus_tl_iface_addr_t *baddr =
+        (const uct_aptus_tl_iface_addr_t *)m_b.iface_addr.data();
+    memcpy(&addr, &iface(m_b)->conn->addr, sizeof(addr));
+    ASSERT_EQ(UCS_OK, aptus_rc_chan_connect(&xi->rc, &link, &addr, baddr->key,
+                                            baddr->rc_port, baddr->rc_credits,
+                                            7));
+    uint8_t msg[16] = { 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0 };
+    aptus_chan_send_t s;
+    aptus_chan_send_copy(&s, 1, NULL, 0, msg, sizeof(msg));
+    ASSERT_EQ(UCS_OK, aptus_rc_chan_send(&xi->rc, &link, &s));
+    ASSERT_TRUE(wait_for([&] {
+        uct_worker_progress(m_worker);
+        return stats(m_b)["rx_unknown_link"] > 0;
+    }));
+    EXPECT_EQ(sent.size(), rx_count(m_b));
+    aptus_rc_chan_disconnect(&xi->rc, &link);
+    close(x);
+}
