@@ -207,6 +207,9 @@ static void uct_aptus_tl_act(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
 {
     switch (act) {
     case APTUS_ALLOC_ACT_REQUEST:
+        /* the peer may grant and send over its connection before its GRANT
+         * reaches us: its messages must find this peer already */
+        uct_aptus_tl_map_add(iface, ep);
         uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_REQUEST, kind);
         break;
     case APTUS_ALLOC_ACT_GRANT:

@@ -301,7 +301,12 @@ static ucs_status_t uct_aptus_tl_rc_deliver(void *arg, aptus_rc_link_t *link,
 
     if (ep == NULL) {
         /* a connection no peer of ours was granted: not ours to deliver */
-        iface->stats.rx_unknown_link++;
+        if (iface->stats.rx_unknown_link++ == 0) {
+            ucs_warn("aptus/%s: a message on a connection from 0x%08x for "
+                     "a peer this interface never agreed a channel with "
+                     "(stream %u) is dropped",
+                     iface->dev_name, link->peer_key, link->tag);
+        }
         return UCS_OK;
     }
     /* in place, no descriptor: UCP copies what it keeps, so a held message

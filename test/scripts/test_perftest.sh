@@ -166,6 +166,30 @@ for size in 8 4096 65536 1048576 16777216; do
     KEYS=gets
     run "rc_sr ucp get ${size}B"     $iters rc_sr,self -t ucp_get -s $size
 done
+
+# aptus: UD always, an RC connection once the traffic earns it. Each check
+# names the channel the rule chain must have used (statistics of both
+# sides): small and large active messages over UD-SR, middle sizes over
+# RC-SR, rendezvous data over RC-RDMA -- or, with MAX_RC=0, all on UD.
+TL=aptus
+KEYS="ud_sr_msgs rx_in_order"
+run "aptus uct am_lat short 8B"       5000 "" -t am_lat -x aptus -d lo -D short -s 8
+run "aptus uct am_lat bcopy 32KB"     1000 "" -t am_lat -x aptus -d lo -D bcopy -s 30000
+KEYS="rc_sr_msgs rc_granted rx_in_order"
+run "aptus uct am_lat bcopy 4KB"      5000 "" -t am_lat -x aptus -d lo -D bcopy -s 4096
+run "aptus uct am_bw bcopy 4KB"      20000 "" -t am_bw  -x aptus -d lo -D bcopy -s 4096
+run "aptus uct am_bw zcopy 8KB 2iov" 20000 "" -t am_bw  -x aptus -d lo -D zcopy -s 4000,4000
+KEYS="ud_sr_msgs"
+run "aptus ucp tag_lat 8B"            5000 aptus -t tag_lat -s 8
+run "aptus ucp tag_bw 20KB"           2000 aptus -t tag_bw -s 20000
+KEYS="rc_sr_msgs rc_granted"
+run "aptus ucp tag_bw 4KB"           20000 aptus -t tag_bw -s 4096
+KEYS="rc_rdma_msgs rc_granted"
+run "aptus ucp tag_bw 1MB"             500 aptus -t tag_bw -s 1048576
+run "aptus ucp tag_lat 1MB"            500 aptus -t tag_lat -s 1048576
+KEYS="ud_zcopy_msgs"
+UCX_APTUS_MAX_RC=0 \
+    run "aptus ucp tag_bw 1MB MAX_RC=0"  200 aptus -t tag_bw -s 1048576
 TL=ud_sr
 KEYS="tx_msgs rx_msgs"
 

@@ -461,3 +461,109 @@ TEST_F(uct_aptus, forged_connection_for_unknown_stream_delivers_nothing)
     aptus_rc_chan_disconnect(&xi->rc, &link);
     close(x);
 }
+
+TEST_F(uct_aptus, many_peers_heavy_both_ways_at_once)
+{
+    /* every interface sends to every other at once: requests cross,
+     * connections are opened from both sides and merged */
+    const unsigned n = 5;
+    entity e[n];
+    auto cfg = eager_rc();
+    for (auto &x : e) {
+        ASSERT_EQ(UCS_OK, open(x, cfg));
+    }
+    /* ep[i][j]: from i to j */
+    uct_ep_h ep[n][n] = {};
+    for (unsigned i = 0; i < n; ++i) {
+        for (unsigned j = 0; j < n; ++j) {
+            if (i == j) {
+                continue;
+            }
+            connect(e[i], e[j]);
+            ep[i][j] = e[i].ep;
+            e[i].ep  = nullptr;
+        }
+    }
+    size_t total = 0;
+    for (unsigned round = 0; round < 300; ++round) {
+        for (unsigned i = 0; i < n; ++i) {
+            for (unsigned j = 0; j < n; ++j) {
+                if (i == j) {
+                    continue;
+                }
+                std::vector<uint8_t> d = pattern(round * 100 + i * 10 + j,
+                                                 8 + (round * 37 + j) % 6000);
+                ssize_t ret;
+                ucs_time_t deadline = ucs_get_time() + ucs_time_from_sec(20);
+                while ((ret = uct_ep_am_bcopy(ep[i][j], 1, pack_vec, &d, 0)) ==
+                       UCS_ERR_NO_RESOURCE) {
+                    progress();
+                    ASSERT_LT(ucs_get_time(), deadline)
+                        << "round " << round << " " << i << "->" << j;
+                }
+                ASSERT_EQ((ssize_t)d.size(), ret);
+                ++total;
+            }
+        }
+        progress();
+    }
+    ASSERT_TRUE(wait_for([&] {
+        size_t got = 0;
+        for (auto &x : e) {
+            got += rx_count(x);
+        }
+        return got == total;
+    }));
+    for (unsigned i = 0; i < n; ++i) {
+        EXPECT_EQ(n - 1, stats(e[i])["rc_now"]) << i;
+        EXPECT_EQ(0u, stats(e[i])["rx_unknown_link"]) << i;
+        for (unsigned j = 0; j < n; ++j) {
+            if (ep[i][j] != nullptr) {
+                uct_ep_destroy(ep[i][j]);
+            }
+        }
+    }
+    for (auto &x : e) {
+        close(x);
+    }
+}
+
+TEST_F(uct_aptus, granted_peer_may_send_before_its_grant_arrives)
+{
+    /* b grants a's request and sends over the connection at once; a reads
+     * the connection before the datagram with the GRANT */
+    setup_pair(eager_rc());
+    std::vector<std::vector<uint8_t>> a_sent;
+    for (unsigned i = 0; i < 20; ++i) { /* earns it: a asks */
+        a_sent.push_back(pattern(6000 + i, 64));
+        uint64_t hdr;
+        memcpy(&hdr, a_sent.back().data(), 8);
+        ASSERT_EQ(UCS_OK, uct_ep_am_short(m_a.ep, 1, hdr,
+                                          a_sent.back().data() + 8, 56));
+    }
+    ASSERT_EQ(1u, stats(m_a)["rc_requested"]);
+    ucs_time_t deadline = ucs_get_time() + ucs_time_from_sec(10);
+    while (stats(m_b)["rc_granted"] != 1) {
+        uct_iface_progress(m_b.iface); /* b only */
+        ASSERT_LT(ucs_get_time(), deadline);
+    }
+    std::vector<std::vector<uint8_t>> b_sent;
+    for (unsigned i = 0; i < 20; ++i) {
+        b_sent.push_back(pattern(7000 + i, 4096));
+        std::vector<uint8_t> copy = b_sent.back();
+        ASSERT_EQ(4096, uct_ep_am_bcopy(m_b.ep, 1, pack_vec, &copy, 0));
+    }
+    ASSERT_EQ(20u, stats(m_b)["rc_sr_msgs"]);
+    /* a's connection side first, while its GRANT still waits in UD */
+    ucs_time_t end = ucs_get_time() + ucs_time_from_sec(0.2);
+    while (ucs_get_time() < end) {
+        uct_iface_progress(m_b.iface);
+        UCS_ASYNC_BLOCK(m_async);
+        aptus_rc_chan_progress(&iface(m_a)->rc);
+        UCS_ASYNC_UNBLOCK(m_async);
+    }
+    EXPECT_EQ(0u, stats(m_a)["ctl_received"]); /* the GRANT is still unread */
+    EXPECT_EQ(0u, stats(m_a)["rx_unknown_link"]);
+    expect_received(m_b, a_sent);
+    expect_received(m_a, b_sent);
+}
