@@ -1,8 +1,9 @@
 #!/bin/bash
 # The whole UCX-Aptus test suite (what .ci/run calls):
 #   set-up (packages, UCX headers), build, unit tests, the same under
-#   AddressSanitizer+UBSan, ucx_perftest over ud_sr and rc_sr, MPI jobs with
-#   Open MPI and MPICH over ud_sr and over rc_sr (one-sided too), 100,000
+#   AddressSanitizer+UBSan, ucx_perftest over ud_sr, rc_sr and aptus, MPI jobs with
+#   Open MPI and MPICH over ud_sr, rc_sr and aptus (one-sided too; heavy
+#   and light peers at 8 to 32 ranks with the channel caps checked), 100,000
 #   held unexpected messages and 64-rank all-to-all beside tcp, and loss
 #   tests (nftables in a network namespace, built-in
 #   fault injector). Ends with "N passed, M failed"; exits non-zero on any
@@ -30,7 +31,7 @@ export APTUS_LIB=$top/build/.libs/libuct_aptus.so
 run_unit() {
     set -o pipefail
     "$top/build/test/unit/aptus_unit" --gtest_color=no 2>&1 |
-        grep -v "UCX  ERROR ud_sr: invalid configuration\|UCX  ERROR Invalid value"
+        grep -v "UCX  ERROR [a-z_]*: invalid configuration\|UCX  ERROR Invalid value\|UCX  WARN  aptus/lo: a message on a connection"
 }
 run_unit_asan() {
     set -o pipefail
@@ -44,7 +45,7 @@ run_unit_asan() {
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_EVENTS=no \
         "$bin" --gtest_color=no 2>&1 |
-        grep -v "UCX  ERROR ud_sr: invalid configuration\|UCX  ERROR Invalid value"
+        grep -v "UCX  ERROR [a-z_]*: invalid configuration\|UCX  ERROR Invalid value\|UCX  WARN  aptus/lo: a message on a connection"
 }
 
 suite runner test/scripts/test_runner.sh
@@ -55,6 +56,8 @@ if [ $quick -eq 0 ]; then
     suite ucp test/scripts/test_ucp.sh
     suite mpi test/scripts/test_mpi.sh
     suite mpi-rc test/scripts/test_mpi_rc.sh
+    suite mpi-aptus test/scripts/test_mpi_aptus.sh
+    suite mpi-over-aptus env APTUS_MPI_TLS=aptus,self test/scripts/test_mpi_rc.sh
     suite scale test/scripts/test_scale.sh
     suite loss test/scripts/test_loss.sh
 fi

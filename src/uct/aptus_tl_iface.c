@@ -509,7 +509,19 @@ unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,
     const aptus_alloc_stats_t *a   = &iface->alloc.stats;
     const aptus_ud_chan_stats_t *u = &iface->ud.stats;
     const aptus_rc_chan_stats_t *r = &iface->rc.stats;
+    uint64_t tx_msgs = 0, tx_bytes = 0;
+    unsigned i;
+
+    for (i = 0; i < APTUS_CHAN_LAST; ++i) {
+        tx_msgs  += s->tx_msgs[i];
+        tx_bytes += s->tx_bytes[i];
+    }
+    {
     uct_aptus_stat_t all[]         = {
+        /* as every transport of the module says them */
+        { "tx_msgs", tx_msgs },
+        { "tx_bytes", tx_bytes }, /* every channel, gets included */
+        { "rx_msgs", s->rx_in_order + s->rx_held },
         { "ud_sr_msgs", s->tx_msgs[APTUS_CHAN_UD_SR] },
         { "ud_sr_bytes", s->tx_bytes[APTUS_CHAN_UD_SR] },
         { "rc_sr_msgs", s->tx_msgs[APTUS_CHAN_RC_SR] },
@@ -557,6 +569,7 @@ unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,
 
     memcpy(stats, all, n * sizeof(*stats));
     return n;
+    }
 }
 
 /* One line per peer that carried traffic: channel use by peer. */
