@@ -1,6 +1,6 @@
 #!/bin/bash
 # mpi4py's own test suite, run as a user would, over UCX's tcp and over
-# ud_sr and rc_sr, with Open MPI's pml/ucx; prints one line per transport
+# ud_sr, rc_sr and aptus (APTUS_MPI4PY_TLS), with Open MPI's pml/ucx; prints one line per transport
 # and rank count.
 #
 #   test/scripts/run_mpi4py_suite.sh MPI4PY_TEST_DIR [np...]   (default np: 2 4)
@@ -32,7 +32,7 @@ $py -c 'import mpi4py' 2>/dev/null || { echo "python3-mpi4py is not installed" >
 fail=0
 printf '%-6s %3s  %s\n' tl np result
 for np in $nps; do
-    for tl in tcp ud_sr rc_sr; do
+    for tl in ${APTUS_MPI4PY_TLS:-tcp ud_sr rc_sr aptus}; do
         log=$(mktemp)
         (cd "$dir" && LD_PRELOAD=$lib timeout 900 mpirun.openmpi \
             --allow-run-as-root --oversubscribe \

@@ -1,0 +1,173 @@
+#!/bin/bash
+# UCX-Aptus benchmark: the configurations of the MVAPICH-Aptus paper side by
+# side (Koop et al., IPDPS 2008, Table 2 and Figure 7), in one run:
+#
+#   RC       UCX_TLS=rc_sr,self   a connection to every peer
+#   UD       UCX_TLS=ud_sr,self   UD-SR eager, UD-ZCopy rendezvous
+#   UD-copy  ud_sr with UCX_UD_SR_ZCOPY=n
+#   Aptus    UCX_TLS=aptus,self   UD for all, RC for the peers that earn it
+#
+# on three workloads, Open MPI (pml ucx), 4 to 16 ranks on this host:
+#   halo3d     3-D nearest-neighbour halo exchange, 128 KB faces
+#   a2a_small  MPI_Alltoall, 64 B per peer
+#   lammps     LAMMPS (Debian's lmp), Lennard-Jones melt, 16k atoms
+#
+# For every run: time per iteration (halo3d, a2a_small) or loop time
+# (lammps), normalised to RC; the largest peak resident size of a rank;
+# and, for aptus, the channel each message took and the RC connections a
+# rank held (from UCX_APTUS_STATS). Prints a table, writes results.csv,
+# and with python3-matplotlib draws time.png, memory.png and channels.png.
+#
+#   contrib/bench/aptus_bench.sh [OUTDIR]
+#   APTUS_LIB   libuct_aptus.so (default: build/.libs/libuct_aptus.so)
+#   BENCH_NPS   job sizes (default "4 8 16")
+#   BENCH_REPS  runs per point, the best is kept (default 3)
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+out=${1:-$top/build/bench-aptus}
+lib=${APTUS_LIB:-$top/build/.libs/libuct_aptus.so}
+nps=${BENCH_NPS:-4 8 16}
+reps=${BENCH_REPS:-3}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+
+if [ ! -f "$lib" ]; then
+    echo "aptus_bench: $lib not found (build first, or set APTUS_LIB)" >&2
+    exit 2
+fi
+for prog in halo3d a2a_small; do
+    mpicc.openmpi -O2 -o "$out/$prog" "$top/contrib/bench/$prog.c" || exit 1
+done
+have_lmp=0
+if command -v lmp >/dev/null 2>&1; then
+    have_lmp=1
+    cat >"$out/in.lj" <<'EOF'
+units           lj
+atom_style      atomic
+lattice         fcc 0.8442
+region          box block 0 16 0 16 0 16
+create_box      1 box
+create_atoms    1 box
+mass            1 1.0
+velocity        all create 1.44 87287 loop geom
+pair_style      lj/cut 2.5
+pair_coeff      1 1 1.0 1.0 2.5
+neighbor        0.3 bin
+neigh_modify    delay 0 every 20 check no
+fix             1 all nve
+thermo          100
+run             300
+EOF
+else
+    echo "# lmp not found (apt-get install lammps): the LAMMPS workload is skipped"
+fi
+
+configs="RC UD UD-copy Aptus"
+tls_of() {
+    case $1 in
+    RC) echo rc_sr,self ;;
+    UD|UD-copy) echo ud_sr,self ;;
+    Aptus) echo aptus,self ;;
+    esac
+}
+
+# run CONFIG NP WORKLOAD: prints "time_us rss_kb" of the best of $reps
+# runs; the statistics of the best run stay in $out/stats-CONFIG-NP-WORKLOAD
+run() {
+    local config=$1 np=$2 work=$3 rep best_t= best_rss= t rss log st
+    for ((rep = 0; rep < reps; rep++)); do
+        st=$out/stats.tmp
+        rm -rf "$st"
+        mkdir -p "$st"
+        log=$out/log-$config-$np-$work.$rep
+        local -a cmd
+        case $work in
+        halo3d)    cmd=("$out/halo3d" -n 128 -i 100 -w 10) ;;
+        a2a_small) cmd=("$out/a2a_small" -b 64 -i 1000 -w 50) ;;
+        lammps)    cmd=(/usr/bin/time -f "maxrss_kb=%M" lmp -in "$out/in.lj"
+                        -log none -screen none -echo none) ;;
+        esac
+        timeout 600 mpirun.openmpi --allow-run-as-root --oversubscribe \
+            --bind-to none --mca pml ucx --mca pml_ucx_tls any \
+            --mca pml_ucx_devices any --mca osc ^ucx \
+            -x LD_PRELOAD="$lib" -x UCX_TLS="$(tls_of "$config")" \
+            -x UCX_NET_DEVICES=lo -x UCX_WARN_UNUSED_ENV_VARS=n \
+            -x UCX_UD_SR_ZCOPY="$([ "$config" = UD-copy ] && echo n || echo y)" \
+            -x UCX_APTUS_STATS="$st/s.%p" -np "$np" \
+            "${cmd[@]}" >"$log" 2>&1
+        case $work in
+        lammps)
+            t=$(sed -n 's/^Loop time of \([0-9.]*\) on.*/\1/p' "$log" |
+                awk '{ printf "%.0f", $1 * 1e6 }')
+            rss=$(sed -n 's/^maxrss_kb=//p' "$log" | sort -n | tail -1)
+            ;;
+        *)
+            t=$(sed -n 's/.*time_per_iter_us=\([0-9.]*\).*OK$/\1/p' "$log")
+            rss=$(sed -n 's/.*max_rss_kb=\([0-9]*\).*/\1/p' "$log")
+            ;;
+        esac
+        if [ -z "$t" ]; then
+            continue
+        fi
+        if [ -z "$best_t" ] || awk -v a="$t" -v b="$best_t" 'BEGIN { exit !(a < b) }'; then
+            best_t=$t
+            best_rss=$rss
+            rm -rf "$out/stats-$config-$np-$work"
+            mv "$st" "$out/stats-$config-$np-$work"
+        fi
+    done
+    echo "${best_t:-NA} ${best_rss:-NA}"
+}
+
+# aptus_channels DIR: "ud_sr rc_sr rc_rdma ud_zcopy max_rc_per_rank"
+aptus_channels() {
+    cat "$1"/s.* 2>/dev/null | awk '
+        $1 == "aptus-stats" && index($2, "aptus/") == 1 {
+            for (i = 3; i <= NF; i++) {
+                split($i, kv, "=")
+                v[kv[1]] += kv[2]
+                if (kv[1] == "rc_peak" && kv[2] > peak) peak = kv[2]
+            }
+        }
+        END { printf "%d %d %d %d %d", v["ud_sr_msgs"], v["rc_sr_msgs"],
+                     v["rc_rdma_msgs"], v["ud_zcopy_msgs"], peak }'
+}
+
+works="halo3d a2a_small"
+[ $have_lmp = 1 ] && works="$works lammps"
+csv=$out/results.csv
+echo "workload,np,config,time_us,rel_to_rc,max_rss_kb,rss_rel_to_ud,ud_sr_msgs,rc_sr_msgs,rc_rdma_msgs,ud_zcopy_msgs,rc_per_rank" >"$csv"
+printf '%-10s %3s %-8s %12s %7s %11s %7s  %s\n' workload np config \
+    "time(us)" "vs RC" "rss(KB)" "vs UD" "aptus channels (msgs) / RC per rank"
+for work in $works; do
+    for np in $nps; do
+        declare -A T=() R=()
+        for config in $configs; do
+            read -r T[$config] R[$config] < <(run "$config" "$np" "$work")
+        done
+        for config in $configs; do
+            rel=$(awk -v a="${T[$config]}" -v b="${T[RC]}" \
+                  'BEGIN { if (a == "NA" || b == "NA" || b == 0) print "NA"; else printf "%.2f", a / b }')
+            rrel=$(awk -v a="${R[$config]}" -v b="${R[UD]}" \
+                   'BEGIN { if (a == "NA" || b == "NA" || b == 0) print "NA"; else printf "%.3f", a / b }')
+            ch="0 0 0 0 0"
+            chtxt=
+            if [ "$config" = Aptus ]; then
+                ch=$(aptus_channels "$out/stats-$config-$np-$work")
+                read -r a b c d e <<<"$ch"
+                chtxt="ud_sr=$a rc_sr=$b rc_rdma=$c ud_zcopy=$d, RC/rank<=$e"
+            fi
+            printf '%-10s %3s %-8s %12s %7s %11s %7s  %s\n' "$work" "$np" \
+                "$config" "${T[$config]}" "$rel" "${R[$config]}" "$rrel" "$chtxt"
+            echo "$work,$np,$config,${T[$config]},$rel,${R[$config]},$rrel,${ch// /,}" >>"$csv"
+        done
+        unset T R
+    done
+done
+echo "# results: $csv"
+if python3 -c 'import matplotlib' 2>/dev/null; then
+    python3 "$top/contrib/bench/aptus_plot.py" "$csv" "$out" &&
+        echo "# plots: $out/time.png $out/memory.png $out/channels.png"
+else
+    echo "# no plots: python3-matplotlib is not installed"
+fi
