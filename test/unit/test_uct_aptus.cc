@@ -567,3 +567,25 @@ TEST_F(uct_aptus, granted_peer_may_send_before_its_grant_arrives)
     expect_received(m_b, a_sent);
     expect_received(m_a, b_sent);
 }
+
+TEST_F(uct_aptus, broken_connection_fails_the_peer_once)
+{
+    /* what was in flight on a broken connection may be lost: the order
+     * cannot be kept, so the peer fails as a whole, reported once */
+    setup_pair(eager_rc());
+    auto sent = send_mixed(m_a, 300, 10);
+    expect_received(m_b, sent);
+    uct_aptus_tl_ep_t *ep = ucs_derived_of(m_a.ep, uct_aptus_tl_ep_t);
+    ASSERT_NE(nullptr, ep->rc);
+    ASSERT_TRUE(ep->rc->connected);
+    UCS_ASYNC_BLOCK(m_async);
+    aptus_rc_chan_invalidate(&iface(m_a)->rc, &ep->rc->link);
+    UCS_ASYNC_UNBLOCK(m_async);
+    ASSERT_TRUE(wait_for([&] { return m_a.err.count.load() > 0; }));
+    settle(0.1);
+    EXPECT_EQ(1, m_a.err.count.load());
+    EXPECT_EQ(1u, stats(m_a)["rc_failed"]);
+    std::vector<uint8_t> d = pattern(1, 100);
+    EXPECT_TRUE(UCS_STATUS_IS_ERR(
+        uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &d, 0)));
+}
