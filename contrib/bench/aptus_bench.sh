@@ -85,7 +85,7 @@ run() {
         halo3d)    cmd=("$out/halo3d" -n 128 -i 100 -w 10) ;;
         a2a_small) cmd=("$out/a2a_small" -b 64 -i 1000 -w 50) ;;
         lammps)    cmd=(/usr/bin/time -f "maxrss_kb=%M" lmp -in "$out/in.lj"
-                        -log none -screen none -echo none) ;;
+                        -log none -echo none) ;;
         esac
         timeout 600 mpirun.openmpi --allow-run-as-root --oversubscribe \
             --bind-to none --mca pml ucx --mca pml_ucx_tls any \
@@ -165,8 +165,9 @@ for work in $works; do
     done
 done
 echo "# results: $csv"
-if python3 -c 'import matplotlib' 2>/dev/null; then
-    python3 "$top/contrib/bench/aptus_plot.py" "$csv" "$out" &&
+py=/usr/bin/python3 # Debian's, where python3-matplotlib installs
+if $py -c 'import matplotlib' 2>/dev/null; then
+    $py "$top/contrib/bench/aptus_plot.py" "$csv" "$out" &&
         echo "# plots: $out/time.png $out/memory.png $out/channels.png"
 else
     echo "# no plots: python3-matplotlib is not installed"

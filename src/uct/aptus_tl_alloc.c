@@ -5,7 +5,8 @@
  * carries them over the peer's UD stream and opens or closes the RC
  * connection they agree on:
  *
- *  - a peer whose traffic earns RC makes the sender reserve a slot and send
+ *  - a peer whose traffic earns RC (only messages the rule chain would
+ *    send over RC count) makes the sender reserve a slot and send
  *    REQUEST; the receiver grants only if it can reserve one too (GRANT),
  *    else REFUSE: a connection is used only once both hold a slot, so no
  *    process ever holds more than UCX_APTUS_MAX_RC;
@@ -252,6 +253,7 @@ void uct_aptus_tl_ep_sent(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
 {
     aptus_alloc_kind_t used, kind;
     aptus_alloc_action_t act;
+    unsigned rule, rc_chans;
 
     ep->tx_msgs[chan]++;
     ep->tx_bytes[chan] += size;
@@ -260,11 +262,27 @@ void uct_aptus_tl_ep_sent(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
     if (iface->alloc.config.max[APTUS_ALLOC_RC] == 0) {
         return; /* UD only */
     }
-    used = ((chan == APTUS_CHAN_RC_SR) || (chan == APTUS_CHAN_RC_RDMA))
-                   ? APTUS_ALLOC_RC
-                   : APTUS_ALLOC_KIND_LAST;
-    act  = aptus_alloc_sent(&iface->alloc, &ep->alloc, size, used,
-                            uct_ud_sr_clock(), &kind);
+    if ((chan == APTUS_CHAN_RC_SR) || (chan == APTUS_CHAN_RC_RDMA)) {
+        used = APTUS_ALLOC_RC;
+    } else {
+        /* Only traffic that a connection would carry earns one: small
+         * messages the rules keep on UD anyway (an all-to-all of 64 B)
+         * cost a connection and gain nothing. */
+        rc_chans = APTUS_RULE_BIT(APTUS_RULE_RC_SR) |
+                   (iface->rma ? APTUS_RULE_BIT(APTUS_RULE_RC_RDMA) : 0);
+        if (!(APTUS_RULE_BIT(aptus_rule_chain_select(
+                  &iface->rules,
+                  (chan == APTUS_CHAN_UD_ZCOPY) ? APTUS_RULE_DATA_CHANS
+                                                : APTUS_RULE_EAGER_CHANS,
+                  size, aptus_ud_chan_num_peers(&iface->ud),
+                  APTUS_RULE_UD_CHANS | rc_chans, &rule)) &
+              rc_chans)) {
+            return;
+        }
+        used = APTUS_ALLOC_KIND_LAST;
+    }
+    act = aptus_alloc_sent(&iface->alloc, &ep->alloc, size, used,
+                           uct_ud_sr_clock(), &kind);
     if (ucs_unlikely(act != APTUS_ALLOC_ACT_NONE)) {
         uct_aptus_tl_act(iface, ep, act, kind);
     }

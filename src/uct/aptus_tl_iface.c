@@ -53,9 +53,10 @@ ucs_config_field_t uct_aptus_tl_iface_config_table[] = {
       "rc_fp; at most MAX_RC).",
       ucs_offsetof(uct_aptus_tl_iface_config_t, max_fp), UCS_CONFIG_TYPE_UINT },
 
-    { "ALLOC_WINDOW", "100ms",
+    { "ALLOC_WINDOW", "1s",
       "Traffic window of the earning rule: a peer earns an RC connection when\n"
-      "one window holds RC_MSGS messages or RC_BYTES bytes sent to it.",
+      "one window holds RC_MSGS messages or RC_BYTES bytes sent to it that\n"
+      "the rule chain would send over RC (smaller ones stay on UD anyway).",
       ucs_offsetof(uct_aptus_tl_iface_config_t, alloc_window),
       UCS_CONFIG_TYPE_TIME },
 
