@@ -22,6 +22,7 @@
 #   APTUS_LIB   libuct_aptus.so (default: build/.libs/libuct_aptus.so)
 #   BENCH_NPS   job sizes (default "4 8 16")
 #   BENCH_REPS  runs per point, the best is kept (default 3)
+#   BENCH_WORKS workloads (default "halo3d a2a_small lammps")
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:-$top/build/bench-aptus}
@@ -133,8 +134,8 @@ aptus_channels() {
                      v["rc_rdma_msgs"], v["ud_zcopy_msgs"], peak }'
 }
 
-works="halo3d a2a_small"
-[ $have_lmp = 1 ] && works="$works lammps"
+works=${BENCH_WORKS:-halo3d a2a_small lammps}
+[ $have_lmp = 1 ] || works=${works/lammps/}
 csv=$out/results.csv
 echo "workload,np,config,time_us,rel_to_rc,max_rss_kb,rss_rel_to_ud,ud_sr_msgs,rc_sr_msgs,rc_rdma_msgs,ud_zcopy_msgs,rc_per_rank" >"$csv"
 printf '%-10s %3s %-8s %12s %7s %11s %7s  %s\n' workload np config \

@@ -122,12 +122,19 @@ static inline aptus_chan_type_t
 uct_aptus_tl_select(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
                     unsigned kind, size_t size)
 {
+    aptus_chan_type_t chan;
     unsigned rule;
 
     /* the rule channels are numbered as the channel interface's */
-    return (aptus_chan_type_t)aptus_rule_chain_select(
+    chan = (aptus_chan_type_t)aptus_rule_chain_select(
         &iface->rules, kind, size, aptus_ud_chan_num_peers(&iface->ud),
         uct_aptus_tl_ep_allocated(iface, ep), &rule);
+    if ((chan == APTUS_CHAN_RC_SR) &&
+        (size + UCT_APTUS_TRAILER_LEN > iface->rc.config.max_msg)) {
+        /* a rule allows more than an RC message holds (RC_SEG_SIZE) */
+        return APTUS_CHAN_UD_SR;
+    }
+    return chan;
 }
 
 /* ---- eager messages ---------------------------------------------------- */

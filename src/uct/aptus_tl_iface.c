@@ -745,7 +745,9 @@ uct_aptus_tl_iface_rc_init(uct_aptus_tl_iface_t *iface,
 
     /* messages are delivered in place and never held there */
     memset(&wire_config, 0, sizeof(wire_config));
-    wire_config.max_frame      = APTUS_RC_HDR_LEN + config->rc_seg_size;
+    /* RC_SEG_SIZE of the user's bytes, and the trailer */
+    wire_config.max_frame      = APTUS_RC_HDR_LEN + config->rc_seg_size +
+                                 UCT_APTUS_TRAILER_LEN;
     wire_config.rx_headroom    = 0;
     wire_config.rx_buffers     = config->rc_rx_queue_len;
     wire_config.rx_max_buffers = config->rc_rx_queue_len;
@@ -761,7 +763,7 @@ uct_aptus_tl_iface_rc_init(uct_aptus_tl_iface_t *iface,
     }
 
     chan_config.credits    = config->rc_credits;
-    chan_config.max_msg    = config->rc_seg_size;
+    chan_config.max_msg    = config->rc_seg_size + UCT_APTUS_TRAILER_LEN;
     chan_config.local_port = aptus_sock_wire_addr_port(&iface->conn->addr);
     /* one key names the interface on both channels */
     status = aptus_rc_chan_init(&iface->rc, iface->conn, &chan_config,
@@ -845,7 +847,9 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    self->bounce = ucs_malloc(ucs_max(setup.chan.max_msg, config->rc_seg_size),
+    self->bounce = ucs_malloc(ucs_max(setup.chan.max_msg,
+                                      config->rc_seg_size +
+                                              UCT_APTUS_TRAILER_LEN),
                               "uct_aptus_bounce");
     if (self->bounce == NULL) {
         return UCS_ERR_NO_MEMORY;

@@ -7,8 +7,9 @@
 # each MPI (Open MPI, MPICH) and job size, the statistics of every rank
 # must show what the transport promises:
 #   - no rank ever held more RC connections than UCX_APTUS_MAX_RC (rc_peak);
-#   - only heavy peers carried RC traffic (per-peer lines: peers with
-#     rc_sr_msgs > 0 are at most the 2H heavy ones);
+#   - only heavy peers had RC (per-peer lines: peers that sent over RC-SR
+#     or RC-RDMA, or hold a connection at the end, are at most the 2H heavy
+#     ones);
 #   - with room for them (MAX_RC >= 2H), every rank got its heavy peers
 #     connected; with less room (MAX_RC < 2H), the cap holds, some requests
 #     are refused, and the refused peers stay on UD without losing a byte.
@@ -45,8 +46,9 @@ check_channels() {
         granted=$(aptus_stat "$pid" rc_granted aptus)
         refusals=$(aptus_stat "$pid" rc_refusals aptus)
         total_refusals=$((total_refusals + ${refusals:-0}))
+        # peers that used a connection, or hold one at the end
         rc_peers=$(grep '^aptus-stats aptus-peer/' "$f" |
-                   grep -vc ' rc_sr_msgs=0 ')
+                   grep -Evc ' rc_sr_msgs=0 .* rc_rdma_msgs=0 .* rc_now=0 ')
         peaks="$peaks $peak"
         if [ "${peak:-99}" -gt "$max_rc" ]; then
             why="${why:+$why, }rank $r: rc_peak=$peak > MAX_RC=$max_rc"

@@ -173,6 +173,34 @@ TEST_F(uct_aptus, bad_configuration_refused)
     close(e);
 }
 
+TEST_F(uct_aptus, sizes_around_the_rc_limit)
+{
+    /* up to 8192 B (UCT header included) go over RC by the default rules,
+     * a trailer on top; one byte more goes over UD; and a rule that allows
+     * more than an RC message holds sends those over UD */
+    for (const char *rules :
+         { "{<=2008 ud_sr},{<=8192 rc_sr},{any ud_sr}",
+           "{<=64k rc_sr},{any ud_sr}" }) {
+        auto cfg          = eager_rc();
+        cfg["SEND_RULES"] = rules;
+        setup_pair(cfg);
+        auto sent = send_mixed(m_a, 100, 11); /* earns the connection */
+        for (size_t len = 8180; len <= 8200; ++len) {
+            for (unsigned how = 0; how < 3; ++how) {
+                sent.push_back(pattern(len * 3 + how, len));
+                send(m_a, sent.back(), how);
+                ASSERT_FALSE(HasFatalFailure()) << rules << " " << len;
+            }
+        }
+        expect_received(m_b, sent);
+        EXPECT_EQ(1u, stats(m_a)["rc_now"]);
+        close(m_a);
+        close(m_b);
+        m_a.rx.msgs.clear();
+        m_b.rx.msgs.clear();
+    }
+}
+
 TEST_F(uct_aptus, small_messages_earn_no_connection)
 {
     /* by the default rules messages up to 2008 B go over UD even where
