@@ -9,6 +9,8 @@
 
 #include <ucs/sys/math.h>
 #include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <uct/base/uct_iface.h>
 
 ucs_status_t uct_aptus_iface_am_alignment(const char *tl_name,
                                           const uct_iface_params_t *params,
@@ -43,4 +45,70 @@ ucs_status_t uct_aptus_iface_am_alignment(const char *tl_name,
     *alignment_p = alignment;
     *offset_p    = offset;
     return UCS_OK;
+}
+
+void uct_aptus_failures_init(uct_aptus_failures_t *failures)
+{
+    failures->items = NULL;
+    failures->num   = 0;
+    failures->max   = 0;
+}
+
+void uct_aptus_failures_cleanup(uct_aptus_failures_t *failures)
+{
+    ucs_free(failures->items);
+    uct_aptus_failures_init(failures);
+}
+
+int uct_aptus_failures_add(uct_aptus_failures_t *failures, const char *tl_name,
+                           uct_ep_h ep, ucs_status_t status)
+{
+    uct_aptus_failure_t *items;
+
+    if (failures->num == failures->max) {
+        items = ucs_realloc(failures->items,
+                            sizeof(*items) * (failures->max * 2 + 4),
+                            "uct_aptus_failures");
+        if (items == NULL) {
+            ucs_error("%s: cannot queue a peer failure report", tl_name);
+            return 0;
+        }
+        failures->items = items;
+        failures->max   = failures->max * 2 + 4;
+    }
+    failures->items[failures->num].ep     = ep;
+    failures->items[failures->num].status = status;
+    failures->num++;
+    return 1;
+}
+
+void uct_aptus_failures_forget(uct_aptus_failures_t *failures, uct_ep_h ep)
+{
+    unsigned i = 0;
+
+    while (i < failures->num) {
+        if (failures->items[i].ep == ep) {
+            failures->items[i] = failures->items[--failures->num];
+        } else {
+            ++i;
+        }
+    }
+}
+
+void uct_aptus_failures_report(uct_aptus_failures_t *failures,
+                               uct_iface_h iface, const char *tl_name,
+                               const char *dev_name)
+{
+    uct_aptus_failure_t failure;
+
+    /* the handler may destroy endpoints, and so forget reports: take one
+     * at a time */
+    while (failures->num > 0) {
+        failure = failures->items[--failures->num];
+        if (uct_iface_handle_ep_err(iface, failure.ep, failure.status) !=
+            UCS_OK) {
+            ucs_error("%s/%s: unhandled peer failure: %s", tl_name, dev_name,
+                      ucs_status_string(failure.status));
+        }
+    }
 }

@@ -18,4 +18,35 @@ ucs_status_t uct_aptus_iface_am_alignment(const char *tl_name,
                                           size_t *alignment_p,
                                           size_t *offset_p);
 
+/*
+ * Peer failures found where the user's error handler must not run (the
+ * async thread, inside a channel's call): queued, and handed to the
+ * handler from progress, in the user's thread.
+ */
+typedef struct uct_aptus_failure {
+    uct_ep_h ep;
+    ucs_status_t status;
+} uct_aptus_failure_t;
+
+typedef struct uct_aptus_failures {
+    uct_aptus_failure_t *items;
+    unsigned num;
+    unsigned max;
+} uct_aptus_failures_t;
+
+void uct_aptus_failures_init(uct_aptus_failures_t *failures);
+void uct_aptus_failures_cleanup(uct_aptus_failures_t *failures);
+
+/* Queue a report; 0 when there is no memory for it (said in the log). */
+int uct_aptus_failures_add(uct_aptus_failures_t *failures, const char *tl_name,
+                           uct_ep_h ep, ucs_status_t status);
+
+/* The endpoint goes away: its queued reports with it. */
+void uct_aptus_failures_forget(uct_aptus_failures_t *failures, uct_ep_h ep);
+
+/* Hand every queued report to iface's error handler. */
+void uct_aptus_failures_report(uct_aptus_failures_t *failures,
+                               uct_iface_h iface, const char *tl_name,
+                               const char *dev_name);
+
 #endif

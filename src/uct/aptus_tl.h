@@ -20,6 +20,7 @@
 #ifndef UCT_APTUS_TL_H_
 #define UCT_APTUS_TL_H_
 
+#include "aptus_iface.h"
 #include "aptus_md.h"
 #include "aptus_stats.h"
 #include "ud_sr_params.h"
@@ -163,11 +164,6 @@ typedef struct uct_aptus_tl_zcomp {
     uint8_t trailer[UCT_APTUS_TRAILER_LEN];
 } uct_aptus_tl_zcomp_t;
 
-typedef struct uct_aptus_tl_failure {
-    aptus_ud_peer_t *peer;
-    ucs_status_t status;
-} uct_aptus_tl_failure_t;
-
 typedef struct uct_aptus_tl_iface {
     uct_base_iface_t super;
     aptus_ud_chan_t ud;
@@ -202,9 +198,7 @@ typedef struct uct_aptus_tl_iface {
     uint64_t async_interval_us;
     double latency;
     double bandwidth;
-    uct_aptus_tl_failure_t *failures;
-    unsigned num_failures;
-    unsigned max_failures;
+    uct_aptus_failures_t failures; /* to report from progress */
     uct_aptus_tl_stats_t stats;
 } uct_aptus_tl_iface_t;
 

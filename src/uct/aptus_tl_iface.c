@@ -137,63 +137,22 @@ void uct_aptus_tl_iface_queue_failure(uct_aptus_tl_iface_t *iface,
                                       ucs_status_t status)
 {
     uct_aptus_tl_ep_t *ep = uct_aptus_tl_ep_of_peer(peer);
-    uct_aptus_tl_failure_t *failures;
 
     if (!(ep->flags & UCT_APTUS_EP_USER) ||
         (peer->flags & APTUS_UD_PEER_REPORTED)) {
         return;
     }
-    if (iface->num_failures == iface->max_failures) {
-        failures = ucs_realloc(iface->failures,
-                               sizeof(*failures) *
-                                       (iface->max_failures * 2 + 4),
-                               "uct_aptus_failures");
-        if (failures == NULL) {
-            ucs_error("aptus: cannot queue a peer failure report");
-            return;
-        }
-        iface->failures     = failures;
-        iface->max_failures = iface->max_failures * 2 + 4;
+    if (uct_aptus_failures_add(&iface->failures, UCT_APTUS_TL_NAME,
+                               &ep->super.super, status)) {
+        peer->flags |= APTUS_UD_PEER_REPORTED;
     }
-    peer->flags |= APTUS_UD_PEER_REPORTED;
-    iface->failures[iface->num_failures].peer   = peer;
-    iface->failures[iface->num_failures].status = status;
-    iface->num_failures++;
 }
 
 void uct_aptus_tl_iface_forget_failure(uct_aptus_tl_iface_t *iface,
                                        aptus_ud_peer_t *peer)
 {
-    unsigned i;
-
-    for (i = 0; i < iface->num_failures;) {
-        if (iface->failures[i].peer == peer) {
-            iface->failures[i] = iface->failures[--iface->num_failures];
-        } else {
-            ++i;
-        }
-    }
-}
-
-static void uct_aptus_tl_iface_report_failures(uct_aptus_tl_iface_t *iface)
-{
-    uct_aptus_tl_failure_t failure;
-    uct_aptus_tl_ep_t *ep;
-    ucs_status_t status;
-
-    while (iface->num_failures > 0) {
-        failure = iface->failures[--iface->num_failures];
-        ep      = uct_aptus_tl_ep_of_peer(failure.peer);
-        if (!(ep->flags & UCT_APTUS_EP_USER)) {
-            continue;
-        }
-        status = uct_iface_handle_ep_err(&iface->super.super,
-                                         &ep->super.super, failure.status);
-        if (status != UCS_OK) {
-            ucs_error("aptus/%s: unhandled peer failure: %s",
-                      iface->dev_name, ucs_status_string(failure.status));
-        }
-    }
+    uct_aptus_failures_forget(&iface->failures,
+                              &uct_aptus_tl_ep_of_peer(peer)->super.super);
 }
 
 /* ---- upcalls of the UD channel ----------------------------------------- */
@@ -373,8 +332,9 @@ static unsigned uct_aptus_tl_iface_progress(uct_iface_h tl_iface)
                              iface);
     }
     count += uct_aptus_tl_alloc_progress(iface, iface->ud.now_us);
-    if (ucs_unlikely(iface->num_failures > 0)) {
-        uct_aptus_tl_iface_report_failures(iface);
+    if (ucs_unlikely(iface->failures.num > 0)) {
+        uct_aptus_failures_report(&iface->failures, &iface->super.super,
+                                  UCT_APTUS_TL_NAME, iface->dev_name);
     }
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
     return count;
@@ -803,9 +763,7 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
 
     ucs_strncpy_zero(self->dev_name, params->mode.device.dev_name,
                      sizeof(self->dev_name));
-    self->failures     = NULL;
-    self->num_failures = 0;
-    self->max_failures = 0;
+    uct_aptus_failures_init(&self->failures);
     self->ctl_list     = NULL;
     self->num_ctl      = 0;
     self->max_ctl      = 0;
@@ -949,7 +907,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_aptus_tl_iface_t)
     ucs_mpool_cleanup(&self->zcomp_mp, 1);
     ucs_arbiter_cleanup(&self->pending);
     kh_destroy_inplace(uct_aptus_rc_peers, &self->rc_peers);
-    ucs_free(self->failures);
+    uct_aptus_failures_cleanup(&self->failures);
     ucs_free(self->ctl_list);
     ucs_free(self->rc_list);
     ucs_free(self->bounce);

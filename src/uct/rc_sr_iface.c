@@ -185,59 +185,21 @@ static void uct_rc_sr_peer_failed(void *arg, aptus_rc_link_t *link,
                                   ucs_status_t status)
 {
     uct_rc_sr_iface_t *iface = arg;
-    uct_rc_sr_failure_t *failures;
 
-    /* The error handler runs from progress, in the user's thread. */
-    if (iface->num_failures == iface->max_failures) {
-        failures = ucs_realloc(
-            iface->failures, sizeof(*failures) * (iface->max_failures * 2 + 4),
-            "uct_rc_sr_failures");
-        if (failures == NULL) {
-            ucs_error("rc_sr: cannot queue a peer failure report");
-            return;
-        }
-        iface->failures     = failures;
-        iface->max_failures = iface->max_failures * 2 + 4;
-    }
-    iface->failures[iface->num_failures].ep =
-            ucs_container_of(link, uct_rc_sr_ep_t, link);
-    iface->failures[iface->num_failures].status = status;
-    iface->num_failures++;
+    uct_aptus_failures_add(
+        &iface->failures, UCT_RC_SR_TL_NAME,
+        &ucs_container_of(link, uct_rc_sr_ep_t, link)->super.super, status);
 }
 
 void uct_rc_sr_iface_forget_ep(uct_rc_sr_iface_t *iface, uct_rc_sr_ep_t *ep)
 {
-    unsigned i = 0;
-
-    while (i < iface->num_failures) {
-        if (iface->failures[i].ep == ep) {
-            iface->failures[i] = iface->failures[--iface->num_failures];
-        } else {
-            ++i;
-        }
-    }
+    uct_aptus_failures_forget(&iface->failures, &ep->super.super);
 }
 
 static const aptus_rc_chan_ops_t uct_rc_sr_chan_ops = {
     .deliver     = uct_rc_sr_deliver,
     .peer_failed = uct_rc_sr_peer_failed,
 };
-
-static void uct_rc_sr_iface_report_failures(uct_rc_sr_iface_t *iface)
-{
-    uct_rc_sr_failure_t failure;
-    ucs_status_t status;
-
-    while (iface->num_failures > 0) {
-        failure = iface->failures[--iface->num_failures];
-        status  = uct_iface_handle_ep_err(
-             &iface->super.super, &failure.ep->super.super, failure.status);
-        if (status != UCS_OK) {
-            ucs_error("rc_sr/%s: unhandled peer failure: %s", iface->dev_name,
-                      ucs_status_string(failure.status));
-        }
-    }
-}
 
 /* The pool reached its ceiling: reading waits for held messages to be
  * released. Never silent: the user learns which knob bounds it. */
@@ -262,8 +224,9 @@ static unsigned uct_rc_sr_iface_progress(uct_iface_h tl_iface)
     unsigned count;
 
     count = aptus_rc_chan_progress(&iface->chan);
-    if (ucs_unlikely(iface->num_failures > 0)) {
-        uct_rc_sr_iface_report_failures(iface);
+    if (ucs_unlikely(iface->failures.num > 0)) {
+        uct_aptus_failures_report(&iface->failures, &iface->super.super,
+                                  UCT_RC_SR_TL_NAME, iface->dev_name);
     }
     if (ucs_unlikely(iface->wire->stats.rx_pool_empty !=
                      iface->rx_pool_empty_seen)) {
@@ -589,9 +552,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
     self->rx_copy_thresh = config->rx_copy_thresh;
     self->rx_headroom =
         UCT_IFACE_PARAM_VALUE(params, rx_headroom, RX_HEADROOM, 0);
-    self->failures     = NULL;
-    self->num_failures = 0;
-    self->max_failures = 0;
+    uct_aptus_failures_init(&self->failures);
     self->eps_created  = 0;
     memset(&self->conn_res, 0, sizeof(self->conn_res));
     self->release_desc.cb       = uct_rc_sr_release_desc;
@@ -687,7 +648,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_rc_sr_iface_t)
     aptus_rc_chan_cleanup(&self->chan);
     self->wire->ops->close(self->wire);
     ucs_mpool_cleanup(&self->rx_copy_mp, 1);
-    ucs_free(self->failures);
+    uct_aptus_failures_cleanup(&self->failures);
     ucs_free(self->bounce);
 }
 

@@ -8,6 +8,7 @@
 #define UCT_RC_SR_IFACE_H_
 
 #include "aptus_md.h"
+#include "aptus_iface.h"
 #include "aptus_stats.h"
 #include "../channel/rc_rdma_chan.h"
 
@@ -43,11 +44,6 @@ typedef struct uct_rc_sr_ep {
     aptus_rc_link_t link;
 } uct_rc_sr_ep_t;
 
-typedef struct uct_rc_sr_failure {
-    uct_rc_sr_ep_t *ep;
-    ucs_status_t status;
-} uct_rc_sr_failure_t;
-
 typedef struct uct_rc_sr_iface {
     uct_base_iface_t super;
     aptus_rc_chan_t chan;
@@ -80,9 +76,7 @@ typedef struct uct_rc_sr_iface {
     double bandwidth;
     aptus_rc_conn_resources_t conn_res; /* of the last connection opened */
     uint64_t eps_created;
-    uct_rc_sr_failure_t *failures; /* to report from progress */
-    unsigned num_failures;
-    unsigned max_failures;
+    uct_aptus_failures_t failures; /* to report from progress */
 } uct_rc_sr_iface_t;
 
 extern ucs_config_field_t uct_rc_sr_iface_config_table[];

@@ -47,42 +47,22 @@ static ucs_status_t uct_ud_sr_deliver(void *arg, aptus_ud_peer_t *peer,
 void uct_ud_sr_iface_queue_failure(uct_ud_sr_iface_t *iface,
                                    aptus_ud_peer_t *peer, ucs_status_t status)
 {
-    uct_ud_sr_failure_t *failures;
-
     if (!(peer->flags & APTUS_UD_PEER_USER) ||
         (peer->flags & APTUS_UD_PEER_REPORTED)) {
         return;
     }
-    /* The error handler runs from progress, in the user's thread. */
-    if (iface->num_failures == iface->max_failures) {
-        failures = ucs_realloc(
-            iface->failures, sizeof(*failures) * (iface->max_failures * 2 + 4),
-            "uct_ud_sr_failures");
-        if (failures == NULL) {
-            ucs_error("ud_sr: cannot queue a peer failure report");
-            return;
-        }
-        iface->failures     = failures;
-        iface->max_failures = iface->max_failures * 2 + 4;
+    if (uct_aptus_failures_add(&iface->failures, UCT_UD_SR_TL_NAME,
+                               &uct_ud_sr_ep_of_peer(peer)->super.super,
+                               status)) {
+        peer->flags |= APTUS_UD_PEER_REPORTED;
     }
-    peer->flags |= APTUS_UD_PEER_REPORTED;
-    iface->failures[iface->num_failures].peer   = peer;
-    iface->failures[iface->num_failures].status = status;
-    iface->num_failures++;
 }
 
 void uct_ud_sr_iface_forget_failure(uct_ud_sr_iface_t *iface,
                                     aptus_ud_peer_t *peer)
 {
-    unsigned i;
-
-    for (i = 0; i < iface->num_failures;) {
-        if (iface->failures[i].peer == peer) {
-            iface->failures[i] = iface->failures[--iface->num_failures];
-        } else {
-            ++i;
-        }
-    }
+    uct_aptus_failures_forget(&iface->failures,
+                              &uct_ud_sr_ep_of_peer(peer)->super.super);
 }
 
 static void uct_ud_sr_peer_failed(void *arg, aptus_ud_peer_t *peer,
@@ -121,26 +101,6 @@ static const aptus_ud_chan_ops_t uct_ud_sr_chan_ops = {
     .peer_failed = uct_ud_sr_peer_failed,
 };
 
-static void uct_ud_sr_iface_report_failures(uct_ud_sr_iface_t *iface)
-{
-    uct_ud_sr_failure_t failure;
-    ucs_status_t status;
-
-    while (iface->num_failures > 0) {
-        failure = iface->failures[--iface->num_failures];
-        if (!(failure.peer->flags & APTUS_UD_PEER_USER)) {
-            continue; /* the endpoint was destroyed meanwhile */
-        }
-        status = uct_iface_handle_ep_err(
-            &iface->super.super, &uct_ud_sr_ep_of_peer(failure.peer)->super.super,
-            failure.status);
-        if (status != UCS_OK) {
-            ucs_error("ud_sr/%s: unhandled peer failure: %s", iface->dev_name,
-                      ucs_status_string(failure.status));
-        }
-    }
-}
-
 static unsigned uct_ud_sr_iface_progress(uct_iface_h tl_iface)
 {
     uct_ud_sr_iface_t *iface = ucs_derived_of(tl_iface, uct_ud_sr_iface_t);
@@ -149,8 +109,9 @@ static unsigned uct_ud_sr_iface_progress(uct_iface_h tl_iface)
     UCS_ASYNC_BLOCK(iface->super.worker->async);
     count = aptus_ud_chan_progress(&iface->chan, 0);
     count += aptus_udz_progress(&iface->udz);
-    if (ucs_unlikely(iface->num_failures > 0)) {
-        uct_ud_sr_iface_report_failures(iface);
+    if (ucs_unlikely(iface->failures.num > 0)) {
+        uct_aptus_failures_report(&iface->failures, &iface->super.super,
+                                  UCT_UD_SR_TL_NAME, iface->dev_name);
     }
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
     return count;
@@ -401,9 +362,7 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
 
     ucs_strncpy_zero(self->dev_name, params->mode.device.dev_name,
                      sizeof(self->dev_name));
-    self->failures     = NULL;
-    self->num_failures = 0;
-    self->max_failures = 0;
+    uct_aptus_failures_init(&self->failures);
     self->timer_id     = -1;
     async              = self->super.worker->async;
 
@@ -480,7 +439,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_ud_sr_iface_t)
     aptus_udz_cleanup(&self->udz);
     aptus_ud_chan_cleanup(&self->chan);
     self->wire->ops->close(self->wire);
-    ucs_free(self->failures);
+    uct_aptus_failures_cleanup(&self->failures);
     UCS_ASYNC_UNBLOCK(self->super.worker->async);
 }
 

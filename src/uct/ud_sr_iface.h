@@ -6,6 +6,7 @@
 #define UCT_UD_SR_IFACE_H_
 
 #include "aptus_md.h"
+#include "aptus_iface.h"
 #include "aptus_stats.h"
 #include "../channel/ud_sr_chan.h"
 #include "../channel/ud_zcopy.h"
@@ -39,11 +40,6 @@ static inline uct_ud_sr_ep_t *uct_ud_sr_ep_of_peer(aptus_ud_peer_t *peer)
     return ucs_container_of(peer, uct_ud_sr_ep_t, peer);
 }
 
-typedef struct uct_ud_sr_failure {
-    aptus_ud_peer_t *peer;
-    ucs_status_t status;
-} uct_ud_sr_failure_t;
-
 typedef struct uct_ud_sr_iface {
     uct_base_iface_t super;
     aptus_ud_chan_t chan;
@@ -55,9 +51,7 @@ typedef struct uct_ud_sr_iface {
     uint64_t async_interval_us;
     double latency;
     double bandwidth;
-    uct_ud_sr_failure_t *failures; /* to report from progress */
-    unsigned num_failures;
-    unsigned max_failures;
+    uct_aptus_failures_t failures; /* to report from progress */
 } uct_ud_sr_iface_t;
 
 extern ucs_config_field_t uct_ud_sr_iface_config_table[];
