@@ -6,6 +6,8 @@
 #endif
 
 #include "aptus_iface.h"
+#include "aptus_md.h"
+#include "../wire/sock/sock_netif.h"
 
 #include <ucs/sys/math.h>
 #include <ucs/debug/log.h>
@@ -111,4 +113,16 @@ void uct_aptus_failures_report(uct_aptus_failures_t *failures,
                       ucs_status_string(failure.status));
         }
     }
+}
+
+ucs_status_t uct_aptus_iface_query_devices(uct_md_h md, int one_sided,
+                                           uct_tl_device_resource_t **devices_p,
+                                           unsigned *num_devices_p)
+{
+    if (!uct_aptus_md_is_one_sided(md) != !one_sided) {
+        *devices_p     = NULL;
+        *num_devices_p = 0;
+        return UCS_OK;
+    }
+    return aptus_sock_query_devices(devices_p, num_devices_p);
 }

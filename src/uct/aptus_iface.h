@@ -5,6 +5,7 @@
 #define UCT_APTUS_IFACE_H_
 
 #include <uct/api/uct.h>
+#include <uct/base/uct_iface.h>
 
 /*
  * The alignment of received active messages the user asks for
@@ -17,6 +18,15 @@ ucs_status_t uct_aptus_iface_am_alignment(const char *tl_name,
                                           const uct_iface_params_t *params,
                                           size_t *alignment_p,
                                           size_t *offset_p);
+
+/*
+ * The devices of a transport: the sock wire's network interfaces, on the
+ * memory domain of its kind (one_sided: "aptus_rc", else "aptus"), none
+ * on the other.
+ */
+ucs_status_t uct_aptus_iface_query_devices(uct_md_h md, int one_sided,
+                                           uct_tl_device_resource_t **devices_p,
+                                           unsigned *num_devices_p);
 
 /*
  * Peer failures found where the user's error handler must not run (the
