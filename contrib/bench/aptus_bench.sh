@@ -16,7 +16,8 @@
 # (lammps), normalised to RC; the largest peak resident size of a rank;
 # and, for aptus, the channel each message took and the RC connections a
 # rank held (from UCX_APTUS_STATS). Prints a table, writes results.csv,
-# and with python3-matplotlib draws time.png, memory.png and channels.png.
+# and with python3-matplotlib draws time.png, memory.png, channels.png and
+# sizes.png (aptus' channel by message size, from its aptus-sizes lines).
 #
 #   contrib/bench/aptus_bench.sh [OUTDIR]
 #   APTUS_LIB   libuct_aptus.so (default: build/.libs/libuct_aptus.so)
@@ -165,11 +166,34 @@ for work in $works; do
         unset T R
     done
 done
-echo "# results: $csv"
+# channel usage by message size (aptus-sizes lines of the Aptus runs)
+sizes_csv=$out/sizes.csv
+echo "workload,np,channel,le64,le256,le1k,le4k,le16k,le64k,le256k,le1m,gt1m" >"$sizes_csv"
+for work in $works; do
+    for np in $nps; do
+        cat "$out/stats-Aptus-$np-$work"/s.* 2>/dev/null | awk -v w="$work" -v n="$np" '
+            $1 == "aptus-stats" && index($2, "aptus-sizes/") == 1 {
+                split($2, p, "/"); ch = p[3]
+                for (i = 3; i <= NF; i++) {
+                    split($i, kv, "=")
+                    if (kv[1] ~ /^(le|gt)/) { v[ch, kv[1]] += kv[2]; seen[ch] = 1 }
+                }
+            }
+            END {
+                split("le64 le256 le1k le4k le16k le64k le256k le1m gt1m", k, " ")
+                for (ch in seen) {
+                    line = w "," n "," ch
+                    for (j = 1; j <= 9; j++) line = line "," (v[ch, k[j]] + 0)
+                    print line
+                }
+            }' >>"$sizes_csv"
+    done
+done
+echo "# results: $csv $sizes_csv"
 py=/usr/bin/python3 # Debian's, where python3-matplotlib installs
 if $py -c 'import matplotlib' 2>/dev/null; then
-    $py "$top/contrib/bench/aptus_plot.py" "$csv" "$out" &&
-        echo "# plots: $out/time.png $out/memory.png $out/channels.png"
+    $py "$top/contrib/bench/aptus_plot.py" "$csv" "$out" "$sizes_csv" &&
+        echo "# plots: $out/time.png $out/memory.png $out/channels.png $out/sizes.png"
 else
     echo "# no plots: python3-matplotlib is not installed"
 fi

@@ -5,8 +5,9 @@ paper draws them (Koop et al., IPDPS 2008, Figure 7 and Table 2):
   time.png      time per workload and job size, normalised to RC
   memory.png    largest peak resident size of a rank, normalised to UD
   channels.png  where aptus sent its messages, per workload and job size
+  sizes.png     aptus' channel by message size (all workloads, largest job)
 
-usage: aptus_plot.py results.csv OUTDIR
+usage: aptus_plot.py results.csv OUTDIR [sizes.csv]
 """
 import csv
 import sys
@@ -70,8 +71,41 @@ def channels(rows, path):
     fig.savefig(path, dpi=120)
 
 
+SIZE_CLASSES = ["le64", "le256", "le1k", "le4k", "le16k", "le64k", "le256k",
+                "le1m", "gt1m"]
+
+
+def sizes(path, out):
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        return
+    top = max(int(r["np"]) for r in rows)
+    rows = [r for r in rows if int(r["np"]) == top]
+    chans = sorted({r["channel"] for r in rows})
+    totals = {c: sum(num(r[c]) for r in rows) for c in SIZE_CLASSES}
+    fig, ax = plt.subplots(figsize=(8, 4))
+    bottom = [0.0] * len(SIZE_CLASSES)
+    for ch in chans:
+        share = []
+        for c in SIZE_CLASSES:
+            n = sum(num(r[c]) for r in rows if r["channel"] == ch)
+            share.append(n / totals[c] * 100 if totals[c] else 0)
+        ax.bar(range(len(SIZE_CLASSES)), share, bottom=bottom, label=ch)
+        bottom = [b + s for b, s in zip(bottom, share)]
+    ax.set_xticks(range(len(SIZE_CLASSES)))
+    ax.set_xticklabels([c.replace("le", "<=").replace("gt", ">")
+                        for c in SIZE_CLASSES], fontsize=8)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("messages (%)")
+    ax.set_title(f"aptus: channel by message size ({top} ranks, all workloads)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(f"{out}/sizes.png", dpi=120)
+
+
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
     with open(sys.argv[1], newline="") as f:
         rows = list(csv.DictReader(f))
@@ -81,6 +115,8 @@ def main():
     bars(rows, "rss_rel_to_ud", "peak memory per process, normalised to UD",
          "memory / UD", f"{out}/memory.png")
     channels(rows, f"{out}/channels.png")
+    if len(sys.argv) == 4:
+        sizes(sys.argv[3], out)
 
 
 if __name__ == "__main__":

@@ -137,9 +137,28 @@ static inline uct_aptus_tl_ep_t *uct_aptus_tl_ep_of_peer(aptus_ud_peer_t *peer)
  * peer opened, and no endpoint of ours took yet, belongs. */
 KHASH_MAP_INIT_INT64(uct_aptus_rc_peers, uct_aptus_tl_ep_t *)
 
+/* Message size classes of the statistics: up to 64 B, then powers of 4
+ * up to 1 MB, then larger. */
+#define UCT_APTUS_SIZE_CLASSES 9
+
+static inline unsigned uct_aptus_size_class(size_t size)
+{
+    unsigned c = 0;
+    size_t limit;
+
+    for (limit = 64; (size > limit) && (c < UCT_APTUS_SIZE_CLASSES - 1);
+         limit *= 4) {
+        ++c;
+    }
+    return c;
+}
+
 typedef struct uct_aptus_tl_stats {
     uint64_t tx_msgs[APTUS_CHAN_LAST];
     uint64_t tx_bytes[APTUS_CHAN_LAST];
+    /* messages per channel by size class: the paper's channel usage by
+     * message size */
+    uint64_t tx_by_size[APTUS_CHAN_LAST][UCT_APTUS_SIZE_CLASSES];
     uint64_t rx_in_order;
     uint64_t rx_held; /* arrived early: copied and held */
     uint64_t rx_held_bytes;

@@ -259,6 +259,7 @@ void uct_aptus_tl_ep_sent(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
     ep->tx_bytes[chan] += size;
     iface->stats.tx_msgs[chan]++;
     iface->stats.tx_bytes[chan] += size;
+    iface->stats.tx_by_size[chan][uct_aptus_size_class(size)]++;
     if (iface->alloc.config.max[APTUS_ALLOC_RC] == 0) {
         return; /* UD only */
     }

@@ -566,6 +566,36 @@ static void uct_aptus_tl_iface_print_peer(uct_aptus_tl_iface_t *iface,
     }
 }
 
+/* One line per channel: messages by size class ("le64", "le256", ...). */
+static void uct_aptus_tl_iface_print_sizes(uct_aptus_tl_iface_t *iface,
+                                           const char *dest)
+{
+    static const char *const names[UCT_APTUS_SIZE_CLASSES] = {
+        "le64", "le256", "le1k", "le4k", "le16k", "le64k", "le256k", "le1m",
+        "gt1m"
+    };
+    uct_aptus_stat_t stats[UCT_APTUS_SIZE_CLASSES];
+    char name[64];
+    unsigned chan, c;
+
+    if ((dest == NULL) || (dest[0] == '\0')) {
+        return;
+    }
+    for (chan = 0; chan < APTUS_CHAN_LAST; ++chan) {
+        if (iface->stats.tx_msgs[chan] == 0) {
+            continue;
+        }
+        for (c = 0; c < UCT_APTUS_SIZE_CLASSES; ++c) {
+            stats[c].name  = names[c];
+            stats[c].value = iface->stats.tx_by_size[chan][c];
+        }
+        snprintf(name, sizeof(name), "%s/%s", iface->dev_name,
+                 aptus_chan_names[chan]);
+        uct_aptus_stats_print(dest, "aptus-sizes", name, stats,
+                              UCT_APTUS_SIZE_CLASSES);
+    }
+}
+
 static void uct_aptus_tl_iface_print_peers(uct_aptus_tl_iface_t *iface,
                                            const char *dest)
 {
@@ -896,6 +926,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_aptus_tl_iface_t)
     n = uct_aptus_tl_iface_stats(self, stats, 64);
     uct_aptus_stats_print(md->stats, UCT_APTUS_TL_NAME, self->dev_name, stats,
                           n);
+    uct_aptus_tl_iface_print_sizes(self, md->stats);
     uct_aptus_tl_iface_print_peers(self, md->stats);
     /* the streams first: their peers give their connections back to the
      * RC channel, which then closes them all */
