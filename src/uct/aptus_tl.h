@@ -53,7 +53,10 @@ typedef enum uct_aptus_ctl_type {
     UCT_APTUS_CTL_REQUEST = 1, /* the sender reserved a slot: do you? */
     UCT_APTUS_CTL_GRANT   = 2, /* yes: both hold a slot, the channel is on */
     UCT_APTUS_CTL_REFUSE  = 3, /* no room: stay on UD */
-    UCT_APTUS_CTL_DEMOTE  = 4  /* the sender gave its slot back */
+    UCT_APTUS_CTL_DEMOTE  = 4, /* the sender gave its slot back */
+    UCT_APTUS_CTL_XACK    = 5  /* every message before this sequence number
+                                  is in (body: uint32 at byte 4): copies
+                                  kept for a resend may go */
 } uct_aptus_ctl_type_t;
 
 typedef struct uct_aptus_tl_iface_config {
@@ -99,8 +102,21 @@ enum {
     UCT_APTUS_EP_INITED   = 1u << 0, /* per-peer state set up */
     UCT_APTUS_EP_USER     = 1u << 1, /* handed out as a UCT endpoint */
     UCT_APTUS_EP_IN_MAP   = 1u << 2, /* its (key, stream) is in rc_peers */
-    UCT_APTUS_EP_CTL_LIST = 1u << 3  /* on the iface's owed-control list */
+    UCT_APTUS_EP_CTL_LIST = 1u << 3, /* on the iface's owed-control list */
+    UCT_APTUS_EP_XACK     = 1u << 4, /* on the iface's XACK list */
+    UCT_APTUS_EP_RESEND   = 1u << 5  /* on the iface's resend list */
 };
+
+/* A message sent over RC, kept until the peer says it is in: if the
+ * connection breaks first, it goes again over UD (the receiver drops what
+ * it had already, by its sequence number). */
+typedef struct uct_aptus_tl_copy {
+    ucs_queue_elem_t queue;
+    uint32_t seq;
+    uint32_t length; /* trailer included */
+    uint8_t am_id;
+    uint8_t data[];
+} uct_aptus_tl_copy_t;
 
 /* Where the last refused send waited: pending requests queue there. */
 enum {
@@ -125,6 +141,10 @@ struct uct_aptus_tl_ep {
     uint64_t tx_msgs[APTUS_CHAN_LAST]; /* statistics per channel */
     uint64_t tx_bytes[APTUS_CHAN_LAST];
     ucs_arbiter_group_t pending; /* requests waiting for any channel */
+    ucs_queue_head_t rc_unacked; /* sent over RC, not confirmed yet */
+    ucs_queue_head_t resend;     /* to send again over UD, first */
+    uint32_t rc_rx_unacked;      /* received over RC since the last XACK */
+    uint32_t rc_rx_since_ms;     /* ... the first of them, clock in ms */
     aptus_ud_peer_t peer;
 };
 
@@ -172,6 +192,12 @@ typedef struct uct_aptus_tl_stats {
     uint64_t rc_connects;
     uint64_t rc_closed;
     uint64_t rc_failed;
+    uint64_t rc_fallbacks; /* broken connections whose messages went on
+                              over UD */
+    uint64_t resent;       /* messages sent again over UD */
+    uint64_t xacks_sent;
+    uint64_t kept_now;     /* copies kept for a resend */
+    uint64_t kept_bytes;
     unsigned max_held; /* most messages held for one peer */
 } uct_aptus_tl_stats_t;
 
@@ -207,6 +233,12 @@ typedef struct uct_aptus_tl_iface {
     uct_aptus_tl_ep_t **ctl_list; /* peers owing control messages */
     unsigned num_ctl;
     unsigned max_ctl;
+    uct_aptus_tl_ep_t **xack_list; /* peers owing an XACK */
+    unsigned num_xack;
+    unsigned max_xack;
+    uct_aptus_tl_ep_t **resend_list; /* peers with messages to resend */
+    unsigned num_resend;
+    unsigned max_resend;
     uct_aptus_tl_ep_t **rc_list; /* peers holding RC (idle checks) */
     unsigned num_rc;
     unsigned max_rc_list;
@@ -262,6 +294,24 @@ ucs_status_t uct_aptus_tl_rx(uct_aptus_tl_iface_t *iface,
 void uct_aptus_tl_rx_drop_held(uct_aptus_tl_iface_t *iface,
                                uct_aptus_tl_ep_t *ep);
 void uct_aptus_tl_held_release(uct_recv_desc_t *self, void *desc);
+
+/* Keeping RC messages until confirmed, and sending them again over UD when
+ * their connection breaks (aptus_tl_resend.c). */
+void uct_aptus_tl_rc_keep(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
+                          const aptus_chan_send_t *send, uint32_t seq);
+void uct_aptus_tl_rc_received(uct_aptus_tl_iface_t *iface,
+                              uct_aptus_tl_ep_t *ep);
+void uct_aptus_tl_xack_recv(uct_aptus_tl_iface_t *iface,
+                            uct_aptus_tl_ep_t *ep, uint32_t next);
+void uct_aptus_tl_rc_fallback(uct_aptus_tl_iface_t *iface,
+                              uct_aptus_tl_ep_t *ep);
+unsigned uct_aptus_tl_resend_progress(uct_aptus_tl_iface_t *iface);
+void uct_aptus_tl_resend_forget(uct_aptus_tl_iface_t *iface,
+                                uct_aptus_tl_ep_t *ep);
+int uct_aptus_tl_list_add(uct_aptus_tl_ep_t ***list, unsigned *num,
+                          unsigned *max, uct_aptus_tl_ep_t *ep);
+void uct_aptus_tl_list_del(uct_aptus_tl_ep_t **list, unsigned *num,
+                           uct_aptus_tl_ep_t *ep);
 
 /* Allocation protocol (aptus_tl_alloc.c). */
 ucs_status_t uct_aptus_tl_ctl_recv(uct_aptus_tl_iface_t *iface,

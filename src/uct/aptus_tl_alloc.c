@@ -49,8 +49,8 @@ static void uct_aptus_tl_map_add(uct_aptus_tl_iface_t *iface,
     ep->flags |= UCT_APTUS_EP_IN_MAP;
 }
 
-static int uct_aptus_tl_list_add(uct_aptus_tl_ep_t ***list, unsigned *num,
-                                 unsigned *max, uct_aptus_tl_ep_t *ep)
+int uct_aptus_tl_list_add(uct_aptus_tl_ep_t ***list, unsigned *num,
+                          unsigned *max, uct_aptus_tl_ep_t *ep)
 {
     uct_aptus_tl_ep_t **grown;
 
@@ -67,8 +67,8 @@ static int uct_aptus_tl_list_add(uct_aptus_tl_ep_t ***list, unsigned *num,
     return 1;
 }
 
-static void uct_aptus_tl_list_del(uct_aptus_tl_ep_t **list, unsigned *num,
-                                  uct_aptus_tl_ep_t *ep)
+void uct_aptus_tl_list_del(uct_aptus_tl_ep_t **list, unsigned *num,
+                           uct_aptus_tl_ep_t *ep)
 {
     unsigned i;
 
@@ -298,6 +298,12 @@ ucs_status_t uct_aptus_tl_ctl_recv(uct_aptus_tl_iface_t *iface,
     aptus_alloc_kind_t kind;
     aptus_alloc_action_t act;
 
+    if ((length == UCT_APTUS_CTL_LEN) && (msg[0] == UCT_APTUS_CTL_XACK)) {
+        iface->stats.ctl_received++;
+        uct_aptus_tl_ep_init_state(iface, ep);
+        uct_aptus_tl_xack_recv(iface, ep, aptus_get32(msg + 4));
+        return UCS_OK;
+    }
     if ((length != UCT_APTUS_CTL_LEN) || (msg[1] != APTUS_ALLOC_RC) ||
         (msg[0] < UCT_APTUS_CTL_REQUEST) || (msg[0] > UCT_APTUS_CTL_DEMOTE)) {
         /* fast-path channels come with rc_fp */
@@ -399,6 +405,7 @@ void uct_aptus_tl_alloc_forget(uct_aptus_tl_iface_t *iface,
     if (ep->flags & UCT_APTUS_EP_CTL_LIST) {
         uct_aptus_tl_list_del(iface->ctl_list, &iface->num_ctl, ep);
     }
+    uct_aptus_tl_resend_forget(iface, ep);
     if (ep->flags & UCT_APTUS_EP_IN_MAP) {
         iter = kh_get(uct_aptus_rc_peers, &iface->rc_peers,
                       uct_aptus_tl_rc_map_key(ep));

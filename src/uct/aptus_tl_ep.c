@@ -44,6 +44,8 @@ void uct_aptus_tl_ep_init_state(uct_aptus_tl_iface_t *iface,
     aptus_xorder_rx_init(&ep->xrx, iface->reorder_max);
     aptus_alloc_peer_init(&ep->alloc, uct_ud_sr_clock());
     ucs_arbiter_group_init(&ep->pending);
+    ucs_queue_head_init(&ep->rc_unacked);
+    ucs_queue_head_init(&ep->resend);
     ep->flags |= UCT_APTUS_EP_INITED;
 }
 
@@ -177,8 +179,10 @@ static size_t uct_aptus_tl_pack_short(void *dest, void *arg)
 static inline int uct_aptus_tl_ep_may_send(uct_aptus_tl_iface_t *iface,
                                            uct_aptus_tl_ep_t *ep)
 {
-    return ucs_arbiter_group_is_empty(&ep->pending) ||
-           (iface->dispatching == ep);
+    /* messages of a broken connection go again first */
+    return ucs_queue_is_empty(&ep->resend) &&
+           (ucs_arbiter_group_is_empty(&ep->pending) ||
+            (iface->dispatching == ep));
 }
 
 /* The channel's answer to a send: account an accepted one, remember
@@ -234,6 +238,9 @@ ucs_status_t uct_aptus_tl_ep_am_short(uct_ep_h tl_ep, uint8_t id,
         iov[1].iov_len  = sizeof(trailer);
         aptus_chan_send_iov(&send, id, &header, sizeof(header), iov, 2, NULL);
         ret = aptus_rc_chan_send(&iface->rc, link, &send);
+        if (ret == UCS_OK) {
+            uct_aptus_tl_rc_keep(iface, ep, &send, ep->xtx.next);
+        }
     } else {
         chan     = APTUS_CHAN_UD_SR;
         s.header = header;
@@ -256,14 +263,14 @@ ucs_status_t uct_aptus_tl_ep_am_short(uct_ep_h tl_ep, uint8_t id,
     return (ucs_status_t)ret;
 }
 
-typedef struct uct_aptus_tl_copy {
+typedef struct uct_aptus_tl_bcopy {
     const void *data;
     size_t length;
-} uct_aptus_tl_copy_t;
+} uct_aptus_tl_bcopy_t;
 
 static size_t uct_aptus_tl_pack_copy(void *dest, void *arg)
 {
-    uct_aptus_tl_copy_t *c = arg;
+    uct_aptus_tl_bcopy_t *c = arg;
 
     memcpy(dest, c->data, c->length);
     return c->length;
@@ -277,7 +284,7 @@ ssize_t uct_aptus_tl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep(tl_ep);
     aptus_chan_type_t chan      = APTUS_CHAN_UD_SR;
     uct_aptus_tl_pack_t p;
-    uct_aptus_tl_copy_t c;
+    uct_aptus_tl_bcopy_t c;
     aptus_chan_send_t send;
     aptus_rc_link_t *link;
     size_t length;
@@ -307,6 +314,7 @@ ssize_t uct_aptus_tl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
             aptus_chan_send_copy(&send, id, NULL, 0, iface->bounce, length);
             ret = aptus_rc_chan_send(&iface->rc, link, &send);
             if (ret == UCS_OK) {
+                uct_aptus_tl_rc_keep(iface, ep, &send, ep->xtx.next);
                 ret = length;
             }
         } else {
@@ -383,6 +391,9 @@ ucs_status_t uct_aptus_tl_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
         aptus_chan_send_iov(&send, id, header, header_length, liov,
                             iovcnt + 1, NULL);
         ret = aptus_rc_chan_send(&iface->rc, link, &send);
+        if (ret == UCS_OK) {
+            uct_aptus_tl_rc_keep(iface, ep, &send, ep->xtx.next);
+        }
     } else {
         chan = APTUS_CHAN_UD_SR;
         zc   = ucs_mpool_get_inline(&iface->zcomp_mp);

@@ -258,6 +258,7 @@ static ucs_status_t uct_aptus_tl_rc_deliver(void *arg, aptus_rc_link_t *link,
 {
     uct_aptus_tl_iface_t *iface = arg;
     uct_aptus_tl_ep_t *ep       = uct_aptus_tl_rc_owner(iface, link);
+    ucs_status_t status;
 
     if (ep == NULL) {
         /* a connection no peer of ours was granted: not ours to deliver */
@@ -271,7 +272,9 @@ static ucs_status_t uct_aptus_tl_rc_deliver(void *arg, aptus_rc_link_t *link,
     }
     /* in place, no descriptor: UCP copies what it keeps, so a held message
      * never pins a shared receive buffer */
-    return uct_aptus_tl_rx(iface, ep, am_id, data, length, 0);
+    status = uct_aptus_tl_rx(iface, ep, am_id, data, length, 0);
+    uct_aptus_tl_rc_received(iface, ep); /* the sender may drop its copy */
+    return status;
 }
 
 static void uct_aptus_tl_rc_peer_failed(void *arg, aptus_rc_link_t *link,
@@ -280,13 +283,14 @@ static void uct_aptus_tl_rc_peer_failed(void *arg, aptus_rc_link_t *link,
     uct_aptus_tl_iface_t *iface = arg;
     uct_aptus_tl_ep_t *ep = ucs_container_of(link, uct_aptus_tl_rc_t, link)->ep;
 
-    /* Messages sent on it may be lost: the order cannot be kept, so the
-     * peer fails as a whole (UD reports it, once). */
+    /* What the peer did not confirm goes again over UD; if the peer is
+     * gone, UD finds out and reports it. */
     iface->stats.rc_failed++;
-    ucs_debug("aptus/%s: connection to peer 0x%08x/%u failed: %s",
+    ucs_debug("aptus/%s: connection to peer 0x%08x/%u failed: %s; %zu "
+              "messages go again over UD",
               iface->dev_name, ep->peer.remote_key, ep->peer.conn_id,
-              ucs_status_string(status));
-    aptus_ud_chan_peer_invalidate(&iface->ud, &ep->peer);
+              ucs_status_string(status), ucs_queue_length(&ep->rc_unacked));
+    uct_aptus_tl_rc_fallback(iface, ep);
 }
 
 static const aptus_rc_chan_ops_t uct_aptus_tl_rc_ops = {
@@ -327,6 +331,9 @@ static unsigned uct_aptus_tl_iface_progress(uct_iface_h tl_iface)
     count = aptus_ud_chan_progress(&iface->ud, 0);
     count += aptus_udz_progress(&iface->udz);
     count += aptus_rc_chan_progress(&iface->rc);
+    if (ucs_unlikely((iface->num_resend > 0) || (iface->num_xack > 0))) {
+        count += uct_aptus_tl_resend_progress(iface);
+    }
     if (!ucs_arbiter_is_empty(&iface->pending)) {
         ucs_arbiter_dispatch(&iface->pending, 1, uct_aptus_tl_pending_cb,
                              iface);
@@ -511,6 +518,11 @@ unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,
         { "rc_connects", s->rc_connects },
         { "rc_closed", s->rc_closed },
         { "rc_failed", s->rc_failed },
+        { "rc_fallbacks", s->rc_fallbacks },
+        { "resent", s->resent },
+        { "xacks_sent", s->xacks_sent },
+        { "kept_now", s->kept_now },
+        { "kept_bytes", s->kept_bytes },
         { "rc_shared", r->shared },
         { "rc_switched", r->switched },
         { "fp_max", iface->alloc.config.max[APTUS_ALLOC_FP] },
@@ -795,6 +807,12 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
                      sizeof(self->dev_name));
     uct_aptus_failures_init(&self->failures);
     self->ctl_list     = NULL;
+    self->xack_list    = NULL;
+    self->num_xack     = 0;
+    self->max_xack     = 0;
+    self->resend_list  = NULL;
+    self->num_resend   = 0;
+    self->max_resend   = 0;
     self->num_ctl      = 0;
     self->max_ctl      = 0;
     self->rc_list      = NULL;
@@ -940,6 +958,8 @@ static UCS_CLASS_CLEANUP_FUNC(uct_aptus_tl_iface_t)
     kh_destroy_inplace(uct_aptus_rc_peers, &self->rc_peers);
     uct_aptus_failures_cleanup(&self->failures);
     ucs_free(self->ctl_list);
+    ucs_free(self->xack_list);
+    ucs_free(self->resend_list);
     ucs_free(self->rc_list);
     ucs_free(self->bounce);
     UCS_ASYNC_UNBLOCK(self->super.worker->async);

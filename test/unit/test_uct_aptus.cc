@@ -619,24 +619,46 @@ TEST_F(uct_aptus, granted_peer_may_send_before_its_grant_arrives)
     expect_received(m_a, b_sent);
 }
 
-TEST_F(uct_aptus, broken_connection_fails_the_peer_once)
+TEST_F(uct_aptus, broken_connection_falls_back_to_ud_losing_nothing)
 {
-    /* what was in flight on a broken connection may be lost: the order
-     * cannot be kept, so the peer fails as a whole, reported once */
+    /* messages in flight on a connection that breaks go again over UD,
+     * in order, none twice; the peer does not fail */
     setup_pair(eager_rc());
     auto sent = send_mixed(m_a, 300, 10);
-    expect_received(m_b, sent);
     uct_aptus_tl_ep_t *ep = ucs_derived_of(m_a.ep, uct_aptus_tl_ep_t);
     ASSERT_NE(nullptr, ep->rc);
     ASSERT_TRUE(ep->rc->connected);
+    /* unconfirmed messages on the connection when it breaks */
+    for (unsigned i = 0; i < 10; ++i) {
+        sent.push_back(pattern(77000 + i, 3000 + i));
+        send(m_a, sent.back(), i % 3);
+    }
+    EXPECT_GT(stats(m_a)["kept_now"], 0u);
     UCS_ASYNC_BLOCK(m_async);
     aptus_rc_chan_invalidate(&iface(m_a)->rc, &ep->rc->link);
     UCS_ASYNC_UNBLOCK(m_async);
-    ASSERT_TRUE(wait_for([&] { return m_a.err.count.load() > 0; }));
-    settle(0.1);
-    EXPECT_EQ(1, m_a.err.count.load());
-    EXPECT_EQ(1u, stats(m_a)["rc_failed"]);
-    std::vector<uint8_t> d = pattern(1, 100);
-    EXPECT_TRUE(UCS_STATUS_IS_ERR(
-        uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &d, 0)));
+    auto more = send_mixed(m_a, 300, 12);
+    sent.insert(sent.end(), more.begin(), more.end());
+    expect_received(m_b, sent);
+    settle(0.05);
+    EXPECT_EQ(0, m_a.err.count.load());
+    EXPECT_EQ(0, m_b.err.count.load());
+    auto a = stats(m_a);
+    EXPECT_EQ(1u, a["rc_fallbacks"]);
+    EXPECT_GT(a["resent"], 0u);
+    /* copies go once the peer confirms */
+    ASSERT_TRUE(wait_for([&] { return stats(m_a)["kept_now"] == 0; }));
+}
+
+TEST_F(uct_aptus, copies_kept_for_a_resend_are_confirmed)
+{
+    setup_pair(eager_rc());
+    auto sent = send_mixed(m_a, 1000, 13);
+    expect_received(m_b, sent);
+    ASSERT_GT(stats(m_a)["rc_sr_msgs"], 100u);
+    /* after 16 messages, or 1 ms after the first, the receiver confirms */
+    ASSERT_TRUE(wait_for([&] { return stats(m_a)["kept_now"] == 0; }));
+    EXPECT_EQ(0u, stats(m_a)["kept_bytes"]);
+    EXPECT_GT(stats(m_b)["xacks_sent"], 0u);
+    EXPECT_LT(stats(m_b)["xacks_sent"], stats(m_a)["rc_sr_msgs"] / 4);
 }
