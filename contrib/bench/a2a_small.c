@@ -11,27 +11,12 @@
  */
 #include <mpi.h>
 
+#include "bench_rss.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static long max_rss_kb(void)
-{
-    char line[256];
-    long kb = 0;
-    FILE *f = fopen("/proc/self/status", "r");
-
-    while ((f != NULL) && fgets(line, sizeof(line), f)) {
-        if (!strncmp(line, "VmHWM:", 6)) {
-            kb = atol(line + 6);
-        }
-    }
-    if (f != NULL) {
-        fclose(f);
-    }
-    return kb;
-}
 
 int main(int argc, char **argv)
 {
@@ -73,7 +58,7 @@ int main(int argc, char **argv)
             ++errors;
         }
     }
-    rss = max_rss_kb();
+    rss = bench_max_rss_kb();
     MPI_Reduce(&errors, &total_errors, 1, MPI_LONG, MPI_SUM, 0,
                MPI_COMM_WORLD);
     MPI_Reduce(&rss, &max_rss, 1, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
