@@ -10,8 +10,9 @@
 #   alltoall    64 ranks (32x oversubscribed on 2 cores), blocks of 4 B to
 #               4 KiB per peer, every element verified: every rank talks to
 #               63 peers at once.
-# Each runs over tcp,self (the baseline, same run) and over ud_sr,self and
-# rc_sr,self, with Open MPI and with MPICH. The baseline's result is
+# Each runs over tcp,self (the baseline, same run) and over ud_sr,self,
+# rc_sr,self and aptus,self (APTUS_SCALE_TLS), with Open MPI and with
+# MPICH. The baseline's result is
 # reported but only our transports' jobs count: a tcp failure is printed as
 # SKIP with its reason (MPICH 4.0.2 over UCX 1.13 tcp sometimes hangs in
 # MPI_Finalize).
@@ -62,12 +63,12 @@ run_case() {
 
 for flavour in $APTUS_MPIS; do
     aptus_build "$flavour" unexpected alltoall || continue
-    for tl in tcp ud_sr rc_sr; do
+    for tl in ${APTUS_SCALE_TLS:-tcp ud_sr rc_sr aptus}; do
         run_case "$flavour/unexpected/$tl/np2" "$flavour" "$tl" 2 \
             unexpected -c "$count" -r 2
         grep -E '^unexpected rank' "$APTUS_RUN_LOG" | sed 's/^/    /'
     done
-    for tl in tcp ud_sr rc_sr; do
+    for tl in ${APTUS_SCALE_TLS:-tcp ud_sr rc_sr aptus}; do
         run_case "$flavour/alltoall/$tl/np$np" "$flavour" "$tl" "$np" \
             alltoall -m 4k -i 1
     done

@@ -662,3 +662,32 @@ TEST_F(uct_aptus, copies_kept_for_a_resend_are_confirmed)
     EXPECT_GT(stats(m_b)["xacks_sent"], 0u);
     EXPECT_LT(stats(m_b)["xacks_sent"], stats(m_a)["rc_sr_msgs"] / 4);
 }
+
+TEST_F(uct_aptus, receiver_that_stops_progressing_for_seconds)
+{
+    /* b does not call progress for 2 s while a keeps sending on both
+     * channels (only b's async thread runs); then everything arrives, in
+     * order, none twice, and nobody failed */
+    setup_pair(eager_rc());
+    auto sent = send_mixed(m_a, 200, 14); /* earns the connection */
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == sent.size(); }));
+    ucs_time_t end = ucs_get_time() + ucs_time_from_sec(2.0);
+    unsigned i     = 0;
+    while (ucs_get_time() < end) {
+        std::vector<uint8_t> d = pattern(90000 + i, 8 + (i * 997) % 7000);
+        std::vector<uint8_t> copy = d;
+        ssize_t ret = uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &copy, 0);
+        if (ret >= 0) {
+            sent.push_back(d);
+            ++i;
+        } else {
+            ASSERT_EQ(UCS_ERR_NO_RESOURCE, ret);
+            uct_iface_progress(m_a.iface); /* a only */
+        }
+    }
+    EXPECT_GT(i, 10u);
+    expect_received(m_b, sent);
+    EXPECT_EQ(0, m_a.err.count.load());
+    EXPECT_EQ(0, m_b.err.count.load());
+    EXPECT_EQ(0u, stats(m_b)["rx_duplicates"]);
+}
