@@ -14,6 +14,7 @@ packages=(
     libibverbs-dev librdmacm-dev rdma-core
     libgtest-dev libnuma-dev
     iproute2 nftables procps
+    python3 python3-matplotlib
 )
 if [ "${1:-}" != "--no-mpi" ]; then
     packages+=(openmpi-bin libopenmpi-dev mpich libmpich-dev)

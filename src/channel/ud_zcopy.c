@@ -70,7 +70,38 @@ typedef struct aptus_udz_put {
     uint64_t copy_offset;
     uint64_t last_heard_us; /* request, credit */
     uint64_t last_send_us;
+    uint64_t token; /* what the request named the source with */
 } aptus_udz_put_t;
+
+/* The writer's side of a put: its source is exported to the target under a
+ * token made for this transfer, until the target says it has the data. */
+typedef struct aptus_udz_write {
+    ucs_list_link_t list;
+    aptus_ud_peer_t *peer;
+    uint32_t xfer;
+    uint8_t req_pending; /* WRITE could not go yet */
+    const uint8_t *src;
+    uint64_t length;
+    uint64_t remote_addr; /* the target's, and its token */
+    uint64_t token;
+    uint64_t src_token;
+    uct_completion_t *comp;
+} aptus_udz_write_t;
+
+static int aptus_udz_write_exported(aptus_udz_t *udz, aptus_ud_peer_t *peer,
+                                    uint64_t token, uint64_t address,
+                                    uint64_t length);
+
+/* The target's side: the get that reads the writer's data, then WDONE. */
+typedef struct aptus_udz_wtarget {
+    ucs_list_link_t list;
+    aptus_udz_t *udz;
+    aptus_ud_peer_t *peer;
+    uint32_t xfer; /* the writer's */
+    uint8_t reply_pending;
+    int32_t status;
+    uct_completion_t comp; /* of the get */
+} aptus_udz_wtarget_t;
 
 typedef struct aptus_udz_flush {
     ucs_list_link_t list;
@@ -104,6 +135,11 @@ static uint32_t aptus_udz_random(void)
         }
     } while (r == 0);
     return r;
+}
+
+static uint64_t aptus_udz_random64(void)
+{
+    return ((uint64_t)aptus_udz_random() << 32) | aptus_udz_random();
 }
 
 /* The receive contexts and the batch arrays (any of them may be NULL). */
@@ -157,6 +193,9 @@ ucs_status_t aptus_udz_init(aptus_udz_t *udz, aptus_ud_chan_t *ud,
     ucs_list_head_init(&udz->gets);
     ucs_list_head_init(&udz->puts);
     ucs_list_head_init(&udz->flushes);
+    ucs_list_head_init(&udz->writes);
+    ucs_list_head_init(&udz->wtargets);
+    udz->closing = 0;
 
     status = ucs_mpool_init(&udz->get_mp, 0, sizeof(aptus_udz_get_t), 0, 8, 16,
                             UINT_MAX, &aptus_mpool_plain_ops, "aptus_udz_gets");
@@ -238,9 +277,15 @@ static unsigned aptus_udz_outstanding(aptus_udz_t *udz, aptus_ud_peer_t *peer)
     aptus_udz_get_t *get;
     unsigned n = 0;
 
+    aptus_udz_write_t *wr;
+
     ucs_list_for_each(get, &udz->gets, list)
     {
         n += !get->finished && ((peer == NULL) || (get->peer == peer));
+    }
+    ucs_list_for_each(wr, &udz->writes, list)
+    {
+        n += (peer == NULL) || (wr->peer == peer);
     }
     return n;
 }
@@ -860,11 +905,15 @@ static void aptus_udz_handle_req(aptus_udz_t *udz, aptus_ud_peer_t *peer,
     put->src    = (const uint8_t *)(uintptr_t)msg->req.remote_addr;
     put->length = msg->req.length;
     put->copy   = !!(msg->req.flags & APTUS_ZC_REQ_COPY);
+    put->token  = msg->req.token;
 
-    /* serve only memory the user registered and gave the key of */
-    if ((udz->check == NULL) ||
-        !udz->check(udz->check_arg, msg->req.token, msg->req.remote_addr,
-                    msg->req.length)) {
+    /* serve only memory the user registered and gave the key of, or the
+     * source of this side's write to that peer */
+    if (!aptus_udz_write_exported(udz, peer, msg->req.token,
+                                  msg->req.remote_addr, msg->req.length) &&
+        ((udz->check == NULL) ||
+         !udz->check(udz->check_arg, msg->req.token, msg->req.remote_addr,
+                     msg->req.length))) {
         put->error_pending = 1;
         put->error         = UCS_ERR_INVALID_ADDR;
     } else if (!put->copy &&
@@ -892,6 +941,231 @@ static void aptus_udz_handle_req(aptus_udz_t *udz, aptus_ud_peer_t *peer,
     aptus_udz_put_pump(udz, put);
 }
 
+/* ---- writes (put): a get turned around -------------------------------- */
+
+static aptus_udz_write_t *aptus_udz_find_write(aptus_udz_t *udz,
+                                               aptus_ud_peer_t *peer,
+                                               uint32_t xfer)
+{
+    aptus_udz_write_t *wr;
+
+    ucs_list_for_each(wr, &udz->writes, list)
+    {
+        if ((wr->xfer == xfer) && (wr->peer == peer)) {
+            return wr;
+        }
+    }
+    return NULL;
+}
+
+/* Whether [address, +length) lies in the source of a write to peer that
+ * token names: only the target of that write may read it. */
+static int aptus_udz_write_exported(aptus_udz_t *udz, aptus_ud_peer_t *peer,
+                                    uint64_t token, uint64_t address,
+                                    uint64_t length)
+{
+    aptus_udz_write_t *wr;
+    uint64_t start;
+
+    ucs_list_for_each(wr, &udz->writes, list)
+    {
+        start = (uintptr_t)wr->src;
+        if ((wr->peer == peer) && (wr->src_token == token) &&
+            (address >= start) && (length <= wr->length) &&
+            (address - start <= wr->length - length)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void aptus_udz_send_write(aptus_udz_t *udz, aptus_udz_write_t *wr)
+{
+    aptus_zc_msg_t msg;
+
+    memset(&msg, 0, sizeof(msg));
+    msg.type             = APTUS_ZC_MSG_WRITE;
+    msg.xfer             = wr->xfer;
+    msg.write.dest_addr  = wr->remote_addr;
+    msg.write.length     = wr->length;
+    msg.write.dest_token = wr->token;
+    msg.write.src_addr   = (uintptr_t)wr->src;
+    msg.write.src_token  = wr->src_token;
+    wr->req_pending = (aptus_udz_send(udz, wr->peer, &msg, NULL, 0) !=
+                       UCS_OK);
+}
+
+/* The write ends: the source is no longer exported, and what this side
+ * still streams from it stops. */
+static void aptus_udz_write_finish(aptus_udz_t *udz, aptus_udz_write_t *wr,
+                                   ucs_status_t status)
+{
+    aptus_udz_put_t *put, *tmp;
+
+    ucs_list_for_each_safe(put, tmp, &udz->puts, list)
+    {
+        if ((put->peer == wr->peer) && (put->token == wr->src_token)) {
+            aptus_udz_put_free(put);
+        }
+    }
+    ucs_list_del(&wr->list);
+    if (status == UCS_OK) {
+        udz->stats.write_bytes += wr->length;
+    } else {
+        udz->stats.aborted++;
+    }
+    if (wr->comp != NULL) {
+        aptus_udz_complete_later(udz, wr->comp, status);
+    }
+    ucs_free(wr);
+    aptus_udz_check_flushes(udz);
+}
+
+ucs_status_t aptus_udz_put(aptus_udz_t *udz, aptus_ud_peer_t *peer,
+                           const void *src, uint64_t length,
+                           uint64_t remote_addr, uint64_t token,
+                           uct_completion_t *comp)
+{
+    aptus_udz_write_t *wr;
+
+    if (peer->flags & APTUS_UD_PEER_FAILED) {
+        return UCS_ERR_ENDPOINT_TIMEOUT;
+    }
+    if (length == 0) {
+        return UCS_OK;
+    }
+    if ((length > udz->config.max_get) ||
+        ((uintptr_t)src + length < (uintptr_t)src)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    wr = ucs_malloc(sizeof(*wr), "aptus_udz_write");
+    if (wr == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    wr->peer        = peer;
+    wr->xfer        = udz->next_xfer++;
+    wr->src         = src;
+    wr->length      = length;
+    wr->remote_addr = remote_addr;
+    wr->token       = token;
+    wr->src_token   = aptus_udz_random64();
+    wr->comp        = comp;
+    ucs_list_add_tail(&udz->writes, &wr->list);
+    udz->stats.writes++;
+    aptus_udz_send_write(udz, wr);
+    return UCS_INPROGRESS;
+}
+
+static void aptus_udz_wtarget_reply(aptus_udz_t *udz, aptus_udz_wtarget_t *wt)
+{
+    aptus_zc_msg_t msg;
+
+    msg.type        = APTUS_ZC_MSG_WDONE;
+    msg.xfer        = wt->xfer;
+    msg.done.status = wt->status;
+    if (udz->closing ||
+        (aptus_udz_send(udz, wt->peer, &msg, NULL, 0) == UCS_OK)) {
+        ucs_list_del(&wt->list);
+        ucs_free(wt);
+    } else {
+        wt->reply_pending = 1;
+    }
+}
+
+/* The target's get of the writer's data ended. */
+static void aptus_udz_wtarget_done(uct_completion_t *comp)
+{
+    aptus_udz_wtarget_t *wt = ucs_container_of(comp, aptus_udz_wtarget_t,
+                                               comp);
+
+    wt->status = comp->status;
+    aptus_udz_wtarget_reply(wt->udz, wt);
+}
+
+static void aptus_udz_handle_write(aptus_udz_t *udz, aptus_ud_peer_t *peer,
+                                   const aptus_zc_msg_t *msg)
+{
+    aptus_udz_wtarget_t *wt;
+    ucs_status_t status;
+
+    wt = ucs_calloc(1, sizeof(*wt), "aptus_udz_wtarget");
+    if (wt == NULL) {
+        return; /* the writer's stream check finds the peer alive, so it
+                 * waits: the same as a lost request of a get */
+    }
+    wt->udz  = udz;
+    wt->peer = peer;
+    wt->xfer = msg->xfer;
+    ucs_list_add_tail(&udz->wtargets, &wt->list);
+
+    /* write only into memory the user registered and gave the key of */
+    if ((udz->check == NULL) ||
+        !udz->check(udz->check_arg, msg->write.dest_token,
+                    msg->write.dest_addr, msg->write.length)) {
+        udz->stats.write_refused++;
+        wt->status = UCS_ERR_INVALID_ADDR;
+        aptus_udz_wtarget_reply(udz, wt);
+        return;
+    }
+    wt->comp.func   = aptus_udz_wtarget_done;
+    wt->comp.count  = 1;
+    wt->comp.status = UCS_OK;
+    status = aptus_udz_get(udz, peer, (void *)(uintptr_t)msg->write.dest_addr,
+                           msg->write.length, msg->write.src_addr,
+                           msg->write.src_token, &wt->comp);
+    if (status != UCS_INPROGRESS) {
+        wt->status = (status == UCS_OK) ? UCS_OK : status;
+        aptus_udz_wtarget_reply(udz, wt);
+    }
+}
+
+static unsigned aptus_udz_writes_progress(aptus_udz_t *udz)
+{
+    aptus_udz_write_t *wr;
+    aptus_udz_wtarget_t *wt, *tmp;
+    unsigned count = 0;
+
+    ucs_list_for_each(wr, &udz->writes, list)
+    {
+        if (wr->req_pending) {
+            aptus_udz_send_write(udz, wr);
+            ++count;
+        }
+    }
+    ucs_list_for_each_safe(wt, tmp, &udz->wtargets, list)
+    {
+        if (wt->reply_pending) {
+            aptus_udz_wtarget_reply(udz, wt);
+            ++count;
+        }
+    }
+    return count;
+}
+
+/* peer's stream failed (status) or its endpoint is gone (CANCELED). */
+static void aptus_udz_writes_stop(aptus_udz_t *udz, aptus_ud_peer_t *peer,
+                                  ucs_status_t status, int failed)
+{
+    aptus_udz_write_t *wr, *wtmp;
+    aptus_udz_wtarget_t *wt, *ttmp;
+
+    ucs_list_for_each_safe(wr, wtmp, &udz->writes, list)
+    {
+        if (wr->peer == peer) {
+            aptus_udz_write_finish(udz, wr, status);
+        }
+    }
+    /* the targets' gets end with the stream: only replies still waiting
+     * for room are dropped here */
+    ucs_list_for_each_safe(wt, ttmp, &udz->wtargets, list)
+    {
+        if (failed && (wt->peer == peer) && wt->reply_pending) {
+            ucs_list_del(&wt->list);
+            ucs_free(wt);
+        }
+    }
+}
+
 /* ---- dispatch --------------------------------------------------------- */
 
 ucs_status_t aptus_udz_internal(aptus_udz_t *udz, aptus_ud_peer_t *peer,
@@ -899,6 +1173,7 @@ ucs_status_t aptus_udz_internal(aptus_udz_t *udz, aptus_ud_peer_t *peer,
 {
     aptus_udz_get_t *get;
     aptus_udz_put_t *put;
+    aptus_udz_write_t *wr;
     aptus_zc_msg_t msg;
 
     if (is_async) {
@@ -940,6 +1215,15 @@ ucs_status_t aptus_udz_internal(aptus_udz_t *udz, aptus_ud_peer_t *peer,
         get = aptus_udz_find_get(udz, peer, msg.xfer);
         if (get != NULL) {
             aptus_udz_get_finish(udz, get, (ucs_status_t)msg.done.status, 0);
+        }
+        break;
+    case APTUS_ZC_MSG_WRITE:
+        aptus_udz_handle_write(udz, peer, &msg);
+        break;
+    case APTUS_ZC_MSG_WDONE:
+        wr = aptus_udz_find_write(udz, peer, msg.xfer);
+        if (wr != NULL) {
+            aptus_udz_write_finish(udz, wr, (ucs_status_t)msg.done.status);
         }
         break;
     case APTUS_ZC_MSG_COPY:
@@ -1004,6 +1288,7 @@ unsigned aptus_udz_progress(aptus_udz_t *udz)
             ++count;
         }
     }
+    count += aptus_udz_writes_progress(udz);
     aptus_udz_dispatch_completions(udz);
     return count;
 }
@@ -1031,6 +1316,7 @@ void aptus_udz_peer_failed(aptus_udz_t *udz, aptus_ud_peer_t *peer,
             aptus_udz_put_free(put);
         }
     }
+    aptus_udz_writes_stop(udz, peer, status, 1);
     aptus_udz_dispatch_completions(udz);
 }
 
@@ -1044,6 +1330,7 @@ void aptus_udz_peer_disconnect(aptus_udz_t *udz, aptus_ud_peer_t *peer)
             aptus_udz_get_finish(udz, get, UCS_ERR_CANCELED, 1);
         }
     }
+    aptus_udz_writes_stop(udz, peer, UCS_ERR_CANCELED, 0);
     aptus_udz_dispatch_completions(udz);
 }
 
@@ -1076,7 +1363,14 @@ void aptus_udz_cleanup(aptus_udz_t *udz)
     aptus_udz_get_t *get, *gtmp;
     aptus_udz_put_t *put, *ptmp;
     aptus_udz_flush_t *fl, *ftmp;
+    aptus_udz_write_t *wr, *wtmp;
+    aptus_udz_wtarget_t *wt, *ttmp;
 
+    udz->closing = 1;
+    ucs_list_for_each_safe(wr, wtmp, &udz->writes, list)
+    {
+        aptus_udz_write_finish(udz, wr, UCS_ERR_CANCELED);
+    }
     ucs_list_for_each_safe(get, gtmp, &udz->gets, list)
     {
         if (get->comp != NULL) {
@@ -1094,6 +1388,12 @@ void aptus_udz_cleanup(aptus_udz_t *udz)
         ucs_free(fl);
     }
     aptus_ud_comp_list_cleanup(&udz->done);
+    /* the targets' gets completed above and freed their records */
+    ucs_list_for_each_safe(wt, ttmp, &udz->wtargets, list)
+    {
+        ucs_list_del(&wt->list);
+        ucs_free(wt);
+    }
     aptus_udz_free_arrays(udz);
     ucs_mpool_cleanup(&udz->put_mp, 1);
     ucs_mpool_cleanup(&udz->get_mp, 1);
@@ -1116,6 +1416,21 @@ static ucs_status_t aptus_udz_iface_get(aptus_chan_t *chan,
                          iov[0].iov_len, remote_addr, key->token, comp);
 }
 
+static ucs_status_t aptus_udz_iface_put(aptus_chan_t *chan,
+                                        aptus_chan_peer_t *peer,
+                                        const struct iovec *iov,
+                                        unsigned iovcnt, uint64_t remote_addr,
+                                        const aptus_chan_key_t *key,
+                                        uct_completion_t *comp)
+{
+    if (iovcnt != 1) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return aptus_udz_put(ucs_derived_of(chan, aptus_udz_t),
+                         (aptus_ud_peer_t *)peer, iov[0].iov_base,
+                         iov[0].iov_len, remote_addr, key->token, comp);
+}
+
 static ucs_status_t aptus_udz_iface_flush(aptus_chan_t *chan,
                                           aptus_chan_peer_t *peer,
                                           unsigned flags,
@@ -1133,7 +1448,7 @@ static unsigned aptus_udz_iface_progress(aptus_chan_t *chan, int is_async)
 const aptus_chan_ops_t aptus_udz_chan_iface_ops = {
     .type          = APTUS_CHAN_UD_ZCOPY,
     .send          = NULL,
-    .put           = NULL, /* the owner streams what is asked of it */
+    .put           = aptus_udz_iface_put,
     .get           = aptus_udz_iface_get,
     .flush         = aptus_udz_iface_flush,
     .pending_add   = aptus_chan_carrier_pending_add,

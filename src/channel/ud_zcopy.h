@@ -58,6 +58,7 @@ typedef struct aptus_udz_stats {
     uint64_t dgrams_sent, dgrams_resent, dgrams_received, misplaced;
     uint64_t duplicates, bad_key, bad_index, truncated, credits, nacks;
     uint64_t stalls, probes, errors, aborted;
+    uint64_t writes, write_bytes, write_refused;
 } aptus_udz_stats_t;
 
 typedef struct aptus_udz {
@@ -72,7 +73,10 @@ typedef struct aptus_udz {
     unsigned num_ctxs;
     ucs_list_link_t gets;    /* this side asked */
     ucs_list_link_t puts;    /* this side serves */
-    ucs_list_link_t flushes; /* waiting for gets to finish */
+    ucs_list_link_t flushes; /* waiting for gets and writes to finish */
+    ucs_list_link_t writes;   /* this side put: the target reads them */
+    ucs_list_link_t wtargets; /* this side reads what a writer put */
+    int closing;
     ucs_mpool_t get_mp;
     ucs_mpool_t put_mp;
     uint32_t next_xfer;
@@ -93,8 +97,8 @@ typedef struct aptus_udz {
     aptus_udz_stats_t stats;
 } aptus_udz_t;
 
-/* The channel interface's operations of UD-ZCopy (chan.h): get (one
- * destination buffer); the peers are UD-SR's streams, which carry its
+/* The channel interface's operations of UD-ZCopy (chan.h): get and put (one
+ * buffer each); the peers are UD-SR's streams, which carry its
  * control messages. */
 extern const aptus_chan_ops_t aptus_udz_chan_iface_ops;
 
@@ -114,6 +118,15 @@ ucs_status_t aptus_udz_get(aptus_udz_t *udz, aptus_ud_peer_t *peer, void *dest,
                            uint64_t length, uint64_t remote_addr,
                            uint64_t token, uct_completion_t *comp);
 
+/* Write the iov (one buffer) to remote_addr of the target's region (its
+ * registration token): the target reads it with a get of its own from
+ * memory exported for this transfer; comp is called when every byte is in
+ * place there (UCS_INPROGRESS), or with an error. */
+ucs_status_t aptus_udz_put(aptus_udz_t *udz, aptus_ud_peer_t *peer,
+                           const void *src, uint64_t length,
+                           uint64_t remote_addr, uint64_t token,
+                           uct_completion_t *comp);
+
 /* The user's progress: receive, grant credit, ask for what is missing,
  * stream what peers asked for. */
 unsigned aptus_udz_progress(aptus_udz_t *udz);
@@ -122,14 +135,15 @@ unsigned aptus_udz_progress(aptus_udz_t *udz);
 ucs_status_t aptus_udz_internal(aptus_udz_t *udz, aptus_ud_peer_t *peer,
                                 const void *data, size_t length, int is_async);
 
-/* The stream to peer failed: its gets fail with status, its puts stop. */
+/* The stream to peer failed: its gets and writes fail with status, what
+ * it asked of this side stops. */
 void aptus_udz_peer_failed(aptus_udz_t *udz, aptus_ud_peer_t *peer,
                            ucs_status_t status);
 
-/* The user's endpoint to peer is gone: its gets are cancelled. */
+/* The user's endpoint to peer is gone: its gets and writes are cancelled. */
 void aptus_udz_peer_disconnect(aptus_udz_t *udz, aptus_ud_peer_t *peer);
 
-/* UCS_OK when peer (NULL: any) has no get outstanding; otherwise comp (if
+/* UCS_OK when peer (NULL: any) has no get or write outstanding; otherwise comp (if
  * any) is completed when they are done, with comp->count raised by one
  * when 'counted' says the caller already owns a unit of it. */
 ucs_status_t aptus_udz_flush(aptus_udz_t *udz, aptus_ud_peer_t *peer,

@@ -36,6 +36,7 @@ int aptus_zc_data_parse(const void *buf, size_t len, aptus_zc_data_t *data)
 #define APTUS_ZC_REQ_LEN  (APTUS_ZC_MSG_HDR + 64u)
 #define APTUS_ZC_DONE_LEN (APTUS_ZC_MSG_HDR + 8u)
 #define APTUS_ZC_COPY_HDR (APTUS_ZC_MSG_HDR + 8u)
+#define APTUS_ZC_WRITE_LEN (APTUS_ZC_MSG_HDR + 40u)
 
 size_t aptus_zc_msg_len(const aptus_zc_msg_t *msg)
 {
@@ -46,6 +47,8 @@ size_t aptus_zc_msg_len(const aptus_zc_msg_t *msg)
         return APTUS_ZC_MSG_HDR + 12u + 8u * (size_t)msg->credit.num_ranges;
     case APTUS_ZC_MSG_COPY:
         return APTUS_ZC_COPY_HDR;
+    case APTUS_ZC_MSG_WRITE:
+        return APTUS_ZC_WRITE_LEN;
     default:
         return APTUS_ZC_DONE_LEN;
     }
@@ -85,7 +88,14 @@ size_t aptus_zc_msg_build(void *buf, const aptus_zc_msg_t *msg)
     case APTUS_ZC_MSG_COPY:
         aptus_put64(p, msg->copy.offset);
         break;
-    default: /* DONE, ERROR */
+    case APTUS_ZC_MSG_WRITE:
+        aptus_put64(p + 0, msg->write.dest_addr);
+        aptus_put64(p + 8, msg->write.length);
+        aptus_put64(p + 16, msg->write.dest_token);
+        aptus_put64(p + 24, msg->write.src_addr);
+        aptus_put64(p + 32, msg->write.src_token);
+        break;
+    default: /* DONE, ERROR, WDONE */
         aptus_put32(p + 0, (uint32_t)msg->done.status);
         aptus_put32(p + 4, 0);
         break;
@@ -150,8 +160,24 @@ int aptus_zc_msg_parse(const void *buf, size_t len, aptus_zc_msg_t *msg)
             }
         }
         return 0;
+    case APTUS_ZC_MSG_WRITE:
+        if (len != APTUS_ZC_WRITE_LEN - APTUS_ZC_MSG_HDR) {
+            return -1;
+        }
+        msg->write.dest_addr  = aptus_get64(p + 0);
+        msg->write.length     = aptus_get64(p + 8);
+        msg->write.dest_token = aptus_get64(p + 16);
+        msg->write.src_addr   = aptus_get64(p + 24);
+        msg->write.src_token  = aptus_get64(p + 32);
+        if ((msg->write.length == 0) ||
+            (msg->write.dest_addr + msg->write.length < msg->write.dest_addr) ||
+            (msg->write.src_addr + msg->write.length < msg->write.src_addr)) {
+            return -1;
+        }
+        return 0;
     case APTUS_ZC_MSG_DONE:
     case APTUS_ZC_MSG_ERROR:
+    case APTUS_ZC_MSG_WDONE:
         if ((len != APTUS_ZC_DONE_LEN - APTUS_ZC_MSG_HDR) ||
             (aptus_get32(p + 4) != 0)) {
             return -1;

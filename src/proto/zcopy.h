@@ -25,6 +25,12 @@
  * credit with the missing ranges, done, error, copied data for the
  * fallback) travel over the reliable UD-SR stream between the two.
  *
+ * A put (a write) is a get turned around: the writer names its source
+ * region with a token made for this one transfer (WRITE), the target checks
+ * that the destination is registered with the token it was given, reads
+ * the data with a get of its own, and answers WDONE when every byte is in
+ * place. The data moves zero-copy, with the same loss recovery.
+ *
  * Data datagram: 16 bytes of header, then payload.
  *
  *  0       4       8       12      16
@@ -74,6 +80,8 @@ typedef enum {
     APTUS_ZC_MSG_DONE   = 3, /* receiver -> owner: all in place (or gave up) */
     APTUS_ZC_MSG_ERROR  = 4, /* owner -> receiver: cannot serve it */
     APTUS_ZC_MSG_COPY   = 5, /* owner -> receiver: data, copy-based path */
+    APTUS_ZC_MSG_WRITE  = 6, /* writer -> target: get this from me */
+    APTUS_ZC_MSG_WDONE  = 7, /* target -> writer: your data is in place */
     APTUS_ZC_MSG_LAST
 } aptus_zc_msg_type_t;
 
@@ -110,8 +118,15 @@ typedef struct aptus_zc_msg {
             aptus_zc_range_t ranges[APTUS_ZC_MAX_RANGES];
         } credit;
         struct {
+            uint64_t dest_addr;  /* in the target's memory */
+            uint64_t length;
+            uint64_t dest_token; /* the target's registration token */
+            uint64_t src_addr;   /* in the writer's memory */
+            uint64_t src_token;  /* exported for this write only */
+        } write;
+        struct {
             int32_t status; /* 0: success, else an error code */
-        } done;             /* also ERROR */
+        } done;             /* also ERROR and WDONE */
         struct {
             uint64_t offset;
             const void *data;

@@ -23,9 +23,11 @@ static ucs_config_field_t uct_aptus_md_config_table[] = {
       UCS_CONFIG_TYPE_TABLE(uct_md_config_table) },
 
     { "STATS", "",
-      "Print UCX-Aptus statistics when an interface closes: empty (off),\n"
-      "'stdout', 'stderr', or a file name in which %h and %p become the host\n"
-      "name and the process id (the file is appended to).",
+      "Print UCX-Aptus statistics when an interface closes: empty (off), or a\n"
+      "comma-separated list of 'stdout', 'stderr' and file names in which %h\n"
+      "and %p become the host name and the process id (files are appended\n"
+      "to; a name ending in .csv gets CSV rows: host, pid, record, object,\n"
+      "counter, value; contrib/aptus_stats_plot.py draws them).",
       ucs_offsetof(uct_aptus_md_config_t, stats), UCS_CONFIG_TYPE_STRING },
 
     { "RCACHE", "try",

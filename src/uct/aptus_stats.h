@@ -19,7 +19,9 @@ typedef struct uct_aptus_stat {
     uint64_t value;
 } uct_aptus_stat_t;
 
-/* dest: "stdout", "stderr", or a file name (%h host, %p pid); "" is off. */
+/* dest: a comma-separated list of "stdout", "stderr", or file names (%h
+ * host, %p pid); a file whose name ends in ".csv" gets CSV rows (host, pid,
+ * record, object, counter, value) instead of the line; "" is off. */
 void uct_aptus_stats_print(const char *dest, const char *tl_name,
                            const char *dev_name, const uct_aptus_stat_t *stats,
                            unsigned count);

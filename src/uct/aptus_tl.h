@@ -104,7 +104,9 @@ enum {
     UCT_APTUS_EP_IN_MAP   = 1u << 2, /* its (key, stream) is in rc_peers */
     UCT_APTUS_EP_CTL_LIST = 1u << 3, /* on the iface's owed-control list */
     UCT_APTUS_EP_XACK     = 1u << 4, /* on the iface's XACK list */
-    UCT_APTUS_EP_RESEND   = 1u << 5  /* on the iface's resend list */
+    UCT_APTUS_EP_RESEND   = 1u << 5, /* on the iface's resend list */
+    UCT_APTUS_EP_FENCED   = 1u << 6  /* later operations wait for the
+                                        writes over UD issued before */
 };
 
 /* A message sent over RC, kept until the peer says it is in: if the
@@ -339,6 +341,9 @@ ucs_status_t uct_aptus_tl_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
                                       unsigned header_length,
                                       const uct_iov_t *iov, size_t iovcnt,
                                       unsigned flags, uct_completion_t *comp);
+ucs_status_t uct_aptus_tl_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                       size_t iovcnt, uint64_t remote_addr,
+                                       uct_rkey_t rkey, uct_completion_t *comp);
 ucs_status_t uct_aptus_tl_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                        size_t iovcnt, uint64_t remote_addr,
                                        uct_rkey_t rkey,

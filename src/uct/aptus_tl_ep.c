@@ -176,9 +176,25 @@ static size_t uct_aptus_tl_pack_short(void *dest, void *arg)
 }
 
 /* A send may go now: nothing waits before it (or it is the one waiting). */
+/* A fence is in force until the writes over UD before it are in place at
+ * the peer (those over RC are in place when they return). */
+static int uct_aptus_tl_ep_fence_holds(uct_aptus_tl_iface_t *iface,
+                                       uct_aptus_tl_ep_t *ep)
+{
+    if (aptus_udz_flush(&iface->udz, &ep->peer, NULL, 0) != UCS_OK) {
+        return 1;
+    }
+    ep->flags &= ~UCT_APTUS_EP_FENCED;
+    return 0;
+}
+
 static inline int uct_aptus_tl_ep_may_send(uct_aptus_tl_iface_t *iface,
                                            uct_aptus_tl_ep_t *ep)
 {
+    if (ucs_unlikely(ep->flags & UCT_APTUS_EP_FENCED) &&
+        uct_aptus_tl_ep_fence_holds(iface, ep)) {
+        return 0;
+    }
     /* messages of a broken connection go again first */
     return ucs_queue_is_empty(&ep->resend) &&
            (ucs_arbiter_group_is_empty(&ep->pending) ||
@@ -454,6 +470,11 @@ ucs_status_t uct_aptus_tl_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
 
     UCT_APTUS_ENTER(iface);
     uct_aptus_tl_ep_init_state(iface, ep);
+    if (ucs_unlikely(ep->flags & UCT_APTUS_EP_FENCED) &&
+        uct_aptus_tl_ep_fence_holds(iface, ep)) {
+        UCT_APTUS_LEAVE(iface);
+        return UCS_ERR_NO_RESOURCE;
+    }
     chan = uct_aptus_tl_select(iface, ep, APTUS_RULE_DATA_CHANS, length);
     if ((chan == APTUS_CHAN_RC_RDMA) && (length > 0) &&
         ((link = uct_aptus_tl_ep_rc_link(iface, ep)) != NULL)) {
@@ -483,6 +504,70 @@ ucs_status_t uct_aptus_tl_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     return status;
 }
 
+ucs_status_t uct_aptus_tl_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                       size_t iovcnt, uint64_t remote_addr,
+                                       uct_rkey_t rkey, uct_completion_t *comp)
+{
+    uct_aptus_tl_iface_t *iface  = uct_aptus_tl_ep_iface(tl_ep);
+    uct_aptus_tl_ep_t *ep        = uct_aptus_tl_ep(tl_ep);
+    const uct_aptus_rkey_t *akey = (const uct_aptus_rkey_t *)rkey;
+    aptus_chan_type_t chan;
+    aptus_rc_link_t *link;
+    aptus_mem_key_t key;
+    struct iovec liov;
+    ucs_status_t status;
+    size_t length;
+
+    UCT_CHECK_PARAM(iovcnt == 1, "aptus put_zcopy takes one iov, got %zu",
+                    iovcnt);
+    length = uct_iov_get_length(iov);
+    UCT_CHECK_LENGTH(length, 0, iface->udz.config.max_get, "put_zcopy");
+    if (!uct_aptus_rkey_covers(akey, remote_addr, length)) {
+        ucs_error("aptus put_zcopy: [0x%" PRIx64 ", +%zu) is outside the "
+                  "remote key's region",
+                  remote_addr, length);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (length == 0) {
+        return UCS_OK;
+    }
+
+    UCT_APTUS_ENTER(iface);
+    uct_aptus_tl_ep_init_state(iface, ep);
+    if (ucs_unlikely(ep->flags & UCT_APTUS_EP_FENCED) &&
+        uct_aptus_tl_ep_fence_holds(iface, ep)) {
+        UCT_APTUS_LEAVE(iface);
+        return UCS_ERR_NO_RESOURCE;
+    }
+    chan = uct_aptus_tl_select(iface, ep, APTUS_RULE_DATA_CHANS, length);
+    if ((chan == APTUS_CHAN_RC_RDMA) &&
+        ((link = uct_aptus_tl_ep_rc_link(iface, ep)) != NULL)) {
+        key.address   = akey->address;
+        key.length    = akey->length;
+        key.host_id   = akey->host_id;
+        key.pid       = akey->pid;
+        liov.iov_base = iov->buffer;
+        liov.iov_len  = length;
+        status = aptus_rc_rdma_put(&iface->rdma, link, &liov, 1, remote_addr,
+                                   &key);
+        if (status == UCS_OK) {
+            uct_aptus_tl_ep_sent(iface, ep, chan, length);
+            UCT_APTUS_LEAVE(iface);
+            return UCS_OK;
+        }
+        /* messages queued on the connection, or memory it cannot reach:
+         * the target reads it over UD */
+    }
+    iface->ud.now_us = iface->ud.clock();
+    status = aptus_udz_put(&iface->udz, &ep->peer, iov->buffer, length,
+                           remote_addr, akey->token, comp);
+    if (!UCS_STATUS_IS_ERR(status)) {
+        uct_aptus_tl_ep_sent(iface, ep, APTUS_CHAN_UD_ZCOPY, length);
+    }
+    UCT_APTUS_LEAVE(iface);
+    return status;
+}
+
 /* ---- pending, flush, failure ------------------------------------------- */
 
 ucs_status_t uct_aptus_tl_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
@@ -498,7 +583,10 @@ ucs_status_t uct_aptus_tl_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
     if (ucs_arbiter_group_is_empty(&ep->pending)) {
         /* where the last send was refused decides whether a retry would
          * go through now */
-        if ((ep->blocked == UCT_APTUS_BLOCKED_RC) && (ep->rc != NULL) &&
+        if ((ep->flags & UCT_APTUS_EP_FENCED) &&
+            uct_aptus_tl_ep_fence_holds(iface, ep)) {
+            room = 0;
+        } else if ((ep->blocked == UCT_APTUS_BLOCKED_RC) && (ep->rc != NULL) &&
             ep->rc->connected) {
             link = &ep->rc->link;
             room = (link->flags & APTUS_RC_LINK_FAILED) ||
@@ -597,9 +685,19 @@ ucs_status_t uct_aptus_tl_ep_flush(uct_ep_h tl_ep, unsigned flags,
 
 ucs_status_t uct_aptus_tl_ep_fence(uct_ep_h tl_ep, unsigned flags)
 {
+    uct_aptus_tl_iface_t *iface = uct_aptus_tl_ep_iface(tl_ep);
+    uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep(tl_ep);
+
     /* Active messages are delivered in sequence whatever their channel;
      * a get over the connection waits for the messages queued before it,
-     * one over UD is served by the owner after them. */
+     * one over UD is served by the owner after them. A write over UD lands
+     * when the target has read it: what follows waits for that. */
+    UCT_APTUS_ENTER(iface);
+    if ((ep->flags & UCT_APTUS_EP_INITED) &&
+        (aptus_udz_flush(&iface->udz, &ep->peer, NULL, 0) != UCS_OK)) {
+        ep->flags |= UCT_APTUS_EP_FENCED;
+    }
+    UCT_APTUS_LEAVE(iface);
     return UCS_OK;
 }
 

@@ -402,7 +402,7 @@ static ucs_status_t uct_aptus_tl_iface_query(uct_iface_h tl_iface,
                       UCT_IFACE_FLAG_AM_ZCOPY | UCT_IFACE_FLAG_PENDING |
                       UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_EP_CHECK |
                       UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
-                      UCT_IFACE_FLAG_GET_ZCOPY;
+                      UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PUT_ZCOPY;
 
     attr->cap.am.max_short       = iface->max_short;
     attr->cap.am.max_bcopy       = max_msg;
@@ -413,6 +413,11 @@ static ucs_status_t uct_aptus_tl_iface_query(uct_iface_h tl_iface,
     attr->cap.am.opt_zcopy_align = 1;
     attr->cap.am.align_mtu       = 1;
 
+    attr->cap.put.min_zcopy       = 0;
+    attr->cap.put.max_zcopy       = iface->udz.config.max_get;
+    attr->cap.put.max_iov         = 1;
+    attr->cap.put.opt_zcopy_align = 1;
+    attr->cap.put.align_mtu       = 1;
     attr->cap.get.min_zcopy       = 0;
     attr->cap.get.max_zcopy       = iface->udz.config.max_get;
     attr->cap.get.max_iov         = 1;
@@ -537,6 +542,8 @@ unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,
         { "rc_no_credits", r->no_credits },
         { "zc_gets", iface->udz.stats.zc_gets },
         { "copy_gets", iface->udz.stats.copy_gets },
+        { "zc_puts", iface->udz.stats.writes },
+        { "put_refused", iface->udz.stats.write_refused },
     };
     unsigned n = ucs_min(max, sizeof(all) / sizeof(all[0]));
 
@@ -629,6 +636,7 @@ static uct_iface_ops_t uct_aptus_tl_iface_tl_ops = {
     .ep_am_short_iov          = uct_base_ep_am_short_iov,
     .ep_am_bcopy              = uct_aptus_tl_ep_am_bcopy,
     .ep_am_zcopy              = uct_aptus_tl_ep_am_zcopy,
+    .ep_put_zcopy             = uct_aptus_tl_ep_put_zcopy,
     .ep_get_zcopy             = uct_aptus_tl_ep_get_zcopy,
     .ep_pending_add           = uct_aptus_tl_ep_pending_add,
     .ep_pending_purge         = uct_aptus_tl_ep_pending_purge,

@@ -179,7 +179,7 @@ aptus_mpirun() {
     # shellcheck disable=SC2054  # the comma in ud_sr,self is meant
     env=(LD_PRELOAD="$APTUS_LIB${LD_PRELOAD:+ $LD_PRELOAD}"
          UCX_TLS="${APTUS_RUN_TLS:-ud_sr,self}" UCX_NET_DEVICES=lo
-         UCX_APTUS_STATS="$APTUS_RUN_STATS/stats.%p"
+         UCX_APTUS_STATS="$APTUS_RUN_STATS/stats.%p,$APTUS_RUN_STATS/stats.%p.csv"
          UCX_WARN_UNUSED_ENV_VARS=n)
     for kv in ${APTUS_RUN_ENV[@]+"${APTUS_RUN_ENV[@]}"}; do
         env+=("$kv")

@@ -79,6 +79,44 @@ check_channels() {
     fi
 }
 
+# check_csv NAME NP: the CSV the transport wrote beside the lines says the
+# same (rc_peak of every rank), and contrib/aptus_stats_plot.py draws it.
+check_csv() {
+    local name=$1 np=$2 r pid csv text why='' out
+    local -a files=()
+    for ((r = 0; r < np; r++)); do
+        pid=${APTUS_RUN_PIDS[$r]:-}
+        csv=$APTUS_RUN_STATS/stats.$pid.csv
+        if [ -z "$pid" ] || [ ! -s "$csv" ]; then
+            why="${why:+$why, }rank $r: no CSV"
+            continue
+        fi
+        files+=("$csv")
+        text=$(aptus_stat "$pid" rc_peak aptus)
+        if ! grep -q ",aptus,[^,]*,rc_peak,${text:-x}\$" "$csv"; then
+            why="${why:+$why, }rank $r: CSV rc_peak differs from the line ($text)"
+        fi
+    done
+    if [ -z "$why" ]; then
+        # Debian's python3 (python3-matplotlib), not one earlier in PATH
+        if ! out=$("$(command -v /usr/bin/python3 || command -v python3)" \
+                   "$APTUS_REPO/contrib/aptus_stats_plot.py" \
+                   "$APTUS_RUN_STATS" "${files[@]}" 2>&1); then
+            why="aptus_stats_plot.py failed: $(tail -n1 <<<"$out")"
+        elif [ ! -s "$APTUS_RUN_STATS/channel_by_size.png" ] ||
+             [ ! -s "$APTUS_RUN_STATS/channels_per_process.png" ]; then
+            why="aptus_stats_plot.py drew no PNG"
+        elif [ "$(grep -c ' rc .* fp ' <<<"$out")" -ne "$np" ]; then
+            why="the per-process table has not $np rows"
+        fi
+    fi
+    if [ -z "$why" ]; then
+        pass "$name: CSV statistics agree with the lines; plots drawn"
+    else
+        fail "$name: CSV statistics" "$why"
+    fi
+}
+
 for flavour in $APTUS_MPIS; do
     aptus_build "$flavour" heavy_light || continue
     for job in "8 2 4 100" "16 2 4 60" "16 2 2 60" "32 2 4 40"; do
@@ -93,6 +131,9 @@ for flavour in $APTUS_MPIS; do
         aptus_mpirun "$name" "$flavour" "$np" heavy_light -i "$iters" -h "$heavy"
         if aptus_check_run "$name" heavy_light "$np"; then
             check_channels "$name" "$np" "$heavy" "$max_rc"
+            if [ "$np" -eq 8 ]; then
+                check_csv "$name" "$np"
+            fi
         fi
     done
 done

@@ -190,6 +190,17 @@ run "aptus ucp tag_lat 1MB"            500 aptus -t tag_lat -s 1048576
 KEYS="ud_zcopy_msgs"
 UCX_APTUS_MAX_RC=0 \
     run "aptus ucp tag_bw 1MB MAX_RC=0"  200 aptus -t tag_bw -s 1048576
+# puts: over RC-RDMA once the traffic earned a connection; over UD, the
+# target reads what the writer exported (a get turned around)
+KEYS="rc_rdma_msgs rc_granted"
+run "aptus uct put_bw zcopy 1MB"        200 "" -t put_bw -x aptus -d lo -D zcopy -s 1048576
+KEYS="zc_puts ud_zcopy_msgs"
+UCX_APTUS_MAX_RC=0 \
+    run "aptus uct put_bw zcopy 1MB MAX_RC=0" 200 "" -t put_bw -x aptus -d lo -D zcopy -s 1048576
+UCX_APTUS_MAX_RC=0 \
+    run "aptus uct put_lat zcopy 64KB MAX_RC=0" 500 "" -t put_lat -x aptus -d lo -D zcopy -s 65536
+UCX_APTUS_MAX_RC=0 UCX_RNDV_SCHEME=put_zcopy \
+    run "aptus ucp tag_bw 1MB rndv=put MAX_RC=0" 200 aptus -t tag_bw -s 1048576
 TL=ud_sr
 KEYS="tx_msgs rx_msgs"
 

@@ -299,10 +299,18 @@ TEST_P(chan_conformance, data_moves_by_key)
     if (c->ops->put != nullptr) {
         std::vector<uint8_t> src = pattern(77, 50000);
         struct iovec piov        = { src.data(), src.size() };
-        ASSERT_EQ(UCS_OK, locked([&] {
-                      return c->ops->put(c, peer(m_a), &piov, 1, base + 100,
-                                         &key, nullptr);
-                  }));
+        init_comp(comp);
+        while ((status = locked([&] {
+                    return c->ops->put(c, peer(m_a), &piov, 1, base + 100,
+                                       &key, &comp.super);
+                })) == UCS_ERR_NO_RESOURCE) {
+            progress();
+        }
+        if (status == UCS_INPROGRESS) { /* done when it is in place */
+            ASSERT_TRUE(wait_for([&] { return comp.done > 0; }));
+            status = comp.status;
+        }
+        ASSERT_EQ(UCS_OK, status);
         EXPECT_EQ(0, memcmp(rb.data.data() + 100, src.data(), src.size()));
     }
     EXPECT_EQ(UCS_OK, flush());

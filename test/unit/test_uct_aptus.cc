@@ -422,6 +422,124 @@ TEST_F(uct_aptus, get_zcopy_over_ud_then_rc_rdma)
     release(rb);
 }
 
+/* A put over UD is a get turned around: the target reads the source,
+ * exported for that one transfer, and answers when the data is in place. */
+TEST_F(uct_aptus, put_zcopy_over_ud_then_rc_rdma)
+{
+    setup_pair(eager_rc());
+    remote_buf rb;
+    expose(rb, 512 * 1024);
+    auto put = [&](size_t offset, size_t length, unsigned id) {
+        std::vector<uint8_t> src = pattern(id, length);
+        uct_iov_t iov            = { src.data(), length, NULL, 0, 1 };
+        test_comp c;
+        init_comp(c);
+        ucs_status_t status;
+        while ((status = uct_ep_put_zcopy(
+                    m_a.ep, &iov, 1,
+                    (uint64_t)(uintptr_t)rb.data.data() + offset,
+                    rb.rkey.rkey, &c.super)) == UCS_ERR_NO_RESOURCE) {
+            progress();
+        }
+        if (status == UCS_INPROGRESS) {
+            ASSERT_TRUE(wait_for([&] { return c.done > 0; }));
+            status = c.status;
+        }
+        ASSERT_EQ(UCS_OK, status);
+        /* complete means in place at the target */
+        ASSERT_EQ(0, memcmp(src.data(), rb.data.data() + offset, length));
+    };
+    std::vector<uint8_t> before = rb.data;
+    put(4096, 300000, 31); /* zero-copy: the target reads it */
+    put(1, 777, 32);       /* small: the target's get takes the copy path */
+    EXPECT_EQ(0, memcmp(before.data() + 4096 + 300000,
+                        rb.data.data() + 4096 + 300000,
+                        rb.data.size() - 4096 - 300000)) << "written past";
+    EXPECT_EQ(2u, stats(m_a)["ud_zcopy_msgs"]);
+    EXPECT_EQ(2u, stats(m_a)["zc_puts"]);
+    EXPECT_EQ(1u, stats(m_b)["zc_gets"]);
+    EXPECT_EQ(1u, stats(m_b)["copy_gets"]);
+
+    auto sent = send_mixed(m_a, 300, 8); /* earns the connection */
+    expect_received(m_b, sent);
+    ASSERT_EQ(1u, stats(m_a)["rc_now"]);
+    put(100, 200000, 33);
+    EXPECT_EQ(1u, stats(m_a)["rc_rdma_msgs"]);
+    release(rb);
+}
+
+TEST_F(uct_aptus, put_with_a_wrong_token_is_refused_and_writes_nothing)
+{
+    setup_pair();
+    remote_buf rb;
+    expose(rb, 128 * 1024);
+    std::vector<uint8_t> before = rb.data;
+    uct_aptus_rkey_t forged = *(const uct_aptus_rkey_t *)rb.rkey.rkey;
+    forged.token ^= 0x5a5a5a5a5a5a5a5aull; /* the right region, a guess */
+    std::vector<uint8_t> src = pattern(41, 100000);
+    uct_iov_t iov            = { src.data(), src.size(), NULL, 0, 1 };
+    test_comp c;
+    init_comp(c);
+    ucs_status_t status = uct_ep_put_zcopy(
+        m_a.ep, &iov, 1, (uint64_t)(uintptr_t)rb.data.data(),
+        (uct_rkey_t)&forged, &c.super);
+    ASSERT_EQ(UCS_INPROGRESS, status);
+    ASSERT_TRUE(wait_for([&] { return c.done > 0; }));
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR, c.status);
+    EXPECT_EQ(before, rb.data);
+    EXPECT_EQ(1u, stats(m_b)["put_refused"]);
+    EXPECT_EQ(0u, stats(m_b)["zc_gets"] + stats(m_b)["copy_gets"]);
+    /* the endpoint still works */
+    auto sent = send_mixed(m_a, 20, 9);
+    expect_received(m_b, sent);
+    release(rb);
+}
+
+TEST_F(uct_aptus, fence_holds_later_operations_until_a_put_is_in_place)
+{
+    setup_pair();
+    remote_buf rb;
+    expose(rb, 1024 * 1024);
+    std::vector<uint8_t> src = pattern(51, rb.data.size());
+    uct_iov_t iov            = { src.data(), src.size(), NULL, 0, 1 };
+    test_comp c;
+    init_comp(c);
+    ASSERT_EQ(UCS_INPROGRESS,
+              uct_ep_put_zcopy(m_a.ep, &iov, 1,
+                               (uint64_t)(uintptr_t)rb.data.data(),
+                               rb.rkey.rkey, &c.super));
+    ASSERT_EQ(UCS_OK, uct_ep_fence(m_a.ep, 0));
+    /* the target has not read a megabyte yet: the message waits */
+    uint64_t hdr = 0;
+    EXPECT_EQ(UCS_ERR_NO_RESOURCE, uct_ep_am_short(m_a.ep, 1, hdr, NULL, 0));
+    ucs_status_t status;
+    unsigned refused = 0;
+    while ((status = uct_ep_am_short(m_a.ep, 1, hdr, NULL, 0)) ==
+           UCS_ERR_NO_RESOURCE) {
+        EXPECT_EQ(0, c.done) << "held after the put completed";
+        ++refused;
+        progress();
+    }
+    ASSERT_EQ(UCS_OK, status);
+    EXPECT_EQ(1, c.done);
+    EXPECT_EQ(UCS_OK, c.status);
+    EXPECT_EQ(src, rb.data);
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) >= 1; }));
+    /* flush after a put: every byte is in place (the megabyte may have
+     * earned a connection: then the put is done at once over RC-RDMA) */
+    src        = pattern(52, rb.data.size());
+    iov.buffer = src.data();
+    init_comp(c);
+    status = uct_ep_put_zcopy(m_a.ep, &iov, 1,
+                              (uint64_t)(uintptr_t)rb.data.data(),
+                              rb.rkey.rkey, &c.super);
+    ASSERT_TRUE((status == UCS_OK) || (status == UCS_INPROGRESS));
+    EXPECT_EQ(UCS_OK, flush_ep(m_a.ep));
+    EXPECT_EQ((status == UCS_INPROGRESS) ? 1 : 0, c.done);
+    EXPECT_EQ(src, rb.data);
+    release(rb);
+}
+
 TEST_F(uct_aptus, flush_covers_every_channel)
 {
     setup_pair(eager_rc());

@@ -351,6 +351,53 @@ TEST(zcopy, message_round_trips)
     EXPECT_EQ(-1, aptus_zc_msg_parse(buf, len, &q)); /* no data */
 }
 
+TEST(zcopy, write_messages)
+{
+    uint8_t buf[256];
+    aptus_zc_msg_t m = {}, q;
+
+    m.type             = APTUS_ZC_MSG_WRITE;
+    m.xfer             = 77;
+    m.write.dest_addr  = 0x7f0000001000ull;
+    m.write.length     = 300000;
+    m.write.dest_token = 0xa1a2a3a4a5a6a7a8ull;
+    m.write.src_addr   = 0x5500000000ull;
+    m.write.src_token  = 0x0102030405060708ull;
+    size_t len         = aptus_zc_msg_build(buf, &m);
+    ASSERT_EQ(len, aptus_zc_msg_len(&m));
+    ASSERT_EQ(0, aptus_zc_msg_parse(buf, len, &q));
+    EXPECT_EQ(APTUS_ZC_MSG_WRITE, q.type);
+    EXPECT_EQ(77u, q.xfer);
+    EXPECT_EQ(m.write.dest_addr, q.write.dest_addr);
+    EXPECT_EQ(m.write.length, q.write.length);
+    EXPECT_EQ(m.write.dest_token, q.write.dest_token);
+    EXPECT_EQ(m.write.src_addr, q.write.src_addr);
+    EXPECT_EQ(m.write.src_token, q.write.src_token);
+    EXPECT_EQ(-1, aptus_zc_msg_parse(buf, len - 1, &q)); /* truncated */
+    EXPECT_EQ(-1, aptus_zc_msg_parse(buf, len + 1, &q)); /* trailing byte */
+
+    m.write.length = 0; /* nothing to write */
+    len            = aptus_zc_msg_build(buf, &m);
+    EXPECT_EQ(-1, aptus_zc_msg_parse(buf, len, &q));
+    m.write.length   = 64;
+    m.write.src_addr = ~0ull - 10; /* the source wraps */
+    len              = aptus_zc_msg_build(buf, &m);
+    EXPECT_EQ(-1, aptus_zc_msg_parse(buf, len, &q));
+    m.write.src_addr  = 4096;
+    m.write.dest_addr = ~0ull - 10; /* the destination wraps */
+    len               = aptus_zc_msg_build(buf, &m);
+    EXPECT_EQ(-1, aptus_zc_msg_parse(buf, len, &q));
+
+    m             = aptus_zc_msg_t();
+    m.type        = APTUS_ZC_MSG_WDONE;
+    m.xfer        = 78;
+    m.done.status = -3;
+    len           = aptus_zc_msg_build(buf, &m);
+    ASSERT_EQ(0, aptus_zc_msg_parse(buf, len, &q));
+    EXPECT_EQ(APTUS_ZC_MSG_WDONE, q.type);
+    EXPECT_EQ(-3, q.done.status);
+}
+
 TEST(zcopy, message_rejects)
 {
     uint8_t buf[256];
