@@ -6,6 +6,29 @@
 
 #include <string.h>
 
+uint32_t aptus_vb_iov_len(const struct iovec *iov, unsigned iovcnt)
+{
+    size_t len = 0;
+    unsigned i;
+
+    for (i = 0; i < iovcnt; ++i) {
+        len += iov[i].iov_len;
+    }
+    return (len > UINT32_MAX) ? UINT32_MAX : (uint32_t)len;
+}
+
+void aptus_vb_gather(uint8_t *dest, const struct iovec *iov, unsigned iovcnt)
+{
+    unsigned i;
+
+    for (i = 0; i < iovcnt; ++i) {
+        if (iov[i].iov_len > 0) {
+            memcpy(dest, iov[i].iov_base, iov[i].iov_len);
+            dest += iov[i].iov_len;
+        }
+    }
+}
+
 int aptus_vb_size_check(uint32_t size)
 {
     return ((size >= APTUS_VB_MIN_SIZE) && (size <= APTUS_VB_MAX_SIZE)) ? 0
@@ -31,6 +54,17 @@ aptus_vb_status_t aptus_vb_tx_pack(aptus_vb_tx_t *tx, const void *payload,
                                    uint32_t len, uint8_t *image,
                                    aptus_vb_write_t *write)
 {
+    struct iovec iov = { (void *)payload, len };
+
+    return aptus_vb_tx_pack_iov(tx, &iov, 1, image, write);
+}
+
+aptus_vb_status_t aptus_vb_tx_pack_iov(aptus_vb_tx_t *tx,
+                                       const struct iovec *iov,
+                                       unsigned iovcnt, uint8_t *image,
+                                       aptus_vb_write_t *write)
+{
+    uint32_t len = aptus_vb_iov_len(iov, iovcnt);
     uint32_t cost = len + APTUS_VB_OVERHEAD;
     uint32_t fresh;
 
@@ -66,9 +100,7 @@ aptus_vb_status_t aptus_vb_tx_pack(aptus_vb_tx_t *tx, const void *payload,
     write->offset = tx->slot - cost;
     write->total  = cost + 1;
     image[0]      = 0; /* the next message's slot */
-    if (len > 0) {
-        memcpy(image + 1, payload, len);
-    }
+    aptus_vb_gather(image + 1, iov, iovcnt);
     aptus_put16(image + 1 + len, (uint16_t)len);
     image[cost] = APTUS_VB_FLAG_MSG;
     tx->credits -= fresh;

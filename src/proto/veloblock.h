@@ -38,6 +38,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -120,6 +121,16 @@ static inline uint32_t aptus_vb_image_len(uint32_t len)
 aptus_vb_status_t aptus_vb_tx_pack(aptus_vb_tx_t *tx, const void *payload,
                                    uint32_t len, uint8_t *image,
                                    aptus_vb_write_t *write);
+
+/* The same, with the payload gathered from iov. */
+aptus_vb_status_t aptus_vb_tx_pack_iov(aptus_vb_tx_t *tx,
+                                       const struct iovec *iov,
+                                       unsigned iovcnt, uint8_t *image,
+                                       aptus_vb_write_t *write);
+
+/* Bytes of iov (UINT32_MAX when more), and their copy to dest. */
+uint32_t aptus_vb_iov_len(const struct iovec *iov, unsigned iovcnt);
+void aptus_vb_gather(uint8_t *dest, const struct iovec *iov, unsigned iovcnt);
 
 /* Credits the receiver returned; APTUS_VB_CORRUPT when more than used. */
 aptus_vb_status_t aptus_vb_tx_credit(aptus_vb_tx_t *tx, uint32_t bytes);
