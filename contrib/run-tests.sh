@@ -58,6 +58,7 @@ if [ $quick -eq 0 ]; then
     suite mpi-rc test/scripts/test_mpi_rc.sh
     suite mpi-aptus test/scripts/test_mpi_aptus.sh
     suite mpi-over-aptus env APTUS_MPI_TLS=aptus,self test/scripts/test_mpi_rc.sh
+    suite mpi-over-rc_fp env APTUS_MPI_TLS=rc_fp,self test/scripts/test_mpi_rc.sh
     suite scale test/scripts/test_scale.sh
     suite loss test/scripts/test_loss.sh
 fi

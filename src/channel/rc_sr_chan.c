@@ -555,6 +555,7 @@ static int aptus_rc_chan_share(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
                                uint32_t key, uint16_t port, uint16_t tag)
 {
     aptus_rc_link_t *acc;
+    uint32_t reserved;
 
     ucs_list_for_each(acc, &chan->links, list)
     {
@@ -567,7 +568,9 @@ static int aptus_rc_chan_share(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
             continue;
         }
         /* the endpoint's link takes over the accepted one's state */
-        *link = *acc;
+        reserved       = link->reserved;
+        *link          = *acc;
+        link->reserved = reserved;
         ucs_arbiter_group_init(&link->pending);
         ucs_queue_head_init(&link->flushes);
         link->flags |= APTUS_RC_LINK_USER;
@@ -694,9 +697,26 @@ static ucs_status_t aptus_rc_link_error(aptus_rc_chan_t *chan,
     return link->error;
 }
 
+static ucs_status_t aptus_rc_chan_send_am_flags(aptus_rc_chan_t *chan,
+                                                aptus_rc_link_t *link,
+                                                uint8_t am_id,
+                                                const struct iovec *iov,
+                                                unsigned iovcnt,
+                                                unsigned flags);
+
 ucs_status_t aptus_rc_chan_send_am(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
                                    uint8_t am_id, const struct iovec *iov,
                                    unsigned iovcnt)
+{
+    return aptus_rc_chan_send_am_flags(chan, link, am_id, iov, iovcnt, 0);
+}
+
+static ucs_status_t aptus_rc_chan_send_am_flags(aptus_rc_chan_t *chan,
+                                                aptus_rc_link_t *link,
+                                                uint8_t am_id,
+                                                const struct iovec *iov,
+                                                unsigned iovcnt,
+                                                unsigned flags)
 {
     struct iovec msg_iov[APTUS_RC_MAX_IOV + 1];
     uint8_t hdr[APTUS_RC_HDR_LEN];
@@ -708,9 +728,15 @@ ucs_status_t aptus_rc_chan_send_am(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
     if (ucs_unlikely(link->flags & APTUS_RC_LINK_FAILED)) {
         return aptus_rc_link_error(chan, link);
     }
-    if (aptus_rc_link_waiting(chan, link) ||
+    if ((!(flags & APTUS_CHAN_SEND_F_INTERNAL) &&
+         aptus_rc_link_waiting(chan, link)) ||
         (link->flags & APTUS_RC_LINK_SWITCHING)) {
         return UCS_ERR_NO_RESOURCE; /* behind those already waiting */
+    }
+    if (ucs_unlikely(link->fc.tx <= link->reserved) &&
+        !(flags & APTUS_CHAN_SEND_F_INTERNAL)) {
+        chan->stats.no_credits++;
+        return UCS_ERR_NO_RESOURCE;
     }
     if (!aptus_rc_credits_take(&link->fc)) {
         chan->stats.no_credits++;
@@ -755,7 +781,8 @@ ssize_t aptus_rc_chan_send(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
     switch (send->kind) {
     case APTUS_CHAN_SEND_PACK:
         /* packing is not free: only when the message can go */
-        if (!(link->flags & APTUS_RC_LINK_FAILED) && (link->fc.tx == 0)) {
+        if (!(link->flags & APTUS_RC_LINK_FAILED) &&
+            (link->fc.tx <= link->reserved)) {
             chan->stats.no_credits++;
             return UCS_ERR_NO_RESOURCE;
         }
@@ -764,7 +791,8 @@ ssize_t aptus_rc_chan_send(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
                     length, chan->config.max_msg);
         iov[0].iov_base = chan->staging;
         iov[0].iov_len  = length;
-        status          = aptus_rc_chan_send_am(chan, link, send->am_id, iov, 1);
+        status          = aptus_rc_chan_send_am_flags(chan, link, send->am_id,
+                                                      iov, 1, send->flags);
         return (status == UCS_OK) ? (ssize_t)length : status;
     case APTUS_CHAN_SEND_COPY:
     case APTUS_CHAN_SEND_IOV:
@@ -794,7 +822,8 @@ ssize_t aptus_rc_chan_send(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
         }
         /* the connection (or its backlog) has the bytes when this returns:
          * an IOV message's completion is not needed */
-        return aptus_rc_chan_send_am(chan, link, send->am_id, iov, n);
+        return aptus_rc_chan_send_am_flags(chan, link, send->am_id, iov, n,
+                                           send->flags);
     }
     return UCS_ERR_INVALID_PARAM;
 }
@@ -843,7 +872,8 @@ ucs_status_t aptus_rc_chan_pending_add(aptus_rc_chan_t *chan,
 {
     if (ucs_arbiter_group_is_empty(&link->pending) &&
         ((link->flags & APTUS_RC_LINK_FAILED) ||
-         ((link->fc.tx > 0) && (aptus_rc_link_backlog(link) == 0) &&
+         ((link->fc.tx > link->reserved) &&
+          (aptus_rc_link_backlog(link) == 0) &&
           !(link->flags & APTUS_RC_LINK_SWITCHING)))) {
         return UCS_ERR_BUSY; /* a retry would go through (or fail) now */
     }

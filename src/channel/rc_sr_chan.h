@@ -72,6 +72,8 @@ typedef struct aptus_rc_link {
     aptus_conn_t *conn;
     aptus_rc_credits_t fc;
     uint32_t tx_limit; /* what the peer granted: fc.tx never exceeds it */
+    uint32_t reserved; /* credits only internal messages may take (the
+                          owner's control must get through) */
     unsigned flags;
     int am_queued;     /* a message waits in the wire's backlog */
     uint32_t peer_key; /* the other interface's identity */

@@ -18,6 +18,7 @@
 /* Transports of this module (defined with UCT_TL_DEFINE_ENTRY). */
 extern uct_tl_t UCT_TL_NAME(ud_sr);
 extern uct_tl_t UCT_TL_NAME(rc_sr);
+extern uct_tl_t UCT_TL_NAME(rc_fp);
 extern uct_tl_t UCT_TL_NAME(aptus);
 
 /* The only entry point UCX needs: register the component, then its
@@ -27,5 +28,6 @@ static void UCS_F_CTOR uct_aptus_module_init(void)
     uct_component_register(&uct_aptus_component);
     uct_tl_register(&uct_aptus_component, &UCT_TL_NAME(ud_sr));
     uct_tl_register(&uct_aptus_component, &UCT_TL_NAME(rc_sr));
+    uct_tl_register(&uct_aptus_component, &UCT_TL_NAME(rc_fp));
     uct_tl_register(&uct_aptus_component, &UCT_TL_NAME(aptus));
 }

@@ -7,6 +7,7 @@
 
 #include "rc_sr_iface.h"
 #include "rc_sr_ep.h"
+#include "rc_fp.h"
 #include "aptus_iface.h"
 #include "../base/aptus_mpool.h"
 #include "../wire/sock/sock_conn.h"
@@ -149,12 +150,10 @@ static int uct_rc_sr_deliver_copy(uct_rc_sr_iface_t *iface, uint8_t am_id,
     return 1;
 }
 
-static ucs_status_t uct_rc_sr_deliver(void *arg, aptus_rc_link_t *link,
-                                      uint8_t am_id, void *data,
-                                      size_t length, aptus_conn_buf_t *buf,
-                                      int at_start)
+ucs_status_t uct_rc_sr_deliver_user(uct_rc_sr_iface_t *iface, uint8_t am_id,
+                                    void *data, size_t length,
+                                    aptus_conn_buf_t *buf, int at_start)
 {
-    uct_rc_sr_iface_t *iface = arg;
     ucs_status_t status;
     void *desc;
 
@@ -181,13 +180,38 @@ static ucs_status_t uct_rc_sr_deliver(void *arg, aptus_rc_link_t *link,
     return status;
 }
 
+static ucs_status_t uct_rc_sr_deliver(void *arg, aptus_rc_link_t *link,
+                                      uint8_t am_id, void *data,
+                                      size_t length, aptus_conn_buf_t *buf,
+                                      int at_start)
+{
+    uct_rc_sr_iface_t *iface = arg;
+
+    if (iface->fp_enabled) {
+        return uct_rc_fp_deliver_rc(iface, link, am_id, data, length, buf,
+                                    at_start);
+    }
+    if (ucs_unlikely(am_id >= UCT_AM_ID_MAX)) {
+        /* a peer that passed the greeting, yet names no handler: never
+         * index the handler table with it */
+        if (iface->rx_bad_am_id++ == 0) {
+            ucs_error("%s/%s: dropped a message with active message id %u "
+                      "from 0x%08x (ids are below %u)",
+                      iface->tl_name, iface->dev_name, am_id, link->peer_key,
+                      (unsigned)UCT_AM_ID_MAX);
+        }
+        return UCS_OK;
+    }
+    return uct_rc_sr_deliver_user(iface, am_id, data, length, buf, at_start);
+}
+
 static void uct_rc_sr_peer_failed(void *arg, aptus_rc_link_t *link,
                                   ucs_status_t status)
 {
     uct_rc_sr_iface_t *iface = arg;
 
     uct_aptus_failures_add(
-        &iface->failures, UCT_RC_SR_TL_NAME,
+        &iface->failures, iface->tl_name,
         &ucs_container_of(link, uct_rc_sr_ep_t, link)->super.super, status);
 }
 
@@ -224,9 +248,12 @@ static unsigned uct_rc_sr_iface_progress(uct_iface_h tl_iface)
     unsigned count;
 
     count = aptus_rc_chan_progress(&iface->chan);
+    if (iface->fp_enabled) {
+        count += uct_rc_fp_iface_poll(iface);
+    }
     if (ucs_unlikely(iface->failures.num > 0)) {
         uct_aptus_failures_report(&iface->failures, &iface->super.super,
-                                  UCT_RC_SR_TL_NAME, iface->dev_name);
+                                  iface->tl_name, iface->dev_name);
     }
     if (ucs_unlikely(iface->wire->stats.rx_pool_empty !=
                      iface->rx_pool_empty_seen)) {
@@ -246,8 +273,8 @@ static ucs_status_t uct_rc_sr_iface_flush(uct_iface_h tl_iface, unsigned flags,
     return aptus_rc_chan_flush_all(&iface->chan);
 }
 
-static ucs_status_t uct_rc_sr_iface_query(uct_iface_h tl_iface,
-                                          uct_iface_attr_t *attr)
+ucs_status_t uct_rc_sr_iface_query(uct_iface_h tl_iface,
+                                   uct_iface_attr_t *attr)
 {
     uct_rc_sr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_sr_iface_t);
     size_t max_msg           = iface->chan.config.max_msg;
@@ -389,6 +416,7 @@ unsigned uct_rc_sr_iface_stats(uct_rc_sr_iface_t *iface,
                     { "rx_buf_bytes", iface->wire->rx_buf_size },
                     { "rx_pool_buffers", iface->rx_queue_len },
                     { "rx_pool_max", iface->rx_max_bufs },
+                    { "rx_bad_am_id", iface->rx_bad_am_id },
     };
     unsigned n = ucs_min(max, sizeof(all) / sizeof(all[0]));
 
@@ -479,7 +507,7 @@ static ucs_status_t uct_rc_sr_iface_copy_mpool_init(uct_rc_sr_iface_t *iface)
                           "uct_rc_sr_rx_copy");
 }
 
-static UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
+UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
                            const uct_iface_params_t *params,
                            const uct_iface_config_t *tl_config)
 {
@@ -554,6 +582,10 @@ static UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
         UCT_IFACE_PARAM_VALUE(params, rx_headroom, RX_HEADROOM, 0);
     uct_aptus_failures_init(&self->failures);
     self->eps_created  = 0;
+    self->rx_bad_am_id = 0;
+    self->tl_name      = UCT_RC_SR_TL_NAME;
+    self->ep_size      = sizeof(uct_rc_sr_ep_t);
+    self->fp_enabled   = 0;
     memset(&self->conn_res, 0, sizeof(self->conn_res));
     self->release_desc.cb       = uct_rc_sr_release_desc;
     self->release_copy_desc.cb  = uct_rc_sr_release_copy_desc;
@@ -634,7 +666,7 @@ err_bounce:
     return status;
 }
 
-static UCS_CLASS_CLEANUP_FUNC(uct_rc_sr_iface_t)
+UCS_CLASS_CLEANUP_FUNC(uct_rc_sr_iface_t)
 {
     uct_aptus_md_t *md = ucs_derived_of(self->super.md, uct_aptus_md_t);
     uct_aptus_stat_t stats[64];
@@ -642,9 +674,11 @@ static UCS_CLASS_CLEANUP_FUNC(uct_rc_sr_iface_t)
 
     uct_base_iface_progress_disable(&self->super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-    n = uct_rc_sr_iface_stats(self, stats, 64);
-    uct_aptus_stats_print(md->stats, UCT_RC_SR_TL_NAME, self->dev_name, stats,
-                          n);
+    if (!self->fp_enabled) { /* rc_fp printed its line, with these */
+        n = uct_rc_sr_iface_stats(self, stats, 64);
+        uct_aptus_stats_print(md->stats, self->tl_name, self->dev_name, stats,
+                              n);
+    }
     aptus_rc_chan_cleanup(&self->chan);
     self->wire->ops->close(self->wire);
     ucs_mpool_cleanup(&self->rx_copy_mp, 1);

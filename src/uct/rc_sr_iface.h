@@ -76,14 +76,33 @@ typedef struct uct_rc_sr_iface {
     double bandwidth;
     aptus_rc_conn_resources_t conn_res; /* of the last connection opened */
     uint64_t eps_created;
+    uint64_t rx_bad_am_id; /* messages naming no user's id: dropped */
     uct_aptus_failures_t failures; /* to report from progress */
+    /* rc_fp extends this interface: its name, its endpoints' size, and
+     * whether its fast path and order trailer are on */
+    const char *tl_name;
+    size_t ep_size;
+    int fp_enabled;
 } uct_rc_sr_iface_t;
 
 extern ucs_config_field_t uct_rc_sr_iface_config_table[];
 
+/* rc_fp derives its interface from this one. */
+UCS_CLASS_DECLARE(uct_rc_sr_iface_t, uct_md_h, uct_worker_h,
+                  const uct_iface_params_t *, const uct_iface_config_t *);
+
 /* Statistics of an interface, as printed; returns the number of entries. */
 unsigned uct_rc_sr_iface_stats(uct_rc_sr_iface_t *iface,
                                uct_aptus_stat_t *stats, unsigned max);
+
+/* Hand an active message to the user (rc_sr's receive path, also rc_fp's
+ * once it put the message in order). */
+ucs_status_t uct_rc_sr_deliver_user(uct_rc_sr_iface_t *iface, uint8_t am_id,
+                                    void *data, size_t length,
+                                    aptus_conn_buf_t *buf, int at_start);
+
+ucs_status_t uct_rc_sr_iface_query(uct_iface_h tl_iface,
+                                   uct_iface_attr_t *attr);
 
 /* Forget queued failure reports of an endpoint being destroyed. */
 void uct_rc_sr_iface_forget_ep(uct_rc_sr_iface_t *iface, uct_rc_sr_ep_t *ep);

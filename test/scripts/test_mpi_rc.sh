@@ -159,6 +159,30 @@ check_rma_payload() {
     note "$STATS_TL statistics lines (UCX interfaces) per rank:$lines"
 }
 
+# check_fast_path NAME: over rc_fp, small messages took the fast path
+# (fp_tx_msgs > 0 over all ranks, as many received), no ring was found
+# corrupt, and no rank gave or used more channels than the cap.
+check_fast_path() {
+    local name=$1 tx rx corrupt
+    [ "$STATS_TL" = rc_fp ] || return 0
+    tx=$(aptus_stat_total fp_tx_msgs rc_fp)
+    rx=$(aptus_stat_total fp_rx_msgs rc_fp)
+    corrupt=$(aptus_stat_total fp_rx_corrupt rc_fp)
+    over=$(cat "$APTUS_RUN_STATS"/stats.* 2>/dev/null | awk '
+        $1 == "aptus-stats" && index($2, "rc_fp/") == 1 {
+            for (i = 3; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+            if (v["fp_rx_peak"] > v["fp_max_channels"] ||
+                v["fp_tx_peak"] > v["fp_max_channels"]) n++
+        }
+        END { print n + 0 }')
+    if [ "${tx:-0}" -gt 0 ] && [ "$tx" = "$rx" ] && [ "${corrupt:-0}" -eq 0 ] &&
+        [ "$over" -eq 0 ]; then
+        pass "$name: fast path carried $tx messages (all received, none corrupt, cap held)"
+    else
+        fail "$name: fast path" "fp_tx_msgs=$tx fp_rx_msgs=$rx fp_rx_corrupt=$corrupt, interfaces over the cap: $over"
+    fi
+}
+
 for flavour in $APTUS_MPIS; do
     aptus_build "$flavour" pingpong alltoall onesided || continue
 
@@ -171,11 +195,13 @@ for flavour in $APTUS_MPIS; do
         hang_note pingpong 2
     fi
     check_traffic "$name" 2
+    check_fast_path "$name"
 
     name=$flavour/alltoall/np4
     aptus_mpirun "$name" "$flavour" 4 alltoall -m 1m -i 3
     aptus_check_run "$name" alltoall 4 || hang_note alltoall 4
     check_traffic "$name" 4
+    check_fast_path "$name"
 
     name=$flavour/alltoall-1MiB/np4
     aptus_mpirun "$name" "$flavour" 4 alltoall -n 1m -m 1m -i 3

@@ -1,0 +1,697 @@
+/*
+ * UCX-Aptus: the rc_fp UCT interface (rc_fp.h): rc_sr's interface plus
+ * the blocks this process gives fast-path senders, polled from progress.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "rc_fp.h"
+#include "aptus_iface.h"
+
+#include <ucs/sys/math.h>
+#include <ucs/sys/sys.h>
+
+#include <string.h>
+#include <unistd.h>
+
+#define UCT_RC_FP_CONFIG_PREFIX "RC_FP_"
+
+static const char *uct_rc_fp_mode_names[] = {
+    [APTUS_FP_VELOBLOCK]        = "veloblock",
+    [APTUS_FP_ORIGINAL]         = "original",
+    [APTUS_FP_ORIGINAL_REDUCED] = "original_reduced",
+    [APTUS_FP_MODE_LAST]        = NULL
+};
+
+ucs_config_field_t uct_rc_fp_iface_config_table[] = {
+    { "", "", NULL, ucs_offsetof(uct_rc_fp_iface_config_t, super),
+      UCS_CONFIG_TYPE_TABLE(uct_rc_sr_iface_config_table) },
+
+    { "MAX_CHANNELS", "8",
+      "Fast-path channels a process gives peers (blocks of its memory they\n"
+      "write into), and, separately, channels it sends into. Never exceeded:\n"
+      "a peer asking beyond it is refused and stays on RC-SR.",
+      ucs_offsetof(uct_rc_fp_iface_config_t, max_channels),
+      UCS_CONFIG_TYPE_UINT },
+
+    { "THRESH", "16",
+      "Messages small enough for the fast path an endpoint sends before it\n"
+      "asks its peer for a channel.",
+      ucs_offsetof(uct_rc_fp_iface_config_t, thresh), UCS_CONFIG_TYPE_UINT },
+
+    { "MODE", "veloblock",
+      "The channel's ring: 'veloblock' (one block of BLOCK_SIZE, variable-\n"
+      "length messages from its end, byte credits, no sender buffer),\n"
+      "'original' (SLOTS x SLOT_SIZE fixed slots on the receiver and a\n"
+      "mirror of them on the sender: 32 x 8 KB each side), or\n"
+      "'original_reduced' (fixed slots of SLOT_SIZE within BLOCK_SIZE for\n"
+      "both sides together).",
+      ucs_offsetof(uct_rc_fp_iface_config_t, mode),
+      UCS_CONFIG_TYPE_ENUM(uct_rc_fp_mode_names) },
+
+    { "BLOCK_SIZE", "32k",
+      "Memory of one channel: veloblock's block; original_reduced's total.",
+      ucs_offsetof(uct_rc_fp_iface_config_t, block_size),
+      UCS_CONFIG_TYPE_MEMUNITS },
+
+    { "SLOTS", "32", "Slots of one channel in 'original' mode.",
+      ucs_offsetof(uct_rc_fp_iface_config_t, slots), UCS_CONFIG_TYPE_UINT },
+
+    { "SLOT_SIZE", "8k", "Bytes of one slot in the original modes.",
+      ucs_offsetof(uct_rc_fp_iface_config_t, slot_size),
+      UCS_CONFIG_TYPE_MEMUNITS },
+
+    { "MAX_MSG", "8k",
+      "Largest active message (UCT header included) that takes the fast\n"
+      "path; larger ones, and those without credit, go over RC-SR.",
+      ucs_offsetof(uct_rc_fp_iface_config_t, max_msg),
+      UCS_CONFIG_TYPE_MEMUNITS },
+
+    { NULL }
+};
+
+static inline uct_rc_fp_iface_t *uct_rc_fp_iface(uct_rc_sr_iface_t *iface)
+{
+    return ucs_derived_of(iface, uct_rc_fp_iface_t);
+}
+
+void uct_rc_fp_ep_handle_ctl(uct_rc_fp_iface_t *iface, aptus_rc_link_t *link,
+                             const aptus_fp_ctl_t *ctl);
+
+/* ---- the receiving side ------------------------------------------------ */
+
+/* The link to answer a peer on: its endpoint's link when this side has one
+ * (an accepted connection may be closed by a merge with it, and what was
+ * sent on it lost), even while that link moves (sends then wait, and the
+ * answer is owed); else the connection the peer opened. */
+static aptus_rc_link_t *uct_rc_fp_find_link(uct_rc_fp_iface_t *iface,
+                                            uint32_t peer_key)
+{
+    aptus_rc_link_t *link;
+    aptus_rc_link_t *found = NULL, *orphan = NULL;
+
+    ucs_list_for_each(link, &iface->super.chan.links, list)
+    {
+        if ((link->peer_key != peer_key) ||
+            (link->flags & APTUS_RC_LINK_FAILED)) {
+            continue;
+        }
+        if (link->flags & APTUS_RC_LINK_USER) {
+            return link;
+        }
+        if (link->conn == NULL) {
+            continue;
+        }
+        if (link->flags & APTUS_RC_LINK_ORPHAN) {
+            /* a gone endpoint's connection, still draining: a RELEASE of
+             * that endpoint's channel may still go there */
+            orphan = link;
+        } else {
+            found = link;
+        }
+    }
+    return (found != NULL) ? found : orphan;
+}
+
+static int uct_rc_fp_find_rx(uct_rc_fp_iface_t *iface, uint32_t peer_key,
+                             uint16_t nonce)
+{
+    unsigned i;
+
+    for (i = 0; i < iface->num_rx; ++i) {
+        if ((iface->rx[i]->nonce == nonce) &&
+            (iface->rx[i]->peer_key == peer_key)) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+void uct_rc_fp_rx_free(uct_rc_fp_iface_t *iface, unsigned i)
+{
+    uct_rc_fp_rx_t *rx = iface->rx[i];
+
+    iface->rx[i] = iface->rx[--iface->num_rx];
+    ucs_free(rx->mem);
+    ucs_free(rx);
+}
+
+static void uct_rc_fp_rx_send_ctl(uct_rc_fp_iface_t *iface,
+                                  aptus_rc_link_t *link,
+                                  const aptus_fp_ctl_t *ctl, int *sent)
+{
+    uint8_t buf[APTUS_FP_CTL_MAX_LEN];
+    aptus_chan_send_t send;
+
+    aptus_chan_send_copy(&send, APTUS_FP_CTL_AM, NULL, 0, buf,
+                         aptus_fp_ctl_pack(buf, ctl));
+    send.flags = APTUS_CHAN_SEND_F_INTERNAL;
+    *sent      = (link != NULL) &&
+            (aptus_rc_chan_send(&iface->super.chan, link, &send) >= 0);
+}
+
+/* Freed credits go back once a quarter of the channel piled up. */
+static void uct_rc_fp_rx_credit(uct_rc_fp_iface_t *iface, uct_rc_fp_rx_t *rx,
+                                aptus_rc_link_t *link)
+{
+    aptus_fp_ctl_t ctl;
+    int sent;
+
+    if (aptus_fp_rx_pending_credits(&rx->ring) < iface->credit_quarter) {
+        return;
+    }
+    ctl.type           = APTUS_FP_CTL_CREDIT;
+    ctl.nonce          = rx->nonce;
+    ctl.credit.credits = aptus_fp_rx_pending_credits(&rx->ring);
+    (void)link;
+    uct_rc_fp_rx_send_ctl(iface, uct_rc_fp_find_link(iface, rx->peer_key),
+                          &ctl, &sent);
+    if (sent) {
+        aptus_fp_rx_take_credits(&rx->ring);
+        iface->stats.credit_msgs_sent++;
+        iface->stats.credits_returned += ctl.credit.credits;
+        rx->credit_owed = 0;
+    } else {
+        rx->credit_owed = 1; /* no RC-SR credit now: from progress */
+    }
+}
+
+static void uct_rc_fp_rx_fail(uct_rc_fp_iface_t *iface, uct_rc_fp_rx_t *rx,
+                              const char *why)
+{
+    if (!rx->failed) {
+        rx->failed = 1;
+        iface->stats.rx_corrupt++;
+        ucs_error("rc_fp/%s: fast-path channel from 0x%08x failed: %s; its "
+                  "messages from here on are lost",
+                  iface->super.dev_name, rx->peer_key, why);
+    }
+}
+
+/* Hand over what the block holds, in order: until fp_delivered reaches
+ * fp_target, which an RC-SR message says is there (UINT32_MAX: as many as
+ * may go now, up to fp_total once the sender released the channel). */
+static unsigned uct_rc_fp_rx_drain(uct_rc_fp_iface_t *iface,
+                                   uct_rc_fp_rx_t *rx, uint32_t fp_target,
+                                   aptus_rc_link_t *link)
+{
+    int must = (fp_target != UINT32_MAX);
+
+    aptus_vb_msg_t msg;
+    aptus_vb_status_t st;
+    uint32_t rc_before;
+    unsigned count = 0;
+    uint8_t am_id;
+
+    if (!must && rx->released) {
+        fp_target = rx->fp_total;
+    }
+    while (!rx->failed && (rx->fp_delivered != fp_target)) {
+        st = aptus_fp_rx_poll(&rx->ring, rx->mem, &msg);
+        if (st == APTUS_VB_EMPTY) {
+            if (must) {
+                uct_rc_fp_rx_fail(iface, rx, "a message sent before one "
+                                             "over RC-SR is not in the block");
+            }
+            break;
+        }
+        if ((st != APTUS_VB_OK) ||
+            (aptus_fp_msg_hdr_parse(msg.data, msg.length, UCT_AM_ID_MAX,
+                                    &am_id, &rc_before) != 0)) {
+            uct_rc_fp_rx_fail(iface, rx, "corrupt ring");
+            break;
+        }
+        if (rc_before != rx->rc_delivered) {
+            if ((int32_t)(rc_before - rx->rc_delivered) > 0) {
+                iface->stats.rx_held_for_order++;
+                break; /* sent after an RC-SR message not here yet */
+            }
+            uct_rc_fp_rx_fail(iface, rx, "order counts disagree");
+            break;
+        }
+        rx->fp_delivered++;
+        iface->stats.rx_msgs++;
+        iface->stats.rx_bytes += msg.length - APTUS_FP_MSG_HDR_LEN;
+        uct_iface_trace_am(&iface->super.super, UCT_AM_TRACE_TYPE_RECV, am_id,
+                           (void *)(msg.data + APTUS_FP_MSG_HDR_LEN),
+                           msg.length - APTUS_FP_MSG_HDR_LEN, "RX: AM FP");
+        /* in place, no descriptor: a user that keeps it copies it */
+        uct_iface_invoke_am(&iface->super.super, am_id,
+                            (void *)(msg.data + APTUS_FP_MSG_HDR_LEN),
+                            msg.length - APTUS_FP_MSG_HDR_LEN, 0);
+        aptus_fp_rx_release(&rx->ring, rx->mem, &msg);
+        ++count;
+    }
+    if (count > 0) {
+        uct_rc_fp_rx_credit(iface, rx, link);
+    }
+    return count;
+}
+
+static void uct_rc_fp_owed_answers(uct_rc_fp_iface_t *iface);
+
+unsigned uct_rc_fp_iface_poll(uct_rc_sr_iface_t *sr)
+{
+    uct_rc_fp_iface_t *iface = uct_rc_fp_iface(sr);
+    unsigned count           = 0;
+    unsigned i;
+
+    if (ucs_unlikely(iface->answers_owed)) {
+        uct_rc_fp_owed_answers(iface);
+    }
+    iface->stats.polls++;
+    iface->stats.poll_channels += iface->num_rx;
+    for (i = 0; i < iface->num_rx;) {
+        count += uct_rc_fp_rx_drain(iface, iface->rx[i], UINT32_MAX, NULL);
+        if (ucs_unlikely(iface->rx[i]->released) &&
+            ((iface->rx[i]->fp_delivered == iface->rx[i]->fp_total) ||
+             iface->rx[i]->failed)) {
+            uct_rc_fp_rx_free(iface, i);
+            continue;
+        }
+        if (ucs_unlikely(iface->rx[i]->credit_owed)) {
+            uct_rc_fp_rx_credit(iface, iface->rx[i], NULL);
+        }
+        ++i;
+    }
+    return count;
+}
+
+/* Blocks of senders with no connection left: theirs to give again. */
+static void uct_rc_fp_rx_collect(uct_rc_fp_iface_t *iface)
+{
+    unsigned i = 0;
+
+    while (i < iface->num_rx) {
+        if (uct_rc_fp_find_link(iface, iface->rx[i]->peer_key) == NULL) {
+            uct_rc_fp_rx_free(iface, i);
+        } else {
+            ++i;
+        }
+    }
+}
+
+static void uct_rc_fp_handle_request(uct_rc_fp_iface_t *iface,
+                                     aptus_rc_link_t *link,
+                                     const aptus_fp_ctl_t *req)
+{
+    aptus_fp_ctl_t ctl;
+    uct_rc_fp_rx_t *rx = NULL;
+    int sent;
+
+    memset(&ctl, 0, sizeof(ctl));
+    ctl.nonce = req->nonce;
+    if (uct_rc_fp_find_rx(iface, link->peer_key, req->nonce) >= 0) {
+        return; /* asked twice: answered already */
+    }
+    if (iface->num_rx == iface->max_channels) {
+        uct_rc_fp_rx_collect(iface);
+    }
+    if ((iface->num_rx < iface->max_channels) &&
+        (req->request.host_id == iface->host_id)) {
+        rx = ucs_calloc(1, sizeof(*rx), "uct_rc_fp_rx");
+        if (rx != NULL) {
+            rx->mem = ucs_calloc(1, iface->geom.size, "uct_rc_fp_block");
+            if (rx->mem == NULL) {
+                ucs_free(rx);
+                rx = NULL;
+            }
+        }
+    }
+    if (rx == NULL) {
+        ctl.type = APTUS_FP_CTL_REFUSE;
+        iface->stats.refused++;
+        uct_rc_fp_rx_send_ctl(iface, uct_rc_fp_find_link(iface, link->peer_key),
+                              &ctl, &sent);
+        if (!sent && (iface->num_refusals < iface->max_channels)) {
+            iface->refusals[iface->num_refusals].peer_key = link->peer_key;
+            iface->refusals[iface->num_refusals].nonce    = req->nonce;
+            iface->num_refusals++;
+        }
+        return; /* the sender stays on RC-SR */
+    }
+    rx->peer_key = link->peer_key;
+    rx->nonce    = req->nonce;
+    aptus_fp_rx_init(&rx->ring, &iface->geom);
+
+    ctl.type            = APTUS_FP_CTL_GRANT;
+    ctl.grant.mode      = iface->geom.mode;
+    ctl.grant.size      = iface->geom.size;
+    ctl.grant.slots     = iface->geom.slots;
+    ctl.grant.slot_size = iface->geom.slot_size;
+    ctl.grant.address   = (uintptr_t)rx->mem;
+    ctl.grant.pid       = getpid();
+    ctl.grant.host_id   = iface->host_id;
+    uct_rc_fp_rx_send_ctl(iface, uct_rc_fp_find_link(iface, link->peer_key),
+                          &ctl, &sent);
+    rx->grant_owed             = !sent; /* no room now: from progress */
+    iface->rx[iface->num_rx++] = rx;
+    iface->stats.rx_peak = ucs_max(iface->stats.rx_peak, iface->num_rx);
+    iface->stats.granted++;
+}
+
+/* Answers that found no room on the connection when they were made. */
+static void uct_rc_fp_owed_answers(uct_rc_fp_iface_t *iface)
+{
+    aptus_rc_link_t *link;
+    aptus_fp_ctl_t ctl;
+    uct_rc_fp_rx_t *rx;
+    unsigned i;
+    int sent;
+
+    for (i = 0; i < iface->num_rx; ++i) {
+        rx = iface->rx[i];
+        if (!rx->grant_owed) {
+            continue;
+        }
+        memset(&ctl, 0, sizeof(ctl));
+        ctl.type            = APTUS_FP_CTL_GRANT;
+        ctl.nonce           = rx->nonce;
+        ctl.grant.mode      = iface->geom.mode;
+        ctl.grant.size      = iface->geom.size;
+        ctl.grant.slots     = iface->geom.slots;
+        ctl.grant.slot_size = iface->geom.slot_size;
+        ctl.grant.address   = (uintptr_t)rx->mem;
+        ctl.grant.pid       = getpid();
+        ctl.grant.host_id   = iface->host_id;
+        uct_rc_fp_rx_send_ctl(iface, uct_rc_fp_find_link(iface, rx->peer_key),
+                              &ctl, &sent);
+        rx->grant_owed = !sent;
+    }
+    for (i = 0; i < iface->num_refusals;) {
+        memset(&ctl, 0, sizeof(ctl));
+        ctl.type  = APTUS_FP_CTL_REFUSE;
+        ctl.nonce = iface->refusals[i].nonce;
+        uct_rc_fp_rx_send_ctl(iface,
+                              uct_rc_fp_find_link(iface,
+                                                  iface->refusals[i].peer_key),
+                              &ctl, &sent);
+        if (sent) {
+            iface->refusals[i] = iface->refusals[--iface->num_refusals];
+        } else {
+            ++i;
+        }
+    }
+    for (i = 0; i < iface->num_releases;) {
+        memset(&ctl, 0, sizeof(ctl));
+        ctl.type             = APTUS_FP_CTL_RELEASE;
+        ctl.nonce            = iface->releases[i].nonce;
+        ctl.release.fp_total = iface->releases[i].fp_total;
+        link = uct_rc_fp_find_link(iface, iface->releases[i].peer_key);
+        uct_rc_fp_rx_send_ctl(iface, link, &ctl, &sent);
+        if (sent || (link == NULL)) {
+            iface->stats.released += sent;
+            iface->releases[i] = iface->releases[--iface->num_releases];
+        } else {
+            ++i;
+        }
+    }
+    iface->answers_owed = (iface->num_releases > 0);
+    for (i = 0; i < iface->num_rx; ++i) {
+        iface->answers_owed |= iface->rx[i]->grant_owed;
+    }
+    iface->answers_owed |= (iface->num_refusals > 0);
+}
+
+static void uct_rc_fp_handle_ctl(uct_rc_fp_iface_t *iface,
+                                 aptus_rc_link_t *link, const void *data,
+                                 size_t length)
+{
+    aptus_fp_ctl_t ctl;
+    int i;
+
+    if (aptus_fp_ctl_parse(data, length, &ctl) != 0) {
+        iface->stats.ctl_malformed++;
+        return;
+    }
+    switch (ctl.type) {
+    case APTUS_FP_CTL_REQUEST:
+        uct_rc_fp_handle_request(iface, link, &ctl);
+        iface->answers_owed = 1; /* progress looks (and clears it) */
+        break;
+    case APTUS_FP_CTL_RELEASE:
+        i = uct_rc_fp_find_rx(iface, link->peer_key, ctl.nonce);
+        if ((i >= 0) && !iface->rx[i]->released) {
+            /* what the sender wrote before goes to the user first (some
+             * may wait for RC-SR messages still on their way: the block
+             * goes when they are all delivered) */
+            iface->rx[i]->released = 1;
+            iface->rx[i]->fp_total = ctl.release.fp_total;
+            uct_rc_fp_rx_drain(iface, iface->rx[i], UINT32_MAX, NULL);
+            if ((iface->rx[i]->fp_delivered == ctl.release.fp_total) ||
+                iface->rx[i]->failed) {
+                uct_rc_fp_rx_free(iface, i);
+            }
+        }
+        break;
+    default:
+        uct_rc_fp_ep_handle_ctl(iface, link, &ctl);
+        break;
+    }
+}
+
+ucs_status_t uct_rc_fp_deliver_rc(uct_rc_sr_iface_t *sr, aptus_rc_link_t *link,
+                                  uint8_t am_id, void *data, size_t length,
+                                  aptus_conn_buf_t *buf, int at_start)
+{
+    uct_rc_fp_iface_t *iface = uct_rc_fp_iface(sr);
+    uint32_t fp_before;
+    uint16_t nonce;
+    int i;
+
+    if (am_id == APTUS_FP_CTL_AM) {
+        uct_rc_fp_handle_ctl(iface, link, data, length);
+        return UCS_OK;
+    }
+    if ((am_id >= UCT_AM_ID_MAX) ||
+        (aptus_fp_trailer_parse(data, length, &nonce, &fp_before) != 0)) {
+        if (sr->rx_bad_am_id++ == 0) {
+            ucs_error("rc_fp/%s: dropped a malformed message (id %u, %zu "
+                      "bytes) from 0x%08x",
+                      sr->dev_name, am_id, length, link->peer_key);
+        }
+        return UCS_OK;
+    }
+    if ((nonce != 0) &&
+        ((i = uct_rc_fp_find_rx(iface, link->peer_key, nonce)) >= 0)) {
+        /* what was written into the block before this one goes first */
+        uct_rc_fp_rx_drain(iface, iface->rx[i], fp_before, link);
+        iface->rx[i]->rc_delivered++;
+    }
+    return uct_rc_sr_deliver_user(sr, am_id, data,
+                                  length - APTUS_FP_TRAILER_LEN, buf,
+                                  at_start);
+}
+
+/* ---- statistics --------------------------------------------------------- */
+
+unsigned uct_rc_fp_iface_stats(uct_rc_fp_iface_t *iface,
+                               uct_aptus_stat_t *stats, unsigned max)
+{
+    const uct_rc_fp_stats_t *s = &iface->stats;
+    uint64_t share             = s->eligible ? 100 * s->tx_msgs / s->eligible
+                                             : 0;
+    uct_aptus_stat_t all[]     = {
+        { "fp_tx_msgs", s->tx_msgs },
+        { "fp_tx_bytes", s->tx_bytes },
+        { "fp_eligible", s->eligible },
+        { "fp_share_pct", share },
+        { "fp_no_credit", s->no_credit },
+        { "fp_requests", s->requests },
+        { "fp_granted", s->granted },
+        { "fp_refused", s->refused },
+        { "fp_unreachable", s->unreachable },
+        { "fp_released", s->released },
+        { "fp_rx_msgs", s->rx_msgs },
+        { "fp_rx_bytes", s->rx_bytes },
+        { "fp_rx_held_for_order", s->rx_held_for_order },
+        { "fp_rx_corrupt", s->rx_corrupt },
+        { "fp_credit_msgs_sent", s->credit_msgs_sent },
+        { "fp_credit_msgs_received", s->credit_msgs_received },
+        { "fp_credits_returned", s->credits_returned },
+        { "fp_ctl_malformed", s->ctl_malformed },
+        { "fp_ctl_unknown", s->ctl_unknown },
+        { "fp_write_failures", s->write_failures },
+        { "fp_max_channels", iface->max_channels },
+        { "fp_rx_channels", iface->num_rx },
+        { "fp_rx_peak", s->rx_peak },
+        { "fp_tx_channels", iface->num_tx },
+        { "fp_tx_peak", s->tx_peak },
+        { "fp_recv_bytes_per_channel", aptus_fp_recv_bytes(&iface->geom) },
+        { "fp_send_bytes_per_channel", aptus_fp_send_bytes(&iface->geom) },
+        { "fp_bytes_now", (uint64_t)iface->num_rx *
+                                  aptus_fp_recv_bytes(&iface->geom) +
+                          (uint64_t)iface->num_tx *
+                                  aptus_fp_send_bytes(&iface->geom) },
+        { "fp_bytes_peak", s->rx_peak * aptus_fp_recv_bytes(&iface->geom) +
+                                   s->tx_peak *
+                                           aptus_fp_send_bytes(&iface->geom) },
+        { "fp_polls", s->polls },
+        { "fp_poll_channels", s->poll_channels },
+    };
+    unsigned n = ucs_min(max, sizeof(all) / sizeof(all[0]));
+    unsigned m;
+
+    memcpy(stats, all, n * sizeof(*stats));
+    m = uct_rc_sr_iface_stats(&iface->super, stats + n, max - n);
+    return n + m;
+}
+
+/* ---- the interface ------------------------------------------------------ */
+
+static ucs_status_t uct_rc_fp_iface_query(uct_iface_h tl_iface,
+                                          uct_iface_attr_t *attr)
+{
+    ucs_status_t status;
+
+    /* rc_sr's answer, less the order trailer every RC-SR message carries */
+    status = uct_rc_sr_iface_query(tl_iface, attr);
+    if (status != UCS_OK) {
+        return status;
+    }
+    attr->cap.am.max_short -= APTUS_FP_TRAILER_LEN;
+    attr->cap.am.max_bcopy -= APTUS_FP_TRAILER_LEN;
+    attr->cap.am.max_zcopy -= APTUS_FP_TRAILER_LEN;
+    attr->cap.am.max_iov   -= 1;
+    /* a small message costs a store into the peer's memory, no system
+     * call on either side */
+    attr->latency.c = ucs_min(attr->latency.c, 300e-9);
+    attr->overhead  = 1e-6;
+    return UCS_OK;
+}
+
+static UCS_CLASS_DECLARE_DELETE_FUNC(uct_rc_fp_iface_t, uct_iface_t);
+
+static UCS_CLASS_INIT_FUNC(uct_rc_fp_iface_t, uct_md_h md, uct_worker_h worker,
+                           const uct_iface_params_t *params,
+                           const uct_iface_config_t *tl_config)
+{
+    const uct_rc_fp_iface_config_t *config =
+        ucs_derived_of(tl_config, uct_rc_fp_iface_config_t);
+    uct_iface_ops_t *ops;
+    const char *why = NULL;
+
+    UCS_CLASS_CALL_SUPER_INIT(uct_rc_sr_iface_t, md, worker, params,
+                              tl_config);
+
+    if (aptus_fp_geom_make((aptus_fp_mode_t)config->mode,
+                           ucs_min(config->block_size, UINT32_MAX),
+                           config->slots,
+                           ucs_min(config->slot_size, UINT32_MAX),
+                           &self->geom, &why) != 0) {
+        ucs_error("rc_fp: invalid configuration: UCX_" UCT_RC_FP_CONFIG_PREFIX
+                  "MODE=%s with BLOCK_SIZE=%zu SLOTS=%u SLOT_SIZE=%zu: %s",
+                  uct_rc_fp_mode_names[config->mode], config->block_size,
+                  config->slots, config->slot_size, why);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((config->max_channels == 0) || (config->max_channels > 4096)) {
+        ucs_error("rc_fp: invalid configuration: UCX_" UCT_RC_FP_CONFIG_PREFIX
+                  "MAX_CHANNELS=%u is out of range [1, 4096]",
+                  config->max_channels);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (config->thresh == 0) {
+        ucs_error("rc_fp: invalid configuration: UCX_" UCT_RC_FP_CONFIG_PREFIX
+                  "THRESH must be at least 1");
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    self->max_channels = config->max_channels;
+    self->thresh       = config->thresh;
+    self->max_msg      = ucs_min(config->max_msg,
+                                 aptus_fp_max_len(&self->geom) -
+                                         APTUS_FP_MSG_HDR_LEN);
+    self->host_id      = ucs_get_system_id();
+    self->next_nonce   = 0;
+    self->credit_quarter =
+        ucs_max(aptus_fp_credits_total(&self->geom) / 4, 1);
+    self->num_rx       = 0;
+    self->num_tx       = 0;
+    self->num_refusals = 0;
+    self->num_releases = 0;
+    self->releases     = ucs_calloc(self->max_channels,
+                                    sizeof(*self->releases),
+                                    "uct_rc_fp_releases");
+    self->answers_owed = 0;
+    self->refusals     = ucs_calloc(self->max_channels,
+                                    sizeof(*self->refusals),
+                                    "uct_rc_fp_refusals");
+    memset(&self->stats, 0, sizeof(self->stats));
+    self->rx      = ucs_calloc(self->max_channels, sizeof(*self->rx),
+                               "uct_rc_fp_rx_table");
+    self->tx      = ucs_calloc(self->max_channels, sizeof(*self->tx),
+                               "uct_rc_fp_tx_table");
+    self->scratch = ucs_malloc(aptus_vb_image_len(aptus_fp_max_len(
+                                       &self->geom)),
+                               "uct_rc_fp_scratch");
+    if ((self->rx == NULL) || (self->tx == NULL) || (self->scratch == NULL) ||
+        (self->refusals == NULL) || (self->releases == NULL)) {
+        ucs_free(self->releases);
+        ucs_free(self->refusals);
+        ucs_free(self->rx);
+        ucs_free(self->tx);
+        ucs_free(self->scratch);
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    /* rc_sr's interface, with rc_fp's endpoints and active messages */
+    self->super.tl_name    = UCT_RC_FP_TL_NAME;
+    self->super.ep_size    = sizeof(uct_rc_fp_ep_t);
+    self->super.fp_enabled = 1;
+    ops                    = &self->super.super.super.ops;
+    ops->ep_create         = uct_rc_fp_ep_create;
+    ops->ep_destroy        = uct_rc_fp_ep_destroy;
+    ops->ep_am_short       = uct_rc_fp_ep_am_short;
+    ops->ep_am_bcopy       = uct_rc_fp_ep_am_bcopy;
+    ops->ep_am_zcopy       = uct_rc_fp_ep_am_zcopy;
+    ops->iface_query       = uct_rc_fp_iface_query;
+    ops->iface_close       = UCS_CLASS_DELETE_FUNC_NAME(uct_rc_fp_iface_t);
+
+    ucs_debug("rc_fp/%s: %s, %u B per channel received, %u B sent, at most "
+              "%u channels, messages up to %u B",
+              self->super.dev_name, aptus_fp_mode_names[self->geom.mode],
+              aptus_fp_recv_bytes(&self->geom),
+              aptus_fp_send_bytes(&self->geom), self->max_channels,
+              self->max_msg);
+    return UCS_OK;
+}
+
+static UCS_CLASS_CLEANUP_FUNC(uct_rc_fp_iface_t)
+{
+    uct_aptus_md_t *md = ucs_derived_of(self->super.super.md, uct_aptus_md_t);
+    uct_aptus_stat_t stats[128];
+    unsigned n;
+
+    n = uct_rc_fp_iface_stats(self, stats, 128);
+    /* one line: rc_sr's counters are in it (rc_sr's cleanup prints none) */
+    uct_aptus_stats_print(md->stats, UCT_RC_FP_TL_NAME, self->super.dev_name,
+                          stats, n);
+    while (self->num_rx > 0) {
+        uct_rc_fp_rx_free(self, 0);
+    }
+    ucs_free(self->rx);
+    ucs_free(self->tx);
+    ucs_free(self->refusals);
+    ucs_free(self->releases);
+    ucs_free(self->scratch);
+}
+
+UCS_CLASS_DEFINE(uct_rc_fp_iface_t, uct_rc_sr_iface_t);
+
+static UCS_CLASS_DEFINE_NEW_FUNC(uct_rc_fp_iface_t, uct_iface_t, uct_md_h,
+                                 uct_worker_h, const uct_iface_params_t *,
+                                 const uct_iface_config_t *);
+static UCS_CLASS_DEFINE_DELETE_FUNC(uct_rc_fp_iface_t, uct_iface_t);
+
+static ucs_status_t
+uct_rc_fp_query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
+                        unsigned *num_devices_p)
+{
+    return uct_aptus_iface_query_devices(md, 1, devices_p, num_devices_p);
+}
+
+UCT_TL_DEFINE_ENTRY(&uct_aptus_component, rc_fp, uct_rc_fp_query_devices,
+                    uct_rc_fp_iface_t, UCT_RC_FP_CONFIG_PREFIX,
+                    uct_rc_fp_iface_config_table, uct_rc_fp_iface_config_t);
