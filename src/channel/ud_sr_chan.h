@@ -65,6 +65,8 @@ typedef struct aptus_ud_chan_config {
     unsigned max_peers;     /* streams this channel may hold */
     size_t peer_headroom;   /* owner's bytes in front of every peer (the
                                ud_sr transport keeps its endpoint there) */
+    const char *var_prefix; /* the owner's configuration prefix ("UD_SR_"),
+                               to name settings in messages; NULL: "UD_SR_" */
 } aptus_ud_chan_config_t;
 
 /* Messages between the channels of two interfaces (UD-ZCopy's control):

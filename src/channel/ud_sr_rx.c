@@ -527,11 +527,14 @@ static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
 /* Top the posted buffers up from the pool. The pool grows up to RX_MAX_BUFS;
  * at the ceiling fewer are posted and the kernel drops datagrams, as a UD QP
  * without receive buffers would, and senders retransmit once the application
- * releases descriptors. That must not pass silently: peers time out if it
- * lasts, so say which setting to raise. */
+ * releases descriptors. It is counted (rx_pool_exhausted) and said once at
+ * diag level naming the setting to raise: an application may hold buffers
+ * on purpose (UCX's own transports are silent here), and peers time out
+ * only if it lasts, which the timeout error reports. */
 static void aptus_ud_rx_refill(aptus_ud_chan_t *chan)
 {
     aptus_ud_rx_desc_t *desc;
+    const char *prefix;
 
     while (chan->rx_posted < chan->config.rx_batch) {
         desc = ucs_mpool_get_inline(&chan->rx_mp);
@@ -539,13 +542,15 @@ static void aptus_ud_rx_refill(aptus_ud_chan_t *chan)
             chan->stats.rx_pool_exhausted++;
             if (!chan->rx_pool_reported) {
                 chan->rx_pool_reported = 1;
-                ucs_error("ud_sr: out of receive buffers: the application "
-                          "holds received messages up to "
-                          "UCX_UD_SR_RX_MAX_BUFS=%u (or memory ran out); "
-                          "datagrams are dropped until it releases them, "
-                          "and peers may time out. Raise "
-                          "UCX_UD_SR_RX_MAX_BUFS.",
-                          chan->config.rx_max);
+                prefix = (chan->config.var_prefix != NULL) ?
+                                 chan->config.var_prefix :
+                                 "UD_SR_";
+                ucs_diag("out of receive buffers: the application holds "
+                         "received messages up to UCX_%sRX_MAX_BUFS=%u (or "
+                         "memory ran out); datagrams are dropped until it "
+                         "releases them, and peers may time out. Raise "
+                         "UCX_%sRX_MAX_BUFS.",
+                         prefix, chan->config.rx_max, prefix);
             }
             return;
         }

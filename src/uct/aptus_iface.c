@@ -36,13 +36,9 @@ ucs_status_t uct_aptus_iface_am_alignment(const char *tl_name,
                       tl_name);
             return UCS_ERR_INVALID_PARAM;
         }
-        offset = params->am_align_offset;
-        if (offset >= alignment) {
-            ucs_error("%s: am_align_offset %zu is not less than "
-                      "am_alignment %zu",
-                      tl_name, offset, alignment);
-            return UCS_ERR_INVALID_PARAM;
-        }
+        /* UCP passes its own header length as the offset, which may exceed
+         * the alignment; only its remainder moves the aligned position */
+        offset = params->am_align_offset & (alignment - 1);
     }
     *alignment_p = alignment;
     *offset_p    = offset;

@@ -461,6 +461,9 @@ ucs_status_t uct_aptus_tl_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                     iovcnt);
     length = uct_iov_get_length(iov);
     UCT_CHECK_LENGTH(length, 0, iface->udz.config.max_get, "get_zcopy");
+    if (length == 0) {
+        return UCS_OK; /* as in UCX: nothing to move, the rkey may be a dummy */
+    }
     if (!uct_aptus_rkey_covers(akey, remote_addr, length)) {
         ucs_error("aptus get_zcopy: [0x%" PRIx64 ", +%zu) is outside the "
                   "remote key's region",
@@ -476,7 +479,7 @@ ucs_status_t uct_aptus_tl_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
         return UCS_ERR_NO_RESOURCE;
     }
     chan = uct_aptus_tl_select(iface, ep, APTUS_RULE_DATA_CHANS, length);
-    if ((chan == APTUS_CHAN_RC_RDMA) && (length > 0) &&
+    if ((chan == APTUS_CHAN_RC_RDMA) &&
         ((link = uct_aptus_tl_ep_rc_link(iface, ep)) != NULL)) {
         key.address   = akey->address;
         key.length    = akey->length;
@@ -522,14 +525,14 @@ ucs_status_t uct_aptus_tl_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                     iovcnt);
     length = uct_iov_get_length(iov);
     UCT_CHECK_LENGTH(length, 0, iface->udz.config.max_get, "put_zcopy");
+    if (length == 0) {
+        return UCS_OK; /* as in UCX: nothing to move, the rkey may be a dummy */
+    }
     if (!uct_aptus_rkey_covers(akey, remote_addr, length)) {
         ucs_error("aptus put_zcopy: [0x%" PRIx64 ", +%zu) is outside the "
                   "remote key's region",
                   remote_addr, length);
         return UCS_ERR_INVALID_PARAM;
-    }
-    if (length == 0) {
-        return UCS_OK;
     }
 
     UCT_APTUS_ENTER(iface);

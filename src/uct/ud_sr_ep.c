@@ -211,6 +211,9 @@ ucs_status_t uct_ud_sr_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                     iovcnt);
     length = uct_iov_get_length(iov);
     UCT_CHECK_LENGTH(length, 0, iface->udz.config.max_get, "get_zcopy");
+    if (length == 0) {
+        return UCS_OK; /* as in UCX: nothing to move, the rkey may be a dummy */
+    }
     if (!uct_aptus_rkey_covers(akey, remote_addr, length)) {
         ucs_error("ud_sr get_zcopy: [0x%" PRIx64 ", +%zu) is outside the "
                   "remote key's region",

@@ -209,7 +209,9 @@ static void uct_ud_sr_params_chan(const uct_ud_sr_params_t *config,
     chan_config->rel.peer_timeout_us = uct_ud_sr_usec(config->timeout);
     chan_config->max_msg             = config->seg_size;
     chan_config->max_am_hdr          = UCT_UD_SR_MAX_AM_HDR;
-    chan_config->rx_pool             = config->rx_queue_len;
+    /* a ceiling below the queue length caps the queue (as UCX's own
+     * transports take RX_MAX_BUFS) rather than failing the open */
+    chan_config->rx_pool = ucs_min(config->rx_queue_len, config->rx_max_bufs);
     chan_config->rx_max              = config->rx_max_bufs;
     chan_config->rx_budget           = config->rx_max_poll;
     chan_config->rx_headroom         = rx_headroom;
@@ -234,6 +236,7 @@ ucs_status_t uct_ud_sr_params_setup(const uct_ud_sr_params_t *config,
     uct_ud_sr_params_chan(
         config, UCT_IFACE_PARAM_VALUE(params, rx_headroom, RX_HEADROOM, 0),
         peer_headroom, &setup->chan);
+    setup->chan.var_prefix = prefix;
     status = uct_aptus_iface_am_alignment(tl_name, params,
                                           &setup->chan.am_align,
                                           &setup->chan.am_align_offset);

@@ -387,6 +387,26 @@ TEST_F(uct_aptus, cap_holds_and_refused_peers_stay_on_ud)
     close(r);
 }
 
+TEST_F(uct_aptus, zero_length_rma_needs_no_key)
+{
+    /* UCP (and UCX's gtest) may pass an empty iov with a dummy rkey:
+     * nothing moves and the key is never looked at, over UD or RC */
+    setup_pair(eager_rc());
+    uint8_t byte  = 0;
+    uct_iov_t iov = { &byte, 0, NULL, 0, 1 };
+    for (int with_rc = 0; with_rc < 2; ++with_rc) {
+        EXPECT_EQ(UCS_OK, uct_ep_get_zcopy(m_a.ep, &iov, 1, 0x1000,
+                                           UCT_INVALID_RKEY, NULL));
+        EXPECT_EQ(UCS_OK, uct_ep_put_zcopy(m_a.ep, &iov, 1, 0x1000,
+                                           UCT_INVALID_RKEY, NULL));
+        if (!with_rc) {
+            expect_received(m_b, send_mixed(m_a, 300, 6));
+        }
+    }
+    EXPECT_EQ(0u, stats(m_a)["ud_zcopy_msgs"]);
+    EXPECT_EQ(0, m_a.err.count.load());
+}
+
 TEST_F(uct_aptus, get_zcopy_over_ud_then_rc_rdma)
 {
     setup_pair(eager_rc());

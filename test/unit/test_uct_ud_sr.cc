@@ -771,6 +771,40 @@ TEST_F(uct_ud_sr, receive_pool_ceiling_is_reported_and_loses_nothing)
     EXPECT_EQ(0, m_a.err.count.load());
 }
 
+TEST_F(uct_ud_sr, receive_ceiling_below_queue_length_caps_the_queue)
+{
+    /* as UCX's gtest sets it for every transport (uct_p2p_am_misc): the
+     * ceiling wins over the default queue length instead of failing open */
+    setup_pair({ { "RX_MAX_BUFS", "1024" } });
+    EXPECT_EQ(1024u, stats(m_b)["rx_max_bufs"]);
+    m_b.rx.keep    = true;
+    const size_t n = 3000;
+    size_t sent    = 0;
+    ASSERT_TRUE(wait_for([&] {
+        uint32_t v = sent;
+        while ((sent < n) &&
+               (uct_ep_am_short(m_a.ep, 1, sent, &v, sizeof(v)) == UCS_OK)) {
+            v = ++sent;
+        }
+        return stats(m_b)["rx_pool_exhausted"] > 0;
+    }));
+    EXPECT_LE(rx_count(m_b), 1024u);
+    m_b.rx.keep = false;
+    for (void *d : m_b.rx.kept) {
+        uct_iface_release_desc(d);
+    }
+    m_b.rx.kept.clear();
+    ASSERT_TRUE(wait_for([&] {
+        uint32_t v = sent;
+        while ((sent < n) &&
+               (uct_ep_am_short(m_a.ep, 1, sent, &v, sizeof(v)) == UCS_OK)) {
+            v = ++sent;
+        }
+        return rx_count(m_b) == n;
+    }));
+    EXPECT_EQ(0, m_a.err.count.load());
+}
+
 TEST_F(uct_ud_sr, endpoint_destroy_cancels_outstanding_flush)
 {
     setup_pair({ { "FAULT_DROP", "1" } }); /* nothing A sends arrives */
@@ -962,9 +996,6 @@ TEST_F(uct_ud_sr, am_alignment_parameters_are_validated)
         { UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET, 0, 4 }, /* offset alone */
         { UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT, 24, 0 },   /* not a power of 2 */
         { UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT, 0, 0 },
-        { UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT |
-              UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET,
-          64, 64 }, /* offset not below the alignment */
     };
     for (auto &b : bad) {
         m_tweak_params = [&](uct_iface_params_t &p) {
@@ -980,6 +1011,15 @@ TEST_F(uct_ud_sr, am_alignment_parameters_are_validated)
                         UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET;
         p.am_alignment    = 64;
         p.am_align_offset = 63;
+    };
+    EXPECT_EQ(UCS_OK, open(m_a));
+    close(m_a);
+    /* UCP passes its header length, which may be the alignment or more */
+    m_tweak_params = [&](uct_iface_params_t &p) {
+        p.field_mask |= UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT |
+                        UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET;
+        p.am_alignment    = 64;
+        p.am_align_offset = 64;
     };
     EXPECT_EQ(UCS_OK, open(m_a));
 }
@@ -1005,7 +1045,8 @@ ucs_status_t aligned_am_cb(void *arg, void *data, size_t length, unsigned flags)
 
 TEST_F(uct_ud_sr, am_alignment_is_honoured)
 {
-    const size_t aligns[][2] = { { 64, 0 }, { 64, 7 }, { 256, 100 }, { 8, 3 } };
+    const size_t aligns[][2] = { { 64, 0 }, { 64, 7 }, { 256, 100 }, { 8, 3 },
+                                 { 16, 37 } /* offset beyond the alignment */ };
     for (auto &al : aligns) {
         m_tweak_params = [&](uct_iface_params_t &p) {
             p.field_mask |= UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT |
