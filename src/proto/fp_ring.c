@@ -125,6 +125,33 @@ aptus_vb_status_t aptus_fp_tx_pack(aptus_fp_tx_t *tx, const struct iovec *iov,
     return APTUS_VB_OK;
 }
 
+unsigned aptus_fp_write_pieces(const aptus_fp_geom_t *geom,
+                               const aptus_vb_write_t *write,
+                               aptus_fp_piece_t *pieces)
+{
+    uint32_t last = write->total - 1;
+
+    if (write->total <= 1) {
+        pieces[0].offset = 0; /* a wrap record: the flag alone */
+        pieces[0].length = write->total;
+        return 1;
+    }
+    if (geom->mode == APTUS_FP_VELOBLOCK) {
+        pieces[0].offset = 0;
+        pieces[0].length = last;
+        pieces[1].offset = last;
+        pieces[1].length = 1;
+        return 2;
+    }
+    pieces[0].offset = 1;
+    pieces[0].length = last - 1;
+    pieces[1].offset = last;
+    pieces[1].length = 1;
+    pieces[2].offset = 0;
+    pieces[2].length = 1;
+    return 3;
+}
+
 aptus_vb_status_t aptus_fp_tx_credit(aptus_fp_tx_t *tx, uint32_t credits)
 {
     if (tx->geom.mode == APTUS_FP_VELOBLOCK) {
@@ -177,11 +204,9 @@ aptus_vb_status_t aptus_fp_rx_poll(aptus_fp_rx_t *rx, uint8_t *mem,
     if (len > aptus_fp_max_len(&rx->geom)) {
         goto corrupt;
     }
-    /* acquire: the payload stored before the tail is visible with it */
-    tail = __atomic_load_n(&slot[3 + len], __ATOMIC_ACQUIRE);
-    if (tail == 0) {
-        return APTUS_VB_EMPTY; /* still being written */
-    }
+    /* the head is published last (aptus_fp_write_pieces), and its load
+     * is an acquire: the length, payload and tail are in place with it */
+    tail = slot[3 + len];
     if (tail != APTUS_FP_FLAG_SET) {
         goto corrupt;
     }

@@ -116,6 +116,30 @@ aptus_vb_status_t aptus_fp_tx_pack(aptus_fp_tx_t *tx, const struct iovec *iov,
                                    uint8_t *mirror, const uint8_t **image_p,
                                    aptus_vb_write_t *write);
 
+/*
+ * The pieces of a write in the order the receiver must see them. One copy
+ * need not make its bytes visible in address order (x86 "fast string"
+ * stores may appear out of order within one rep movs, which the kernel
+ * uses for process_vm_writev; weaker CPUs reorder any stores), so the byte
+ * the receiver polls goes in a piece of its own, after the rest:
+ *   VELOBLOCK: [zero, payload, length], then the flag (the last byte);
+ *   fixed modes: [length, payload], then the tail, then the head (the
+ *   first byte, which the receiver polls before it reads the length).
+ * Offsets are from the image's start (and from write->offset in the
+ * receiver's memory). Returns the number of pieces (1 to
+ * APTUS_FP_MAX_PIECES).
+ */
+#define APTUS_FP_MAX_PIECES 3
+
+typedef struct aptus_fp_piece {
+    uint32_t offset;
+    uint32_t length;
+} aptus_fp_piece_t;
+
+unsigned aptus_fp_write_pieces(const aptus_fp_geom_t *geom,
+                               const aptus_vb_write_t *write,
+                               aptus_fp_piece_t *pieces);
+
 /* Credits the receiver returned; APTUS_VB_CORRUPT when more than used. */
 aptus_vb_status_t aptus_fp_tx_credit(aptus_fp_tx_t *tx, uint32_t credits);
 

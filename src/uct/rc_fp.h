@@ -13,15 +13,19 @@
  * RC-SR; both paths carry counts of the other (fp_proto.h), so that the
  * receiver delivers them in the order they were sent.
  *
- * Why the flag written last is seen last: the ring's message image ends on
- * its flag byte (the tail byte of a fixed slot), and the writer moves the
- * image with one process_vm_writev of increasing addresses. On x86-64 the
- * kernel's copy stores in increasing order and the CPU makes stores
- * visible in program order (TSO), so a reader that sees the flag sees the
- * bytes before it; the reader loads the flag with acquire ordering
- * (aptus_fp_rx_poll), so its later loads of the message are not hoisted
- * above it. Elsewhere the writer copies all but the flag, issues a full
- * fence, and writes the flag with a second call.
+ * Why the flag written last is seen last: one copy does not make its
+ * bytes visible in address order (the kernel copies process_vm_writev
+ * data with rep movs, whose "fast string" stores may appear out of order
+ * on x86; weaker CPUs reorder any stores). So the byte the receiver polls
+ * is written as a piece of its own after the rest of the message, in the
+ * same call (aptus_fp_write_pieces, the wire's write_ordered): Veloblock's
+ * flag after [zero, payload, length]; the fixed slot's head after
+ * [length, payload] and the tail. Pieces are separate copies in the
+ * kernel, and x86 keeps the stores of one instruction before those of a
+ * later one (TSO); elsewhere each piece is its own call with a full fence
+ * between. The reader loads the polled byte with acquire ordering
+ * (aptus_fp_rx_poll), so its loads of the message are not hoisted above
+ * it. test_fp_vm_write hammers this across two processes.
  */
 #ifndef UCT_RC_FP_H_
 #define UCT_RC_FP_H_

@@ -115,28 +115,18 @@ static ucs_status_t uct_rc_fp_ep_write(uct_rc_fp_iface_t *iface,
 {
     aptus_conn_wire_t *wire = iface->super.wire;
     uint64_t dest           = ep->fp.key.address + w->offset;
-    struct iovec iov;
-    ucs_status_t status;
+    aptus_fp_piece_t pieces[APTUS_FP_MAX_PIECES];
+    aptus_conn_piece_t wire_pieces[APTUS_FP_MAX_PIECES];
+    unsigned i, count;
 
-#if defined(__x86_64__) || defined(__i386__)
-    iov.iov_base = (void *)image;
-    iov.iov_len  = w->total;
-    status       = wire->ops->write(wire, &ep->fp.key, dest, &iov, 1);
-#else
-    iov.iov_base = (void *)image;
-    iov.iov_len  = w->total - 1;
-    status       = (iov.iov_len == 0)
-                           ? UCS_OK
-                           : wire->ops->write(wire, &ep->fp.key, dest, &iov, 1);
-    if (status == UCS_OK) {
-        __atomic_thread_fence(__ATOMIC_SEQ_CST);
-        iov.iov_base = (void *)(image + w->total - 1);
-        iov.iov_len  = 1;
-        status = wire->ops->write(wire, &ep->fp.key, dest + w->total - 1,
-                                  &iov, 1);
+    /* the polled byte in a piece of its own, last (fp_ring.h) */
+    count = aptus_fp_write_pieces(&iface->geom, w, pieces);
+    for (i = 0; i < count; ++i) {
+        wire_pieces[i].local       = image + pieces[i].offset;
+        wire_pieces[i].remote_addr = dest + pieces[i].offset;
+        wire_pieces[i].length      = pieces[i].length;
     }
-#endif
-    return status;
+    return wire->ops->write_ordered(wire, &ep->fp.key, wire_pieces, count);
 }
 
 /* Into the block: UCS_OK, or UCS_ERR_NO_RESOURCE to go over RC-SR. */

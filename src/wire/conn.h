@@ -50,6 +50,15 @@ typedef struct aptus_mem_key {
     uint32_t pid;
 } aptus_mem_key_t;
 
+/* A piece of an ordered write: length local bytes to remote_addr. */
+typedef struct aptus_conn_piece {
+    const void *local;
+    uint64_t remote_addr;
+    size_t length;
+} aptus_conn_piece_t;
+
+#define APTUS_CONN_MAX_PIECES 4
+
 typedef struct aptus_conn_handlers {
     /* A peer connected to this wire's listening address. */
     void (*accepted)(void *arg, aptus_conn_t *conn);
@@ -137,6 +146,15 @@ typedef struct aptus_conn_wire_ops {
     ucs_status_t (*write_imm)(aptus_conn_t *conn, const aptus_mem_key_t *key,
                               uint64_t remote_addr, const struct iovec *iov,
                               unsigned iovcnt, uint32_t imm);
+
+    /* One-sided write of pieces that the target's CPUs see in the order
+     * given: every byte of a piece before any byte of a later one (within
+     * a piece, in no particular order). For publishing a message behind a
+     * flag the target polls. Checked against key like write. */
+    ucs_status_t (*write_ordered)(aptus_conn_wire_t *wire,
+                                  const aptus_mem_key_t *key,
+                                  const aptus_conn_piece_t *pieces,
+                                  unsigned count);
 
     /* Whether one-sided operations can reach memory behind key. */
     int (*key_reachable)(aptus_conn_wire_t *wire, const aptus_mem_key_t *key);

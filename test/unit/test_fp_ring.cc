@@ -152,6 +152,42 @@ TEST_P(fp_ring, largest_message_fits_exactly_and_one_more_byte_does_not)
     EXPECT_EQ(bytes(3, max), out);
 }
 
+TEST_P(fp_ring, nothing_is_seen_before_the_last_piece_lands)
+{
+    /* a write lands piece by piece, in aptus_fp_write_pieces' order, and
+     * the receiver finds the message only when the last piece is in */
+    channel c(geom_of(GetParam()));
+    for (unsigned i = 0; i < 200; ++i) {
+        std::vector<uint8_t> payload = bytes(i, (i * 37) % 900);
+        struct iovec iov = { payload.data(), payload.size() };
+        const uint8_t *image;
+        aptus_vb_write_t w;
+        aptus_vb_status_t st;
+        aptus_fp_piece_t pieces[APTUS_FP_MAX_PIECES];
+        while ((st = aptus_fp_tx_pack(&c.tx, &iov, 1, c.scratch.data(),
+                                      c.mirror.data(), &image, &w)) ==
+               APTUS_VB_WRAPPED) {
+            ASSERT_EQ(1u, aptus_fp_write_pieces(&c.geom, &w, pieces));
+            aptus_vb_write_local(c.mem.data(), &w, image);
+        }
+        ASSERT_EQ(APTUS_VB_OK, st);
+        unsigned count = aptus_fp_write_pieces(&c.geom, &w, pieces);
+        ASSERT_EQ((GetParam() == APTUS_FP_VELOBLOCK) ? 2u : 3u, count);
+        uint32_t covered = 0;
+        std::vector<uint8_t> out;
+        for (unsigned p = 0; p < count; ++p) {
+            EXPECT_EQ(APTUS_VB_EMPTY, c.recv(out)) << "piece " << p;
+            memcpy(c.mem.data() + w.offset + pieces[p].offset,
+                   image + pieces[p].offset, pieces[p].length);
+            covered += pieces[p].length;
+        }
+        EXPECT_EQ(w.total, covered); /* every byte, once */
+        ASSERT_EQ(APTUS_VB_OK, c.recv(out));
+        EXPECT_EQ(payload, out);
+        c.return_credits();
+    }
+}
+
 TEST_P(fp_ring, zero_length_messages)
 {
     channel c(geom_of(GetParam()));

@@ -830,11 +830,93 @@ static void aptus_sock_conn_wire_close(aptus_conn_wire_t *wire)
     ucs_free(cw);
 }
 
+/* One process_vm_writev with a local and a remote vector per piece: the
+ * kernel copies remote vector by vector, and within one by local vector,
+ * so a piece boundary is a boundary between separate copies. On x86 the
+ * stores of one copy may become visible out of order among themselves
+ * ("fast string" rep movs) but not after the stores of a later
+ * instruction (TSO), so the pieces are seen in order. Other CPUs give no
+ * such order inside the kernel: there every piece is its own call and a
+ * full fence separates them (the kernel's stores are this thread's). */
+static ucs_status_t aptus_sock_conn_write_ordered(aptus_conn_wire_t *wire,
+                                                  const aptus_mem_key_t *key,
+                                                  const aptus_conn_piece_t *pieces,
+                                                  unsigned count)
+{
+    struct iovec local[APTUS_CONN_MAX_PIECES], remote[APTUS_CONN_MAX_PIECES];
+    ucs_status_t status;
+    size_t total = 0;
+    unsigned i;
+    ssize_t ret;
+
+    if (count > APTUS_CONN_MAX_PIECES) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (!aptus_sock_conn_key_reachable(wire, key)) {
+        wire->stats.refused++;
+        return UCS_ERR_UNREACHABLE;
+    }
+    for (i = 0; i < count; ++i) {
+        if ((pieces[i].remote_addr < key->address) ||
+            (pieces[i].length > key->length) ||
+            (pieces[i].remote_addr - key->address >
+             key->length - pieces[i].length)) {
+            wire->stats.refused++;
+            return UCS_ERR_INVALID_ADDR;
+        }
+        local[i].iov_base  = (void *)pieces[i].local;
+        local[i].iov_len   = pieces[i].length;
+        remote[i].iov_base = (void *)(uintptr_t)pieces[i].remote_addr;
+        remote[i].iov_len  = pieces[i].length;
+        total += pieces[i].length;
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    do {
+        ret = process_vm_writev(key->pid, local, count, remote, count, 0);
+    } while ((ret < 0) && (errno == EINTR));
+    if (ret == (ssize_t)total) {
+        return UCS_OK;
+    }
+    if (ret >= 0) {
+        /* a fault part way (the pages went): nothing is published unless
+         * the polled byte, last, went too; report it as the region gone */
+        return UCS_ERR_INVALID_ADDR;
+    }
+#else
+    for (i = 0; i < count; ++i) {
+        status = aptus_sock_conn_rma(wire, key, pieces[i].remote_addr,
+                                     &local[i], 1, 1);
+        if (status != UCS_OK) {
+            return status;
+        }
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    }
+    return UCS_OK;
+#endif
+    ucs_debug("sock conn: process_vm_writev(pid %u) failed: %m", key->pid);
+    switch (errno) {
+    case ESRCH:
+        status = UCS_ERR_CONNECTION_RESET;
+        break;
+    case EFAULT:
+        status = UCS_ERR_INVALID_ADDR;
+        break;
+    case EPERM:
+        status = UCS_ERR_REJECTED;
+        break;
+    default:
+        status = UCS_ERR_IO_ERROR;
+        break;
+    }
+    return status;
+}
+
 static const aptus_conn_wire_ops_t aptus_sock_conn_ops = {
     .connect        = aptus_sock_conn_connect,
     .send           = aptus_sock_conn_send,
     .backlog        = aptus_sock_conn_backlog,
     .write          = aptus_sock_conn_write,
+    .write_ordered  = aptus_sock_conn_write_ordered,
     .read           = aptus_sock_conn_read,
     .write_imm      = aptus_sock_conn_write_imm,
     .key_reachable  = aptus_sock_conn_key_reachable,
