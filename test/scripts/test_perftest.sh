@@ -4,7 +4,9 @@
 # messages, stream) from 8 B to 4 MB, and tag_lat/tag_bw from 16 KB to
 # 16 MB with UD-ZCopy on and off. Then over rc_sr: UCT am_lat, am_bw,
 # put_lat, put_bw and get (short, bcopy, zcopy) and UCP tag_lat, tag_bw,
-# ucp_put_lat, ucp_put_bw and ucp_get, 8 B to 16 MB. A check passes when
+# ucp_put_lat, ucp_put_bw and ucp_get, 8 B to 16 MB; over aptus, each
+# channel of its rule chain; over rc_fp in each fast-path mode, UCT am_lat
+# and am_bw and UCP tag_lat and tag_bw, 8 B to 8 KB. A check passes when
 # both sides finish and the transport's statistics show that it carried the
 # traffic (messages both ways, or one-sided puts or gets; for the UD-ZCopy
 # runs, that large messages were, or were not, fetched with zero-copy gets;
@@ -201,6 +203,26 @@ UCX_APTUS_MAX_RC=0 \
     run "aptus uct put_lat zcopy 64KB MAX_RC=0" 500 "" -t put_lat -x aptus -d lo -D zcopy -s 65536
 UCX_APTUS_MAX_RC=0 UCX_RNDV_SCHEME=put_zcopy \
     run "aptus ucp tag_bw 1MB rndv=put MAX_RC=0" 200 aptus -t tag_bw -s 1048576
+
+# rc_fp: the fast path in each of its modes, 8 B to 8 KB (the largest
+# message it takes). The check is that the fast path carried messages both
+# ways (fast-path writes sent and polled, a channel granted).
+TL=rc_fp
+KEYS="fp_tx_msgs fp_rx_msgs fp_granted"
+for mode in veloblock original original_reduced; do
+    export UCX_RC_FP_MODE=$mode
+    run "rc_fp/$mode uct am_lat short 8B"   5000 "" -t am_lat -x rc_fp -d lo -D short -s 8
+    run "rc_fp/$mode uct am_lat bcopy 1KB"  5000 "" -t am_lat -x rc_fp -d lo -D bcopy -s 1024
+    run "rc_fp/$mode uct am_lat bcopy 8KB"  2000 "" -t am_lat -x rc_fp -d lo -D bcopy -s 8000
+    run "rc_fp/$mode uct am_bw short 8B"   20000 "" -t am_bw  -x rc_fp -d lo -D short -s 8
+    run "rc_fp/$mode uct am_bw bcopy 8KB"   5000 "" -t am_bw  -x rc_fp -d lo -D bcopy -s 8000
+    run "rc_fp/$mode ucp tag_lat 8B"        5000 rc_fp,self -t tag_lat -s 8
+    run "rc_fp/$mode ucp tag_lat 1KB"       5000 rc_fp,self -t tag_lat -s 1024
+    run "rc_fp/$mode ucp tag_bw 8B"        20000 rc_fp,self -t tag_bw -s 8
+    run "rc_fp/$mode ucp tag_bw 8KB"        5000 rc_fp,self -t tag_bw -s 8000
+done
+unset UCX_RC_FP_MODE
+
 TL=ud_sr
 KEYS="tx_msgs rx_msgs"
 
