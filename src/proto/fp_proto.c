@@ -7,14 +7,15 @@
 #include <string.h>
 
 int aptus_fp_msg_hdr_parse(const uint8_t *msg, uint32_t length,
-                           unsigned max_am_id, uint8_t *am_id,
-                           uint32_t *rc_before)
+                           unsigned max_am_id, aptus_fp_msg_hdr_t *hdr)
 {
     if ((length < APTUS_FP_MSG_HDR_LEN) || (msg[0] >= max_am_id)) {
         return -1;
     }
-    *am_id     = msg[0];
-    *rc_before = aptus_get32(msg + 1);
+    hdr->am_id        = msg[0];
+    hdr->rc_before    = aptus_get32(msg + 1);
+    hdr->credit_nonce = aptus_get16(msg + 5);
+    hdr->credits      = aptus_get32(msg + 7);
     return 0;
 }
 

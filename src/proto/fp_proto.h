@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-#define APTUS_FP_MSG_HDR_LEN 5
+#define APTUS_FP_MSG_HDR_LEN 11
 #define APTUS_FP_TRAILER_LEN 6
 #define APTUS_FP_CTL_AM      0x80 /* internal: never a user's id (< 32) */
 #define APTUS_FP_CTL_MAX_LEN 48
@@ -68,21 +68,39 @@ typedef struct aptus_fp_ctl {
     };
 } aptus_fp_ctl_t;
 
+/* A fast-path message's header: [am_id][rc_before LE32][credit_nonce LE16]
+ * [credits LE32]: credits freed in the channel the receiver writes back
+ * into the sender's block, named by the receiver's nonce for it (the
+ * paper's piggyback; 0 credits: none). */
 static inline void aptus_fp_msg_hdr_pack(uint8_t *hdr, uint8_t am_id,
-                                         uint32_t rc_before)
+                                         uint32_t rc_before,
+                                         uint16_t credit_nonce,
+                                         uint32_t credits)
 {
-    hdr[0] = am_id;
-    hdr[1] = (uint8_t)rc_before;
-    hdr[2] = (uint8_t)(rc_before >> 8);
-    hdr[3] = (uint8_t)(rc_before >> 16);
-    hdr[4] = (uint8_t)(rc_before >> 24);
+    hdr[0]  = am_id;
+    hdr[1]  = (uint8_t)rc_before;
+    hdr[2]  = (uint8_t)(rc_before >> 8);
+    hdr[3]  = (uint8_t)(rc_before >> 16);
+    hdr[4]  = (uint8_t)(rc_before >> 24);
+    hdr[5]  = (uint8_t)credit_nonce;
+    hdr[6]  = (uint8_t)(credit_nonce >> 8);
+    hdr[7]  = (uint8_t)credits;
+    hdr[8]  = (uint8_t)(credits >> 8);
+    hdr[9]  = (uint8_t)(credits >> 16);
+    hdr[10] = (uint8_t)(credits >> 24);
 }
+
+typedef struct aptus_fp_msg_hdr {
+    uint8_t am_id;
+    uint16_t credit_nonce;
+    uint32_t rc_before;
+    uint32_t credits;
+} aptus_fp_msg_hdr_t;
 
 /* 0, or -1 when the message is shorter than its header or names an id no
  * user may have (>= max_am_id). */
 int aptus_fp_msg_hdr_parse(const uint8_t *msg, uint32_t length,
-                           unsigned max_am_id, uint8_t *am_id,
-                           uint32_t *rc_before);
+                           unsigned max_am_id, aptus_fp_msg_hdr_t *hdr);
 
 void aptus_fp_trailer_pack(uint8_t *trailer, uint16_t nonce,
                            uint32_t fp_before);

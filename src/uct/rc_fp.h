@@ -94,6 +94,7 @@ typedef struct uct_rc_fp_stats {
     uint64_t requests, granted, refused, unreachable, released;
     uint64_t rx_msgs, rx_bytes, rx_held_for_order, rx_corrupt;
     uint64_t credit_msgs_sent, credit_msgs_received, credits_returned;
+    uint64_t credits_piggybacked, credits_piggyback_received;
     uint64_t ctl_malformed, ctl_unknown;
     uint64_t write_failures;
     uint64_t rx_peak, tx_peak;
@@ -161,5 +162,15 @@ ucs_status_t uct_rc_fp_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
 
 /* Free the receiving channel at index i (its sender is done or gone). */
 void uct_rc_fp_rx_free(uct_rc_fp_iface_t *iface, unsigned i);
+
+/* The channel peer_key writes into this process, if it has one with
+ * credits to return (the first found). */
+uct_rc_fp_rx_t *uct_rc_fp_rx_of_peer(uct_rc_fp_iface_t *iface,
+                                     uint32_t peer_key);
+
+/* Credits that came with a message for the sending channel nonce to
+ * peer_key. */
+void uct_rc_fp_credit_in(uct_rc_fp_iface_t *iface, uint32_t peer_key,
+                         uint16_t nonce, uint32_t credits);
 
 #endif

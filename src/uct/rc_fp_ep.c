@@ -136,11 +136,19 @@ static ucs_status_t uct_rc_fp_ep_send_fp(uct_rc_fp_iface_t *iface,
                                          size_t length)
 {
     uint8_t hdr[APTUS_FP_MSG_HDR_LEN];
+    uct_rc_fp_rx_t *back = uct_rc_fp_rx_of_peer(iface,
+                                                ep->super.link.peer_key);
+    uint32_t credits     = 0;
     const uint8_t *image;
     aptus_vb_write_t w;
     aptus_vb_status_t st;
 
-    aptus_fp_msg_hdr_pack(hdr, id, ep->fp.rc_sent);
+    /* freed space of the channel the peer writes into us rides along */
+    if (back != NULL) {
+        credits = aptus_fp_rx_pending_credits(&back->ring);
+    }
+    aptus_fp_msg_hdr_pack(hdr, id, ep->fp.rc_sent,
+                          (back != NULL) ? back->nonce : 0, credits);
     iov[0].iov_base = hdr;
     iov[0].iov_len  = sizeof(hdr);
     while ((st = aptus_fp_tx_pack(&ep->fp.ring, iov, iovcnt, iface->scratch,
@@ -156,6 +164,12 @@ static ucs_status_t uct_rc_fp_ep_send_fp(uct_rc_fp_iface_t *iface,
     }
     if (uct_rc_fp_ep_write(iface, ep, image, &w) != UCS_OK) {
         goto failed;
+    }
+    if (credits > 0) {
+        aptus_fp_rx_take_credits(&back->ring);
+        back->credit_owed = 0;
+        iface->stats.credits_piggybacked += credits;
+        iface->stats.credits_returned += credits;
     }
     ep->fp.fp_sent++;
     iface->stats.tx_msgs++;
@@ -314,6 +328,31 @@ static uct_rc_fp_ep_t *uct_rc_fp_find_tx(uct_rc_fp_iface_t *iface,
     return NULL;
 }
 
+static void uct_rc_fp_credit_ep(uct_rc_fp_iface_t *iface, uct_rc_fp_ep_t *ep,
+                                uint32_t credits)
+{
+    if ((ep->fp.state == UCT_RC_FP_TX_ON) &&
+        (aptus_fp_tx_credit(&ep->fp.ring, credits) != APTUS_VB_OK)) {
+        ucs_error("rc_fp: 0x%08x returned %u credits it was not given: "
+                  "fast path off",
+                  ep->super.link.peer_key, credits);
+        uct_rc_fp_tx_off(iface, ep, 1);
+    }
+}
+
+void uct_rc_fp_credit_in(uct_rc_fp_iface_t *iface, uint32_t peer_key,
+                         uint16_t nonce, uint32_t credits)
+{
+    uct_rc_fp_ep_t *ep = uct_rc_fp_find_tx(iface, peer_key, nonce);
+
+    if (ep == NULL) {
+        iface->stats.ctl_unknown++; /* the endpoint went meanwhile */
+        return;
+    }
+    iface->stats.credits_piggyback_received += credits;
+    uct_rc_fp_credit_ep(iface, ep, credits);
+}
+
 static void uct_rc_fp_granted(uct_rc_fp_iface_t *iface, uct_rc_fp_ep_t *ep,
                               const aptus_fp_ctl_t *ctl)
 {
@@ -370,14 +409,7 @@ void uct_rc_fp_ep_handle_ctl(uct_rc_fp_iface_t *iface, aptus_rc_link_t *link,
         break;
     case APTUS_FP_CTL_CREDIT:
         iface->stats.credit_msgs_received++;
-        if ((ep->fp.state == UCT_RC_FP_TX_ON) &&
-            (aptus_fp_tx_credit(&ep->fp.ring, ctl->credit.credits) !=
-             APTUS_VB_OK)) {
-            ucs_error("rc_fp: 0x%08x returned %u credits it was not given: "
-                      "fast path off",
-                      link->peer_key, ctl->credit.credits);
-            uct_rc_fp_tx_off(iface, ep, 1);
-        }
+        uct_rc_fp_credit_ep(iface, ep, ctl->credit.credits);
         break;
     default:
         iface->stats.ctl_unknown++;

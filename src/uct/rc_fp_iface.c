@@ -151,7 +151,25 @@ static void uct_rc_fp_rx_send_ctl(uct_rc_fp_iface_t *iface,
             (aptus_rc_chan_send(&iface->super.chan, link, &send) >= 0);
 }
 
-/* Freed credits go back once a quarter of the channel piled up. */
+uct_rc_fp_rx_t *uct_rc_fp_rx_of_peer(uct_rc_fp_iface_t *iface,
+                                     uint32_t peer_key)
+{
+    uct_rc_fp_rx_t *rx;
+    unsigned i;
+
+    for (i = 0; i < iface->num_rx; ++i) {
+        rx = iface->rx[i];
+        if ((rx->peer_key == peer_key) && !rx->failed && !rx->released &&
+            (aptus_fp_rx_pending_credits(&rx->ring) > 0)) {
+            return rx;
+        }
+    }
+    return NULL;
+}
+
+/* Freed credits go back with the next fast-path message to the peer
+ * (uct_rc_fp_rx_of_peer), or explicitly once a quarter of the channel
+ * piled up (traffic one way only). */
 static void uct_rc_fp_rx_credit(uct_rc_fp_iface_t *iface, uct_rc_fp_rx_t *rx,
                                 aptus_rc_link_t *link)
 {
@@ -200,9 +218,8 @@ static unsigned uct_rc_fp_rx_drain(uct_rc_fp_iface_t *iface,
 
     aptus_vb_msg_t msg;
     aptus_vb_status_t st;
-    uint32_t rc_before;
+    aptus_fp_msg_hdr_t hdr;
     unsigned count = 0;
-    uint8_t am_id;
 
     if (!must && rx->released) {
         fp_target = rx->fp_total;
@@ -218,26 +235,31 @@ static unsigned uct_rc_fp_rx_drain(uct_rc_fp_iface_t *iface,
         }
         if ((st != APTUS_VB_OK) ||
             (aptus_fp_msg_hdr_parse(msg.data, msg.length, UCT_AM_ID_MAX,
-                                    &am_id, &rc_before) != 0)) {
+                                    &hdr) != 0)) {
             uct_rc_fp_rx_fail(iface, rx, "corrupt ring");
             break;
         }
-        if (rc_before != rx->rc_delivered) {
-            if ((int32_t)(rc_before - rx->rc_delivered) > 0) {
+        if (hdr.rc_before != rx->rc_delivered) {
+            if ((int32_t)(hdr.rc_before - rx->rc_delivered) > 0) {
                 iface->stats.rx_held_for_order++;
                 break; /* sent after an RC-SR message not here yet */
             }
             uct_rc_fp_rx_fail(iface, rx, "order counts disagree");
             break;
         }
+        if (hdr.credits > 0) {
+            /* before the user's handler, which may answer */
+            uct_rc_fp_credit_in(iface, rx->peer_key, hdr.credit_nonce,
+                                hdr.credits);
+        }
         rx->fp_delivered++;
         iface->stats.rx_msgs++;
         iface->stats.rx_bytes += msg.length - APTUS_FP_MSG_HDR_LEN;
-        uct_iface_trace_am(&iface->super.super, UCT_AM_TRACE_TYPE_RECV, am_id,
+        uct_iface_trace_am(&iface->super.super, UCT_AM_TRACE_TYPE_RECV, hdr.am_id,
                            (void *)(msg.data + APTUS_FP_MSG_HDR_LEN),
                            msg.length - APTUS_FP_MSG_HDR_LEN, "RX: AM FP");
         /* in place, no descriptor: a user that keeps it copies it */
-        uct_iface_invoke_am(&iface->super.super, am_id,
+        uct_iface_invoke_am(&iface->super.super, hdr.am_id,
                             (void *)(msg.data + APTUS_FP_MSG_HDR_LEN),
                             msg.length - APTUS_FP_MSG_HDR_LEN, 0);
         aptus_fp_rx_release(&rx->ring, rx->mem, &msg);
@@ -510,6 +532,8 @@ unsigned uct_rc_fp_iface_stats(uct_rc_fp_iface_t *iface,
         { "fp_credit_msgs_sent", s->credit_msgs_sent },
         { "fp_credit_msgs_received", s->credit_msgs_received },
         { "fp_credits_returned", s->credits_returned },
+        { "fp_credits_piggybacked", s->credits_piggybacked },
+        { "fp_credits_piggyback_received", s->credits_piggyback_received },
         { "fp_ctl_malformed", s->ctl_malformed },
         { "fp_ctl_unknown", s->ctl_unknown },
         { "fp_write_failures", s->write_failures },
@@ -605,8 +629,11 @@ static UCS_CLASS_INIT_FUNC(uct_rc_fp_iface_t, uct_md_h md, uct_worker_h worker,
                                          APTUS_FP_MSG_HDR_LEN);
     self->host_id      = ucs_get_system_id();
     self->next_nonce   = 0;
+    /* a quarter, but at least two slots where there are two: one freed
+     * slot waits for a message back to ride on (Original-Reduced has 2) */
     self->credit_quarter =
-        ucs_max(aptus_fp_credits_total(&self->geom) / 4, 1);
+        ucs_max(aptus_fp_credits_total(&self->geom) / 4,
+                ucs_min(2, aptus_fp_credits_total(&self->geom)));
     self->num_rx       = 0;
     self->num_tx       = 0;
     self->num_refusals = 0;

@@ -139,6 +139,38 @@ TEST_P(uct_rc_fp_mode, mixed_sizes_in_order_across_fast_path_and_rc_sr)
     close(m_b);
 }
 
+TEST_P(uct_rc_fp_mode, ping_pong_returns_credits_with_the_answers)
+{
+    /* each answer carries the slots (bytes) its question freed: no
+     * explicit credit message, and the two slots of Original-Reduced do
+     * not run dry */
+    setup_pair({ { "MODE", GetParam() }, { "THRESH", "1" } });
+    const unsigned rounds = 600;
+    for (unsigned i = 0; i < rounds; ++i) {
+        std::vector<uint8_t> q = pattern(i, 8 + (i * 131) % 1500);
+        send(m_a, m_a.ep, q, i % 2);
+        ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == i + 1; }));
+        send(m_b, m_b.ep, q, i % 2);
+        ASSERT_TRUE(wait_for([&] { return rx_count(m_a) == i + 1; }));
+    }
+    for (unsigned i = 0; i < rounds; ++i) {
+        std::vector<uint8_t> q = pattern(i, 8 + (i * 131) % 1500);
+        ASSERT_EQ(q, m_b.rx.msgs[i]);
+        ASSERT_EQ(q, m_a.rx.msgs[i]);
+    }
+    auto a = stats(m_a), b = stats(m_b);
+    for (auto *s : { &a, &b }) {
+        EXPECT_EQ(0u, (*s)["fp_credit_msgs_sent"]);
+        EXPECT_EQ(0u, (*s)["fp_no_credit"]);
+        EXPECT_GT((*s)["fp_credits_piggybacked"], 0u);
+        EXPECT_GT((*s)["fp_tx_msgs"], rounds - 10);
+    }
+    EXPECT_EQ(a["fp_credits_piggybacked"], b["fp_credits_piggyback_received"]);
+    EXPECT_EQ(b["fp_credits_piggybacked"], a["fp_credits_piggyback_received"]);
+    close(m_a);
+    close(m_b);
+}
+
 INSTANTIATE_TEST_SUITE_P(modes, uct_rc_fp_mode,
                          ::testing::Values("veloblock", "original",
                                            "original_reduced"));
