@@ -26,6 +26,7 @@
 #include "ud_sr_params.h"
 #include "../channel/rc_rdma_chan.h"
 #include "../proto/chan_alloc.h"
+#include "../proto/fp_ring.h"
 #include "../proto/send_rules.h"
 #include "../proto/xorder.h"
 
@@ -54,10 +55,50 @@ typedef enum uct_aptus_ctl_type {
     UCT_APTUS_CTL_GRANT   = 2, /* yes: both hold a slot, the channel is on */
     UCT_APTUS_CTL_REFUSE  = 3, /* no room: stay on UD */
     UCT_APTUS_CTL_DEMOTE  = 4, /* the sender gave its slot back */
-    UCT_APTUS_CTL_XACK    = 5  /* every message before this sequence number
+    UCT_APTUS_CTL_XACK    = 5, /* every message before this sequence number
                                   is in (body: uint32 at byte 4): copies
                                   kept for a resend may go */
+    /* The fast path (aptus_tl_fp.c): */
+    UCT_APTUS_CTL_FP_CREDIT = 6, /* bytes freed in the block named by the
+                                    nonce at byte 2 (uint32 at byte 4) */
+    UCT_APTUS_CTL_FP_DONE   = 7, /* the sender stopped writing into the block
+                                    named at byte 2: drain it, it is free */
+    UCT_APTUS_CTL_FP_BLOCK  = 8  /* a block the peer may write into (its
+                                    own layout, UCT_APTUS_FP_BLOCK_LEN) */
 } uct_aptus_ctl_type_t;
+
+/* FP_BLOCK: [type][0][nonce LE16][size LE32][address LE64][pid LE32]
+ * [host LE64] */
+#define UCT_APTUS_FP_BLOCK_LEN 28
+/* A fast-path message: [am_id][credit nonce LE16][credits LE32], the
+ * user's header and payload, the trailer. The credits are of the block
+ * the receiver writes into the sender (the paper's piggyback). */
+#define UCT_APTUS_FP_HDR_LEN 7
+
+/* The sending side of a peer's fast path: the peer's block. */
+typedef struct uct_aptus_tl_fp_tx {
+    aptus_fp_tx_t ring;
+    aptus_mem_key_t key;
+    uint16_t nonce; /* the peer's name of the block */
+} uct_aptus_tl_fp_tx_t;
+
+enum {
+    UCT_APTUS_FP_BLOCK_FREE,
+    UCT_APTUS_FP_BLOCK_ACTIVE, /* a peer writes into it */
+    UCT_APTUS_FP_BLOCK_ORPHAN  /* its endpoint went before the peer said it
+                                  stopped writing: not reused */
+};
+
+/* A block of this process that a peer writes into (the receiving side). */
+typedef struct uct_aptus_tl_fp_rx {
+    uint8_t *mem;
+    struct uct_aptus_tl_ep *ep;
+    uint32_t peer_key; /* the writer's interface */
+    uint16_t nonce;
+    uint8_t state;
+    uint8_t failed;
+    aptus_fp_rx_t ring;
+} uct_aptus_tl_fp_rx_t;
 
 typedef struct uct_aptus_tl_iface_config {
     uct_iface_config_t super;
@@ -70,6 +111,8 @@ typedef struct uct_aptus_tl_iface_config {
     char *send_rules;
     unsigned max_rc;
     unsigned max_fp;
+    unsigned fp_msgs;
+    size_t fp_block_size;
     double alloc_window;
     unsigned rc_msgs;
     size_t rc_bytes;
@@ -140,6 +183,9 @@ struct uct_aptus_tl_ep {
     uint8_t blocked;
     uint8_t ctl_owed; /* bit (type - 1) of a control message not sent yet */
     uint8_t ctl_kind;
+    uint16_t fp_done_nonce;     /* FP_DONE owed for this block */
+    uct_aptus_tl_fp_tx_t *fp_tx; /* NULL: no block of the peer's */
+    uct_aptus_tl_fp_rx_t *fp_rx; /* NULL: no block of ours */
     uint64_t tx_msgs[APTUS_CHAN_LAST]; /* statistics per channel */
     uint64_t tx_bytes[APTUS_CHAN_LAST];
     ucs_arbiter_group_t pending; /* requests waiting for any channel */
@@ -198,6 +244,14 @@ typedef struct uct_aptus_tl_stats {
                               over UD */
     uint64_t resent;       /* messages sent again over UD */
     uint64_t xacks_sent;
+    uint64_t fp_rx_msgs;
+    uint64_t fp_no_credit;  /* picked by the rules, no room in the block */
+    uint64_t fp_credit_msgs; /* explicit FP_CREDIT messages sent */
+    uint64_t fp_credits_piggybacked;
+    uint64_t fp_write_failures;
+    uint64_t fp_rx_corrupt;
+    uint64_t fp_refused_no_block; /* granted slot, no free block */
+    uint64_t fp_blocks_orphaned;
     uint64_t kept_now;     /* copies kept for a resend */
     uint64_t kept_bytes;
     unsigned max_held; /* most messages held for one peer */
@@ -251,6 +305,15 @@ typedef struct uct_aptus_tl_iface {
     uint64_t async_interval_us;
     double latency;
     double bandwidth;
+    struct {
+        aptus_fp_geom_t geom;
+        uct_aptus_tl_fp_rx_t *blocks; /* MAX_FP of them, mapped at open */
+        unsigned num_blocks;
+        unsigned num_active;
+        uint16_t next_nonce;
+        uint32_t credit_quarter;
+        uint8_t *scratch; /* a message image is built here */
+    } fp;
     uct_aptus_failures_t failures; /* to report from progress */
     uct_aptus_tl_stats_t stats;
 } uct_aptus_tl_iface_t;
@@ -325,6 +388,41 @@ unsigned uct_aptus_tl_alloc_progress(uct_aptus_tl_iface_t *iface,
                                      uint64_t now_us);
 void uct_aptus_tl_alloc_forget(uct_aptus_tl_iface_t *iface,
                                uct_aptus_tl_ep_t *ep);
+
+/* The fast path (aptus_tl_fp.c): blocks under MAX_FP, Veloblock rings. */
+ucs_status_t uct_aptus_tl_fp_init(uct_aptus_tl_iface_t *iface,
+                                  const uct_aptus_tl_iface_config_t *config);
+void uct_aptus_tl_fp_cleanup(uct_aptus_tl_iface_t *iface);
+/* Give the peer a block of ours and tell it (FP_BLOCK); 0: none free. */
+int uct_aptus_tl_fp_open(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep);
+/* The FP slot went (demoted, refused, released): stop writing into the
+ * peer's block and tell it (FP_DONE). */
+void uct_aptus_tl_fp_sync(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep);
+void uct_aptus_tl_fp_forget(uct_aptus_tl_iface_t *iface,
+                            uct_aptus_tl_ep_t *ep);
+/* Control messages of the fast path (type 6 to 8). */
+void uct_aptus_tl_fp_ctl_recv(uct_aptus_tl_iface_t *iface,
+                              uct_aptus_tl_ep_t *ep, const uint8_t *msg,
+                              size_t length);
+/* Build the control message of type (FP_CREDIT, FP_DONE, FP_BLOCK) into
+ * msg (UCT_APTUS_FP_BLOCK_LEN); returns its length, 0 when moot now. */
+size_t uct_aptus_tl_fp_ctl_pack(uct_aptus_tl_iface_t *iface,
+                                uct_aptus_tl_ep_t *ep, unsigned type,
+                                uint8_t *msg);
+/* An active message into the peer's block: UCS_OK, or
+ * UCS_ERR_NO_RESOURCE (no room, or the block cannot be reached: another
+ * channel takes it). */
+ucs_status_t uct_aptus_tl_fp_send(uct_aptus_tl_iface_t *iface,
+                                  uct_aptus_tl_ep_t *ep, uint8_t id,
+                                  const void *header, size_t header_length,
+                                  const struct iovec *iov, unsigned iovcnt);
+unsigned uct_aptus_tl_fp_progress(uct_aptus_tl_iface_t *iface);
+
+static inline int uct_aptus_tl_fp_usable(const uct_aptus_tl_ep_t *ep)
+{
+    return (ep->fp_tx != NULL) &&
+           (ep->alloc.slot[APTUS_ALLOC_FP].state == APTUS_ALLOC_GRANTED);
+}
 
 /* Endpoint operations (aptus_tl_ep.c). */
 ucs_status_t uct_aptus_tl_ep_create(const uct_ep_params_t *params,

@@ -124,6 +124,7 @@ void uct_aptus_tl_ep_rc_close(uct_aptus_tl_iface_t *iface,
     if (ep->blocked == UCT_APTUS_BLOCKED_RC) {
         ep->blocked = UCT_APTUS_BLOCKED_UD;
     }
+    uct_aptus_tl_fp_sync(iface, ep); /* a fast path goes with RC */
 }
 
 static void uct_aptus_tl_ctl_owe(uct_aptus_tl_iface_t *iface,
@@ -131,9 +132,12 @@ static void uct_aptus_tl_ctl_owe(uct_aptus_tl_iface_t *iface,
                                  uct_aptus_ctl_type_t type,
                                  aptus_alloc_kind_t kind)
 {
-    /* a later answer replaces an earlier one of the same pair */
+    /* a later answer replaces an earlier one of the same pair; the fast
+     * path's messages are built from the endpoint's state when sent */
     ep->ctl_owed |= UCS_BIT(type - 1);
-    ep->ctl_kind  = kind;
+    if (type < UCT_APTUS_CTL_FP_CREDIT) {
+        ep->ctl_kind = kind;
+    }
     iface->stats.ctl_deferred++;
     if (!(ep->flags & UCT_APTUS_EP_CTL_LIST) &&
         uct_aptus_tl_list_add(&iface->ctl_list, &iface->num_ctl,
@@ -147,16 +151,34 @@ static ssize_t uct_aptus_tl_ctl_try(uct_aptus_tl_iface_t *iface,
                                     uct_aptus_ctl_type_t type,
                                     aptus_alloc_kind_t kind)
 {
-    uint8_t msg[UCT_APTUS_CTL_LEN];
+    uint8_t msg[ucs_max(UCT_APTUS_CTL_LEN, UCT_APTUS_FP_BLOCK_LEN)];
+    size_t length = UCT_APTUS_CTL_LEN;
+    ssize_t ret;
 
-    msg[0] = type;
-    msg[1] = kind;
-    memcpy(msg + 2, &iface->rc.config.local_port, 2); /* as in the address */
-    aptus_put16(msg + 4, iface->rc.config.credits);
-    aptus_put16(msg + 6, 0);
-    return aptus_ud_chan_send_internal(&iface->ud, &ep->peer,
-                                       UCT_APTUS_CTL_MSG_ID, msg, sizeof(msg),
-                                       NULL, 0);
+    if (type >= UCT_APTUS_CTL_FP_CREDIT) {
+        length = uct_aptus_tl_fp_ctl_pack(iface, ep, type, msg);
+        if (length == 0) {
+            return 0; /* nothing to say any more */
+        }
+    } else {
+        msg[0] = type;
+        msg[1] = kind;
+        /* as in the address */
+        memcpy(msg + 2, &iface->rc.config.local_port, 2);
+        aptus_put16(msg + 4, iface->rc.config.credits);
+        aptus_put16(msg + 6, 0);
+    }
+    ret = aptus_ud_chan_send_internal(&iface->ud, &ep->peer,
+                                      UCT_APTUS_CTL_MSG_ID, msg, length, NULL,
+                                      0);
+    if (ret >= 0) {
+        if (type == UCT_APTUS_CTL_FP_CREDIT) {
+            aptus_fp_rx_take_credits(&ep->fp_rx->ring); /* the ones packed */
+        } else if (type == UCT_APTUS_CTL_FP_DONE) {
+            ep->fp_done_nonce = 0;
+        }
+    }
+    return ret;
 }
 
 void uct_aptus_tl_ctl_send(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
@@ -180,7 +202,7 @@ static unsigned uct_aptus_tl_ctl_progress(uct_aptus_tl_iface_t *iface)
 
     for (i = 0; i < iface->num_ctl;) {
         ep = iface->ctl_list[i];
-        for (type = UCT_APTUS_CTL_REQUEST; type <= UCT_APTUS_CTL_DEMOTE;
+        for (type = UCT_APTUS_CTL_REQUEST; type <= UCT_APTUS_CTL_FP_BLOCK;
              ++type) {
             if (!(ep->ctl_owed & UCS_BIT(type - 1))) {
                 continue;
@@ -214,14 +236,19 @@ static void uct_aptus_tl_act(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
         uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_REQUEST, kind);
         break;
     case APTUS_ALLOC_ACT_GRANT:
-        if ((kind == APTUS_ALLOC_RC) && !uct_aptus_tl_rc_open(iface, ep)) {
-            /* no memory for it: give the slot back, refuse */
+        if (((kind == APTUS_ALLOC_RC) && !uct_aptus_tl_rc_open(iface, ep)) ||
+            ((kind == APTUS_ALLOC_FP) && !uct_aptus_tl_fp_open(iface, ep))) {
+            /* no memory (no free block) for it: give the slot back */
             aptus_alloc_release(&iface->alloc, &ep->alloc, kind,
                                 uct_ud_sr_clock());
             uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_REFUSE, kind);
             break;
         }
         uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_GRANT, kind);
+        if (kind == APTUS_ALLOC_FP) {
+            /* after GRANT on the stream: our block, for the peer to use */
+            uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_FP_BLOCK, kind);
+        }
         break;
     case APTUS_ALLOC_ACT_REFUSE:
         uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_REFUSE, kind);
@@ -231,6 +258,10 @@ static void uct_aptus_tl_act(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
             /* the requester connects at once: the grantor then finds the
              * connection there when it first sends */
             uct_aptus_tl_ep_rc_link(iface, ep);
+            break;
+        }
+        if ((kind == APTUS_ALLOC_FP) && uct_aptus_tl_fp_open(iface, ep)) {
+            uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_FP_BLOCK, kind);
             break;
         }
         aptus_alloc_release(&iface->alloc, &ep->alloc, kind,
@@ -246,6 +277,8 @@ static void uct_aptus_tl_act(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
     default:
         break;
     }
+    /* whatever freed the fast-path slot: stop writing, say so */
+    uct_aptus_tl_fp_sync(iface, ep);
 }
 
 void uct_aptus_tl_ep_sent(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
@@ -265,6 +298,14 @@ void uct_aptus_tl_ep_sent(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
     }
     if ((chan == APTUS_CHAN_RC_SR) || (chan == APTUS_CHAN_RC_RDMA)) {
         used = APTUS_ALLOC_RC;
+    } else if (chan == APTUS_CHAN_RC_FP) {
+        used = APTUS_ALLOC_FP;
+    } else if ((ep->alloc.slot[APTUS_ALLOC_RC].state == APTUS_ALLOC_GRANTED) &&
+               (iface->alloc.config.fp_msgs > 0) &&
+               (size <= iface->alloc.config.fp_max_size)) {
+        /* a peer with RC earns a fast path by its small messages, which
+         * the rules keep on UD until it has one */
+        used = APTUS_ALLOC_KIND_LAST;
     } else {
         /* Only traffic that a connection would carry earns one: small
          * messages the rules keep on UD anyway (an all-to-all of 64 B)
@@ -304,9 +345,14 @@ ucs_status_t uct_aptus_tl_ctl_recv(uct_aptus_tl_iface_t *iface,
         uct_aptus_tl_xack_recv(iface, ep, aptus_get32(msg + 4));
         return UCS_OK;
     }
-    if ((length != UCT_APTUS_CTL_LEN) || (msg[1] != APTUS_ALLOC_RC) ||
+    if ((length >= 1) && (msg[0] >= UCT_APTUS_CTL_FP_CREDIT) &&
+        (msg[0] <= UCT_APTUS_CTL_FP_BLOCK)) {
+        uct_aptus_tl_ep_init_state(iface, ep);
+        uct_aptus_tl_fp_ctl_recv(iface, ep, msg, length);
+        return UCS_OK;
+    }
+    if ((length != UCT_APTUS_CTL_LEN) || (msg[1] >= APTUS_ALLOC_KIND_LAST) ||
         (msg[0] < UCT_APTUS_CTL_REQUEST) || (msg[0] > UCT_APTUS_CTL_DEMOTE)) {
-        /* fast-path channels come with rc_fp */
         iface->stats.rx_malformed++;
         return UCS_OK;
     }
@@ -330,8 +376,10 @@ ucs_status_t uct_aptus_tl_ctl_recv(uct_aptus_tl_iface_t *iface,
         act = aptus_alloc_answered(&iface->alloc, &ep->alloc, kind, 1, now);
         if ((act == APTUS_ALLOC_ACT_NONE) &&
             (ep->alloc.slot[kind].state == APTUS_ALLOC_GRANTED)) {
-            /* both asked at once and both granted: on, no one connected */
-            if (!uct_aptus_tl_rc_open(iface, ep)) {
+            /* both asked at once and both granted: on, no one connected
+             * (a fast path: each gave its block with its GRANT) */
+            if ((kind == APTUS_ALLOC_RC) ? !uct_aptus_tl_rc_open(iface, ep)
+                                         : !uct_aptus_tl_fp_open(iface, ep)) {
                 act = APTUS_ALLOC_ACT_DEMOTE;
                 aptus_alloc_release(&iface->alloc, &ep->alloc, kind, now);
             }
@@ -345,7 +393,9 @@ ucs_status_t uct_aptus_tl_ctl_recv(uct_aptus_tl_iface_t *iface,
             iface->alloc.stats.demoted[kind]++;
         }
         aptus_alloc_release(&iface->alloc, &ep->alloc, kind, now);
-        uct_aptus_tl_ep_rc_close(iface, ep);
+        if (kind == APTUS_ALLOC_RC) {
+            uct_aptus_tl_ep_rc_close(iface, ep);
+        }
         act = APTUS_ALLOC_ACT_NONE;
         break;
     }
@@ -382,6 +432,7 @@ unsigned uct_aptus_tl_alloc_progress(uct_aptus_tl_iface_t *iface,
             uct_aptus_tl_ep_rc_close(iface, ep);
             continue;
         }
+        uct_aptus_tl_fp_sync(iface, ep); /* a request that expired */
         ++i;
     }
     return count;
@@ -397,6 +448,7 @@ void uct_aptus_tl_alloc_forget(uct_aptus_tl_iface_t *iface,
         return;
     }
     uct_aptus_tl_ep_rc_close(iface, ep);
+    uct_aptus_tl_fp_forget(iface, ep);
     for (kind = 0; kind < APTUS_ALLOC_KIND_LAST; ++kind) {
         if (ep->alloc.slot[kind].state != APTUS_ALLOC_NONE) {
             aptus_alloc_release(&iface->alloc, &ep->alloc, kind, 0);

@@ -70,6 +70,9 @@ unsigned uct_aptus_tl_ep_allocated(uct_aptus_tl_iface_t *iface,
             allocated |= APTUS_RULE_BIT(APTUS_RULE_RC_RDMA);
         }
     }
+    if (ucs_unlikely(uct_aptus_tl_fp_usable(ep))) {
+        allocated |= APTUS_RULE_BIT(APTUS_RULE_RC_FP);
+    }
     return allocated;
 }
 
@@ -121,8 +124,8 @@ aptus_rc_link_t *uct_aptus_tl_ep_rc_link(uct_aptus_tl_iface_t *iface,
 }
 
 static inline aptus_chan_type_t
-uct_aptus_tl_select(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
-                    unsigned kind, size_t size)
+uct_aptus_tl_select_but(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
+                        unsigned kind, size_t size, unsigned but)
 {
     aptus_chan_type_t chan;
     unsigned rule;
@@ -130,13 +133,29 @@ uct_aptus_tl_select(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
     /* the rule channels are numbered as the channel interface's */
     chan = (aptus_chan_type_t)aptus_rule_chain_select(
         &iface->rules, kind, size, aptus_ud_chan_num_peers(&iface->ud),
-        uct_aptus_tl_ep_allocated(iface, ep), &rule);
+        uct_aptus_tl_ep_allocated(iface, ep) & ~but, &rule);
     if ((chan == APTUS_CHAN_RC_SR) &&
         (size + UCT_APTUS_TRAILER_LEN > iface->rc.config.max_msg)) {
         /* a rule allows more than an RC message holds (RC_SEG_SIZE) */
         return APTUS_CHAN_UD_SR;
     }
     return chan;
+}
+
+static inline aptus_chan_type_t
+uct_aptus_tl_select(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
+                    unsigned kind, size_t size)
+{
+    return uct_aptus_tl_select_but(iface, ep, kind, size, 0);
+}
+
+/* The rules picked the fast path and it had no room: the next rule. */
+static inline aptus_chan_type_t
+uct_aptus_tl_select_after_fp(uct_aptus_tl_iface_t *iface,
+                             uct_aptus_tl_ep_t *ep, size_t size)
+{
+    return uct_aptus_tl_select_but(iface, ep, APTUS_RULE_EAGER_CHANS, size,
+                                   APTUS_RULE_BIT(APTUS_RULE_RC_FP));
 }
 
 /* ---- eager messages ---------------------------------------------------- */
@@ -168,8 +187,10 @@ static size_t uct_aptus_tl_pack_short(void *dest, void *arg)
     uct_aptus_tl_short_t *s = arg;
 
     memcpy(dest, &s->header, sizeof(s->header));
-    memcpy(UCS_PTR_BYTE_OFFSET(dest, sizeof(s->header)), s->payload,
-           s->length);
+    if (s->length > 0) { /* the payload may be NULL then */
+        memcpy(UCS_PTR_BYTE_OFFSET(dest, sizeof(s->header)), s->payload,
+               s->length);
+    }
     aptus_put32(UCS_PTR_BYTE_OFFSET(dest, sizeof(s->header) + s->length),
                 s->seq);
     return sizeof(s->header) + s->length + UCT_APTUS_TRAILER_LEN;
@@ -245,6 +266,19 @@ ucs_status_t uct_aptus_tl_ep_am_short(uct_ep_h tl_ep, uint8_t id,
                    ? APTUS_CHAN_UD_SR
                    : uct_aptus_tl_select(iface, ep, APTUS_RULE_EAGER_CHANS,
                                          size);
+    if (chan == APTUS_CHAN_RC_FP) {
+        aptus_put32(trailer, ep->xtx.next);
+        iov[0].iov_base = (void *)payload;
+        iov[0].iov_len  = length;
+        iov[1].iov_base = trailer;
+        iov[1].iov_len  = sizeof(trailer);
+        ret = uct_aptus_tl_fp_send(iface, ep, id, &header, sizeof(header),
+                                   iov, 2);
+        if (ret == UCS_OK) {
+            goto out;
+        }
+        chan = uct_aptus_tl_select_after_fp(iface, ep, size);
+    }
     if ((chan == APTUS_CHAN_RC_SR) &&
         ((link = uct_aptus_tl_ep_rc_link(iface, ep)) != NULL)) {
         aptus_put32(trailer, ep->xtx.next);
@@ -269,6 +303,7 @@ ucs_status_t uct_aptus_tl_ep_am_short(uct_ep_h tl_ep, uint8_t id,
             ret = UCS_OK;
         }
     }
+out:
     uct_aptus_tl_ep_result(iface, ep, chan, ret, size);
     UCT_APTUS_LEAVE(iface);
     if (ret == UCS_OK) {
@@ -325,6 +360,16 @@ ssize_t uct_aptus_tl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
         length = uct_aptus_tl_pack_bcopy(iface->bounce, &p);
         chan   = uct_aptus_tl_select(iface, ep, APTUS_RULE_EAGER_CHANS,
                                      length - UCT_APTUS_TRAILER_LEN);
+        if (chan == APTUS_CHAN_RC_FP) {
+            struct iovec fiov = { iface->bounce, length };
+            if (uct_aptus_tl_fp_send(iface, ep, id, NULL, 0, &fiov, 1) ==
+                UCS_OK) {
+                ret = length;
+                goto out;
+            }
+            chan = uct_aptus_tl_select_after_fp(iface, ep,
+                                                length - UCT_APTUS_TRAILER_LEN);
+        }
         if ((chan == APTUS_CHAN_RC_SR) &&
             ((link = uct_aptus_tl_ep_rc_link(iface, ep)) != NULL)) {
             aptus_chan_send_copy(&send, id, NULL, 0, iface->bounce, length);
@@ -341,6 +386,7 @@ ssize_t uct_aptus_tl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
             ret = aptus_ud_chan_send(&iface->ud, &ep->peer, &send);
         }
     }
+out:
     if (ret >= 0) {
         ret -= UCT_APTUS_TRAILER_LEN;
     }
@@ -398,6 +444,18 @@ ucs_status_t uct_aptus_tl_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
         return UCS_ERR_NO_RESOURCE;
     }
     chan = uct_aptus_tl_select(iface, ep, APTUS_RULE_EAGER_CHANS, size);
+    if (chan == APTUS_CHAN_RC_FP) {
+        /* in the peer's block when the call returns */
+        aptus_put32(trailer, ep->xtx.next);
+        liov[iovcnt].iov_base = trailer;
+        liov[iovcnt].iov_len  = sizeof(trailer);
+        ret = uct_aptus_tl_fp_send(iface, ep, id, header, header_length, liov,
+                                   iovcnt + 1);
+        if (ret == UCS_OK) {
+            goto out;
+        }
+        chan = uct_aptus_tl_select_after_fp(iface, ep, size);
+    }
     if ((chan == APTUS_CHAN_RC_SR) &&
         ((link = uct_aptus_tl_ep_rc_link(iface, ep)) != NULL)) {
         /* the connection has the bytes when the call returns */
@@ -431,6 +489,7 @@ ucs_status_t uct_aptus_tl_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
             ucs_mpool_put_inline(zc);
         }
     }
+out:
     uct_aptus_tl_ep_result(iface, ep, chan, ret, size);
     UCT_APTUS_LEAVE(iface);
     if (!UCS_STATUS_IS_ERR(ret)) {

@@ -38,7 +38,7 @@ ucs_config_field_t uct_aptus_tl_iface_config_table[] = {
       "(k and m suffixes), or 'peers' then a comparison on the number of peers\n"
       "the process talks to. Channels: rc_fp, rc_sr, ud_sr (active messages),\n"
       "rc_rdma, ud_zcopy (rendezvous data). The last rule must name a UD\n"
-      "channel. rc_fp rules are skipped until the fast path is available.",
+      "channel.",
       ucs_offsetof(uct_aptus_tl_iface_config_t, send_rules),
       UCS_CONFIG_TYPE_STRING },
 
@@ -49,9 +49,23 @@ ucs_config_field_t uct_aptus_tl_iface_config_table[] = {
       ucs_offsetof(uct_aptus_tl_iface_config_t, max_rc), UCS_CONFIG_TYPE_UINT },
 
     { "MAX_FP", "8",
-      "Most fast-path (RC-FP) channels one process holds (they come with\n"
-      "rc_fp; at most MAX_RC).",
+      "Most fast-path (RC-FP) channels one process holds (at most MAX_RC): a\n"
+      "block of FP_BLOCK_SIZE bytes of its memory per channel, mapped at\n"
+      "interface open, that one peer writes messages into and this process\n"
+      "polls. Both sides reserve a slot before a channel is used.",
       ucs_offsetof(uct_aptus_tl_iface_config_t, max_fp), UCS_CONFIG_TYPE_UINT },
+
+    { "FP_MSGS", "64",
+      "Messages small enough for an rc_fp rule, sent to a peer that holds RC\n"
+      "within ALLOC_WINDOW, that earn it a fast-path channel (0: none ever;\n"
+      "so too when no rule names rc_fp).",
+      ucs_offsetof(uct_aptus_tl_iface_config_t, fp_msgs), UCS_CONFIG_TYPE_UINT },
+
+    { "FP_BLOCK_SIZE", "32k",
+      "Bytes of one fast-path block (a Veloblock ring: messages of any\n"
+      "length packed from its end, byte credits).",
+      ucs_offsetof(uct_aptus_tl_iface_config_t, fp_block_size),
+      UCS_CONFIG_TYPE_MEMUNITS },
 
     { "ALLOC_WINDOW", "1s",
       "Traffic window of the earning rule: a peer earns an RC connection when\n"
@@ -331,6 +345,7 @@ static unsigned uct_aptus_tl_iface_progress(uct_iface_h tl_iface)
     count = aptus_ud_chan_progress(&iface->ud, 0);
     count += aptus_udz_progress(&iface->udz);
     count += aptus_rc_chan_progress(&iface->rc);
+    count += uct_aptus_tl_fp_progress(iface);
     if (ucs_unlikely((iface->num_resend > 0) || (iface->num_xack > 0))) {
         count += uct_aptus_tl_resend_progress(iface);
     }
@@ -531,7 +546,25 @@ unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,
         { "rc_shared", r->shared },
         { "rc_switched", r->switched },
         { "fp_max", iface->alloc.config.max[APTUS_ALLOC_FP] },
+        { "fp_now", iface->alloc.used[APTUS_ALLOC_FP] },
         { "fp_peak", a->peak[APTUS_ALLOC_FP] },
+        { "fp_requested", a->requested[APTUS_ALLOC_FP] },
+        { "fp_granted", a->granted[APTUS_ALLOC_FP] },
+        { "fp_refused", a->refused[APTUS_ALLOC_FP] },
+        { "fp_refusals", a->refusals[APTUS_ALLOC_FP] },
+        { "fp_demoted", a->demoted[APTUS_ALLOC_FP] },
+        { "fp_block_bytes", iface->fp.geom.size },
+        { "fp_blocks_bytes", (uint64_t)iface->fp.num_blocks *
+                                     iface->fp.geom.size },
+        { "fp_blocks_active", iface->fp.num_active },
+        { "fp_blocks_orphaned", s->fp_blocks_orphaned },
+        { "fp_rx_msgs", s->fp_rx_msgs },
+        { "fp_no_credit", s->fp_no_credit },
+        { "fp_credit_msgs", s->fp_credit_msgs },
+        { "fp_credits_piggybacked", s->fp_credits_piggybacked },
+        { "fp_write_failures", s->fp_write_failures },
+        { "fp_rx_corrupt", s->fp_rx_corrupt },
+        { "fp_refused_no_block", s->fp_refused_no_block },
         { "ctl_sent", s->ctl_sent },
         { "ctl_received", s->ctl_received },
         { "ctl_deferred", s->ctl_deferred },
@@ -576,6 +609,9 @@ static void uct_aptus_tl_iface_print_peer(uct_aptus_tl_iface_t *iface,
             { "rc_now", ep->alloc.slot[APTUS_ALLOC_RC].state ==
                                 APTUS_ALLOC_GRANTED },
             { "rx_held_now", ep->xrx.num_held },
+            { "rc_fp_msgs", ep->tx_msgs[APTUS_CHAN_RC_FP] },
+            { "rc_fp_bytes", ep->tx_bytes[APTUS_CHAN_RC_FP] },
+            { "fp_now", uct_aptus_tl_fp_usable(ep) },
         };
 
         snprintf(name, sizeof(name), "%s/peer-%08x-%u", iface->dev_name,
@@ -670,9 +706,7 @@ static ucs_status_t
 uct_aptus_tl_iface_rules(uct_aptus_tl_iface_t *iface,
                          const uct_aptus_tl_iface_config_t *config)
 {
-    static int fp_reported = 0;
     aptus_rule_error_t err;
-    unsigned i;
 
     if (aptus_rule_chain_parse(config->send_rules, &iface->rules, &err) != 0) {
         ucs_error("aptus: invalid configuration: UCX_" UCT_APTUS_TL_CONFIG_PREFIX
@@ -680,17 +714,35 @@ uct_aptus_tl_iface_rules(uct_aptus_tl_iface_t *iface,
                   config->send_rules, err.position, err.message);
         return UCS_ERR_INVALID_PARAM;
     }
-    for (i = 0; i < iface->rules.num_rules; ++i) {
-        if ((iface->rules.rules[i].chan == APTUS_RULE_RC_FP) &&
-            !fp_reported) {
-            fp_reported = 1;
-            ucs_diag("aptus: UCX_" UCT_APTUS_TL_CONFIG_PREFIX "SEND_RULES "
-                     "rule %u names rc_fp, which this version does not "
-                     "offer yet: the rule is skipped",
-                     i + 1);
+    return UCS_OK;
+}
+
+/* The largest message size a rule admits (capped at 64 KB, more than a
+ * fast-path message may hold), 0 when none. */
+static uint32_t uct_aptus_tl_rule_max_size(const aptus_rule_t *rule)
+{
+    uint64_t max = UINT16_MAX;
+    unsigned i;
+
+    for (i = 0; i < rule->num_conds; ++i) {
+        if (rule->conds[i].subject != APTUS_RULE_SIZE) {
+            continue;
+        }
+        switch (rule->conds[i].op) {
+        case APTUS_RULE_LE:
+        case APTUS_RULE_EQ:
+            max = ucs_min(max, rule->conds[i].value);
+            break;
+        case APTUS_RULE_LT:
+            max = (rule->conds[i].value == 0)
+                          ? 0
+                          : ucs_min(max, rule->conds[i].value - 1);
+            break;
+        default:
+            break;
         }
     }
-    return UCS_OK;
+    return (uint32_t)max;
 }
 
 static ucs_status_t
@@ -699,16 +751,28 @@ uct_aptus_tl_iface_alloc_init(uct_aptus_tl_iface_t *iface,
 {
     aptus_alloc_config_t ac;
     const char *bad;
+    uint32_t fp_max_size = 0;
+    unsigned i;
 
+    /* the largest message an rc_fp rule takes: what earns a fast path */
+    for (i = 0; i < iface->rules.num_rules; ++i) {
+        if (iface->rules.rules[i].chan == APTUS_RULE_RC_FP) {
+            fp_max_size = ucs_max(fp_max_size, uct_aptus_tl_rule_max_size(
+                                                   &iface->rules.rules[i]));
+        }
+    }
     memset(&ac, 0, sizeof(ac));
     ac.max[APTUS_ALLOC_RC]  = config->max_rc;
-    /* a fast path needs RC: MAX_RC=0 (UD only) turns them off too */
-    ac.max[APTUS_ALLOC_FP]  = ucs_min(config->max_fp, config->max_rc);
+    /* a fast path needs RC: MAX_RC=0 (UD only) turns them off too, and so
+     * does a chain without an rc_fp rule */
+    ac.max[APTUS_ALLOC_FP]  = (fp_max_size == 0) ? 0 :
+                              ucs_min(config->max_fp, config->max_rc);
     ac.window_us            = uct_ud_sr_usec(config->alloc_window);
     ac.rc_msgs              = config->rc_msgs;
     ac.rc_bytes             = config->rc_bytes;
-    ac.fp_msgs              = 0; /* fast paths come with rc_fp */
-    ac.fp_max_size          = 2048;
+    ac.fp_msgs              = (ac.max[APTUS_ALLOC_FP] == 0) ? 0 :
+                              config->fp_msgs;
+    ac.fp_max_size          = (fp_max_size == 0) ? 2048 : fp_max_size;
     ac.request_timeout_us   = uct_ud_sr_usec(config->request_timeout);
     ac.backoff_us           = uct_ud_sr_usec(config->backoff);
     ac.idle_us              = uct_ud_sr_usec(config->idle);
@@ -855,6 +919,7 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
     if (status != UCS_OK) {
         return status;
     }
+    memset(&self->fp, 0, sizeof(self->fp));
     if (config->reorder_max == 0) {
         ucs_error("aptus: invalid configuration: UCX_"
                   UCT_APTUS_TL_CONFIG_PREFIX "REORDER_MAX must be at least 1");
@@ -903,6 +968,10 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
     if (status != UCS_OK) {
         goto err_udz;
     }
+    status = uct_aptus_tl_fp_init(self, config);
+    if (status != UCS_OK) {
+        goto err_rc;
+    }
 
     aptus_sock_netif_caps(self->dev_name, &self->latency, &self->bandwidth);
     self->async_interval_us = setup.async_interval_us;
@@ -913,13 +982,15 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
     if (status != UCS_OK) {
         ucs_error("aptus: cannot start the async timer: %s",
                   ucs_status_string(status));
-        goto err_rc;
+        goto err_fp;
     }
 
     ucs_debug("aptus/%s: key 0x%08x max_rc %u rules %s", self->dev_name,
               self->ud.local_key, config->max_rc, config->send_rules);
     return UCS_OK;
 
+err_fp:
+    uct_aptus_tl_fp_cleanup(self);
 err_rc:
     aptus_rc_chan_cleanup(&self->rc);
     self->conn->ops->close(self->conn);
@@ -941,7 +1012,7 @@ err_bounce:
 static UCS_CLASS_CLEANUP_FUNC(uct_aptus_tl_iface_t)
 {
     uct_aptus_md_t *md = ucs_derived_of(self->super.md, uct_aptus_md_t);
-    uct_aptus_stat_t stats[64];
+    uct_aptus_stat_t stats[128];
     unsigned n;
 
     ucs_async_remove_handler(self->timer_id, 1);
@@ -949,7 +1020,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_aptus_tl_iface_t)
     UCS_ASYNC_BLOCK(self->super.worker->async);
     uct_base_iface_progress_disable(&self->super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-    n = uct_aptus_tl_iface_stats(self, stats, 64);
+    n = uct_aptus_tl_iface_stats(self, stats, 128);
     uct_aptus_stats_print(md->stats, UCT_APTUS_TL_NAME, self->dev_name, stats,
                           n);
     uct_aptus_tl_iface_print_sizes(self, md->stats);
@@ -961,6 +1032,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_aptus_tl_iface_t)
     self->dgram->ops->close(self->dgram);
     aptus_rc_chan_cleanup(&self->rc);
     self->conn->ops->close(self->conn);
+    uct_aptus_tl_fp_cleanup(self); /* a late write from a peer now fails */
     ucs_mpool_cleanup(&self->zcomp_mp, 1);
     ucs_arbiter_cleanup(&self->pending);
     kh_destroy_inplace(uct_aptus_rc_peers, &self->rc_peers);

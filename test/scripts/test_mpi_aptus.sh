@@ -17,8 +17,10 @@
 #     (MAX_RC < 2H), the cap holds, some requests are refused, and the
 #     refused peers stay on UD without losing a byte.
 # Jobs: 8 and 16 ranks (H=2, MAX_RC=4), 16 ranks with MAX_RC=2, and 32
-# ranks with Open MPI. The earning window is one second (UCX_APTUS_ALLOC_
-# WINDOW): on two oversubscribed cores a heavy peer may not reach 64
+# ranks with Open MPI; and 8 ranks with 1 KB heavy messages, where the fast
+# path must carry some (no rank over MAX_FP, none without RC). The earning
+# window is one second (UCX_APTUS_ALLOC_WINDOW): on two oversubscribed
+# cores a heavy peer may not reach 64
 # messages in the default 100 ms; a light peer gets one message per 50
 # iterations, far below either.
 #
@@ -34,10 +36,12 @@ fi
 aptus_setup
 APTUS_RUN_TLS=aptus,self
 
-# check_channels NAME NP HEAVY MAX_RC: the statistics checks above.
+# check_channels NAME NP HEAVY MAX_RC [FP]: the statistics checks above;
+# FP=1: the fast path must have carried messages.
 check_channels() {
-    local name=$1 np=$2 heavy=$3 max_rc=$4 r pid f peak granted refusals
+    local name=$1 np=$2 heavy=$3 max_rc=$4 want_fp=${5:-0} r pid f peak granted refusals
     local rc_peers why='' total_refusals=0 peaks='' connected=0
+    local fp_peak fp_stray fp_msgs total_fp=0 fp_peaks='' max_fp
     for ((r = 0; r < np; r++)); do
         pid=${APTUS_RUN_PIDS[$r]:-}
         f=$APTUS_RUN_STATS/stats.$pid
@@ -67,13 +71,32 @@ check_channels() {
         if [ "$max_rc" -ge $((2 * heavy)) ] && [ "$rc_peers" -lt 1 ]; then
             why="${why:+$why, }rank $r: no heavy peer got RC (rc_granted=$granted)"
         fi
+        # the fast path: under its cap (MAX_FP=8, at most MAX_RC), and
+        # only to peers that hold RC (the paper's rule: it rides on RC)
+        max_fp=$((max_rc < 8 ? max_rc : 8))
+        fp_peak=$(aptus_stat "$pid" fp_peak aptus)
+        fp_msgs=$(aptus_stat "$pid" rc_fp_msgs aptus)
+        total_fp=$((total_fp + ${fp_msgs:-0}))
+        fp_peaks="$fp_peaks ${fp_peak:-?}"
+        if [ "${fp_peak:-99}" -gt "$max_fp" ]; then
+            why="${why:+$why, }rank $r: fp_peak=$fp_peak > $max_fp"
+        fi
+        fp_stray=$(grep '^aptus-stats aptus-peer/' "$f" |
+                   grep ' rc_sr_msgs=0 .* rc_rdma_msgs=0 .* rc_now=0 ' |
+                   grep -vc ' rc_fp_msgs=0 ')
+        if [ "$fp_stray" -gt 0 ]; then
+            why="${why:+$why, }rank $r: $fp_stray peers used the fast path without RC"
+        fi
         connected=$((connected + rc_peers))
     done
+    if [ "$want_fp" = 1 ] && [ "$total_fp" -eq 0 ]; then
+        why="${why:+$why, }no message took the fast path (1 KB heavy traffic over RC should earn it)"
+    fi
     if [ "$max_rc" -lt $((2 * heavy)) ] && [ "$total_refusals" -eq 0 ]; then
         why="${why:+$why, }no request was refused although MAX_RC=$max_rc < $((2 * heavy))"
     fi
     if [ -z "$why" ]; then
-        pass "$name: RC only to heavy peers ($connected of $((np * 2 * heavy)) heavy pairs connected), cap $max_rc held (rc_peak per rank:$peaks; refusals $total_refusals)"
+        pass "$name: RC only to heavy peers ($connected of $((np * 2 * heavy)) heavy pairs connected), cap $max_rc held (rc_peak per rank:$peaks; refusals $total_refusals); fast path only with RC, $total_fp messages (fp_peak per rank:$fp_peaks)"
     else
         fail "$name: channel allocation" "$why"
     fi
@@ -119,19 +142,23 @@ check_csv() {
 
 for flavour in $APTUS_MPIS; do
     aptus_build "$flavour" heavy_light || continue
-    for job in "8 2 4 100" "16 2 4 60" "16 2 2 60" "32 2 4 40"; do
-        read -r np heavy max_rc iters <<<"$job"
+    # the last job's heavy messages are 1 KB: small enough for the fast
+    # path, which peers holding RC (earned by the rendezvous bytes) earn
+    for job in "8 2 4 100 4k" "16 2 4 60 4k" "16 2 2 60 4k" "32 2 4 40 4k" \
+               "8 2 4 200 1k"; do
+        read -r np heavy max_rc iters size <<<"$job"
         if [ "$np" -gt 16 ] && [ "$flavour" = mpich ]; then
             continue # Hydra at 32 ranks on two cores: Open MPI covers it
         fi
-        name="$flavour heavy_light np=$np H=$heavy MAX_RC=$max_rc"
+        name="$flavour heavy_light np=$np H=$heavy MAX_RC=$max_rc size=$size"
         # a one-second window: on two oversubscribed cores a heavy peer
         # may not send 64 messages within the default 100 ms
         APTUS_RUN_ENV=(UCX_APTUS_MAX_RC="$max_rc" UCX_APTUS_ALLOC_WINDOW=1s)
-        aptus_mpirun "$name" "$flavour" "$np" heavy_light -i "$iters" -h "$heavy"
+        aptus_mpirun "$name" "$flavour" "$np" heavy_light -i "$iters" -h "$heavy" -s "$size"
         if aptus_check_run "$name" heavy_light "$np"; then
-            check_channels "$name" "$np" "$heavy" "$max_rc"
-            if [ "$np" -eq 8 ]; then
+            check_channels "$name" "$np" "$heavy" "$max_rc" \
+                "$([ "$size" = 1k ] && echo 1 || echo 0)"
+            if [ "$np" -eq 8 ] && [ "$size" = 4k ]; then
                 check_csv "$name" "$np"
             fi
         fi

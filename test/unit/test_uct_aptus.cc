@@ -128,6 +128,35 @@ class uct_aptus : public uct_aptus_test
     {
         return { { "RC_MSGS", "16" }, { "ALLOC_WINDOW", "1s" } };
     }
+
+    /* ... and then a fast path: 16 small messages more */
+    std::map<std::string, std::string> eager_fp()
+    {
+        auto cfg       = eager_rc();
+        cfg["FP_MSGS"] = "16";
+        return cfg;
+    }
+
+    /* small (fast path by the default rules) and middle-sized (RC-SR)
+     * messages, some above 8 KB (UD), every kind of send */
+    std::vector<std::vector<uint8_t>> send_small_mixed(entity &from,
+                                                       unsigned count,
+                                                       unsigned seed)
+    {
+        std::vector<std::vector<uint8_t>> sent;
+        for (unsigned i = 0; i < count; ++i) {
+            size_t len = 8 + ((i + seed) * 2654435761u) % 2000;
+            if (i % 9 == 4) {
+                len = 3000 + (i * 977) % 9000;
+            }
+            sent.push_back(pattern(seed * 100000 + i, len));
+            send(from, sent.back(), i % 3);
+            if (HasFatalFailure()) {
+                break;
+            }
+        }
+        return sent;
+    }
 };
 
 } // namespace
@@ -246,10 +275,11 @@ TEST_F(uct_aptus, mixed_sizes_in_order_while_rc_appears)
     EXPECT_EQ(1u, a["rc_now"]);
     EXPECT_EQ(1u, b["rc_now"]);
     /* by the default rules: small and large messages over UD, the middle
-     * sizes over RC once it is there */
+     * sizes over RC once it is there, the small ones over the fast path
+     * once the peer earned one */
     EXPECT_GT(a["rc_sr_msgs"], 1000u);
     EXPECT_GT(a["ud_sr_msgs"], 600u);
-    EXPECT_EQ(3000u, a["rc_sr_msgs"] + a["ud_sr_msgs"]);
+    EXPECT_EQ(3000u, a["rc_sr_msgs"] + a["ud_sr_msgs"] + a["rc_fp_msgs"]);
     EXPECT_EQ(0u, b["rx_duplicates"] + b["rx_malformed"] +
                       b["rx_unknown_link"] + b["rx_reorder_full"]);
     EXPECT_EQ(3000u, b["rx_in_order"] + b["rx_held"]);
@@ -385,6 +415,155 @@ TEST_F(uct_aptus, cap_holds_and_refused_peers_stay_on_ud)
         close(e);
     }
     close(r);
+}
+
+TEST_F(uct_aptus, fast_path_is_earned_and_keeps_the_order)
+{
+    setup_pair(eager_fp());
+    auto sent = send_small_mixed(m_a, 3000, 21);
+    expect_received(m_b, sent);
+    auto a = stats(m_a), b = stats(m_b);
+    EXPECT_EQ(1u, a["rc_now"]);
+    EXPECT_EQ(1u, a["fp_now"]);
+    EXPECT_EQ(1u, b["fp_now"]);
+    EXPECT_EQ(1u, a["fp_granted"]);
+    /* both gave a block, the other writes into it */
+    EXPECT_EQ(1u, a["fp_blocks_active"]);
+    EXPECT_EQ(1u, b["fp_blocks_active"]);
+    EXPECT_EQ(32768u, a["fp_block_bytes"]);
+    EXPECT_EQ(8u * 32768u, a["fp_blocks_bytes"]); /* MAX_FP blocks */
+    EXPECT_GT(a["rc_fp_msgs"], 1500u);
+    EXPECT_EQ(a["rc_fp_msgs"], b["fp_rx_msgs"]);
+    EXPECT_GT(a["rc_sr_msgs"], 0u);
+    EXPECT_GT(a["ud_sr_msgs"], 0u);
+    EXPECT_EQ(0u, b["rx_malformed"] + b["fp_rx_corrupt"] + b["rx_duplicates"]);
+
+    /* a few more, which the receiver frees but has no reason to return
+     * yet; then back: the answers ride the other block and carry them */
+    auto more = send_small_mixed(m_a, 5, 23);
+    expect_received(m_b, more, sent.size());
+    auto back = send_small_mixed(m_b, 1000, 22);
+    expect_received(m_a, back);
+    b = stats(m_b);
+    EXPECT_GT(b["rc_fp_msgs"], 500u);
+    EXPECT_GT(b["fp_credits_piggybacked"], 0u);
+}
+
+TEST_F(uct_aptus, fast_path_ping_pong_needs_no_credit_messages)
+{
+    setup_pair(eager_fp());
+    expect_received(m_b, send_small_mixed(m_a, 200, 1));
+    expect_received(m_a, send_small_mixed(m_b, 200, 2));
+    ASSERT_EQ(1u, stats(m_a)["fp_now"]);
+    auto a0 = stats(m_a), b0 = stats(m_b);
+    for (unsigned i = 0; i < 2000; ++i) {
+        std::vector<uint8_t> q = pattern(i, 8 + (i * 37) % 1000);
+        send(m_a, q, i % 3);
+        ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == 201 + i; }));
+        send(m_b, q, i % 3);
+        ASSERT_TRUE(wait_for([&] { return rx_count(m_a) == 201 + i; }));
+        ASSERT_EQ(q, m_b.rx.msgs.back());
+        ASSERT_EQ(q, m_a.rx.msgs.back());
+    }
+    auto a = stats(m_a), b = stats(m_b);
+    EXPECT_EQ(a0["fp_credit_msgs"], a["fp_credit_msgs"]);
+    EXPECT_EQ(b0["fp_credit_msgs"], b["fp_credit_msgs"]);
+    EXPECT_EQ(a0["rc_fp_msgs"] + 2000, a["rc_fp_msgs"]);
+    EXPECT_EQ(b0["rc_fp_msgs"] + 2000, b["rc_fp_msgs"]);
+}
+
+TEST_F(uct_aptus, fast_path_cap_holds_and_refused_peers_keep_rc)
+{
+    /* three senders earn RC and then a fast path to one receiver that
+     * allows one fast path (and RC to all) */
+    auto cfg = eager_fp();
+    entity r, s[3];
+    ASSERT_EQ(UCS_OK, open(r, [&] {
+                  auto c      = cfg;
+                  c["MAX_FP"] = "1";
+                  return c;
+              }()));
+    for (auto &e : s) {
+        ASSERT_EQ(UCS_OK, open(e, cfg));
+        connect(e, r);
+    }
+    std::vector<std::vector<uint8_t>> sent[3];
+    for (unsigned i = 0; i < 800; ++i) {
+        for (unsigned k = 0; k < 3; ++k) {
+            sent[k].push_back(pattern(k * 1000 + i, 8 + (i * 31) % 3000));
+            send(s[k], sent[k].back(), i % 3);
+            ASSERT_FALSE(HasFatalFailure());
+            ASSERT_LE(iface(r)->alloc.used[APTUS_ALLOC_FP], 1u);
+        }
+    }
+    ASSERT_TRUE(wait_for([&] { return rx_count(r) == 2400; }));
+    size_t next[3] = { 0, 0, 0 };
+    for (auto &m : r.rx.msgs) {
+        bool found = false;
+        for (unsigned k = 0; (k < 3) && !found; ++k) {
+            if ((next[k] < sent[k].size()) && (m == sent[k][next[k]])) {
+                ++next[k];
+                found = true;
+            }
+        }
+        ASSERT_TRUE(found);
+    }
+    auto rs = stats(r);
+    EXPECT_EQ(1u, rs["fp_peak"]);
+    EXPECT_EQ(1u, rs["fp_blocks_active"]);
+    EXPECT_EQ(3u, rs["rc_now"]);
+    unsigned with_fp = 0;
+    for (auto &e : s) {
+        auto st = stats(e);
+        with_fp += st["fp_now"];
+        EXPECT_GT(st["rc_sr_msgs"], 0u);
+        if (st["fp_now"] == 0) {
+            EXPECT_EQ(0u, st["rc_fp_msgs"]);
+            EXPECT_GT(st["fp_refused"], 0u);
+        }
+    }
+    EXPECT_EQ(1u, with_fp);
+    for (auto &e : s) {
+        close(e);
+    }
+    close(r);
+}
+
+TEST_F(uct_aptus, idle_fast_path_gives_its_blocks_back)
+{
+    auto cfg    = eager_fp();
+    cfg["IDLE"] = "100ms";
+    cfg["HOLD"] = "50ms";
+    setup_pair(cfg);
+    auto first = send_small_mixed(m_a, 1000, 7);
+    expect_received(m_b, first);
+    ASSERT_EQ(1u, stats(m_a)["fp_now"]);
+    /* idle: fast path and connection go, and both blocks are free again
+     * once each side said it stopped writing */
+    ASSERT_TRUE(wait_for([&] {
+        auto a = stats(m_a), b = stats(m_b);
+        return (a["fp_now"] + b["fp_now"] + a["fp_blocks_active"] +
+                b["fp_blocks_active"] + a["rc_now"] + b["rc_now"]) == 0;
+    }));
+    settle(0.1);
+    auto second = send_small_mixed(m_a, 3000, 8);
+    expect_received(m_b, second, first.size());
+    auto a = stats(m_a);
+    EXPECT_EQ(2u, a["fp_granted"]);
+    EXPECT_EQ(0u, stats(m_b)["fp_blocks_orphaned"]);
+    EXPECT_EQ(0u, stats(m_b)["rx_duplicates"] + stats(m_b)["fp_rx_corrupt"]);
+}
+
+TEST_F(uct_aptus, no_rc_fp_rule_no_fast_path)
+{
+    auto cfg          = eager_fp();
+    cfg["SEND_RULES"] = "{<=8192 rc_sr},{any ud_sr}";
+    setup_pair(cfg);
+    expect_received(m_b, send_small_mixed(m_a, 500, 3));
+    auto a = stats(m_a);
+    EXPECT_EQ(0u, a["fp_max"]);
+    EXPECT_EQ(0u, a["fp_requested"]);
+    EXPECT_EQ(0u, a["fp_blocks_bytes"]);
 }
 
 TEST_F(uct_aptus, zero_length_rma_needs_no_key)
