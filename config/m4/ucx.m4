@@ -46,6 +46,25 @@ AC_DEFUN([APTUS_CHECK_UCX], [
     AS_CASE([$UCX_VERSION], [$ucx_cfg_version|$ucx_cfg_version.*], [],
             [AC_MSG_ERROR([ucx_info reports UCX $ucx_cfg_version but pkg-config reports $UCX_VERSION])])
 
+    # The exact build of libucs and libuct the module is compiled against:
+    # their GNU build IDs, which the module compares with the libraries in
+    # the process before it registers (src/uct/aptus_ucx_check.c).
+    AC_PATH_PROG([READELF], [readelf], [], [$PATH:/usr/bin])
+    ucx_libdir=`$PKG_CONFIG --variable=libdir ucx`
+    for ucx_lib in ucs uct; do
+        AC_MSG_CHECKING([build ID of lib$ucx_lib])
+        ucx_bid=
+        AS_IF([test -n "$READELF" && test -e "$ucx_libdir/lib$ucx_lib.so"],
+              [ucx_bid=`$READELF -n "$ucx_libdir/lib$ucx_lib.so" 2>/dev/null | awk '/Build ID:/ { print $NF; exit }'`])
+        AS_IF([test -n "$ucx_bid"], [AC_MSG_RESULT([$ucx_bid])],
+              [AC_MSG_RESULT([none (the run-time check of the UCX build is off)])])
+        AS_IF([test $ucx_lib = ucs],
+              [AC_DEFINE_UNQUOTED([APTUS_UCS_BUILD_ID], ["$ucx_bid"],
+                   [GNU build ID of the libucs the module is built against])],
+              [AC_DEFINE_UNQUOTED([APTUS_UCT_BUILD_ID], ["$ucx_bid"],
+                   [GNU build ID of the libuct the module is built against])])
+    done
+
     UCX_INTERNAL_CPPFLAGS="-DHAVE_CONFIG_H -I\$(top_builddir)/ucx-config -I$UCX_SRC/src $UCX_CFLAGS"
     AC_SUBST([UCX_SRC])
     AC_SUBST([UCX_INTERNAL_CPPFLAGS])

@@ -13,6 +13,7 @@
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 #include <uct/base/uct_iface.h>
+#include <ucs/async/async.h>
 
 ucs_status_t uct_aptus_iface_am_alignment(const char *tl_name,
                                           const uct_iface_params_t *params,
@@ -42,6 +43,19 @@ ucs_status_t uct_aptus_iface_am_alignment(const char *tl_name,
     }
     *alignment_p = alignment;
     *offset_p    = offset;
+    return UCS_OK;
+}
+
+ucs_status_t uct_aptus_iface_async_check(const char *tl_name,
+                                         const ucs_async_context_t *async)
+{
+    if (async->mode == UCS_ASYNC_MODE_SIGNAL) {
+        ucs_error("%s: UCX_ASYNC_MODE=signal is not supported: its timers "
+                  "allocate memory, which a signal handler must not; use "
+                  "UCX_ASYNC_MODE=thread_spinlock or thread_mutex",
+                  tl_name);
+        return UCS_ERR_UNSUPPORTED;
+    }
     return UCS_OK;
 }
 

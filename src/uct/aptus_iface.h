@@ -20,6 +20,15 @@ ucs_status_t uct_aptus_iface_am_alignment(const char *tl_name,
                                           size_t *offset_p);
 
 /*
+ * A transport whose async timer runs the channels' timers (ud_sr, aptus):
+ * those allocate memory and take locks, which a signal handler must not,
+ * so UCX_ASYNC_MODE=signal is refused with one line naming the setting
+ * (UCS_ERR_UNSUPPORTED: UCP goes on with the other transports).
+ */
+ucs_status_t uct_aptus_iface_async_check(const char *tl_name,
+                                         const ucs_async_context_t *async);
+
+/*
  * The devices of a transport: the sock wire's network interfaces, on the
  * memory domain of its kind (one_sided: "aptus_rc", else "aptus"), none
  * on the other.

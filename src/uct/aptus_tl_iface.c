@@ -900,6 +900,10 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
     self->held_release.cb = uct_aptus_tl_held_release;
     memset(&self->stats, 0, sizeof(self->stats));
     async = self->super.worker->async;
+    status = uct_aptus_iface_async_check(UCT_APTUS_TL_NAME, async);
+    if (status != UCS_OK) {
+        return status;
+    }
 
     /* Every setting is checked before anything opens. */
     status = uct_ud_sr_params_setup(&config->ud, UCT_APTUS_TL_NAME,

@@ -365,6 +365,10 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
     uct_aptus_failures_init(&self->failures);
     self->timer_id     = -1;
     async              = self->super.worker->async;
+    status = uct_aptus_iface_async_check(UCT_UD_SR_TL_NAME, async);
+    if (status != UCS_OK) {
+        return status;
+    }
 
     status = uct_ud_sr_params_setup(&config->ud, UCT_UD_SR_TL_NAME,
                                     UCT_UD_SR_CONFIG_PREFIX, params,

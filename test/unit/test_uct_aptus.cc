@@ -1008,3 +1008,20 @@ TEST_F(uct_aptus, receiver_that_stops_progressing_for_seconds)
     EXPECT_EQ(0, m_b.err.count.load());
     EXPECT_EQ(0u, stats(m_b)["rx_duplicates"]);
 }
+
+TEST_F(uct_aptus, signal_async_mode_is_refused)
+{
+    /* its timers allocate memory: not from a signal handler */
+    ucs_async_context_t *async;
+    uct_worker_h worker, saved = m_worker;
+    ASSERT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_SIGNAL, &async));
+    ASSERT_EQ(UCS_OK, uct_worker_create(async, UCS_THREAD_MODE_SINGLE,
+                                        &worker));
+    entity e;
+    m_worker = worker;
+    EXPECT_EQ(UCS_ERR_UNSUPPORTED, open(e));
+    EXPECT_EQ(nullptr, e.iface);
+    m_worker = saved;
+    uct_worker_destroy(worker);
+    ucs_async_context_destroy(async);
+}

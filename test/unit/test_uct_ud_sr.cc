@@ -1089,3 +1089,20 @@ TEST_F(uct_ud_sr, am_alignment_is_honoured)
         }
     }
 }
+
+TEST_F(uct_ud_sr, signal_async_mode_is_refused)
+{
+    /* its timers allocate memory: not from a signal handler */
+    ucs_async_context_t *async;
+    uct_worker_h worker, saved = m_worker;
+    ASSERT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_SIGNAL, &async));
+    ASSERT_EQ(UCS_OK, uct_worker_create(async, UCS_THREAD_MODE_SINGLE,
+                                        &worker));
+    entity e;
+    m_worker = worker;
+    EXPECT_EQ(UCS_ERR_UNSUPPORTED, open(e));
+    EXPECT_EQ(nullptr, e.iface);
+    m_worker = saved;
+    uct_worker_destroy(worker);
+    ucs_async_context_destroy(async);
+}
