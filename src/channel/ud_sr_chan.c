@@ -184,6 +184,9 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
         ucs_error("ud_sr: invalid configuration: %s", bad);
         return UCS_ERR_INVALID_PARAM;
     }
+    if (local_key == 0) {
+        return UCS_ERR_IO_ERROR; /* no key could be drawn (said already) */
+    }
 
     memset(chan, 0, sizeof(*chan));
     chan->super.ops      = &aptus_ud_chan_iface_ops;

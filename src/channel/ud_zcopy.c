@@ -6,6 +6,7 @@
 #endif
 
 #include "ud_zcopy.h"
+#include "../proto/random.h"
 #include "ud_sr_chan_int.h"
 
 #include <ucs/debug/memtrack_int.h>
@@ -13,7 +14,6 @@
 #include <ucs/sys/uid.h>
 
 #include <string.h>
-#include <sys/random.h>
 
 #define APTUS_UDZ_MSG_MAX  256   /* encoded control message, without data */
 #define APTUS_UDZ_SPILL    65536 /* room behind the posted slots: a train */
@@ -123,23 +123,26 @@ const char *aptus_udz_config_check(const aptus_udz_config_t *config)
     return NULL;
 }
 
+/* Keys and tokens come from the OS CSPRNG (proto/random.h): a guessed one
+ * lets a stray process into a transfer. There is no weaker fallback. */
 static uint32_t aptus_udz_random(void)
 {
-    uint32_t r;
+    uint32_t r = aptus_random32();
 
-    /* keys and tokens come from the OS CSPRNG: a guessed one lets a
-     * stray process into a transfer */
-    do {
-        if (getrandom(&r, sizeof(r), 0) != sizeof(r)) {
-            r = 0;
-        }
-    } while (r == 0);
+    if (r == 0) {
+        ucs_fatal("ud_zcopy: the OS gives no randomness (getrandom: %m)");
+    }
     return r;
 }
 
 static uint64_t aptus_udz_random64(void)
 {
-    return ((uint64_t)aptus_udz_random() << 32) | aptus_udz_random();
+    uint64_t r = aptus_random64();
+
+    if (r == 0) {
+        ucs_fatal("ud_zcopy: the OS gives no randomness (getrandom: %m)");
+    }
+    return r;
 }
 
 /* The receive contexts and the batch arrays (any of them may be NULL). */

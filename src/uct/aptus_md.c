@@ -6,6 +6,7 @@
 #endif
 
 #include "aptus_md.h"
+#include "../proto/random.h"
 
 #include <ucm/api/ucm.h>
 #include <ucs/debug/memtrack_int.h>
@@ -42,14 +43,11 @@ static ucs_config_field_t uct_aptus_md_config_table[] = {
     { NULL }
 };
 
+/* 64 bits from the OS CSPRNG (0: none to give): what a remote key's
+ * holder must show to have the region served over UD. */
 static uint64_t uct_aptus_md_new_token(void)
 {
-    uint64_t token;
-
-    do {
-        token = ucs_generate_uuid((uintptr_t)&token);
-    } while (token == 0);
-    return token;
+    return aptus_random64();
 }
 
 /* Record a region under a fresh token. */
@@ -65,6 +63,12 @@ static ucs_status_t uct_aptus_md_region_add(uct_aptus_md_t *md,
     ucs_spin_lock(&md->lock);
     do {
         region->token = uct_aptus_md_new_token();
+        if (region->token == 0) {
+            ucs_spin_unlock(&md->lock);
+            ucs_error("aptus md: the OS gives no randomness for a "
+                      "registration token (getrandom: %m)");
+            return UCS_ERR_IO_ERROR;
+        }
         iter = kh_put(uct_aptus_tokens, &md->tokens, region->token, &ret);
     } while (ret == UCS_KH_PUT_KEY_PRESENT);
     if (ret == UCS_KH_PUT_FAILED) {

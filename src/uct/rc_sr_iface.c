@@ -6,6 +6,7 @@
 #endif
 
 #include "rc_sr_iface.h"
+#include "../proto/random.h"
 #include "rc_sr_ep.h"
 #include "rc_fp.h"
 #include "aptus_iface.h"
@@ -19,7 +20,6 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <string.h>
-#include <sys/random.h>
 
 #define UCT_RC_SR_CONFIG_PREFIX "RC_SR_"
 #define UCT_RC_SR_RMA_MAX_ZCOPY (1ul << 30)
@@ -428,14 +428,13 @@ unsigned uct_rc_sr_iface_stats(uct_rc_sr_iface_t *iface,
  * stray or forged connection cannot guess it from the time or the pid. */
 static ucs_status_t uct_rc_sr_iface_key(uint32_t *key_p)
 {
-    uint32_t key;
+    uint32_t key = aptus_random32(); /* the OS CSPRNG, no fallback */
 
-    do {
-        if (getrandom(&key, sizeof(key), 0) != sizeof(key)) {
-            ucs_error("rc_sr: getrandom() failed: %m");
-            return UCS_ERR_IO_ERROR;
-        }
-    } while (key == 0);
+    if (key == 0) {
+        ucs_error("rc_sr: the OS gives no randomness for the interface key "
+                  "(getrandom: %m)");
+        return UCS_ERR_IO_ERROR;
+    }
     *key_p = key;
     return UCS_OK;
 }

@@ -6,12 +6,12 @@
 #endif
 
 #include "ud_sr_params.h"
+#include "../proto/random.h"
 #include "aptus_iface.h"
 
 #include <ucs/time/time.h>
 
 #include <string.h>
-#include <sys/random.h>
 
 ucs_config_field_t uct_ud_sr_params_table[] = {
     { "MTU", "2048",
@@ -185,14 +185,14 @@ uint32_t uct_ud_sr_usec(double seconds)
 
 uint32_t uct_ud_sr_random_key(void)
 {
-    uint32_t key;
+    /* the key is what keeps forged datagrams out: the OS CSPRNG, and no
+     * weaker fallback (0: the caller fails the open) */
+    uint32_t key = aptus_random32();
 
-    /* from the OS CSPRNG: the key is what keeps forged datagrams out */
-    do {
-        if (getrandom(&key, sizeof(key), 0) != sizeof(key)) {
-            key = 0;
-        }
-    } while (key == 0);
+    if (key == 0) {
+        ucs_error("ud_sr: the OS gives no randomness for the interface key "
+                  "(getrandom: %m)");
+    }
     return key;
 }
 
