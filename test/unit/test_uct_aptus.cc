@@ -129,6 +129,25 @@ class uct_aptus : public uct_aptus_test
         return { { "RC_MSGS", "16" }, { "ALLOC_WINDOW", "1s" } };
     }
 
+    /* What r received from the senders s[0..k), each sender's messages
+     * in its order (the senders' messages interleave). */
+    void expect_each_in_order(entity &r,
+                              const std::vector<std::vector<uint8_t>> *sent,
+                              unsigned k)
+    {
+        std::vector<size_t> next(k, 0);
+        for (auto &m : r.rx.msgs) {
+            bool found = false;
+            for (unsigned j = 0; (j < k) && !found; ++j) {
+                if ((next[j] < sent[j].size()) && (m == sent[j][next[j]])) {
+                    ++next[j];
+                    found = true;
+                }
+            }
+            ASSERT_TRUE(found);
+        }
+    }
+
     /* ... and then a fast path: 16 small messages more */
     std::map<std::string, std::string> eager_fp()
     {
@@ -384,18 +403,7 @@ TEST_F(uct_aptus, cap_holds_and_refused_peers_stay_on_ud)
         }
     }
     ASSERT_TRUE(wait_for([&] { return rx_count(r) == 1800; }));
-    /* per sender, in order (messages of senders interleave) */
-    size_t next[3] = { 0, 0, 0 };
-    for (auto &m : r.rx.msgs) {
-        bool found = false;
-        for (unsigned k = 0; (k < 3) && !found; ++k) {
-            if ((next[k] < sent[k].size()) && (m == sent[k][next[k]])) {
-                ++next[k];
-                found = true;
-            }
-        }
-        ASSERT_TRUE(found);
-    }
+    expect_each_in_order(r, sent, 3);
     auto rs = stats(r);
     EXPECT_EQ(1u, rs["rc_peak"]);
     EXPECT_EQ(1u, rs["rc_granted"]);
@@ -497,17 +505,7 @@ TEST_F(uct_aptus, fast_path_cap_holds_and_refused_peers_keep_rc)
         }
     }
     ASSERT_TRUE(wait_for([&] { return rx_count(r) == 2400; }));
-    size_t next[3] = { 0, 0, 0 };
-    for (auto &m : r.rx.msgs) {
-        bool found = false;
-        for (unsigned k = 0; (k < 3) && !found; ++k) {
-            if ((next[k] < sent[k].size()) && (m == sent[k][next[k]])) {
-                ++next[k];
-                found = true;
-            }
-        }
-        ASSERT_TRUE(found);
-    }
+    expect_each_in_order(r, sent, 3);
     auto rs = stats(r);
     EXPECT_EQ(1u, rs["fp_peak"]);
     EXPECT_EQ(1u, rs["fp_blocks_active"]);
@@ -1012,16 +1010,6 @@ TEST_F(uct_aptus, receiver_that_stops_progressing_for_seconds)
 TEST_F(uct_aptus, signal_async_mode_is_refused)
 {
     /* its timers allocate memory: not from a signal handler */
-    ucs_async_context_t *async;
-    uct_worker_h worker, saved = m_worker;
-    ASSERT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_SIGNAL, &async));
-    ASSERT_EQ(UCS_OK, uct_worker_create(async, UCS_THREAD_MODE_SINGLE,
-                                        &worker));
     entity e;
-    m_worker = worker;
-    EXPECT_EQ(UCS_ERR_UNSUPPORTED, open(e));
-    EXPECT_EQ(nullptr, e.iface);
-    m_worker = saved;
-    uct_worker_destroy(worker);
-    ucs_async_context_destroy(async);
+    EXPECT_EQ(UCS_ERR_UNSUPPORTED, open_in_signal_mode(e));
 }

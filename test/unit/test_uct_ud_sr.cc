@@ -69,6 +69,43 @@ class uct_ud_sr : public uct_aptus_test
         }
         return status;
     }
+
+    /* b keeps every message while a sends n, until b's receive pool reaches
+     * its ceiling (no more than 'ceiling' held); then b gives them back and
+     * all n arrive, in order, with no error */
+    void hold_to_the_ceiling_then_release(size_t n, size_t ceiling)
+    {
+        entity &a = m_a, &b = m_b;
+        b.rx.keep   = true;
+        size_t sent = 0;
+        auto more   = [&] {
+            uint32_t v = sent;
+            while ((sent < n) &&
+                   (uct_ep_am_short(a.ep, 1, sent, &v, sizeof(v)) == UCS_OK)) {
+                v = ++sent;
+            }
+        };
+        ASSERT_TRUE(wait_for([&] {
+            more();
+            return stats(b)["rx_pool_exhausted"] > 0;
+        }));
+        EXPECT_LE(rx_count(b), ceiling); /* the pool never passes it */
+        b.rx.keep = false;
+        for (void *d : b.rx.kept) {
+            uct_iface_release_desc(d);
+        }
+        b.rx.kept.clear();
+        ASSERT_TRUE(wait_for([&] {
+            more();
+            return rx_count(b) == n;
+        }));
+        for (size_t i = 0; i < n; ++i) {
+            uint64_t hdr;
+            memcpy(&hdr, b.rx.msgs[i].data(), sizeof(hdr));
+            ASSERT_EQ(i, hdr);
+        }
+        EXPECT_EQ(0, a.err.count.load());
+    }
 };
 
 } // namespace
@@ -736,39 +773,7 @@ TEST_F(uct_ud_sr, receive_pool_ceiling_is_reported_and_loses_nothing)
                  { "RTO_MIN", "1ms" },
                  { "RTO_INIT", "2ms" } });
     EXPECT_EQ(128u, stats(m_b)["rx_max_bufs"]);
-    m_b.rx.keep    = true;
-    const size_t n = 400;
-    size_t sent    = 0;
-    ASSERT_TRUE(wait_for([&] {
-        uint32_t v = sent;
-        while ((sent < n) &&
-               (uct_ep_am_short(m_a.ep, 1, sent, &v, sizeof(v)) == UCS_OK)) {
-            v = ++sent;
-        }
-        return stats(m_b)["rx_pool_exhausted"] > 0;
-    }));
-    size_t held = rx_count(m_b);
-    EXPECT_LE(held, 128u); /* the pool never passes its ceiling */
-    /* the application gives the descriptors back: everything arrives */
-    m_b.rx.keep = false;
-    for (void *d : m_b.rx.kept) {
-        uct_iface_release_desc(d);
-    }
-    m_b.rx.kept.clear();
-    ASSERT_TRUE(wait_for([&] {
-        uint32_t v = sent;
-        while ((sent < n) &&
-               (uct_ep_am_short(m_a.ep, 1, sent, &v, sizeof(v)) == UCS_OK)) {
-            v = ++sent;
-        }
-        return rx_count(m_b) == n;
-    }));
-    for (size_t i = 0; i < n; ++i) {
-        uint64_t hdr;
-        memcpy(&hdr, m_b.rx.msgs[i].data(), sizeof(hdr));
-        ASSERT_EQ(i, hdr);
-    }
-    EXPECT_EQ(0, m_a.err.count.load());
+    hold_to_the_ceiling_then_release(400, 128);
 }
 
 TEST_F(uct_ud_sr, receive_ceiling_below_queue_length_caps_the_queue)
@@ -777,32 +782,7 @@ TEST_F(uct_ud_sr, receive_ceiling_below_queue_length_caps_the_queue)
      * ceiling wins over the default queue length instead of failing open */
     setup_pair({ { "RX_MAX_BUFS", "1024" } });
     EXPECT_EQ(1024u, stats(m_b)["rx_max_bufs"]);
-    m_b.rx.keep    = true;
-    const size_t n = 3000;
-    size_t sent    = 0;
-    ASSERT_TRUE(wait_for([&] {
-        uint32_t v = sent;
-        while ((sent < n) &&
-               (uct_ep_am_short(m_a.ep, 1, sent, &v, sizeof(v)) == UCS_OK)) {
-            v = ++sent;
-        }
-        return stats(m_b)["rx_pool_exhausted"] > 0;
-    }));
-    EXPECT_LE(rx_count(m_b), 1024u);
-    m_b.rx.keep = false;
-    for (void *d : m_b.rx.kept) {
-        uct_iface_release_desc(d);
-    }
-    m_b.rx.kept.clear();
-    ASSERT_TRUE(wait_for([&] {
-        uint32_t v = sent;
-        while ((sent < n) &&
-               (uct_ep_am_short(m_a.ep, 1, sent, &v, sizeof(v)) == UCS_OK)) {
-            v = ++sent;
-        }
-        return rx_count(m_b) == n;
-    }));
-    EXPECT_EQ(0, m_a.err.count.load());
+    hold_to_the_ceiling_then_release(3000, 1024);
 }
 
 TEST_F(uct_ud_sr, endpoint_destroy_cancels_outstanding_flush)
@@ -1093,16 +1073,6 @@ TEST_F(uct_ud_sr, am_alignment_is_honoured)
 TEST_F(uct_ud_sr, signal_async_mode_is_refused)
 {
     /* its timers allocate memory: not from a signal handler */
-    ucs_async_context_t *async;
-    uct_worker_h worker, saved = m_worker;
-    ASSERT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_SIGNAL, &async));
-    ASSERT_EQ(UCS_OK, uct_worker_create(async, UCS_THREAD_MODE_SINGLE,
-                                        &worker));
     entity e;
-    m_worker = worker;
-    EXPECT_EQ(UCS_ERR_UNSUPPORTED, open(e));
-    EXPECT_EQ(nullptr, e.iface);
-    m_worker = saved;
-    uct_worker_destroy(worker);
-    ucs_async_context_destroy(async);
+    EXPECT_EQ(UCS_ERR_UNSUPPORTED, open_in_signal_mode(e));
 }

@@ -196,6 +196,25 @@ class uct_aptus_test : public ::testing::Test
         return UCS_OK;
     }
 
+    /* Open e on a worker whose async context runs in signal mode. */
+    ucs_status_t open_in_signal_mode(entity &e)
+    {
+        ucs_async_context_t *async;
+        uct_worker_h worker, saved = m_worker;
+        ucs_status_t status;
+        EXPECT_EQ(UCS_OK,
+                  ucs_async_context_create(UCS_ASYNC_MODE_SIGNAL, &async));
+        EXPECT_EQ(UCS_OK,
+                  uct_worker_create(async, UCS_THREAD_MODE_SINGLE, &worker));
+        m_worker = worker;
+        status   = open(e);
+        m_worker = saved;
+        close(e);
+        uct_worker_destroy(worker);
+        ucs_async_context_destroy(async);
+        return status;
+    }
+
     void connect(entity &from, entity &to)
     {
         uct_ep_params_t params;
