@@ -7,6 +7,7 @@
 
 #include "aptus_md.h"
 #include "../proto/random.h"
+#include "../wire/conn.h"
 
 #include <ucm/api/ucm.h>
 #include <ucs/debug/memtrack_int.h>
@@ -239,7 +240,7 @@ uct_aptus_md_mkey_pack(uct_md_h md, uct_mem_h memh,
         rkey.length  = region->length;
         rkey.token   = region->token;
     }
-    rkey.host_id = ucs_get_system_id();
+    rkey.host_id = aptus_conn_reach_id(); /* host and PID namespace */
     rkey.pid     = getpid();
     rkey.flags   = ucs_derived_of(md, uct_aptus_md_t)->one_sided
                        ? UCT_APTUS_RKEY_FLAG_SAME_HOST
@@ -353,8 +354,10 @@ static ucs_status_t uct_aptus_rkey_unpack(uct_component_t *component,
 
     memcpy(&packed, rkey_buffer, sizeof(packed));
     if ((packed.flags & UCT_APTUS_RKEY_FLAG_SAME_HOST) &&
-        (packed.host_id != ucs_get_system_id())) {
-        return UCS_ERR_UNREACHABLE; /* one-sided access needs the same host */
+        (packed.host_id != aptus_conn_reach_id())) {
+        /* one-sided access needs the same host and PID namespace: UCP
+         * falls back to another protocol */
+        return UCS_ERR_UNREACHABLE;
     }
     rkey = ucs_malloc(sizeof(*rkey), "uct_aptus_rkey");
     if (rkey == NULL) {

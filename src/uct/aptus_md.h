@@ -63,7 +63,8 @@ typedef struct uct_aptus_rkey {
     uint64_t address; /* region start */
     uint64_t length;
     uint64_t token;
-    uint64_t host_id; /* ucs_get_system_id() of the owner */
+    uint64_t host_id; /* aptus_conn_reach_id() of the owner: host and PID
+                         namespace */
     uint32_t pid;     /* the owner process */
     uint32_t flags;   /* UCT_APTUS_RKEY_FLAG_* */
 } UCS_S_PACKED uct_aptus_rkey_t;

@@ -627,7 +627,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_fp_iface_t, uct_md_h md, uct_worker_h worker,
     self->max_msg      = ucs_min(config->max_msg,
                                  aptus_fp_max_len(&self->geom) -
                                          APTUS_FP_MSG_HDR_LEN);
-    self->host_id      = ucs_get_system_id();
+    self->host_id      = aptus_conn_reach_id(); /* and PID namespace */
     self->next_nonce   = 0;
     /* a quarter, but at least two slots where there are two: one freed
      * slot waits for a message back to ride on (Original-Reduced has 2) */

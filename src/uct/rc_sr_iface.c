@@ -646,8 +646,12 @@ UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
     aptus_rc_rdma_chan_init(&self->rdma, &self->chan);
 
     aptus_sock_netif_caps(self->dev_name, &self->latency, &self->bandwidth);
-    if (self->rma) {
-        /* large messages move by one-sided copy between the processes */
+    if (self->rma && aptus_sock_netif_is_loopback(self->dev_name)) {
+        /* Large messages move by one-sided copy between the processes,
+         * which only peers on this host can do. Only the loopback device
+         * says so: on a network device the peers may be on other hosts,
+         * where the data goes over TCP at the link's speed, and a copy's
+         * bandwidth there would make UCP prefer rc_sr over tcp for them */
         self->bandwidth = ucs_max(self->bandwidth, 6000.0 * UCS_MBYTE);
     }
 

@@ -50,6 +50,13 @@ typedef struct aptus_mem_key {
     uint32_t pid;
 } aptus_mem_key_t;
 
+/* Whose memory a process can reach by pid (process_vm_readv/writev):
+ * those of its host and its PID namespace -- across namespaces a pid names
+ * another process, or none, as UCX's cma checks. It stands where a host id
+ * is carried (remote keys, fast-path grants, the wire's own): two
+ * processes compare equal only when both hold. */
+uint64_t aptus_conn_reach_id(void);
+
 /* A piece of an ordered write: length local bytes to remote_addr. */
 typedef struct aptus_conn_piece {
     const void *local;

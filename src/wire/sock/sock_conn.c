@@ -25,6 +25,7 @@
 #include "../../proto/le.h"
 #include "../../proto/rc_sr_proto.h"
 
+#include <sys/stat.h>
 #include <ucs/datastruct/list.h>
 #include <ucs/datastruct/mpool.h>
 #include <ucs/debug/log.h>
@@ -394,6 +395,19 @@ static int aptus_sock_conn_key_reachable(aptus_conn_wire_t *wire,
                                          const aptus_mem_key_t *key)
 {
     return key->host_id == wire->host_id;
+}
+
+uint64_t aptus_conn_reach_id(void)
+{
+    struct stat st;
+    uint64_t ns = 0;
+
+    /* read each time (UCX's ucs_sys_get_ns caches it): a child forked
+     * into another PID namespace must not carry its parent's */
+    if (stat("/proc/self/ns/pid", &st) == 0) {
+        ns = st.st_ino;
+    }
+    return ucs_get_system_id() ^ (ns * 0x9e3779b97f4a7c15ull);
 }
 
 static ucs_status_t aptus_sock_conn_rma(aptus_conn_wire_t *wire,
@@ -952,7 +966,7 @@ ucs_status_t aptus_sock_conn_open(const char *dev_name,
         return UCS_ERR_NO_MEMORY;
     }
     cw->super.ops          = &aptus_sock_conn_ops;
-    cw->super.host_id      = ucs_get_system_id();
+    cw->super.host_id      = aptus_conn_reach_id();
     cw->config             = *config;
     /* The headroom grows by up to 7 bytes so that the byte to align sits a
      * multiple of 8 bytes after the buffer's start: the buffer header then

@@ -107,6 +107,11 @@ static long aptus_sock_sysfs_long(const char *dev_name, const char *file)
     return value;
 }
 
+int aptus_sock_netif_is_loopback(const char *dev_name)
+{
+    return aptus_sock_sysfs_long(dev_name, "type") == 772; /* ARPHRD_LOOPBACK */
+}
+
 void aptus_sock_netif_caps(const char *dev_name, double *latency_p,
                            double *bandwidth_p)
 {

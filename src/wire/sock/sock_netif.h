@@ -19,6 +19,9 @@ ucs_status_t aptus_sock_query_devices(uct_tl_device_resource_t **devices_p,
 
 /* Link figures for performance estimates: one-way latency (seconds) and
  * bandwidth (bytes/second); loopback gets memory-copy figures. */
+/* Whether dev_name is a loopback device: every peer is on this host. */
+int aptus_sock_netif_is_loopback(const char *dev_name);
+
 void aptus_sock_netif_caps(const char *dev_name, double *latency_p,
                            double *bandwidth_p);
 
