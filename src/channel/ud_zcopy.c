@@ -901,6 +901,17 @@ static void aptus_udz_handle_req(aptus_udz_t *udz, aptus_ud_peer_t *peer,
     if (aptus_udz_find_put(udz, peer, msg->xfer) != NULL) {
         return; /* already serving it */
     }
+    if (!(msg->req.flags & APTUS_ZC_REQ_COPY) &&
+        (udz->ud->wire->ops->same_node != NULL)) {
+        /* data goes only to the requester's own contexts, never to an
+         * address a forged request names (a reflector for a flood) */
+        aptus_wire_addr_t ctx;
+        memcpy(ctx.raw, msg->req.ctx_addr, APTUS_ZC_ADDR_LEN);
+        if (!udz->ud->wire->ops->same_node(&peer->addr, &ctx)) {
+            udz->stats.reflect_refused++;
+            return;
+        }
+    }
     put = aptus_udz_put_new(udz, peer, msg->xfer);
     if (put == NULL) {
         return;

@@ -59,6 +59,7 @@ typedef struct aptus_udz_stats {
     uint64_t duplicates, bad_key, bad_index, truncated, credits, nacks;
     uint64_t stalls, probes, errors, aborted;
     uint64_t writes, write_bytes, write_refused;
+    uint64_t reflect_refused; /* requests naming another node's address */
 } aptus_udz_stats_t;
 
 typedef struct aptus_udz {

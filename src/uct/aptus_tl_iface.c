@@ -577,6 +577,7 @@ unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,
         { "copy_gets", iface->udz.stats.copy_gets },
         { "zc_puts", iface->udz.stats.writes },
         { "put_refused", iface->udz.stats.write_refused },
+        { "zc_reflect_refused", iface->udz.stats.reflect_refused },
     };
     unsigned n = ucs_min(max, sizeof(all) / sizeof(all[0]));
 

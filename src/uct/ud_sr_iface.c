@@ -294,6 +294,7 @@ unsigned uct_ud_sr_iface_stats(uct_ud_sr_iface_t *iface,
                    { "zc_probes", z->probes },
                    { "zc_errors", z->errors },
                    { "zc_aborted", z->aborted },
+                   { "zc_reflect_refused", z->reflect_refused },
     };
     unsigned n = ucs_min(max, sizeof(all) / sizeof(all[0]));
 

@@ -125,6 +125,11 @@ typedef struct aptus_dgram_wire_ops {
     void (*rxq_close)(aptus_dgram_rxq_t *rxq);
 
     void (*close)(aptus_dgram_wire_t *wire);
+
+    /* Whether two addresses are the same node (host and interface), ports
+     * aside: what a peer may name as its own other address. NULL: the
+     * wire cannot tell. */
+    int (*same_node)(const aptus_wire_addr_t *a, const aptus_wire_addr_t *b);
 } aptus_dgram_wire_ops_t;
 
 struct aptus_dgram_wire {

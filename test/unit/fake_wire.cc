@@ -130,6 +130,8 @@ static void fake_close(aptus_dgram_wire_t *w)
     delete fw;
 }
 
+static std::map<unsigned, unsigned> &fake_nodes();
+
 static ucs_status_t fake_rxq_open(aptus_dgram_wire_t *w, unsigned depth,
                                   aptus_dgram_rxq_t **rxq_p)
 {
@@ -141,6 +143,7 @@ static ucs_status_t fake_rxq_open(aptus_dgram_wire_t *w, unsigned depth,
     q->depth             = depth;
     q->super.addr        = fake_addr(q->id);
     fw->net->rxqs[q->id] = q;
+    fake_nodes()[q->id]  = fw->id;
     *rxq_p               = &q->super;
     return UCS_OK;
 }
@@ -198,10 +201,27 @@ static void fake_rxq_close(aptus_dgram_rxq_t *rxq)
     delete q;
 }
 
+/* The node of every address: a wire is its own, a queue its wire's. */
+static std::map<unsigned, unsigned> &fake_nodes()
+{
+    static std::map<unsigned, unsigned> nodes;
+    return nodes;
+}
+
+static int fake_same_node(const aptus_wire_addr_t *a,
+                          const aptus_wire_addr_t *b)
+{
+    auto node = [](unsigned id) {
+        auto it = fake_nodes().find(id);
+        return (it == fake_nodes().end()) ? id : it->second;
+    };
+    return node(fake_addr_id(a)) == node(fake_addr_id(b));
+}
+
 static const aptus_dgram_wire_ops_t fake_ops = {
     fake_send,      fake_recv,      fake_send_seg, fake_progress,
     fake_addr_str,  fake_event_fd,  fake_rxq_open, fake_rxq_recv,
-    fake_rxq_drain, fake_rxq_close, fake_close,
+    fake_rxq_drain, fake_rxq_close, fake_close,    fake_same_node,
 };
 
 unsigned fake_net::next_id()

@@ -395,6 +395,61 @@ TEST_P(udz, forged_stale_and_out_of_range_datagrams_are_dropped_and_counted)
     mallory->super.ops->close(&mallory->super);
 }
 
+TEST_P(udz, request_naming_another_nodes_address_is_refused)
+{
+    /* a forged request would make the owner a reflector: up to the whole
+     * region sent to any address it names. The owner serves only the
+     * requester's own contexts (its node), drops and counts the rest. */
+    init_both();
+    zside third;
+    init(third, 0xcccc0003); /* a bystander, with a queue of its own */
+    aptus_dgram_rxq_t *victim;
+    ASSERT_EQ(UCS_OK, third.wire->super.ops->rxq_open(&third.wire->super, 8,
+                                                     &victim));
+    expose(200 * 1000); /* above the copy threshold: zero copy */
+    /* every request (and resend) is held until its context address names
+     * the bystander's queue, then let go */
+    auto names_victim = [&](const aptus_ud_sr_pkt_t &pkt) {
+        return !memcmp((const uint8_t *)pkt.payload + 40, victim->addr.raw,
+                       APTUS_ZC_ADDR_LEN);
+    };
+    m_net.filter = [&](const fake_dgram &d, const aptus_ud_sr_pkt_t &pkt) {
+        return ((kind(d, pkt) == K_REQ) && !names_victim(pkt)) ? FAKE_HOLD
+                                                                : FAKE_PASS;
+    };
+    unsigned forged = 0;
+    auto forge      = [&] {
+        for (auto &d : m_net.held) {
+            aptus_ud_sr_pkt_t pkt;
+            ASSERT_EQ(0, aptus_ud_sr_parse(d.data.data(), d.data.size(), 0,
+                                           &pkt));
+            /* REQ: an 8-byte header, the context address at body offset
+             * 32; the forger knows the key and fixes the CRC up */
+            size_t start = (const uint8_t *)pkt.payload - d.data.data();
+            memcpy(d.data.data() + start + 40, victim->addr.raw,
+                   APTUS_ZC_ADDR_LEN);
+            pkt.crc = aptus_crc32c(0, d.data.data() + start, pkt.payload_len);
+            ASSERT_EQ(start, aptus_ud_sr_build(d.data.data(), &pkt));
+            ++forged;
+        }
+        m_net.release_held();
+    };
+    std::vector<uint8_t> dst;
+    test_comp c;
+    ASSERT_EQ(UCS_INPROGRESS, get(dst, m_src.size(), c));
+    bool ok = run_until([&] {
+        forge();
+        return m_b.udz.stats.reflect_refused > 0;
+    });
+    ASSERT_TRUE(ok);
+    m_net.filter = nullptr;
+    EXPECT_GT(forged, 0u);
+    EXPECT_EQ(0u, m_b.udz.stats.dgrams_sent); /* nothing went anywhere */
+    EXPECT_EQ(0u, ((fake_rxq *)victim)->inbox.size());
+    third.wire->super.ops->rxq_close(victim);
+    fini(third);
+}
+
 TEST_P(udz, exhausted_pool_and_small_gets_take_the_copy_path)
 {
     init_both();

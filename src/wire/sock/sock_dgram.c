@@ -438,6 +438,15 @@ static void aptus_sock_dgram_close(aptus_dgram_wire_t *wire)
     ucs_free(sock);
 }
 
+static int aptus_sock_same_node(const aptus_wire_addr_t *a,
+                                 const aptus_wire_addr_t *b)
+{
+    const aptus_sock_addr_t *x = (const aptus_sock_addr_t *)a->raw;
+    const aptus_sock_addr_t *y = (const aptus_sock_addr_t *)b->raw;
+
+    return (x->family == y->family) && !memcmp(x->ip, y->ip, sizeof(x->ip));
+}
+
 static const aptus_dgram_wire_ops_t aptus_sock_dgram_ops = {
     .send      = aptus_sock_dgram_send,
     .recv      = aptus_sock_dgram_recv,
@@ -450,6 +459,7 @@ static const aptus_dgram_wire_ops_t aptus_sock_dgram_ops = {
     .rxq_drain = aptus_sock_rxq_drain,
     .rxq_close = aptus_sock_rxq_close,
     .close     = aptus_sock_dgram_close,
+    .same_node = aptus_sock_same_node,
 };
 
 /* Ask for a socket buffer of 'want' bytes; as root the rmem/wmem_max caps
