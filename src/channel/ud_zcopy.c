@@ -151,7 +151,9 @@ static void aptus_udz_free_arrays(aptus_udz_t *udz)
     unsigned i;
 
     for (i = 0; i < udz->num_ctxs; ++i) {
-        udz->ud->wire->ops->rxq_close(udz->ctxs[i].rxq);
+        if (udz->ctxs[i].rxq != NULL) {
+            udz->ud->wire->ops->rxq_close(udz->ctxs[i].rxq);
+        }
     }
     udz->num_ctxs = 0;
     ucs_free(udz->hdrs);
@@ -170,7 +172,7 @@ ucs_status_t aptus_udz_init(aptus_udz_t *udz, aptus_ud_chan_t *ud,
                             const aptus_udz_config_t *config,
                             aptus_udz_check_t check, void *check_arg)
 {
-    unsigned batch = config->batch, i;
+    unsigned batch = config->batch;
     ucs_status_t status;
     const char *bad;
 
@@ -232,14 +234,9 @@ ucs_status_t aptus_udz_init(aptus_udz_t *udz, aptus_ud_chan_t *ud,
         goto err_arrays;
     }
 
-    for (i = 0; i < config->contexts; ++i) {
-        status = ud->wire->ops->rxq_open(ud->wire, config->window,
-                                         &udz->ctxs[i].rxq);
-        if (status != UCS_OK) {
-            goto err_arrays;
-        }
-        udz->num_ctxs++;
-    }
+    /* the contexts (a socket each on the sock wire) open on first use: an
+     * interface that never fetches by zero copy holds none */
+    udz->num_ctxs = config->contexts;
     return UCS_OK;
 
 err_arrays:
@@ -392,17 +389,42 @@ static aptus_udz_get_t *aptus_udz_find_get(aptus_udz_t *udz,
 
 static aptus_udz_ctx_t *aptus_udz_take_ctx(aptus_udz_t *udz)
 {
+    aptus_udz_ctx_t *ctx, *fresh = NULL;
+    ucs_status_t status;
     unsigned i;
 
+    /* an open one first; a context opens only when none is free */
     for (i = 0; i < udz->num_ctxs; ++i) {
-        if (udz->ctxs[i].get == NULL) {
+        ctx = &udz->ctxs[i];
+        if (ctx->get != NULL) {
+            continue;
+        }
+        if (ctx->rxq != NULL) {
             /* whatever a previous transfer left behind is stale */
-            udz->ud->wire->ops->rxq_drain(udz->ctxs[i].rxq);
-            udz->ctxs[i].key = aptus_udz_random();
-            return &udz->ctxs[i];
+            udz->ud->wire->ops->rxq_drain(ctx->rxq);
+            ctx->key = aptus_udz_random();
+            return ctx;
+        }
+        if (fresh == NULL) {
+            fresh = ctx;
         }
     }
-    return NULL;
+    if (fresh == NULL) {
+        return NULL;
+    }
+    status = udz->ud->wire->ops->rxq_open(udz->ud->wire, udz->config.window,
+                                          &fresh->rxq);
+    if (status != UCS_OK) {
+        /* out of descriptors or memory: the copy path serves it */
+        fresh->rxq = NULL;
+        udz->stats.ctx_open_failed++;
+        ucs_diag("ud_zcopy: cannot open a receive context: %s",
+                 ucs_status_string(status));
+        return NULL;
+    }
+    udz->stats.ctxs_open++;
+    fresh->key = aptus_udz_random();
+    return fresh;
 }
 
 static void aptus_udz_send_req(aptus_udz_t *udz, aptus_udz_get_t *get)

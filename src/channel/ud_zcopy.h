@@ -60,6 +60,8 @@ typedef struct aptus_udz_stats {
     uint64_t stalls, probes, errors, aborted;
     uint64_t writes, write_bytes, write_refused;
     uint64_t reflect_refused; /* requests naming another node's address */
+    uint64_t ctxs_open;       /* receive contexts opened (on first use) */
+    uint64_t ctx_open_failed; /* ... that could not be: copy path */
 } aptus_udz_stats_t;
 
 typedef struct aptus_udz {

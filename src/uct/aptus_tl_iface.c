@@ -6,6 +6,7 @@
 #endif
 
 #include "aptus_tl.h"
+#include "../wire/sock/sock_dgram.h"
 #include "aptus_iface.h"
 #include "../base/aptus_mpool.h"
 #include "../channel/chan_pending.h"
@@ -498,8 +499,10 @@ unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,
     const aptus_ud_chan_stats_t *u = &iface->ud.stats;
     const aptus_rc_chan_stats_t *r = &iface->rc.stats;
     uint64_t tx_msgs = 0, tx_bytes = 0;
+    int rcvbuf, sndbuf;
     unsigned i;
 
+    aptus_sock_dgram_bufsizes(iface->dgram, &rcvbuf, &sndbuf);
     for (i = 0; i < APTUS_CHAN_LAST; ++i) {
         tx_msgs  += s->tx_msgs[i];
         tx_bytes += s->tx_bytes[i];
@@ -578,6 +581,11 @@ unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,
         { "zc_puts", iface->udz.stats.writes },
         { "put_refused", iface->udz.stats.write_refused },
         { "zc_reflect_refused", iface->udz.stats.reflect_refused },
+        /* the kernel's share: the UD socket, a socket per zero-copy
+         * context opened so far, the buffer bytes granted */
+        { "sock_fds", 1 + iface->udz.stats.ctxs_open },
+        { "sock_rcvbuf", (uint64_t)ucs_max(rcvbuf, 0) },
+        { "sock_sndbuf", (uint64_t)ucs_max(sndbuf, 0) },
     };
     unsigned n = ucs_min(max, sizeof(all) / sizeof(all[0]));
 

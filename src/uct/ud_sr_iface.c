@@ -234,6 +234,10 @@ unsigned uct_ud_sr_iface_stats(uct_ud_sr_iface_t *iface,
     const aptus_ud_chan_stats_t *c    = &iface->chan.stats;
     const aptus_dgram_wire_stats_t *w = &iface->wire->stats;
     const aptus_udz_stats_t *z        = &iface->udz.stats;
+    int rcvbuf, sndbuf;
+
+    aptus_sock_dgram_bufsizes(iface->wire, &rcvbuf, &sndbuf);
+    {
     uct_aptus_stat_t all[]            = {
                    { "tx_msgs", c->tx_msgs },
                    { "tx_bytes", c->tx_bytes },
@@ -295,11 +299,19 @@ unsigned uct_ud_sr_iface_stats(uct_ud_sr_iface_t *iface,
                    { "zc_errors", z->errors },
                    { "zc_aborted", z->aborted },
                    { "zc_reflect_refused", z->reflect_refused },
+                   /* what the interface holds of the kernel: its socket
+                    * and a socket per receive context opened so far, and
+                    * the buffer bytes the kernel granted the first */
+                   { "sock_fds", 1 + z->ctxs_open },
+                   { "sock_rcvbuf", (uint64_t)ucs_max(rcvbuf, 0) },
+                   { "sock_sndbuf", (uint64_t)ucs_max(sndbuf, 0) },
+                   { "sock_buf_force", aptus_sock_dgram_force_bufs(iface->wire) },
     };
     unsigned n = ucs_min(max, sizeof(all) / sizeof(all[0]));
 
     memcpy(stats, all, n * sizeof(*stats));
     return n;
+    }
 }
 
 static UCS_CLASS_DECLARE_DELETE_FUNC(uct_ud_sr_iface_t, uct_iface_t);

@@ -102,6 +102,14 @@ ucs_config_field_t uct_ud_sr_params_table[] = {
     { "CRC", "n", "End-to-end CRC-32C of every payload, checked on receipt.",
       ucs_offsetof(uct_ud_sr_params_t, crc), UCS_CONFIG_TYPE_BOOL },
 
+    { "SOCK_BUF_FORCE", "n",
+      "Size the sockets' kernel buffers for RX_QUEUE_LEN datagrams (and the\n"
+      "zero-copy windows) even past net.core.rmem_max/wmem_max\n"
+      "(SO_RCVBUFFORCE; needs CAP_NET_ADMIN). Off: the system's limits hold,\n"
+      "and the statistics show the bytes granted (rcvbuf, sndbuf); raise the\n"
+      "limits with sysctl for deep queues.",
+      ucs_offsetof(uct_ud_sr_params_t, sock_buf_force), UCS_CONFIG_TYPE_BOOL },
+
     { "MAX_PEERS", "1048576",
       "Streams (remote interfaces) one interface holds. Endpoints to one\n"
       "remote interface are also bounded by the header's 16-bit stream\n"
@@ -270,6 +278,7 @@ ucs_status_t uct_ud_sr_params_setup(const uct_ud_sr_params_t *config,
     setup->wire.mtu            = config->mtu;
     setup->wire.rx_queue_len   = config->rx_queue_len;
     setup->wire.tx_queue_len   = config->tx_window * 4;
+    setup->wire.force_bufs     = config->sock_buf_force;
     setup->wire.fault.drop     = config->fault_drop;
     setup->wire.fault.dup      = config->fault_dup;
     setup->wire.fault.reorder  = config->fault_reorder;

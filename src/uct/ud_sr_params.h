@@ -33,6 +33,7 @@ typedef struct uct_ud_sr_params {
     double rto_init;
     double timeout;
     int crc;
+    int sock_buf_force;
     double fault_drop;
     double fault_dup;
     double fault_reorder;

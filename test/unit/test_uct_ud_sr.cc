@@ -40,11 +40,11 @@ class uct_ud_sr : public uct_aptus_test
 
     std::map<std::string, uint64_t> stats(entity &e)
     {
-        uct_aptus_stat_t st[64];
+        uct_aptus_stat_t st[128];
         std::map<std::string, uint64_t> m;
         uct_ud_sr_iface_t *iface = ucs_derived_of(e.iface, uct_ud_sr_iface_t);
         UCS_ASYNC_BLOCK(m_async);
-        unsigned n = uct_ud_sr_iface_stats(iface, st, 64);
+        unsigned n = uct_ud_sr_iface_stats(iface, st, 128);
         UCS_ASYNC_UNBLOCK(m_async);
         for (unsigned i = 0; i < n; ++i) {
             m[st[i].name] = st[i].value;
@@ -520,6 +520,52 @@ TEST_F(uct_ud_sr, get_zcopy_reads_registered_memory)
     EXPECT_EQ(0u, sb["zc_errors"]);
     EXPECT_EQ(UCS_OK, flush_ep(m_a.ep));
     release(rb);
+}
+
+TEST_F(uct_ud_sr, sockets_open_on_use_within_the_system_limits)
+{
+    /* an interface holds one socket until it fetches by zero copy, then
+     * one per receive context in use; its buffers stay within
+     * net.core.rmem_max/wmem_max unless SOCK_BUF_FORCE asks otherwise */
+    long rmem_max = 0;
+    FILE *f       = fopen("/proc/sys/net/core/rmem_max", "r");
+    if ((f == NULL) || (fscanf(f, "%ld", &rmem_max) != 1)) {
+        rmem_max = 0;
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    setup_pair();
+    auto sa = stats(m_a);
+    EXPECT_EQ(1u, sa["sock_fds"]);
+    EXPECT_EQ(0u, sa["sock_buf_force"]);
+    if (rmem_max > 0) {
+        /* the kernel doubles what it grants, up to twice the limit */
+        EXPECT_LE(sa["sock_rcvbuf"], 2u * (uint64_t)rmem_max);
+    }
+    remote_buf rb;
+    expose(rb, 1000000);
+    std::vector<uint8_t> dst;
+    for (int i = 0; i < 3; ++i) { /* one context, reused */
+        ASSERT_EQ(UCS_OK, get(m_a.ep, dst, rb, 0, rb.data.size()));
+        EXPECT_EQ(rb.data, dst);
+    }
+    EXPECT_EQ(2u, stats(m_a)["sock_fds"]);
+    EXPECT_EQ(1u, stats(m_b)["sock_fds"]); /* the owner opens none */
+    EXPECT_EQ(UCS_OK, flush_ep(m_a.ep));
+    release(rb);
+    close(m_a);
+    close(m_b);
+
+    /* forced, as root, and asked for more than the limit: granted */
+    if ((geteuid() == 0) && (rmem_max > 0) &&
+        (4096L * 2048 * 2 > rmem_max)) {
+        ASSERT_EQ(UCS_OK, open(m_a, { { "SOCK_BUF_FORCE", "y" },
+                                      { "RX_QUEUE_LEN", "4096" } }));
+        sa = stats(m_a);
+        EXPECT_EQ(1u, sa["sock_buf_force"]);
+        EXPECT_GT(sa["sock_rcvbuf"], 2u * (uint64_t)rmem_max);
+    }
 }
 
 TEST_F(uct_ud_sr, get_zcopy_with_loss_duplication_and_reordering)

@@ -40,6 +40,7 @@ typedef struct aptus_sock_dgram {
     int fd;
     int rcvbuf;
     int sndbuf;
+    int force_bufs;
     uint64_t now_us; /* as of the last progress call */
     aptus_fault_t fault;
     aptus_sock_held_t *held; /* fault injector's held datagrams */
@@ -462,20 +463,28 @@ static const aptus_dgram_wire_ops_t aptus_sock_dgram_ops = {
     .same_node = aptus_sock_same_node,
 };
 
-/* Ask for a socket buffer of 'want' bytes; as root the rmem/wmem_max caps
- * do not apply (SO_*BUFFORCE), otherwise the kernel clamps silently. */
-static int aptus_sock_set_buf(int fd, int force_opt, int opt, int want)
+int aptus_sock_set_buf(int fd, int opt, int want, int force)
 {
+    int force_opt = (opt == SO_RCVBUF) ? SO_RCVBUFFORCE : SO_SNDBUFFORCE;
     int val;
     socklen_t len = sizeof(val);
 
-    if (setsockopt(fd, SOL_SOCKET, force_opt, &want, sizeof(want)) < 0) {
+    /* The system's limits (net.core.rmem_max/wmem_max) hold unless the
+     * user asked to pass them; the kernel then clamps silently, and the
+     * statistics show what was granted. */
+    if (!force ||
+        (setsockopt(fd, SOL_SOCKET, force_opt, &want, sizeof(want)) < 0)) {
         (void)setsockopt(fd, SOL_SOCKET, opt, &want, sizeof(want));
     }
     if (getsockopt(fd, SOL_SOCKET, opt, &val, &len) < 0) {
         return -1;
     }
     return val;
+}
+
+int aptus_sock_dgram_force_bufs(aptus_dgram_wire_t *wire)
+{
+    return ucs_derived_of(wire, aptus_sock_dgram_t)->force_bufs;
 }
 
 
@@ -517,12 +526,13 @@ ucs_status_t aptus_sock_dgram_open(const char *dev_name,
 
     /* The kernel charges each datagram about twice its size (skb overhead);
      * ask for that so rx_queue_len datagrams really fit. */
-    sock->rcvbuf =
-        aptus_sock_set_buf(sock->fd, SO_RCVBUFFORCE, SO_RCVBUF,
-                           (int)(config->rx_queue_len * config->mtu * 2));
-    sock->sndbuf =
-        aptus_sock_set_buf(sock->fd, SO_SNDBUFFORCE, SO_SNDBUF,
-                           (int)(config->tx_queue_len * config->mtu * 2));
+    sock->force_bufs = config->force_bufs;
+    sock->rcvbuf     = aptus_sock_set_buf(
+        sock->fd, SO_RCVBUF, (int)(config->rx_queue_len * config->mtu * 2),
+        config->force_bufs);
+    sock->sndbuf = aptus_sock_set_buf(
+        sock->fd, SO_SNDBUF, (int)(config->tx_queue_len * config->mtu * 2),
+        config->force_bufs);
 
     /* UDP segmentation offload, unless the fault injector must see every
      * datagram on its own */

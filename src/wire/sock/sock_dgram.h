@@ -25,6 +25,8 @@ typedef struct aptus_sock_dgram_config {
     size_t mtu;            /* datagram size, bytes */
     unsigned rx_queue_len; /* datagrams the socket may buffer */
     unsigned tx_queue_len;
+    int force_bufs; /* socket buffers past net.core.rmem_max/wmem_max
+                       (SO_*BUFFORCE, CAP_NET_ADMIN); else the limits hold */
     aptus_fault_config_t fault;
 } aptus_sock_dgram_config_t;
 
@@ -39,6 +41,14 @@ typedef struct aptus_sock_addr {
 ucs_status_t aptus_sock_dgram_open(const char *dev_name,
                                    const aptus_sock_dgram_config_t *config,
                                    aptus_dgram_wire_t **wire_p);
+
+/* Set a socket buffer (SO_RCVBUF or SO_SNDBUF) to want bytes, past the
+ * system's limit only with force; returns what the kernel granted (the
+ * kernel doubles the value it is given), or -1. */
+int aptus_sock_set_buf(int fd, int opt, int want, int force);
+
+/* Whether the wire was opened with force_bufs. */
+int aptus_sock_dgram_force_bufs(aptus_dgram_wire_t *wire);
 
 /* Effective kernel socket buffer sizes, for statistics and checks. */
 void aptus_sock_dgram_bufsizes(aptus_dgram_wire_t *wire, int *rcvbuf_p,

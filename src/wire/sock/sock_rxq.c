@@ -69,10 +69,8 @@ ucs_status_t aptus_sock_rxq_open(aptus_dgram_wire_t *wire, unsigned depth,
 
     /* the kernel charges about twice a datagram's size */
     want = (int)ucs_min((size_t)depth * wire->mtu * 2, (size_t)INT32_MAX);
-    if (setsockopt(rxq->fd, SOL_SOCKET, SO_RCVBUFFORCE, &want, sizeof(want)) <
-        0) {
-        (void)setsockopt(rxq->fd, SOL_SOCKET, SO_RCVBUF, &want, sizeof(want));
-    }
+    (void)aptus_sock_set_buf(rxq->fd, SO_RCVBUF, want,
+                             aptus_sock_dgram_force_bufs(wire));
 
     *rxq_p = &rxq->super;
     return UCS_OK;
