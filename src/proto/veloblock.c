@@ -132,6 +132,11 @@ aptus_vb_status_t aptus_vb_rx_poll(aptus_vb_rx_t *rx, uint8_t *block,
             return APTUS_VB_EMPTY;
         }
         if (flag == APTUS_VB_FLAG_WRAP) {
+            if (rx->slot == rx->size - 1) {
+                /* no writer wraps at the end: following it would poll
+                 * this byte forever */
+                break;
+            }
             /* the rest of the trip is the sender's loss: credit it */
             rx->freed += rx->slot + 1;
             rx->slot   = rx->size - 1;
