@@ -448,6 +448,11 @@ TEST_P(udz, request_naming_another_nodes_address_is_refused)
     EXPECT_EQ(0u, ((fake_rxq *)victim)->inbox.size());
     third.wire->super.ops->rxq_close(victim);
     fini(third);
+    /* the forged get is never served: closing the requester fails it,
+     * while its completion is still in scope */
+    fini(m_a);
+    EXPECT_EQ(1, c.done);
+    EXPECT_NE(UCS_OK, c.status);
 }
 
 TEST_P(udz, exhausted_pool_and_small_gets_take_the_copy_path)
