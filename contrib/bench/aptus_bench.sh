@@ -121,7 +121,7 @@ run() {
     echo "${best_t:-NA} ${best_rss:-NA}"
 }
 
-# aptus_channels DIR: "ud_sr rc_sr rc_rdma ud_zcopy max_rc_per_rank"
+# aptus_channels DIR: "ud_sr rc_sr rc_rdma ud_zcopy max_rc_per_rank rc_fp"
 aptus_channels() {
     cat "$1"/s.* 2>/dev/null | awk '
         $1 == "aptus-stats" && index($2, "aptus/") == 1 {
@@ -131,14 +131,15 @@ aptus_channels() {
                 if (kv[1] == "rc_peak" && kv[2] > peak) peak = kv[2]
             }
         }
-        END { printf "%d %d %d %d %d", v["ud_sr_msgs"], v["rc_sr_msgs"],
-                     v["rc_rdma_msgs"], v["ud_zcopy_msgs"], peak }'
+        END { printf "%d %d %d %d %d %d", v["ud_sr_msgs"], v["rc_sr_msgs"],
+                     v["rc_rdma_msgs"], v["ud_zcopy_msgs"], peak,
+                     v["rc_fp_msgs"] }'
 }
 
 works=${BENCH_WORKS:-halo3d a2a_small lammps}
 [ $have_lmp = 1 ] || works=${works/lammps/}
 csv=$out/results.csv
-echo "workload,np,config,time_us,rel_to_rc,max_rss_kb,rss_rel_to_ud,ud_sr_msgs,rc_sr_msgs,rc_rdma_msgs,ud_zcopy_msgs,rc_per_rank" >"$csv"
+echo "workload,np,config,time_us,rel_to_rc,max_rss_kb,rss_rel_to_ud,ud_sr_msgs,rc_sr_msgs,rc_rdma_msgs,ud_zcopy_msgs,rc_per_rank,rc_fp_msgs" >"$csv"
 printf '%-10s %3s %-8s %12s %7s %11s %7s  %s\n' workload np config \
     "time(us)" "vs RC" "rss(KB)" "vs UD" "aptus channels (msgs) / RC per rank"
 for work in $works; do
@@ -152,12 +153,12 @@ for work in $works; do
                   'BEGIN { if (a == "NA" || b == "NA" || b == 0) print "NA"; else printf "%.2f", a / b }')
             rrel=$(awk -v a="${R[$config]}" -v b="${R[UD]}" \
                    'BEGIN { if (a == "NA" || b == "NA" || b == 0) print "NA"; else printf "%.3f", a / b }')
-            ch="0 0 0 0 0"
+            ch="0 0 0 0 0 0"
             chtxt=
             if [ "$config" = Aptus ]; then
                 ch=$(aptus_channels "$out/stats-$config-$np-$work")
-                read -r a b c d e <<<"$ch"
-                chtxt="ud_sr=$a rc_sr=$b rc_rdma=$c ud_zcopy=$d, RC/rank<=$e"
+                read -r a b c d e f <<<"$ch"
+                chtxt="ud_sr=$a rc_sr=$b rc_rdma=$c ud_zcopy=$d rc_fp=$f, RC/rank<=$e"
             fi
             printf '%-10s %3s %-8s %12s %7s %11s %7s  %s\n' "$work" "$np" \
                 "$config" "${T[$config]}" "$rel" "${R[$config]}" "$rrel" "$chtxt"
