@@ -198,12 +198,25 @@ static void uct_rc_fp_rx_credit(uct_rc_fp_iface_t *iface, uct_rc_fp_rx_t *rx,
 static void uct_rc_fp_rx_fail(uct_rc_fp_iface_t *iface, uct_rc_fp_rx_t *rx,
                               const char *why)
 {
-    if (!rx->failed) {
-        rx->failed = 1;
-        iface->stats.rx_corrupt++;
-        ucs_error("rc_fp/%s: fast-path channel from 0x%08x failed: %s; its "
-                  "messages from here on are lost",
-                  iface->super.dev_name, rx->peer_key, why);
+    aptus_rc_link_t *link, *tmp;
+
+    if (rx->failed) {
+        return;
+    }
+    rx->failed = 1;
+    iface->stats.rx_corrupt++;
+    ucs_error("rc_fp/%s: fast-path channel from 0x%08x failed: %s; the "
+              "connections with that peer are failed",
+              iface->super.dev_name, rx->peer_key, why);
+    /* a message may be lost, and the order of the ones after it with it:
+     * the peer's connections fail (the user's error handler is told)
+     * rather than wait for it forever */
+    ucs_list_for_each_safe(link, tmp, &iface->super.chan.links, list)
+    {
+        if ((link->peer_key == rx->peer_key) &&
+            !(link->flags & APTUS_RC_LINK_FAILED)) {
+            aptus_rc_chan_invalidate(&iface->super.chan, link);
+        }
     }
 }
 

@@ -297,6 +297,25 @@ TEST_F(uct_rc_fp, malformed_control_and_bad_ids_are_dropped_and_counted)
     expect_received(m_b, sent);
 }
 
+TEST_F(uct_rc_fp, corrupt_block_fails_the_peer_not_silently)
+{
+    /* a flag that is no flag in the block: reported, never followed, and
+     * the peer's connections fail so that the user hears of it */
+    setup_pair({ { "THRESH", "1" } });
+    std::vector<uint8_t> d = pattern(1, 64);
+    for (unsigned i = 0; i < 20; ++i) {
+        send(m_a, m_a.ep, d, 1);
+        ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == i + 1; }));
+    }
+    ASSERT_EQ(1u, iface(m_b)->num_rx);
+    ASSERT_GT(stats(m_a)["fp_tx_msgs"], 0u);
+    uct_rc_fp_rx_t *rx = iface(m_b)->rx[0];
+    rx->mem[rx->ring.vb.slot] = 0x77; /* the byte the receiver polls */
+    ASSERT_TRUE(wait_for([&] { return m_b.err.count.load() > 0; }, 10));
+    EXPECT_EQ(1u, stats(m_b)["fp_rx_corrupt"]);
+    EXPECT_EQ(20u, rx_count(m_b)); /* nothing delivered from garbage */
+}
+
 TEST_F(uct_rc_fp, bad_settings_are_refused)
 {
     EXPECT_NE(UCS_OK, open(m_a, { { "MODE", "original" }, { "SLOTS", "0" } }));
