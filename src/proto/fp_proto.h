@@ -23,6 +23,7 @@
 #define APTUS_FP_PROTO_H_
 
 #include "fp_ring.h"
+#include "le.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -77,17 +78,10 @@ static inline void aptus_fp_msg_hdr_pack(uint8_t *hdr, uint8_t am_id,
                                          uint16_t credit_nonce,
                                          uint32_t credits)
 {
-    hdr[0]  = am_id;
-    hdr[1]  = (uint8_t)rc_before;
-    hdr[2]  = (uint8_t)(rc_before >> 8);
-    hdr[3]  = (uint8_t)(rc_before >> 16);
-    hdr[4]  = (uint8_t)(rc_before >> 24);
-    hdr[5]  = (uint8_t)credit_nonce;
-    hdr[6]  = (uint8_t)(credit_nonce >> 8);
-    hdr[7]  = (uint8_t)credits;
-    hdr[8]  = (uint8_t)(credits >> 8);
-    hdr[9]  = (uint8_t)(credits >> 16);
-    hdr[10] = (uint8_t)(credits >> 24);
+    hdr[0] = am_id;
+    aptus_put32(hdr + 1, rc_before);
+    aptus_put16(hdr + 5, credit_nonce);
+    aptus_put32(hdr + 7, credits);
 }
 
 typedef struct aptus_fp_msg_hdr {

@@ -46,6 +46,26 @@ ucs_status_t uct_aptus_iface_am_alignment(const char *tl_name,
     return UCS_OK;
 }
 
+ucs_status_t uct_aptus_fp_write(aptus_conn_wire_t *wire,
+                                const aptus_mem_key_t *key,
+                                const aptus_fp_geom_t *geom,
+                                const uint8_t *image,
+                                const aptus_vb_write_t *w)
+{
+    aptus_fp_piece_t pieces[APTUS_FP_MAX_PIECES];
+    aptus_conn_piece_t wire_pieces[APTUS_FP_MAX_PIECES];
+    unsigned i, count;
+
+    count = aptus_fp_write_pieces(geom, w, pieces);
+    for (i = 0; i < count; ++i) {
+        wire_pieces[i].local       = image + pieces[i].offset;
+        wire_pieces[i].remote_addr = key->address + w->offset +
+                                     pieces[i].offset;
+        wire_pieces[i].length      = pieces[i].length;
+    }
+    return wire->ops->write_ordered(wire, key, wire_pieces, count);
+}
+
 ucs_status_t uct_aptus_iface_async_check(const char *tl_name,
                                          const ucs_async_context_t *async)
 {

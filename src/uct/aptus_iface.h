@@ -7,6 +7,9 @@
 #include <uct/api/uct.h>
 #include <uct/base/uct_iface.h>
 
+#include "../proto/fp_ring.h"
+#include "../wire/conn.h"
+
 /*
  * The alignment of received active messages the user asks for
  * (UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT / _AM_ALIGN_OFFSET): data + offset
@@ -18,6 +21,17 @@ ucs_status_t uct_aptus_iface_am_alignment(const char *tl_name,
                                           const uct_iface_params_t *params,
                                           size_t *alignment_p,
                                           size_t *offset_p);
+
+/*
+ * A fast-path message image to the peer's block at key: the pieces of
+ * aptus_fp_write_pieces in one ordered write, so the byte the receiver
+ * polls lands last (rc_fp.h says why). UCS_OK, or the wire's error.
+ */
+ucs_status_t uct_aptus_fp_write(aptus_conn_wire_t *wire,
+                                const aptus_mem_key_t *key,
+                                const aptus_fp_geom_t *geom,
+                                const uint8_t *image,
+                                const aptus_vb_write_t *w);
 
 /*
  * A transport whose async timer runs the channels' timers (ud_sr, aptus):

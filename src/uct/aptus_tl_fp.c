@@ -322,27 +322,6 @@ void uct_aptus_tl_fp_ctl_recv(uct_aptus_tl_iface_t *iface,
 
 /* ---- sending ------------------------------------------------------------ */
 
-static ucs_status_t uct_aptus_tl_fp_write(uct_aptus_tl_iface_t *iface,
-                                          uct_aptus_tl_fp_tx_t *tx,
-                                          const uint8_t *image,
-                                          const aptus_vb_write_t *w)
-{
-    aptus_fp_piece_t pieces[APTUS_FP_MAX_PIECES];
-    aptus_conn_piece_t wire_pieces[APTUS_FP_MAX_PIECES];
-    unsigned i, count;
-
-    /* the polled byte in a piece of its own, last (fp_ring.h) */
-    count = aptus_fp_write_pieces(&tx->ring.geom, w, pieces);
-    for (i = 0; i < count; ++i) {
-        wire_pieces[i].local       = image + pieces[i].offset;
-        wire_pieces[i].remote_addr = tx->key.address + w->offset +
-                                     pieces[i].offset;
-        wire_pieces[i].length      = pieces[i].length;
-    }
-    return iface->conn->ops->write_ordered(iface->conn, &tx->key, wire_pieces,
-                                           count);
-}
-
 ucs_status_t uct_aptus_tl_fp_send(uct_aptus_tl_iface_t *iface,
                                   uct_aptus_tl_ep_t *ep, uint8_t id,
                                   const void *header, size_t header_length,
@@ -380,7 +359,8 @@ ucs_status_t uct_aptus_tl_fp_send(uct_aptus_tl_iface_t *iface,
 
     while ((st = aptus_fp_tx_pack(&tx->ring, liov, n, iface->fp.scratch, NULL,
                                   &image, &w)) == APTUS_VB_WRAPPED) {
-        if (uct_aptus_tl_fp_write(iface, tx, image, &w) != UCS_OK) {
+        if (uct_aptus_fp_write(iface->conn, &tx->key, &tx->ring.geom,
+                               image, &w) != UCS_OK) {
             goto failed;
         }
     }
@@ -388,7 +368,8 @@ ucs_status_t uct_aptus_tl_fp_send(uct_aptus_tl_iface_t *iface,
         iface->stats.fp_no_credit++;
         return UCS_ERR_NO_RESOURCE; /* the next channel of the rules */
     }
-    if (uct_aptus_tl_fp_write(iface, tx, image, &w) != UCS_OK) {
+    if (uct_aptus_fp_write(iface->conn, &tx->key, &tx->ring.geom,
+                               image, &w) != UCS_OK) {
         goto failed;
     }
     if (credits > 0) {

@@ -106,29 +106,6 @@ static void uct_rc_fp_ep_request(uct_rc_fp_iface_t *iface, uct_rc_fp_ep_t *ep)
     iface->stats.requests++;
 }
 
-/* One image to the receiver's block: the flag (its last byte) lands last
- * (rc_fp.h says why). */
-static ucs_status_t uct_rc_fp_ep_write(uct_rc_fp_iface_t *iface,
-                                       uct_rc_fp_ep_t *ep,
-                                       const uint8_t *image,
-                                       const aptus_vb_write_t *w)
-{
-    aptus_conn_wire_t *wire = iface->super.wire;
-    uint64_t dest           = ep->fp.key.address + w->offset;
-    aptus_fp_piece_t pieces[APTUS_FP_MAX_PIECES];
-    aptus_conn_piece_t wire_pieces[APTUS_FP_MAX_PIECES];
-    unsigned i, count;
-
-    /* the polled byte in a piece of its own, last (fp_ring.h) */
-    count = aptus_fp_write_pieces(&iface->geom, w, pieces);
-    for (i = 0; i < count; ++i) {
-        wire_pieces[i].local       = image + pieces[i].offset;
-        wire_pieces[i].remote_addr = dest + pieces[i].offset;
-        wire_pieces[i].length      = pieces[i].length;
-    }
-    return wire->ops->write_ordered(wire, &ep->fp.key, wire_pieces, count);
-}
-
 /* Into the block: UCS_OK, or UCS_ERR_NO_RESOURCE to go over RC-SR. */
 static ucs_status_t uct_rc_fp_ep_send_fp(uct_rc_fp_iface_t *iface,
                                          uct_rc_fp_ep_t *ep, uint8_t id,
@@ -154,7 +131,8 @@ static ucs_status_t uct_rc_fp_ep_send_fp(uct_rc_fp_iface_t *iface,
     while ((st = aptus_fp_tx_pack(&ep->fp.ring, iov, iovcnt, iface->scratch,
                                   ep->fp.mirror, &image, &w)) ==
            APTUS_VB_WRAPPED) {
-        if (uct_rc_fp_ep_write(iface, ep, image, &w) != UCS_OK) {
+        if (uct_aptus_fp_write(iface->super.wire, &ep->fp.key,
+                               &iface->geom, image, &w) != UCS_OK) {
             goto failed;
         }
     }
@@ -162,7 +140,8 @@ static ucs_status_t uct_rc_fp_ep_send_fp(uct_rc_fp_iface_t *iface,
         iface->stats.no_credit++;
         return UCS_ERR_NO_RESOURCE;
     }
-    if (uct_rc_fp_ep_write(iface, ep, image, &w) != UCS_OK) {
+    if (uct_aptus_fp_write(iface->super.wire, &ep->fp.key,
+                               &iface->geom, image, &w) != UCS_OK) {
         goto failed;
     }
     if (credits > 0) {

@@ -399,15 +399,41 @@ static int aptus_sock_conn_key_reachable(aptus_conn_wire_t *wire,
 
 uint64_t aptus_conn_reach_id(void)
 {
+    /* A process's own PID namespace never changes (unshare changes its
+     * children's), so the id is kept per pid: remote keys are packed on
+     * the rendezvous path. A forked child, which may be in another
+     * namespace, has another pid and reads its own (UCX's ucs_sys_get_ns
+     * would hand it the parent's). */
+    static uint64_t id;
+    static pid_t id_pid;
+    pid_t pid = getpid();
     struct stat st;
     uint64_t ns = 0;
 
-    /* read each time (UCX's ucs_sys_get_ns caches it): a child forked
-     * into another PID namespace must not carry its parent's */
+    if (__atomic_load_n(&id_pid, __ATOMIC_ACQUIRE) == pid) {
+        return id;
+    }
     if (stat("/proc/self/ns/pid", &st) == 0) {
         ns = st.st_ino;
     }
-    return ucs_get_system_id() ^ (ns * 0x9e3779b97f4a7c15ull);
+    id = ucs_get_system_id() ^ (ns * 0x9e3779b97f4a7c15ull);
+    __atomic_store_n(&id_pid, pid, __ATOMIC_RELEASE);
+    return id;
+}
+
+/* The status of a failed process_vm_readv/writev (errno). */
+static ucs_status_t aptus_sock_conn_rma_status(int err)
+{
+    switch (err) {
+    case ESRCH:
+        return UCS_ERR_CONNECTION_RESET; /* the owner is gone */
+    case EFAULT:
+        return UCS_ERR_INVALID_ADDR;
+    case EPERM:
+        return UCS_ERR_REJECTED;
+    default:
+        return UCS_ERR_IO_ERROR;
+    }
 }
 
 static ucs_status_t aptus_sock_conn_rma(aptus_conn_wire_t *wire,
@@ -456,16 +482,7 @@ static ucs_status_t aptus_sock_conn_rma(aptus_conn_wire_t *wire,
             }
             ucs_debug("sock conn: process_vm_%sv(pid %u) failed: %m",
                       is_write ? "write" : "read", key->pid);
-            switch (errno) {
-            case ESRCH:
-                return UCS_ERR_CONNECTION_RESET; /* the owner is gone */
-            case EFAULT:
-                return UCS_ERR_INVALID_ADDR;
-            case EPERM:
-                return UCS_ERR_REJECTED;
-            default:
-                return UCS_ERR_IO_ERROR;
-            }
+            return aptus_sock_conn_rma_status(errno);
         }
         if (ret == 0) {
             return UCS_ERR_IO_ERROR;
@@ -858,10 +875,13 @@ static ucs_status_t aptus_sock_conn_write_ordered(aptus_conn_wire_t *wire,
                                                   unsigned count)
 {
     struct iovec local[APTUS_CONN_MAX_PIECES], remote[APTUS_CONN_MAX_PIECES];
-    ucs_status_t status;
     size_t total = 0;
     unsigned i;
+#if defined(__x86_64__) || defined(__i386__)
     ssize_t ret;
+#else
+    ucs_status_t status;
+#endif
 
     if (count > APTUS_CONN_MAX_PIECES) {
         return UCS_ERR_INVALID_PARAM;
@@ -908,21 +928,7 @@ static ucs_status_t aptus_sock_conn_write_ordered(aptus_conn_wire_t *wire,
     return UCS_OK;
 #endif
     ucs_debug("sock conn: process_vm_writev(pid %u) failed: %m", key->pid);
-    switch (errno) {
-    case ESRCH:
-        status = UCS_ERR_CONNECTION_RESET;
-        break;
-    case EFAULT:
-        status = UCS_ERR_INVALID_ADDR;
-        break;
-    case EPERM:
-        status = UCS_ERR_REJECTED;
-        break;
-    default:
-        status = UCS_ERR_IO_ERROR;
-        break;
-    }
-    return status;
+    return aptus_sock_conn_rma_status(errno);
 }
 
 static const aptus_conn_wire_ops_t aptus_sock_conn_ops = {
