@@ -26,7 +26,7 @@
 #include "ud_sr_params.h"
 #include "../channel/rc_rdma_chan.h"
 #include "../proto/chan_alloc.h"
-#include "../proto/fp_ring.h"
+#include "../channel/rc_fp_chan.h"
 #include "../proto/send_rules.h"
 #include "../proto/xorder.h"
 
@@ -70,35 +70,16 @@ typedef enum uct_aptus_ctl_type {
 /* FP_BLOCK: [type][0][nonce LE16][size LE32][address LE64][pid LE32]
  * [host LE64] */
 #define UCT_APTUS_FP_BLOCK_LEN 28
-/* A fast-path message: [am_id][credit nonce LE16][credits LE32], the
- * user's header and payload, the trailer. The credits are of the block
- * the receiver writes into the sender (the paper's piggyback). */
-#define UCT_APTUS_FP_HDR_LEN 7
+/* A fast-path message is the RC-FP channel's header (fp_proto.h: the
+ * piggybacked credits of the block the receiver writes into the sender),
+ * the user's header and payload, the trailer. */
 
-/* The sending side of a peer's fast path: the peer's block. */
+/* The sending side of a peer's fast path: the RC-FP channel's peer (the
+ * peer's block), allocated when the peer gives one. */
 typedef struct uct_aptus_tl_fp_tx {
-    aptus_fp_tx_t ring;
-    aptus_mem_key_t key;
-    uint16_t nonce; /* the peer's name of the block */
-} uct_aptus_tl_fp_tx_t;
-
-enum {
-    UCT_APTUS_FP_BLOCK_FREE,
-    UCT_APTUS_FP_BLOCK_ACTIVE, /* a peer writes into it */
-    UCT_APTUS_FP_BLOCK_ORPHAN  /* its endpoint went before the peer said it
-                                  stopped writing: not reused */
-};
-
-/* A block of this process that a peer writes into (the receiving side). */
-typedef struct uct_aptus_tl_fp_rx {
-    uint8_t *mem;
+    aptus_fp_peer_t peer;
     struct uct_aptus_tl_ep *ep;
-    uint32_t peer_key; /* the writer's interface */
-    uint16_t nonce;
-    uint8_t state;
-    uint8_t failed;
-    aptus_fp_rx_t ring;
-} uct_aptus_tl_fp_rx_t;
+} uct_aptus_tl_fp_tx_t;
 
 typedef struct uct_aptus_tl_iface_config {
     uct_iface_config_t super;
@@ -185,7 +166,7 @@ struct uct_aptus_tl_ep {
     uint8_t ctl_kind;
     uint16_t fp_done_nonce;     /* FP_DONE owed for this block */
     uct_aptus_tl_fp_tx_t *fp_tx; /* NULL: no block of the peer's */
-    uct_aptus_tl_fp_rx_t *fp_rx; /* NULL: no block of ours */
+    aptus_fp_block_t *fp_rx;     /* NULL: no block of ours */
     uint64_t tx_msgs[APTUS_CHAN_LAST]; /* statistics per channel */
     uint64_t tx_bytes[APTUS_CHAN_LAST];
     ucs_arbiter_group_t pending; /* requests waiting for any channel */
@@ -244,12 +225,7 @@ typedef struct uct_aptus_tl_stats {
                               over UD */
     uint64_t resent;       /* messages sent again over UD */
     uint64_t xacks_sent;
-    uint64_t fp_rx_msgs;
-    uint64_t fp_no_credit;  /* picked by the rules, no room in the block */
     uint64_t fp_credit_msgs; /* explicit FP_CREDIT messages sent */
-    uint64_t fp_credits_piggybacked;
-    uint64_t fp_write_failures;
-    uint64_t fp_rx_corrupt;
     uint64_t fp_refused_no_block; /* granted slot, no free block */
     uint64_t fp_blocks_orphaned;
     uint64_t kept_now;     /* copies kept for a resend */
@@ -305,15 +281,8 @@ typedef struct uct_aptus_tl_iface {
     uint64_t async_interval_us;
     double latency;
     double bandwidth;
-    struct {
-        aptus_fp_geom_t geom;
-        uct_aptus_tl_fp_rx_t *blocks; /* MAX_FP of them, mapped at open */
-        unsigned num_blocks;
-        unsigned num_active;
-        uint16_t next_nonce;
-        uint32_t credit_quarter;
-        uint8_t *scratch; /* a message image is built here */
-    } fp;
+    aptus_fp_chan_t fpc;  /* RC-FP: blocks of MAX_FP, UD carries control */
+    uint16_t fp_next_nonce;
     uct_aptus_failures_t failures; /* to report from progress */
     uct_aptus_tl_stats_t stats;
 } uct_aptus_tl_iface_t;
@@ -418,9 +387,13 @@ ucs_status_t uct_aptus_tl_fp_send(uct_aptus_tl_iface_t *iface,
                                   const struct iovec *iov, unsigned iovcnt);
 unsigned uct_aptus_tl_fp_progress(uct_aptus_tl_iface_t *iface);
 
+/* An FP_CREDIT went: the credits it carried are the peer's. */
+void uct_aptus_tl_fp_credits_sent(uct_aptus_tl_iface_t *iface,
+                                  uct_aptus_tl_ep_t *ep);
+
 static inline int uct_aptus_tl_fp_usable(const uct_aptus_tl_ep_t *ep)
 {
-    return (ep->fp_tx != NULL) &&
+    return (ep->fp_tx != NULL) && ep->fp_tx->peer.attached &&
            (ep->alloc.slot[APTUS_ALLOC_FP].state == APTUS_ALLOC_GRANTED);
 }
 

@@ -173,7 +173,7 @@ static ssize_t uct_aptus_tl_ctl_try(uct_aptus_tl_iface_t *iface,
                                       0);
     if (ret >= 0) {
         if (type == UCT_APTUS_CTL_FP_CREDIT) {
-            aptus_fp_rx_take_credits(&ep->fp_rx->ring); /* the ones packed */
+            uct_aptus_tl_fp_credits_sent(iface, ep);
         } else if (type == UCT_APTUS_CTL_FP_DONE) {
             ep->fp_done_nonce = 0;
         }

@@ -16,9 +16,15 @@
  * stops writing into a block (its slot was demoted, refused or released)
  * says FP_DONE after its last write; the owner drains the block and frees
  * it. A block whose endpoint went before FP_DONE came is not reused (the
- * peer may still write into it) until that FP_DONE arrives. The blocks
- * are mapped once at interface open, MAX_FP of them, and unmapped at
- * close: a late write from a peer then fails at the writer.
+ * peer may still write into it) until that FP_DONE arrives.
+ *
+ * The data path is the RC-FP channel (channel/rc_fp_chan.h), the same as
+ * rc_fp's: its blocks (at most MAX_FP, mapped on first use and kept until
+ * close, when a late write from a peer fails at the writer), rings, writes,
+ * polling and piggybacked credits. This file is the control around it:
+ * which peer gets a block, and the UD messages that say so. The order
+ * word of the channel's header stays 0: the trailer's sequence number
+ * orders a peer's messages across every channel.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -27,124 +33,99 @@
 #include "aptus_tl.h"
 #include "../proto/le.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
+static const aptus_fp_chan_upcalls_t uct_aptus_tl_fp_upcalls;
 
 ucs_status_t uct_aptus_tl_fp_init(uct_aptus_tl_iface_t *iface,
                                   const uct_aptus_tl_iface_config_t *config)
 {
     unsigned num = iface->alloc.config.max[APTUS_ALLOC_FP];
+    aptus_fp_geom_t geom;
+    ucs_status_t status;
     const char *why;
-    unsigned i;
 
-    memset(&iface->fp, 0, sizeof(iface->fp));
+    iface->fp_next_nonce = 0;
     if (aptus_fp_geom_make(APTUS_FP_VELOBLOCK, config->fp_block_size, 0, 0,
-                           &iface->fp.geom, &why) != 0) {
+                           &geom, &why) != 0) {
         ucs_error("aptus: invalid configuration: UCX_"
                   UCT_APTUS_TL_CONFIG_PREFIX "FP_BLOCK_SIZE=%zu: %s",
                   config->fp_block_size, why);
         return UCS_ERR_INVALID_PARAM;
     }
-    iface->fp.credit_quarter = ucs_max(iface->fp.geom.size / 4, 1);
-    if (num == 0) {
-        return UCS_OK;
+    /* as many blocks to give as peers to write into: the allocator grants
+     * both directions of one slot together */
+    status = aptus_fp_chan_init(&iface->fpc, &geom, num, num, iface->conn,
+                                &iface->ud.super, &uct_aptus_tl_fp_upcalls,
+                                iface);
+    if (status != UCS_OK) {
+        ucs_error("aptus: cannot set up %u fast-path channels", num);
     }
-    iface->fp.scratch = ucs_malloc(
-        aptus_vb_image_len(aptus_fp_max_len(&iface->fp.geom)),
-        "uct_aptus_fp_scratch");
-    iface->fp.blocks = ucs_calloc(num, sizeof(*iface->fp.blocks),
-                                  "uct_aptus_fp_blocks");
-    if ((iface->fp.scratch == NULL) || (iface->fp.blocks == NULL)) {
-        goto err;
-    }
-    for (i = 0; i < num; ++i) {
-        iface->fp.blocks[i].mem = mmap(NULL, iface->fp.geom.size,
-                                       PROT_READ | PROT_WRITE,
-                                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (iface->fp.blocks[i].mem == MAP_FAILED) {
-            iface->fp.blocks[i].mem = NULL;
-            goto err;
-        }
-        iface->fp.num_blocks++;
-    }
-    return UCS_OK;
-
-err:
-    ucs_error("aptus: cannot allocate %u fast-path blocks of %u bytes", num,
-              iface->fp.geom.size);
-    uct_aptus_tl_fp_cleanup(iface);
-    return UCS_ERR_NO_MEMORY;
+    return status;
 }
 
 void uct_aptus_tl_fp_cleanup(uct_aptus_tl_iface_t *iface)
 {
-    unsigned i;
-
-    for (i = 0; i < iface->fp.num_blocks; ++i) {
-        munmap(iface->fp.blocks[i].mem, iface->fp.geom.size);
-    }
-    ucs_free(iface->fp.blocks);
-    ucs_free(iface->fp.scratch);
-    iface->fp.blocks     = NULL;
-    iface->fp.scratch    = NULL;
-    iface->fp.num_blocks = 0;
+    aptus_fp_chan_cleanup(&iface->fpc);
 }
 
 int uct_aptus_tl_fp_open(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep)
 {
-    uct_aptus_tl_fp_rx_t *b;
-    unsigned i;
+    aptus_fp_block_t *b;
 
     if (ep->fp_rx != NULL) {
         return 1; /* a repeated grant: the same block */
     }
-    for (i = 0; i < iface->fp.num_blocks; ++i) {
-        b = &iface->fp.blocks[i];
-        if (b->state != UCT_APTUS_FP_BLOCK_FREE) {
-            continue;
-        }
-        memset(b->mem, 0, iface->fp.geom.size);
-        aptus_fp_rx_init(&b->ring, &iface->fp.geom);
-        if (++iface->fp.next_nonce == 0) {
-            ++iface->fp.next_nonce; /* 0 names no block */
-        }
-        b->nonce    = iface->fp.next_nonce;
-        b->ep       = ep;
-        b->peer_key = ep->peer.remote_key;
-        b->state    = UCT_APTUS_FP_BLOCK_ACTIVE;
-        b->failed   = 0;
-        ep->fp_rx   = b;
-        iface->fp.num_active++;
-        return 1;
+    if (++iface->fp_next_nonce == 0) {
+        ++iface->fp_next_nonce; /* 0 names no block */
     }
-    iface->stats.fp_refused_no_block++;
-    return 0;
+    b = aptus_fp_chan_block_open(&iface->fpc, ep, ep->peer.remote_key,
+                                 iface->fp_next_nonce);
+    if (b == NULL) {
+        iface->stats.fp_refused_no_block++;
+        return 0;
+    }
+    ep->fp_rx = b;
+    return 1;
 }
 
 static void uct_aptus_tl_fp_block_free(uct_aptus_tl_iface_t *iface,
-                                       uct_aptus_tl_fp_rx_t *b)
+                                       aptus_fp_block_t *b)
 {
-    if (b->state == UCT_APTUS_FP_BLOCK_ACTIVE) {
-        iface->fp.num_active--;
+    uct_aptus_tl_ep_t *ep = b->owner;
+
+    if (ep != NULL) {
+        ep->fp_rx = NULL;
     }
-    if (b->ep != NULL) {
-        b->ep->fp_rx = NULL;
+    aptus_fp_chan_block_close(&iface->fpc, b);
+}
+
+static void uct_aptus_tl_fp_tx_free(uct_aptus_tl_iface_t *iface,
+                                    uct_aptus_tl_ep_t *ep)
+{
+    uct_aptus_tl_fp_tx_t *tx = ep->fp_tx;
+
+    if (tx == NULL) {
+        return;
     }
-    b->ep    = NULL;
-    b->state = UCT_APTUS_FP_BLOCK_FREE;
+    aptus_fp_peer_detach(&iface->fpc, &tx->peer);
+    aptus_fp_chan_iface_ops.pending_purge(&iface->fpc.super,
+                                          (aptus_chan_peer_t *)&tx->peer,
+                                          NULL, NULL);
+    ucs_arbiter_group_cleanup(&tx->peer.pending);
+    ucs_free(tx);
+    ep->fp_tx = NULL;
 }
 
 void uct_aptus_tl_fp_sync(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep)
 {
-    uct_aptus_tl_fp_tx_t *tx = ep->fp_tx;
+    uint16_t nonce;
 
-    if ((tx == NULL) ||
+    if ((ep->fp_tx == NULL) ||
         (ep->alloc.slot[APTUS_ALLOC_FP].state != APTUS_ALLOC_NONE)) {
         return;
     }
-    ep->fp_tx         = NULL;
-    ep->fp_done_nonce = tx->nonce;
-    ucs_free(tx);
+    nonce = ep->fp_tx->peer.nonce;
+    uct_aptus_tl_fp_tx_free(iface, ep);
+    ep->fp_done_nonce = nonce;
     /* after the last write: the owner may drain and free its block */
     uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_FP_DONE, APTUS_ALLOC_FP);
 }
@@ -152,20 +133,17 @@ void uct_aptus_tl_fp_sync(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep)
 void uct_aptus_tl_fp_forget(uct_aptus_tl_iface_t *iface,
                             uct_aptus_tl_ep_t *ep)
 {
-    uct_aptus_tl_fp_rx_t *b = ep->fp_rx;
+    aptus_fp_block_t *b = ep->fp_rx;
 
     /* nothing is sent from here (the stream may be closing, or the
      * interface): the peer's block for us is orphaned on its side when
      * its endpoint for us goes */
-    ucs_free(ep->fp_tx);
-    ep->fp_tx         = NULL;
+    uct_aptus_tl_fp_tx_free(iface, ep);
     ep->fp_done_nonce = 0;
     if (b != NULL) {
         /* the peer may still write into it until its FP_DONE */
-        iface->fp.num_active--;
         iface->stats.fp_blocks_orphaned++;
-        b->state  = UCT_APTUS_FP_BLOCK_ORPHAN;
-        b->ep     = NULL;
+        aptus_fp_chan_block_orphan(&iface->fpc, b);
         ep->fp_rx = NULL;
     }
 }
@@ -181,27 +159,12 @@ static void uct_aptus_tl_fp_drop(uct_aptus_tl_iface_t *iface,
     uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_DEMOTE, APTUS_ALLOC_FP);
 }
 
-static void uct_aptus_tl_fp_credit(uct_aptus_tl_iface_t *iface,
-                                   uct_aptus_tl_ep_t *ep, uint16_t nonce,
-                                   uint32_t credits)
-{
-    if ((ep->fp_tx == NULL) || (ep->fp_tx->nonce != nonce)) {
-        return; /* of a block given up meanwhile */
-    }
-    if (aptus_fp_tx_credit(&ep->fp_tx->ring, credits) != APTUS_VB_OK) {
-        iface->stats.rx_malformed++;
-        ucs_error("aptus/%s: peer 0x%08x returned %u fast-path credits it "
-                  "was not given: fast path off",
-                  iface->dev_name, ep->peer.remote_key, credits);
-        uct_aptus_tl_fp_drop(iface, ep);
-    }
-}
-
 size_t uct_aptus_tl_fp_ctl_pack(uct_aptus_tl_iface_t *iface,
                                 uct_aptus_tl_ep_t *ep, unsigned type,
                                 uint8_t *msg)
 {
-    uct_aptus_tl_fp_rx_t *b = ep->fp_rx;
+    aptus_fp_block_t *b = ep->fp_rx;
+    aptus_mem_key_t key;
     uint32_t credits;
 
     msg[0] = type;
@@ -226,29 +189,38 @@ size_t uct_aptus_tl_fp_ctl_pack(uct_aptus_tl_iface_t *iface,
         if (b == NULL) {
             return 0;
         }
+        aptus_fp_chan_block_key(&iface->fpc, b, &key);
         aptus_put16(msg + 2, b->nonce);
-        aptus_put32(msg + 4, iface->fp.geom.size);
-        aptus_put64(msg + 8, (uintptr_t)b->mem);
-        aptus_put32(msg + 16, getpid());
-        aptus_put64(msg + 20, iface->conn->host_id);
+        aptus_put32(msg + 4, key.length);
+        aptus_put64(msg + 8, key.address);
+        aptus_put32(msg + 16, key.pid);
+        aptus_put64(msg + 20, key.host_id);
         return UCT_APTUS_FP_BLOCK_LEN;
     default:
         return 0;
     }
 }
 
-static unsigned uct_aptus_tl_fp_drain(uct_aptus_tl_iface_t *iface,
-                                      uct_aptus_tl_fp_rx_t *b);
+void uct_aptus_tl_fp_credits_sent(uct_aptus_tl_iface_t *iface,
+                                  uct_aptus_tl_ep_t *ep)
+{
+    if (ep->fp_rx != NULL) {
+        /* the ones packed */
+        (void)aptus_fp_chan_block_take_credits(&iface->fpc, ep->fp_rx);
+    }
+}
 
 void uct_aptus_tl_fp_ctl_recv(uct_aptus_tl_iface_t *iface,
                               uct_aptus_tl_ep_t *ep, const uint8_t *msg,
                               size_t length)
 {
     uct_aptus_tl_fp_tx_t *tx;
+    aptus_fp_block_t *b;
     aptus_fp_geom_t geom;
+    aptus_mem_key_t key;
+    ucs_status_t status;
     uint16_t nonce;
     const char *why;
-    unsigned i;
 
     if (length < 4) {
         iface->stats.rx_malformed++;
@@ -261,7 +233,9 @@ void uct_aptus_tl_fp_ctl_recv(uct_aptus_tl_iface_t *iface,
             break;
         }
         iface->stats.ctl_received++;
-        uct_aptus_tl_fp_credit(iface, ep, nonce, aptus_get32(msg + 4));
+        /* of a block given up meanwhile: nothing to credit */
+        (void)aptus_fp_chan_credit_in(&iface->fpc, ep->peer.remote_key, nonce,
+                                      aptus_get32(msg + 4));
         return;
     case UCT_APTUS_CTL_FP_DONE:
         if (length != UCT_APTUS_CTL_LEN) {
@@ -270,18 +244,15 @@ void uct_aptus_tl_fp_ctl_recv(uct_aptus_tl_iface_t *iface,
         iface->stats.ctl_received++;
         if ((ep->fp_rx != NULL) && (ep->fp_rx->nonce == nonce)) {
             /* every write came before this message: deliver, then free */
-            uct_aptus_tl_fp_drain(iface, ep->fp_rx);
+            aptus_fp_chan_block_drain(&iface->fpc, ep->fp_rx, UINT32_MAX);
             if (ep->fp_rx != NULL) {
                 uct_aptus_tl_fp_block_free(iface, ep->fp_rx);
             }
             return;
         }
-        for (i = 0; i < iface->fp.num_blocks; ++i) {
-            if ((iface->fp.blocks[i].state == UCT_APTUS_FP_BLOCK_ORPHAN) &&
-                (iface->fp.blocks[i].nonce == nonce) &&
-                (iface->fp.blocks[i].peer_key == ep->peer.remote_key)) {
-                uct_aptus_tl_fp_block_free(iface, &iface->fp.blocks[i]);
-            }
+        b = aptus_fp_chan_block_find(&iface->fpc, ep->peer.remote_key, nonce);
+        if ((b != NULL) && (b->state == APTUS_FP_BLOCK_ORPHAN)) {
+            uct_aptus_tl_fp_block_free(iface, b);
         }
         return;
     case UCT_APTUS_CTL_FP_BLOCK:
@@ -301,16 +272,18 @@ void uct_aptus_tl_fp_ctl_recv(uct_aptus_tl_iface_t *iface,
                 uct_aptus_tl_fp_drop(iface, ep);
                 return;
             }
+            aptus_fp_peer_init(&tx->peer, ep->peer.remote_key, &ep->peer);
+            tx->ep    = ep;
+            ep->fp_tx = tx;
         }
-        aptus_fp_tx_init(&tx->ring, &geom);
-        tx->nonce       = nonce;
-        tx->key.address = aptus_get64(msg + 8);
-        tx->key.length  = geom.size;
-        tx->key.pid     = aptus_get32(msg + 16);
-        tx->key.host_id = aptus_get64(msg + 20);
-        ep->fp_tx       = tx;
-        if (!iface->conn->ops->key_reachable(iface->conn, &tx->key)) {
-            /* another host: no fast path to it */
+        key.address = aptus_get64(msg + 8);
+        key.length  = geom.size;
+        key.pid     = aptus_get32(msg + 16);
+        key.host_id = aptus_get64(msg + 20);
+        status = aptus_fp_peer_attach(&iface->fpc, &tx->peer, &geom, &key,
+                                      nonce);
+        if (status != UCS_OK) {
+            /* another host (no fast path to it), or no room */
             uct_aptus_tl_fp_drop(iface, ep);
         }
         return;
@@ -327,76 +300,49 @@ ucs_status_t uct_aptus_tl_fp_send(uct_aptus_tl_iface_t *iface,
                                   const void *header, size_t header_length,
                                   const struct iovec *iov, unsigned iovcnt)
 {
-    uct_aptus_tl_fp_tx_t *tx = ep->fp_tx;
-    uct_aptus_tl_fp_rx_t *b  = ep->fp_rx;
-    struct iovec liov[APTUS_UD_MAX_IOV + 2];
-    uint8_t hdr[UCT_APTUS_FP_HDR_LEN];
-    uint32_t credits = 0;
-    const uint8_t *image;
-    aptus_vb_status_t st;
-    aptus_vb_write_t w;
-    unsigned n = 0, i;
+    aptus_fp_peer_t *peer = &ep->fp_tx->peer;
+    aptus_chan_send_t send;
 
-    if (iovcnt > APTUS_UD_MAX_IOV) {
-        return UCS_ERR_NO_RESOURCE;
-    }
     /* what the peer freed in our block rides along */
-    if ((b != NULL) && (b->state == UCT_APTUS_FP_BLOCK_ACTIVE)) {
-        credits = aptus_fp_rx_pending_credits(&b->ring);
-    }
-    hdr[0] = id;
-    aptus_put16(hdr + 1, (credits > 0) ? b->nonce : 0);
-    aptus_put32(hdr + 3, credits);
-    liov[n].iov_base = hdr;
-    liov[n++].iov_len = sizeof(hdr);
-    if (header_length > 0) {
-        liov[n].iov_base  = (void *)header;
-        liov[n++].iov_len = header_length;
-    }
-    for (i = 0; i < iovcnt; ++i) {
-        liov[n++] = iov[i];
-    }
-
-    while ((st = aptus_fp_tx_pack(&tx->ring, liov, n, iface->fp.scratch, NULL,
-                                  &image, &w)) == APTUS_VB_WRAPPED) {
-        if (uct_aptus_fp_write(iface->conn, &tx->key, &tx->ring.geom,
-                               image, &w) != UCS_OK) {
-            goto failed;
-        }
-    }
-    if (st != APTUS_VB_OK) {
-        iface->stats.fp_no_credit++;
-        return UCS_ERR_NO_RESOURCE; /* the next channel of the rules */
-    }
-    if (uct_aptus_fp_write(iface->conn, &tx->key, &tx->ring.geom,
-                               image, &w) != UCS_OK) {
-        goto failed;
-    }
-    if (credits > 0) {
-        aptus_fp_rx_take_credits(&b->ring);
-        iface->stats.fp_credits_piggybacked += credits;
-    }
-    return UCS_OK;
-
-failed:
-    /* the peer's memory cannot be reached (it went, or unmapped it): this
-     * message and the later ones take the other channels */
-    iface->stats.fp_write_failures++;
-    ucs_debug("aptus/%s: fast-path write to 0x%08x failed: fast path off",
-              iface->dev_name, ep->peer.remote_key);
-    uct_aptus_tl_fp_drop(iface, ep);
-    return UCS_ERR_NO_RESOURCE;
+    peer->back = ep->fp_rx;
+    aptus_chan_send_iov(&send, id, header, header_length, iov, iovcnt, NULL);
+    /* no room, or the block is lost: the next channel of the rules */
+    return (aptus_fp_chan_iface_ops.send(&iface->fpc.super,
+                                         (aptus_chan_peer_t *)peer,
+                                         &send) == UCS_OK)
+                   ? UCS_OK
+                   : UCS_ERR_NO_RESOURCE;
 }
 
-/* ---- receiving ---------------------------------------------------------- */
+/* ---- the channel's upcalls ---------------------------------------------- */
 
-static void uct_aptus_tl_fp_fail(uct_aptus_tl_iface_t *iface,
-                                 uct_aptus_tl_fp_rx_t *b, const char *why)
+static ucs_status_t uct_aptus_tl_fp_deliver(void *arg, aptus_fp_block_t *b,
+                                            uint8_t am_id, void *data,
+                                            size_t length)
 {
-    uct_aptus_tl_ep_t *ep = b->ep;
+    if (length < UCT_APTUS_TRAILER_LEN) {
+        return UCS_ERR_INVALID_PARAM; /* no sequence number: corrupt */
+    }
+    /* in place, no descriptor: a user that keeps it copies it */
+    uct_aptus_tl_rx(arg, b->owner, am_id, data, length, 0);
+    return UCS_OK;
+}
 
-    b->failed = 1;
-    iface->stats.fp_rx_corrupt++;
+static void uct_aptus_tl_fp_credits_owed(void *arg, aptus_fp_block_t *b)
+{
+    uct_aptus_tl_iface_t *iface = arg;
+
+    iface->stats.fp_credit_msgs++;
+    uct_aptus_tl_ctl_send(iface, b->owner, UCT_APTUS_CTL_FP_CREDIT,
+                          APTUS_ALLOC_FP);
+}
+
+static void uct_aptus_tl_fp_block_failed(void *arg, aptus_fp_block_t *b,
+                                         const char *why)
+{
+    uct_aptus_tl_iface_t *iface = arg;
+    uct_aptus_tl_ep_t *ep       = b->owner;
+
     ucs_error("aptus/%s: fast-path block of peer 0x%08x is corrupt (%s): "
               "the peer is failed",
               iface->dev_name, b->peer_key, why);
@@ -404,59 +350,28 @@ static void uct_aptus_tl_fp_fail(uct_aptus_tl_iface_t *iface,
     aptus_ud_chan_peer_invalidate(&iface->ud, &ep->peer);
 }
 
-static unsigned uct_aptus_tl_fp_drain(uct_aptus_tl_iface_t *iface,
-                                      uct_aptus_tl_fp_rx_t *b)
+static void uct_aptus_tl_fp_peer_lost(void *arg, aptus_fp_peer_t *peer)
 {
-    uct_aptus_tl_ep_t *ep = b->ep;
-    unsigned count        = 0;
-    aptus_vb_status_t st;
-    aptus_vb_msg_t msg;
-    uint32_t credits;
+    uct_aptus_tl_fp_tx_t *tx = ucs_container_of(peer, uct_aptus_tl_fp_tx_t,
+                                                peer);
 
-    while (!b->failed && (b->ep == ep) &&
-           (st = aptus_fp_rx_poll(&b->ring, b->mem, &msg)) != APTUS_VB_EMPTY) {
-        if ((st != APTUS_VB_OK) ||
-            (msg.length < UCT_APTUS_FP_HDR_LEN + UCT_APTUS_TRAILER_LEN) ||
-            (msg.data[0] >= UCT_AM_ID_MAX)) {
-            uct_aptus_tl_fp_fail(iface, b, (st != APTUS_VB_OK) ?
-                                                   "ring" : "message");
-            break;
-        }
-        credits = aptus_get32(msg.data + 3);
-        if (credits > 0) {
-            /* before the handler, which may answer */
-            uct_aptus_tl_fp_credit(iface, ep, aptus_get16(msg.data + 1),
-                                   credits);
-        }
-        iface->stats.fp_rx_msgs++;
-        /* in place, no descriptor: a user that keeps it copies it */
-        uct_aptus_tl_rx(iface, ep, msg.data[0],
-                        (void *)(msg.data + UCT_APTUS_FP_HDR_LEN),
-                        msg.length - UCT_APTUS_FP_HDR_LEN, 0);
-        aptus_fp_rx_release(&b->ring, b->mem, &msg);
-        ++count;
-    }
-    if ((count > 0) && (b->ep == ep) && (ep != NULL) &&
-        (aptus_fp_rx_pending_credits(&b->ring) >= iface->fp.credit_quarter)) {
-        /* nothing went back to carry them: say it */
-        iface->stats.fp_credit_msgs++;
-        uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_FP_CREDIT,
-                              APTUS_ALLOC_FP);
-    }
-    return count;
+    ucs_debug("aptus/%s: the fast path to 0x%08x is lost: off",
+              ((uct_aptus_tl_iface_t *)arg)->dev_name, peer->peer_key);
+    uct_aptus_tl_fp_drop(arg, tx->ep);
 }
+
+static const aptus_fp_chan_upcalls_t uct_aptus_tl_fp_upcalls = {
+    .deliver      = uct_aptus_tl_fp_deliver,
+    .credits_owed = uct_aptus_tl_fp_credits_owed,
+    .block_failed = uct_aptus_tl_fp_block_failed,
+    .peer_lost    = uct_aptus_tl_fp_peer_lost,
+};
 
 unsigned uct_aptus_tl_fp_progress(uct_aptus_tl_iface_t *iface)
 {
-    unsigned i, count = 0;
-
-    if (ucs_likely(iface->fp.num_active == 0)) {
+    if (ucs_likely((iface->fpc.num_active == 0) &&
+                   ucs_arbiter_is_empty(&iface->fpc.pending))) {
         return 0;
     }
-    for (i = 0; i < iface->fp.num_blocks; ++i) {
-        if (iface->fp.blocks[i].state == UCT_APTUS_FP_BLOCK_ACTIVE) {
-            count += uct_aptus_tl_fp_drain(iface, &iface->fp.blocks[i]);
-        }
-    }
-    return count;
+    return aptus_fp_chan_progress(&iface->fpc);
 }

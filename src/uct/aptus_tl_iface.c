@@ -556,17 +556,20 @@ unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,
         { "fp_refused", a->refused[APTUS_ALLOC_FP] },
         { "fp_refusals", a->refusals[APTUS_ALLOC_FP] },
         { "fp_demoted", a->demoted[APTUS_ALLOC_FP] },
-        { "fp_block_bytes", iface->fp.geom.size },
-        { "fp_blocks_bytes", (uint64_t)iface->fp.num_blocks *
-                                     iface->fp.geom.size },
-        { "fp_blocks_active", iface->fp.num_active },
+        { "fp_block_bytes", iface->fpc.geom.size },
+        /* blocks are mapped on first use and kept until close */
+        { "fp_blocks_bytes", (uint64_t)iface->fpc.num_mapped *
+                                     iface->fpc.geom.size },
+        { "fp_blocks_active", iface->fpc.num_active },
         { "fp_blocks_orphaned", s->fp_blocks_orphaned },
-        { "fp_rx_msgs", s->fp_rx_msgs },
-        { "fp_no_credit", s->fp_no_credit },
+        { "fp_tx_msgs", iface->fpc.stats.tx_msgs },
+        { "fp_rx_msgs", iface->fpc.stats.rx_msgs },
+        { "fp_no_credit", iface->fpc.stats.no_credit },
         { "fp_credit_msgs", s->fp_credit_msgs },
-        { "fp_credits_piggybacked", s->fp_credits_piggybacked },
-        { "fp_write_failures", s->fp_write_failures },
-        { "fp_rx_corrupt", s->fp_rx_corrupt },
+        { "fp_credits_piggybacked", iface->fpc.stats.credits_piggybacked },
+        { "fp_credits_bad", iface->fpc.stats.credits_bad },
+        { "fp_write_failures", iface->fpc.stats.write_failures },
+        { "fp_rx_corrupt", iface->fpc.stats.rx_corrupt },
         { "fp_refused_no_block", s->fp_refused_no_block },
         { "ctl_sent", s->ctl_sent },
         { "ctl_received", s->ctl_received },
@@ -932,7 +935,7 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
     if (status != UCS_OK) {
         return status;
     }
-    memset(&self->fp, 0, sizeof(self->fp));
+    memset(&self->fpc, 0, sizeof(self->fpc)); /* cleanup-safe until init */
     if (config->reorder_max == 0) {
         ucs_error("aptus: invalid configuration: UCX_"
                   UCT_APTUS_TL_CONFIG_PREFIX "REORDER_MAX must be at least 1");

@@ -32,7 +32,7 @@
 
 #include "rc_sr_iface.h"
 #include "rc_sr_ep.h"
-#include "../proto/fp_proto.h"
+#include "../channel/rc_fp_chan.h"
 
 #define UCT_RC_FP_TL_NAME "rc_fp"
 
@@ -54,17 +54,15 @@ enum {
     UCT_RC_FP_TX_OFF        /* refused, unreachable or failed: RC-SR only */
 };
 
-/* The sending side of an endpoint's fast path. */
+/* The sending side of an endpoint's fast path: its control state; the
+ * data path is the RC-FP channel's peer (the channel counts the RC-SR
+ * messages sent on its account, and those written into the block). */
 typedef struct uct_rc_fp_tx {
     uint8_t state;
-    uint16_t nonce;      /* this side's name of the channel (0: none) */
-    uint32_t eligible;   /* messages small enough, before asking */
-    uint32_t rc_sent;    /* RC-SR messages sent since the REQUEST */
-    uint32_t fp_sent;    /* messages written into the block */
-    uint32_t slot;       /* in the interface's table of sending channels */
-    aptus_fp_tx_t ring;
-    aptus_mem_key_t key; /* the block, as the wire writes it */
-    uint8_t *mirror;     /* fixed modes: the sender's copy of the slots */
+    uint16_t nonce;    /* this side's name of the channel (0: none) */
+    uint32_t eligible; /* messages small enough, before asking */
+    uint32_t slot;     /* in the interface's table of requesters */
+    aptus_fp_peer_t peer;
 } uct_rc_fp_tx_t;
 
 typedef struct uct_rc_fp_ep {
@@ -72,47 +70,38 @@ typedef struct uct_rc_fp_ep {
     uct_rc_fp_tx_t fp;
 } uct_rc_fp_ep_t;
 
-/* The receiving side of one channel: a block this process gave a peer. */
+/* The receiving side of one channel: a block this process gave a peer
+ * (the channel's block, owned by this record). */
 typedef struct uct_rc_fp_rx {
+    aptus_fp_block_t *block;
     uint32_t peer_key; /* the sender's interface */
     uint16_t nonce;    /* the sender's name of the channel */
     uint8_t credit_owed;
     uint8_t grant_owed; /* the answer found no room yet: from progress */
-    uint8_t failed;
-    uint8_t released;  /* the sender is done after fp_total messages */
+    uint8_t released;   /* the sender is done after fp_total messages */
     uint32_t fp_total;
-    uint32_t rc_delivered; /* RC-SR messages delivered on its account */
-    uint32_t fp_delivered;
-    aptus_fp_rx_t ring;
-    uint8_t *mem;
 } uct_rc_fp_rx_t;
 
+/* Control-plane counters; the data path's are the channel's. */
 typedef struct uct_rc_fp_stats {
-    uint64_t tx_msgs, tx_bytes;   /* over the fast path */
-    uint64_t eligible;            /* messages small enough for it */
-    uint64_t no_credit;           /* ... that went over RC-SR for credit */
+    uint64_t eligible; /* messages small enough for it */
     uint64_t requests, granted, refused, unreachable, released;
-    uint64_t rx_msgs, rx_bytes, rx_held_for_order, rx_corrupt;
-    uint64_t credit_msgs_sent, credit_msgs_received, credits_returned;
-    uint64_t credits_piggybacked, credits_piggyback_received;
+    uint64_t credit_msgs_sent, credit_msgs_received;
     uint64_t ctl_malformed, ctl_unknown;
-    uint64_t write_failures;
     uint64_t rx_peak, tx_peak;
-    uint64_t polls, poll_channels; /* progress calls, channels they polled */
 } uct_rc_fp_stats_t;
 
 typedef struct uct_rc_fp_iface {
     uct_rc_sr_iface_t super;
-    aptus_fp_geom_t geom;
+    aptus_fp_chan_t fpc; /* the RC-FP channel; RC-SR is its carrier */
     unsigned max_channels;
     unsigned thresh;
     uint32_t max_msg; /* fast-path payload, UCT header included */
     uint64_t host_id;
     uint16_t next_nonce;
-    uint32_t credit_quarter;
     uct_rc_fp_rx_t **rx; /* channels this process gives, num_rx in use */
     unsigned num_rx;
-    uct_rc_fp_ep_t **tx; /* endpoints sending over a fast path */
+    uct_rc_fp_ep_t **tx; /* endpoints that asked for or have a channel */
     unsigned num_tx;
     struct {
         uint32_t peer_key;
@@ -126,8 +115,6 @@ typedef struct uct_rc_fp_iface {
     } *releases; /* RELEASEs of endpoints gone before they could go */
     unsigned num_releases;
     int answers_owed;
-    uint8_t *scratch; /* Veloblock images are built here */
-    int delivering;   /* an FP message is being handed to the user */
     uct_rc_fp_stats_t stats;
 } uct_rc_fp_iface_t;
 
@@ -163,14 +150,16 @@ ucs_status_t uct_rc_fp_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
 /* Free the receiving channel at index i (its sender is done or gone). */
 void uct_rc_fp_rx_free(uct_rc_fp_iface_t *iface, unsigned i);
 
-/* The channel peer_key writes into this process, if it has one with
- * credits to return (the first found). */
-uct_rc_fp_rx_t *uct_rc_fp_rx_of_peer(uct_rc_fp_iface_t *iface,
-                                     uint32_t peer_key);
+/* The block peer_key writes into this process, if it has one with credits
+ * to return (the first found): they ride on a message going back. */
+aptus_fp_block_t *uct_rc_fp_back_block(uct_rc_fp_iface_t *iface,
+                                       uint32_t peer_key);
 
-/* Credits that came with a message for the sending channel nonce to
- * peer_key. */
-void uct_rc_fp_credit_in(uct_rc_fp_iface_t *iface, uint32_t peer_key,
-                         uint16_t nonce, uint32_t credits);
+/* The endpoint's connection failed: so did its fast path. */
+void uct_rc_fp_link_failed(uct_rc_fp_iface_t *iface, aptus_rc_link_t *link,
+                           ucs_status_t status);
+
+/* The channel's upcall: a requester's block can no longer be written. */
+void uct_rc_fp_peer_lost(void *arg, aptus_fp_peer_t *peer);
 
 #endif

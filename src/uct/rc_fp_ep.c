@@ -43,7 +43,7 @@ static void uct_rc_fp_tx_table_del(uct_rc_fp_iface_t *iface,
 }
 
 /* The fast path of ep ends (refused, unreachable, failed, or the endpoint
- * goes); told: whether the receiver's block is to be released. */
+ * goes); tell: whether the receiver's block is to be released. */
 static void uct_rc_fp_tx_off(uct_rc_fp_iface_t *iface, uct_rc_fp_ep_t *ep,
                              int tell)
 {
@@ -56,7 +56,7 @@ static void uct_rc_fp_tx_off(uct_rc_fp_iface_t *iface, uct_rc_fp_ep_t *ep,
     if (tell) {
         ctl.type             = APTUS_FP_CTL_RELEASE;
         ctl.nonce            = ep->fp.nonce;
-        ctl.release.fp_total = ep->fp.fp_sent;
+        ctl.release.fp_total = ep->fp.peer.sent;
         if (uct_rc_fp_ep_ctl(iface, &ep->super.link, &ctl) == UCS_OK) {
             iface->stats.released++;
         } else if (iface->num_releases < iface->max_channels) {
@@ -72,9 +72,29 @@ static void uct_rc_fp_tx_off(uct_rc_fp_iface_t *iface, uct_rc_fp_ep_t *ep,
     }
     uct_rc_fp_tx_table_del(iface, ep);
     ep->super.link.reserved = 0;
-    ucs_free(ep->fp.mirror);
-    ep->fp.mirror = NULL;
-    ep->fp.state  = UCT_RC_FP_TX_OFF;
+    aptus_fp_chan_iface_ops.pending_purge(&iface->fpc.super,
+                                          (aptus_chan_peer_t *)&ep->fp.peer,
+                                          NULL, NULL);
+    aptus_fp_peer_detach(&iface->fpc, &ep->fp.peer);
+    ep->fp.state = UCT_RC_FP_TX_OFF;
+}
+
+void uct_rc_fp_peer_lost(void *arg, aptus_fp_peer_t *peer)
+{
+    uct_rc_fp_iface_t *iface = arg;
+
+    uct_rc_fp_tx_off(iface, ucs_container_of(peer, uct_rc_fp_ep_t, fp.peer),
+                     1);
+}
+
+void uct_rc_fp_link_failed(uct_rc_fp_iface_t *iface, aptus_rc_link_t *link,
+                           ucs_status_t status)
+{
+    uct_rc_fp_ep_t *ep = ucs_container_of(link, uct_rc_fp_ep_t, super.link);
+
+    /* nothing more is written into the peer's block, nor sent */
+    uct_rc_fp_tx_off(iface, ep, 0);
+    aptus_fp_peer_fail(&iface->fpc, &ep->fp.peer, status);
 }
 
 /* Enough small messages went to this peer: ask for a channel. */
@@ -98,71 +118,12 @@ static void uct_rc_fp_ep_request(uct_rc_fp_iface_t *iface, uct_rc_fp_ep_t *ep)
     /* the RELEASE at the end must find a credit */
     ep->super.link.reserved     = 1;
     ep->fp.nonce                = ctl.nonce;
-    ep->fp.rc_sent              = 0;
-    ep->fp.fp_sent              = 0;
+    ep->fp.peer.before          = 0; /* RC-SR messages on its account */
+    ep->fp.peer.sent            = 0;
     ep->fp.slot                 = iface->num_tx;
     iface->tx[iface->num_tx++]  = ep;
     iface->stats.tx_peak        = ucs_max(iface->stats.tx_peak, iface->num_tx);
     iface->stats.requests++;
-}
-
-/* Into the block: UCS_OK, or UCS_ERR_NO_RESOURCE to go over RC-SR. */
-static ucs_status_t uct_rc_fp_ep_send_fp(uct_rc_fp_iface_t *iface,
-                                         uct_rc_fp_ep_t *ep, uint8_t id,
-                                         struct iovec *iov, unsigned iovcnt,
-                                         size_t length)
-{
-    uint8_t hdr[APTUS_FP_MSG_HDR_LEN];
-    uct_rc_fp_rx_t *back = uct_rc_fp_rx_of_peer(iface,
-                                                ep->super.link.peer_key);
-    uint32_t credits     = 0;
-    const uint8_t *image;
-    aptus_vb_write_t w;
-    aptus_vb_status_t st;
-
-    /* freed space of the channel the peer writes into us rides along */
-    if (back != NULL) {
-        credits = aptus_fp_rx_pending_credits(&back->ring);
-    }
-    aptus_fp_msg_hdr_pack(hdr, id, ep->fp.rc_sent,
-                          (back != NULL) ? back->nonce : 0, credits);
-    iov[0].iov_base = hdr;
-    iov[0].iov_len  = sizeof(hdr);
-    while ((st = aptus_fp_tx_pack(&ep->fp.ring, iov, iovcnt, iface->scratch,
-                                  ep->fp.mirror, &image, &w)) ==
-           APTUS_VB_WRAPPED) {
-        if (uct_aptus_fp_write(iface->super.wire, &ep->fp.key,
-                               &iface->geom, image, &w) != UCS_OK) {
-            goto failed;
-        }
-    }
-    if (st != APTUS_VB_OK) {
-        iface->stats.no_credit++;
-        return UCS_ERR_NO_RESOURCE;
-    }
-    if (uct_aptus_fp_write(iface->super.wire, &ep->fp.key,
-                               &iface->geom, image, &w) != UCS_OK) {
-        goto failed;
-    }
-    if (credits > 0) {
-        aptus_fp_rx_take_credits(&back->ring);
-        back->credit_owed = 0;
-        iface->stats.credits_piggybacked += credits;
-        iface->stats.credits_returned += credits;
-    }
-    ep->fp.fp_sent++;
-    iface->stats.tx_msgs++;
-    iface->stats.tx_bytes += length;
-    return UCS_OK;
-
-failed:
-    /* the peer's memory cannot be reached: the message, and every later
-     * one, goes over RC-SR (whose counts say none of this was written) */
-    iface->stats.write_failures++;
-    ucs_debug("rc_fp: write to 0x%08x failed: fast path off",
-              ep->super.link.peer_key);
-    uct_rc_fp_tx_off(iface, ep, 1);
-    return UCS_ERR_NO_RESOURCE;
 }
 
 /*
@@ -182,8 +143,15 @@ static ucs_status_t uct_rc_fp_ep_send(uct_rc_fp_iface_t *iface,
     if (length <= iface->max_msg) {
         iface->stats.eligible++;
         if (ucs_likely(ep->fp.state == UCT_RC_FP_TX_ON)) {
-            if (uct_rc_fp_ep_send_fp(iface, ep, id, iov, iovcnt, length) ==
-                UCS_OK) {
+            /* into the block, the credits of the one back riding along;
+             * no room, or the block is lost: over RC-SR */
+            ep->fp.peer.back = uct_rc_fp_back_block(iface,
+                                                    ep->super.link.peer_key);
+            aptus_chan_send_iov(&send, id, NULL, 0, iov + 1, iovcnt - 1,
+                                NULL);
+            if (aptus_fp_chan_iface_ops.send(&iface->fpc.super,
+                                             (aptus_chan_peer_t *)&ep->fp.peer,
+                                             &send) == UCS_OK) {
                 return UCS_OK;
             }
         } else if ((ep->fp.state == UCT_RC_FP_TX_NONE) &&
@@ -192,14 +160,14 @@ static ucs_status_t uct_rc_fp_ep_send(uct_rc_fp_iface_t *iface,
         }
     }
 
-    aptus_fp_trailer_pack(trailer, ep->fp.nonce, ep->fp.fp_sent);
+    aptus_fp_trailer_pack(trailer, ep->fp.nonce, ep->fp.peer.sent);
     iov[iovcnt].iov_base = trailer;
     iov[iovcnt].iov_len  = sizeof(trailer);
     aptus_chan_send_iov(&send, id, NULL, 0, iov + 1, iovcnt, NULL);
     status = (ucs_status_t)aptus_rc_chan_send(&iface->super.chan,
                                               &ep->super.link, &send);
     if ((status == UCS_OK) && (ep->fp.nonce != 0)) {
-        ep->fp.rc_sent++;
+        ep->fp.peer.before++;
     }
     return status;
 }
@@ -278,8 +246,19 @@ ucs_status_t uct_rc_fp_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
 
 ucs_status_t uct_rc_fp_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
 {
+    uct_rc_fp_ep_t *ep;
+    ucs_status_t status;
+
     /* rc_sr's endpoint, of rc_fp's size: the fast path starts off */
-    return uct_rc_sr_ep_create(params, ep_p);
+    status = uct_rc_sr_ep_create(params, ep_p);
+    if (status != UCS_OK) {
+        return status;
+    }
+    ep = ucs_derived_of(*ep_p, uct_rc_fp_ep_t);
+    memset(&ep->fp, 0, sizeof(ep->fp));
+    aptus_fp_peer_init(&ep->fp.peer, ep->super.link.peer_key,
+                       &ep->super.link);
+    return UCS_OK;
 }
 
 void uct_rc_fp_ep_destroy(uct_ep_h tl_ep)
@@ -288,6 +267,7 @@ void uct_rc_fp_ep_destroy(uct_ep_h tl_ep)
     uct_rc_fp_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_fp_ep_t);
 
     uct_rc_fp_tx_off(iface, ep, 1);
+    ucs_arbiter_group_cleanup(&ep->fp.peer.pending);
     uct_rc_sr_ep_destroy(tl_ep);
 }
 
@@ -307,62 +287,31 @@ static uct_rc_fp_ep_t *uct_rc_fp_find_tx(uct_rc_fp_iface_t *iface,
     return NULL;
 }
 
-static void uct_rc_fp_credit_ep(uct_rc_fp_iface_t *iface, uct_rc_fp_ep_t *ep,
-                                uint32_t credits)
-{
-    if ((ep->fp.state == UCT_RC_FP_TX_ON) &&
-        (aptus_fp_tx_credit(&ep->fp.ring, credits) != APTUS_VB_OK)) {
-        ucs_error("rc_fp: 0x%08x returned %u credits it was not given: "
-                  "fast path off",
-                  ep->super.link.peer_key, credits);
-        uct_rc_fp_tx_off(iface, ep, 1);
-    }
-}
-
-void uct_rc_fp_credit_in(uct_rc_fp_iface_t *iface, uint32_t peer_key,
-                         uint16_t nonce, uint32_t credits)
-{
-    uct_rc_fp_ep_t *ep = uct_rc_fp_find_tx(iface, peer_key, nonce);
-
-    if (ep == NULL) {
-        iface->stats.ctl_unknown++; /* the endpoint went meanwhile */
-        return;
-    }
-    iface->stats.credits_piggyback_received += credits;
-    uct_rc_fp_credit_ep(iface, ep, credits);
-}
-
 static void uct_rc_fp_granted(uct_rc_fp_iface_t *iface, uct_rc_fp_ep_t *ep,
                               const aptus_fp_ctl_t *ctl)
 {
-    aptus_conn_wire_t *wire = iface->super.wire;
+    aptus_mem_key_t key;
     aptus_fp_geom_t geom;
-    const char *why;
+    ucs_status_t status;
 
     /* the receiver's geometry (checked by the parser), and its block */
     geom.mode      = (aptus_fp_mode_t)ctl->grant.mode;
     geom.size      = ctl->grant.size;
     geom.slots     = ctl->grant.slots;
     geom.slot_size = ctl->grant.slot_size;
-    (void)why;
-    ep->fp.key.address = ctl->grant.address;
-    ep->fp.key.length  = ctl->grant.size;
-    ep->fp.key.host_id = ctl->grant.host_id;
-    ep->fp.key.pid     = ctl->grant.pid;
-    if (!wire->ops->key_reachable(wire, &ep->fp.key)) {
-        iface->stats.unreachable++;
+    key.address    = ctl->grant.address;
+    key.length     = ctl->grant.size;
+    key.host_id    = ctl->grant.host_id;
+    key.pid        = ctl->grant.pid;
+    /* the connection knows its peer by now */
+    ep->fp.peer.peer_key = ep->super.link.peer_key;
+    status = aptus_fp_peer_attach(&iface->fpc, &ep->fp.peer, &geom, &key,
+                                  ep->fp.nonce);
+    if (status != UCS_OK) {
+        iface->stats.unreachable += (status == UCS_ERR_UNREACHABLE);
         uct_rc_fp_tx_off(iface, ep, 1);
         return;
     }
-    if (aptus_fp_send_bytes(&geom) > 0) {
-        ep->fp.mirror = ucs_calloc(1, aptus_fp_send_bytes(&geom),
-                                   "uct_rc_fp_mirror");
-        if (ep->fp.mirror == NULL) {
-            uct_rc_fp_tx_off(iface, ep, 1);
-            return;
-        }
-    }
-    aptus_fp_tx_init(&ep->fp.ring, &geom);
     ep->fp.state = UCT_RC_FP_TX_ON;
     iface->stats.granted++;
 }
@@ -388,7 +337,8 @@ void uct_rc_fp_ep_handle_ctl(uct_rc_fp_iface_t *iface, aptus_rc_link_t *link,
         break;
     case APTUS_FP_CTL_CREDIT:
         iface->stats.credit_msgs_received++;
-        uct_rc_fp_credit_ep(iface, ep, ctl->credit.credits);
+        (void)aptus_fp_chan_credit_in(&iface->fpc, link->peer_key,
+                                      ctl->nonce, ctl->credit.credits);
         break;
     default:
         iface->stats.ctl_unknown++;

@@ -133,7 +133,7 @@ void uct_rc_fp_rx_free(uct_rc_fp_iface_t *iface, unsigned i)
     uct_rc_fp_rx_t *rx = iface->rx[i];
 
     iface->rx[i] = iface->rx[--iface->num_rx];
-    ucs_free(rx->mem);
+    aptus_fp_chan_block_close(&iface->fpc, rx->block);
     ucs_free(rx);
 }
 
@@ -151,162 +151,123 @@ static void uct_rc_fp_rx_send_ctl(uct_rc_fp_iface_t *iface,
             (aptus_rc_chan_send(&iface->super.chan, link, &send) >= 0);
 }
 
-uct_rc_fp_rx_t *uct_rc_fp_rx_of_peer(uct_rc_fp_iface_t *iface,
-                                     uint32_t peer_key)
+aptus_fp_block_t *uct_rc_fp_back_block(uct_rc_fp_iface_t *iface,
+                                       uint32_t peer_key)
 {
     uct_rc_fp_rx_t *rx;
     unsigned i;
 
     for (i = 0; i < iface->num_rx; ++i) {
         rx = iface->rx[i];
-        if ((rx->peer_key == peer_key) && !rx->failed && !rx->released &&
-            (aptus_fp_rx_pending_credits(&rx->ring) > 0)) {
-            return rx;
+        if ((rx->peer_key == peer_key) && !rx->block->failed &&
+            !rx->released &&
+            (aptus_fp_rx_pending_credits(&rx->block->ring) > 0)) {
+            return rx->block;
         }
     }
     return NULL;
 }
 
 /* Freed credits go back with the next fast-path message to the peer
- * (uct_rc_fp_rx_of_peer), or explicitly once a quarter of the channel
+ * (uct_rc_fp_back_block), or explicitly once a quarter of the channel
  * piled up (traffic one way only). */
-static void uct_rc_fp_rx_credit(uct_rc_fp_iface_t *iface, uct_rc_fp_rx_t *rx,
-                                aptus_rc_link_t *link)
+static void uct_rc_fp_rx_credit(uct_rc_fp_iface_t *iface, uct_rc_fp_rx_t *rx)
 {
     aptus_fp_ctl_t ctl;
     int sent;
 
-    if (aptus_fp_rx_pending_credits(&rx->ring) < iface->credit_quarter) {
+    if (rx->block->failed || (aptus_fp_rx_pending_credits(&rx->block->ring) <
+                              iface->fpc.credit_quarter)) {
+        rx->credit_owed = 0;
         return;
     }
     ctl.type           = APTUS_FP_CTL_CREDIT;
     ctl.nonce          = rx->nonce;
-    ctl.credit.credits = aptus_fp_rx_pending_credits(&rx->ring);
-    (void)link;
+    ctl.credit.credits = aptus_fp_rx_pending_credits(&rx->block->ring);
     uct_rc_fp_rx_send_ctl(iface, uct_rc_fp_find_link(iface, rx->peer_key),
                           &ctl, &sent);
     if (sent) {
-        aptus_fp_rx_take_credits(&rx->ring);
+        (void)aptus_fp_chan_block_take_credits(&iface->fpc, rx->block);
         iface->stats.credit_msgs_sent++;
-        iface->stats.credits_returned += ctl.credit.credits;
         rx->credit_owed = 0;
     } else {
         rx->credit_owed = 1; /* no RC-SR credit now: from progress */
+        iface->answers_owed = 1;
     }
 }
 
-static void uct_rc_fp_rx_fail(uct_rc_fp_iface_t *iface, uct_rc_fp_rx_t *rx,
-                              const char *why)
+/* ---- the channel's upcalls ---------------------------------------------- */
+
+static ucs_status_t uct_rc_fp_chan_deliver(void *arg, aptus_fp_block_t *block,
+                                           uint8_t am_id, void *data,
+                                           size_t length)
 {
+    uct_rc_fp_iface_t *iface = arg;
+
+    uct_iface_trace_am(&iface->super.super, UCT_AM_TRACE_TYPE_RECV, am_id,
+                       data, length, "RX: AM FP");
+    /* in place, no descriptor: a user that keeps it copies it */
+    (void)uct_iface_invoke_am(&iface->super.super, am_id, data, length, 0);
+    return UCS_OK;
+}
+
+static void uct_rc_fp_chan_credits_owed(void *arg, aptus_fp_block_t *block)
+{
+    uct_rc_fp_rx_credit(arg, block->owner);
+}
+
+static void uct_rc_fp_chan_block_failed(void *arg, aptus_fp_block_t *block,
+                                        const char *why)
+{
+    uct_rc_fp_iface_t *iface = arg;
     aptus_rc_link_t *link, *tmp;
 
-    if (rx->failed) {
-        return;
-    }
-    rx->failed = 1;
-    iface->stats.rx_corrupt++;
     ucs_error("rc_fp/%s: fast-path channel from 0x%08x failed: %s; the "
               "connections with that peer are failed",
-              iface->super.dev_name, rx->peer_key, why);
+              iface->super.dev_name, block->peer_key, why);
     /* a message may be lost, and the order of the ones after it with it:
      * the peer's connections fail (the user's error handler is told)
      * rather than wait for it forever */
     ucs_list_for_each_safe(link, tmp, &iface->super.chan.links, list)
     {
-        if ((link->peer_key == rx->peer_key) &&
+        if ((link->peer_key == block->peer_key) &&
             !(link->flags & APTUS_RC_LINK_FAILED)) {
             aptus_rc_chan_invalidate(&iface->super.chan, link);
         }
     }
 }
 
-/* Hand over what the block holds, in order: until fp_delivered reaches
- * fp_target, which an RC-SR message says is there (UINT32_MAX: as many as
- * may go now, up to fp_total once the sender released the channel). */
-static unsigned uct_rc_fp_rx_drain(uct_rc_fp_iface_t *iface,
-                                   uct_rc_fp_rx_t *rx, uint32_t fp_target,
-                                   aptus_rc_link_t *link)
-{
-    int must = (fp_target != UINT32_MAX);
-
-    aptus_vb_msg_t msg;
-    aptus_vb_status_t st;
-    aptus_fp_msg_hdr_t hdr;
-    unsigned count = 0;
-
-    if (!must && rx->released) {
-        fp_target = rx->fp_total;
-    }
-    while (!rx->failed && (rx->fp_delivered != fp_target)) {
-        st = aptus_fp_rx_poll(&rx->ring, rx->mem, &msg);
-        if (st == APTUS_VB_EMPTY) {
-            if (must) {
-                uct_rc_fp_rx_fail(iface, rx, "a message sent before one "
-                                             "over RC-SR is not in the block");
-            }
-            break;
-        }
-        if ((st != APTUS_VB_OK) ||
-            (aptus_fp_msg_hdr_parse(msg.data, msg.length, UCT_AM_ID_MAX,
-                                    &hdr) != 0)) {
-            uct_rc_fp_rx_fail(iface, rx, "corrupt ring");
-            break;
-        }
-        if (hdr.rc_before != rx->rc_delivered) {
-            if ((int32_t)(hdr.rc_before - rx->rc_delivered) > 0) {
-                iface->stats.rx_held_for_order++;
-                break; /* sent after an RC-SR message not here yet */
-            }
-            uct_rc_fp_rx_fail(iface, rx, "order counts disagree");
-            break;
-        }
-        if (hdr.credits > 0) {
-            /* before the user's handler, which may answer */
-            uct_rc_fp_credit_in(iface, rx->peer_key, hdr.credit_nonce,
-                                hdr.credits);
-        }
-        rx->fp_delivered++;
-        iface->stats.rx_msgs++;
-        iface->stats.rx_bytes += msg.length - APTUS_FP_MSG_HDR_LEN;
-        uct_iface_trace_am(&iface->super.super, UCT_AM_TRACE_TYPE_RECV, hdr.am_id,
-                           (void *)(msg.data + APTUS_FP_MSG_HDR_LEN),
-                           msg.length - APTUS_FP_MSG_HDR_LEN, "RX: AM FP");
-        /* in place, no descriptor: a user that keeps it copies it */
-        uct_iface_invoke_am(&iface->super.super, hdr.am_id,
-                            (void *)(msg.data + APTUS_FP_MSG_HDR_LEN),
-                            msg.length - APTUS_FP_MSG_HDR_LEN, 0);
-        aptus_fp_rx_release(&rx->ring, rx->mem, &msg);
-        ++count;
-    }
-    if (count > 0) {
-        uct_rc_fp_rx_credit(iface, rx, link);
-    }
-    return count;
-}
+static const aptus_fp_chan_upcalls_t uct_rc_fp_chan_upcalls = {
+    .deliver      = uct_rc_fp_chan_deliver,
+    .credits_owed = uct_rc_fp_chan_credits_owed,
+    .block_failed = uct_rc_fp_chan_block_failed,
+    .peer_lost    = uct_rc_fp_peer_lost,
+};
 
 static void uct_rc_fp_owed_answers(uct_rc_fp_iface_t *iface);
+
+/* The receiver's done with a released block once every message its
+ * sender wrote was handed over (or the block failed). */
+static int uct_rc_fp_rx_done(const uct_rc_fp_rx_t *rx)
+{
+    return rx->released &&
+           ((rx->block->delivered == rx->fp_total) || rx->block->failed);
+}
 
 unsigned uct_rc_fp_iface_poll(uct_rc_sr_iface_t *sr)
 {
     uct_rc_fp_iface_t *iface = uct_rc_fp_iface(sr);
-    unsigned count           = 0;
+    unsigned count;
     unsigned i;
 
     if (ucs_unlikely(iface->answers_owed)) {
         uct_rc_fp_owed_answers(iface);
     }
-    iface->stats.polls++;
-    iface->stats.poll_channels += iface->num_rx;
+    count = aptus_fp_chan_progress(&iface->fpc);
     for (i = 0; i < iface->num_rx;) {
-        count += uct_rc_fp_rx_drain(iface, iface->rx[i], UINT32_MAX, NULL);
-        if (ucs_unlikely(iface->rx[i]->released) &&
-            ((iface->rx[i]->fp_delivered == iface->rx[i]->fp_total) ||
-             iface->rx[i]->failed)) {
+        if (ucs_unlikely(uct_rc_fp_rx_done(iface->rx[i]))) {
             uct_rc_fp_rx_free(iface, i);
             continue;
-        }
-        if (ucs_unlikely(iface->rx[i]->credit_owed)) {
-            uct_rc_fp_rx_credit(iface, iface->rx[i], NULL);
         }
         ++i;
     }
@@ -325,6 +286,24 @@ static void uct_rc_fp_rx_collect(uct_rc_fp_iface_t *iface)
             ++i;
         }
     }
+}
+
+static void uct_rc_fp_grant_pack(uct_rc_fp_iface_t *iface,
+                                 const uct_rc_fp_rx_t *rx, aptus_fp_ctl_t *ctl)
+{
+    aptus_mem_key_t key;
+
+    aptus_fp_chan_block_key(&iface->fpc, rx->block, &key);
+    memset(ctl, 0, sizeof(*ctl));
+    ctl->type            = APTUS_FP_CTL_GRANT;
+    ctl->nonce           = rx->nonce;
+    ctl->grant.mode      = iface->fpc.geom.mode;
+    ctl->grant.size      = iface->fpc.geom.size;
+    ctl->grant.slots     = iface->fpc.geom.slots;
+    ctl->grant.slot_size = iface->fpc.geom.slot_size;
+    ctl->grant.address   = key.address;
+    ctl->grant.pid       = key.pid;
+    ctl->grant.host_id   = key.host_id;
 }
 
 static void uct_rc_fp_handle_request(uct_rc_fp_iface_t *iface,
@@ -347,8 +326,9 @@ static void uct_rc_fp_handle_request(uct_rc_fp_iface_t *iface,
         (req->request.host_id == iface->host_id)) {
         rx = ucs_calloc(1, sizeof(*rx), "uct_rc_fp_rx");
         if (rx != NULL) {
-            rx->mem = ucs_calloc(1, iface->geom.size, "uct_rc_fp_block");
-            if (rx->mem == NULL) {
+            rx->block = aptus_fp_chan_block_open(&iface->fpc, rx,
+                                                 link->peer_key, req->nonce);
+            if (rx->block == NULL) {
                 ucs_free(rx);
                 rx = NULL;
             }
@@ -368,16 +348,7 @@ static void uct_rc_fp_handle_request(uct_rc_fp_iface_t *iface,
     }
     rx->peer_key = link->peer_key;
     rx->nonce    = req->nonce;
-    aptus_fp_rx_init(&rx->ring, &iface->geom);
-
-    ctl.type            = APTUS_FP_CTL_GRANT;
-    ctl.grant.mode      = iface->geom.mode;
-    ctl.grant.size      = iface->geom.size;
-    ctl.grant.slots     = iface->geom.slots;
-    ctl.grant.slot_size = iface->geom.slot_size;
-    ctl.grant.address   = (uintptr_t)rx->mem;
-    ctl.grant.pid       = getpid();
-    ctl.grant.host_id   = iface->host_id;
+    uct_rc_fp_grant_pack(iface, rx, &ctl);
     uct_rc_fp_rx_send_ctl(iface, uct_rc_fp_find_link(iface, link->peer_key),
                           &ctl, &sent);
     rx->grant_owed             = !sent; /* no room now: from progress */
@@ -397,19 +368,13 @@ static void uct_rc_fp_owed_answers(uct_rc_fp_iface_t *iface)
 
     for (i = 0; i < iface->num_rx; ++i) {
         rx = iface->rx[i];
+        if (rx->credit_owed) {
+            uct_rc_fp_rx_credit(iface, rx);
+        }
         if (!rx->grant_owed) {
             continue;
         }
-        memset(&ctl, 0, sizeof(ctl));
-        ctl.type            = APTUS_FP_CTL_GRANT;
-        ctl.nonce           = rx->nonce;
-        ctl.grant.mode      = iface->geom.mode;
-        ctl.grant.size      = iface->geom.size;
-        ctl.grant.slots     = iface->geom.slots;
-        ctl.grant.slot_size = iface->geom.slot_size;
-        ctl.grant.address   = (uintptr_t)rx->mem;
-        ctl.grant.pid       = getpid();
-        ctl.grant.host_id   = iface->host_id;
+        uct_rc_fp_grant_pack(iface, rx, &ctl);
         uct_rc_fp_rx_send_ctl(iface, uct_rc_fp_find_link(iface, rx->peer_key),
                               &ctl, &sent);
         rx->grant_owed = !sent;
@@ -444,7 +409,8 @@ static void uct_rc_fp_owed_answers(uct_rc_fp_iface_t *iface)
     }
     iface->answers_owed = (iface->num_releases > 0);
     for (i = 0; i < iface->num_rx; ++i) {
-        iface->answers_owed |= iface->rx[i]->grant_owed;
+        iface->answers_owed |= iface->rx[i]->grant_owed |
+                               iface->rx[i]->credit_owed;
     }
     iface->answers_owed |= (iface->num_refusals > 0);
 }
@@ -473,9 +439,9 @@ static void uct_rc_fp_handle_ctl(uct_rc_fp_iface_t *iface,
              * goes when they are all delivered) */
             iface->rx[i]->released = 1;
             iface->rx[i]->fp_total = ctl.release.fp_total;
-            uct_rc_fp_rx_drain(iface, iface->rx[i], UINT32_MAX, NULL);
-            if ((iface->rx[i]->fp_delivered == ctl.release.fp_total) ||
-                iface->rx[i]->failed) {
+            aptus_fp_chan_block_drain(&iface->fpc, iface->rx[i]->block,
+                                      UINT32_MAX);
+            if (uct_rc_fp_rx_done(iface->rx[i])) {
                 uct_rc_fp_rx_free(iface, i);
             }
         }
@@ -511,8 +477,9 @@ ucs_status_t uct_rc_fp_deliver_rc(uct_rc_sr_iface_t *sr, aptus_rc_link_t *link,
     if ((nonce != 0) &&
         ((i = uct_rc_fp_find_rx(iface, link->peer_key, nonce)) >= 0)) {
         /* what was written into the block before this one goes first */
-        uct_rc_fp_rx_drain(iface, iface->rx[i], fp_before, link);
-        iface->rx[i]->rc_delivered++;
+        aptus_fp_chan_block_drain(&iface->fpc, iface->rx[i]->block,
+                                  fp_before);
+        aptus_fp_chan_block_carried(iface->rx[i]->block);
     }
     return uct_rc_sr_deliver_user(sr, am_id, data,
                                   length - APTUS_FP_TRAILER_LEN, buf,
@@ -524,48 +491,50 @@ ucs_status_t uct_rc_fp_deliver_rc(uct_rc_sr_iface_t *sr, aptus_rc_link_t *link,
 unsigned uct_rc_fp_iface_stats(uct_rc_fp_iface_t *iface,
                                uct_aptus_stat_t *stats, unsigned max)
 {
-    const uct_rc_fp_stats_t *s = &iface->stats;
-    uint64_t share             = s->eligible ? 100 * s->tx_msgs / s->eligible
-                                             : 0;
-    uct_aptus_stat_t all[]     = {
-        { "fp_tx_msgs", s->tx_msgs },
-        { "fp_tx_bytes", s->tx_bytes },
+    const uct_rc_fp_stats_t *s   = &iface->stats;
+    const aptus_fp_chan_stats_t *c = &iface->fpc.stats;
+    const aptus_fp_geom_t *geom  = &iface->fpc.geom;
+    uint64_t share = s->eligible ? 100 * c->tx_msgs / s->eligible : 0;
+    uct_aptus_stat_t all[] = {
+        { "fp_tx_msgs", c->tx_msgs },
+        { "fp_tx_bytes", c->tx_bytes },
         { "fp_eligible", s->eligible },
         { "fp_share_pct", share },
-        { "fp_no_credit", s->no_credit },
+        { "fp_no_credit", c->no_credit },
         { "fp_requests", s->requests },
         { "fp_granted", s->granted },
         { "fp_refused", s->refused },
         { "fp_unreachable", s->unreachable },
         { "fp_released", s->released },
-        { "fp_rx_msgs", s->rx_msgs },
-        { "fp_rx_bytes", s->rx_bytes },
-        { "fp_rx_held_for_order", s->rx_held_for_order },
-        { "fp_rx_corrupt", s->rx_corrupt },
+        { "fp_rx_msgs", c->rx_msgs },
+        { "fp_rx_bytes", c->rx_bytes },
+        { "fp_rx_held_for_order", c->rx_held_for_order },
+        { "fp_rx_corrupt", c->rx_corrupt },
         { "fp_credit_msgs_sent", s->credit_msgs_sent },
         { "fp_credit_msgs_received", s->credit_msgs_received },
-        { "fp_credits_returned", s->credits_returned },
-        { "fp_credits_piggybacked", s->credits_piggybacked },
-        { "fp_credits_piggyback_received", s->credits_piggyback_received },
+        { "fp_credits_returned", c->credits_explicit + c->credits_piggybacked },
+        { "fp_credits_piggybacked", c->credits_piggybacked },
+        { "fp_credits_piggyback_received", c->credits_piggyback_received },
+        { "fp_credits_bad", c->credits_bad },
         { "fp_ctl_malformed", s->ctl_malformed },
-        { "fp_ctl_unknown", s->ctl_unknown },
-        { "fp_write_failures", s->write_failures },
+        { "fp_ctl_unknown", s->ctl_unknown + c->credits_unknown },
+        { "fp_write_failures", c->write_failures },
         { "fp_max_channels", iface->max_channels },
         { "fp_rx_channels", iface->num_rx },
         { "fp_rx_peak", s->rx_peak },
-        { "fp_tx_channels", iface->num_tx },
-        { "fp_tx_peak", s->tx_peak },
-        { "fp_recv_bytes_per_channel", aptus_fp_recv_bytes(&iface->geom) },
-        { "fp_send_bytes_per_channel", aptus_fp_send_bytes(&iface->geom) },
-        { "fp_bytes_now", (uint64_t)iface->num_rx *
-                                  aptus_fp_recv_bytes(&iface->geom) +
-                          (uint64_t)iface->num_tx *
-                                  aptus_fp_send_bytes(&iface->geom) },
-        { "fp_bytes_peak", s->rx_peak * aptus_fp_recv_bytes(&iface->geom) +
-                                   s->tx_peak *
-                                           aptus_fp_send_bytes(&iface->geom) },
-        { "fp_polls", s->polls },
-        { "fp_poll_channels", s->poll_channels },
+        { "fp_tx_channels", iface->fpc.num_senders },
+        { "fp_tx_peak", c->senders_peak },
+        { "fp_recv_bytes_per_channel", aptus_fp_recv_bytes(geom) },
+        { "fp_send_bytes_per_channel", aptus_fp_send_bytes(geom) },
+        { "fp_bytes_now", (uint64_t)iface->num_rx * aptus_fp_recv_bytes(geom) +
+                                  (uint64_t)iface->fpc.num_senders *
+                                          aptus_fp_send_bytes(geom) },
+        { "fp_bytes_peak", s->rx_peak * aptus_fp_recv_bytes(geom) +
+                                   c->senders_peak * aptus_fp_send_bytes(geom) },
+        /* blocks stay mapped once used, until the interface closes */
+        { "fp_bytes_mapped", aptus_fp_chan_bytes(&iface->fpc) },
+        { "fp_polls", c->polls },
+        { "fp_poll_channels", c->poll_blocks },
     };
     unsigned n = ucs_min(max, sizeof(all) / sizeof(all[0]));
     unsigned m;
@@ -608,6 +577,8 @@ static UCS_CLASS_INIT_FUNC(uct_rc_fp_iface_t, uct_md_h md, uct_worker_h worker,
         ucs_derived_of(tl_config, uct_rc_fp_iface_config_t);
     uct_iface_ops_t *ops;
     const char *why = NULL;
+    aptus_fp_geom_t geom;
+    ucs_status_t status;
 
     UCS_CLASS_CALL_SUPER_INIT(uct_rc_sr_iface_t, md, worker, params,
                               tl_config);
@@ -616,7 +587,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_fp_iface_t, uct_md_h md, uct_worker_h worker,
                            ucs_min(config->block_size, UINT32_MAX),
                            config->slots,
                            ucs_min(config->slot_size, UINT32_MAX),
-                           &self->geom, &why) != 0) {
+                           &geom, &why) != 0) {
         ucs_error("rc_fp: invalid configuration: UCX_" UCT_RC_FP_CONFIG_PREFIX
                   "MODE=%s with BLOCK_SIZE=%zu SLOTS=%u SLOT_SIZE=%zu: %s",
                   uct_rc_fp_mode_names[config->mode], config->block_size,
@@ -638,41 +609,39 @@ static UCS_CLASS_INIT_FUNC(uct_rc_fp_iface_t, uct_md_h md, uct_worker_h worker,
     self->max_channels = config->max_channels;
     self->thresh       = config->thresh;
     self->max_msg      = ucs_min(config->max_msg,
-                                 aptus_fp_max_len(&self->geom) -
+                                 aptus_fp_max_len(&geom) -
                                          APTUS_FP_MSG_HDR_LEN);
     self->host_id      = aptus_conn_reach_id(); /* and PID namespace */
     self->next_nonce   = 0;
-    /* a quarter, but at least two slots where there are two: one freed
-     * slot waits for a message back to ride on (Original-Reduced has 2) */
-    self->credit_quarter =
-        ucs_max(aptus_fp_credits_total(&self->geom) / 4,
-                ucs_min(2, aptus_fp_credits_total(&self->geom)));
     self->num_rx       = 0;
     self->num_tx       = 0;
     self->num_refusals = 0;
     self->num_releases = 0;
-    self->releases     = ucs_calloc(self->max_channels,
-                                    sizeof(*self->releases),
-                                    "uct_rc_fp_releases");
     self->answers_owed = 0;
-    self->refusals     = ucs_calloc(self->max_channels,
-                                    sizeof(*self->refusals),
-                                    "uct_rc_fp_refusals");
     memset(&self->stats, 0, sizeof(self->stats));
-    self->rx      = ucs_calloc(self->max_channels, sizeof(*self->rx),
-                               "uct_rc_fp_rx_table");
-    self->tx      = ucs_calloc(self->max_channels, sizeof(*self->tx),
-                               "uct_rc_fp_tx_table");
-    self->scratch = ucs_malloc(aptus_vb_image_len(aptus_fp_max_len(
-                                       &self->geom)),
-                               "uct_rc_fp_scratch");
-    if ((self->rx == NULL) || (self->tx == NULL) || (self->scratch == NULL) ||
-        (self->refusals == NULL) || (self->releases == NULL)) {
+    /* RC-SR carries the channel's control, and is the peer's health */
+    status = aptus_fp_chan_init(&self->fpc, &geom, self->max_channels,
+                                self->max_channels, self->super.wire,
+                                &self->super.chan.super,
+                                &uct_rc_fp_chan_upcalls, self);
+    if (status != UCS_OK) {
+        return status;
+    }
+    self->releases = ucs_calloc(self->max_channels, sizeof(*self->releases),
+                                "uct_rc_fp_releases");
+    self->refusals = ucs_calloc(self->max_channels, sizeof(*self->refusals),
+                                "uct_rc_fp_refusals");
+    self->rx       = ucs_calloc(self->max_channels, sizeof(*self->rx),
+                                "uct_rc_fp_rx_table");
+    self->tx       = ucs_calloc(self->max_channels, sizeof(*self->tx),
+                                "uct_rc_fp_tx_table");
+    if ((self->rx == NULL) || (self->tx == NULL) || (self->refusals == NULL) ||
+        (self->releases == NULL)) {
         ucs_free(self->releases);
         ucs_free(self->refusals);
         ucs_free(self->rx);
         ucs_free(self->tx);
-        ucs_free(self->scratch);
+        aptus_fp_chan_cleanup(&self->fpc);
         return UCS_ERR_NO_MEMORY;
     }
 
@@ -691,9 +660,9 @@ static UCS_CLASS_INIT_FUNC(uct_rc_fp_iface_t, uct_md_h md, uct_worker_h worker,
 
     ucs_debug("rc_fp/%s: %s, %u B per channel received, %u B sent, at most "
               "%u channels, messages up to %u B",
-              self->super.dev_name, aptus_fp_mode_names[self->geom.mode],
-              aptus_fp_recv_bytes(&self->geom),
-              aptus_fp_send_bytes(&self->geom), self->max_channels,
+              self->super.dev_name, aptus_fp_mode_names[geom.mode],
+              aptus_fp_recv_bytes(&geom), aptus_fp_send_bytes(&geom),
+              self->max_channels,
               self->max_msg);
     return UCS_OK;
 }
@@ -715,7 +684,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_rc_fp_iface_t)
     ucs_free(self->tx);
     ucs_free(self->refusals);
     ucs_free(self->releases);
-    ucs_free(self->scratch);
+    aptus_fp_chan_cleanup(&self->fpc);
 }
 
 UCS_CLASS_DEFINE(uct_rc_fp_iface_t, uct_rc_sr_iface_t);

@@ -210,6 +210,10 @@ static void uct_rc_sr_peer_failed(void *arg, aptus_rc_link_t *link,
 {
     uct_rc_sr_iface_t *iface = arg;
 
+    if (iface->fp_enabled) {
+        uct_rc_fp_link_failed(ucs_derived_of(iface, uct_rc_fp_iface_t), link,
+                              status);
+    }
     uct_aptus_failures_add(
         &iface->failures, iface->tl_name,
         &ucs_container_of(link, uct_rc_sr_ep_t, link)->super.super, status);

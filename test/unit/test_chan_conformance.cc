@@ -4,11 +4,13 @@
  * deliver copied, packed and gathered messages in order, flush, wait on
  * the pending queue, and fail when invalidated; data channels (RC-RDMA,
  * UD-ZCopy) move registered memory by key. The channels are those of a
- * pair of open UCT interfaces of the transport that carries them.
+ * pair of open UCT interfaces of the transport that carries them (RC-FP:
+ * rc_fp's, once the first message earned the channel).
  */
 #include "uct_fixture.h"
 
 extern "C" {
+#include "uct/rc_fp.h"
 #include "uct/rc_sr_iface.h"
 #include "uct/ud_sr_iface.h"
 }
@@ -26,9 +28,12 @@ class chan_conformance : public uct_aptus_test,
     {
         m_type = GetParam();
         m_ud   = (m_type == APTUS_CHAN_UD_SR) || (m_type == APTUS_CHAN_UD_ZCOPY);
-        m_tl   = m_ud ? "ud_sr" : "rc_sr";
+        m_fp   = (m_type == APTUS_CHAN_RC_FP);
+        m_tl   = m_ud ? "ud_sr" : (m_fp ? "rc_fp" : "rc_sr");
         if (m_ud) {
             m_default_cfg = { { "TIMEOUT", "2s" } };
+        } else if (m_fp) {
+            m_default_cfg = { { "THRESH", "1" } };
         }
     }
 
@@ -36,11 +41,26 @@ class chan_conformance : public uct_aptus_test,
     {
         uct_aptus_test::SetUp();
         setup_pair();
+        if (m_fp) {
+            /* one message through the transport earns the channel: its
+             * peer is attached once the grant is back */
+            uint64_t h = 0;
+            ASSERT_EQ(UCS_OK, uct_ep_am_short(m_a.ep, 1, h, nullptr, 0));
+            ASSERT_TRUE(wait_for([&] {
+                return ucs_derived_of(m_a.ep, uct_rc_fp_ep_t)
+                        ->fp.peer.attached;
+            }));
+            ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == 1; }));
+            m_b.rx.msgs.clear();
+        }
     }
 
     /* The channel of this test, of side e's interface. */
     aptus_chan_t *chan(entity &e)
     {
+        if (m_fp) {
+            return &ucs_derived_of(e.iface, uct_rc_fp_iface_t)->fpc.super;
+        }
         if (m_ud) {
             auto *iface = ucs_derived_of(e.iface, uct_ud_sr_iface_t);
             return (m_type == APTUS_CHAN_UD_SR) ? &iface->chan.super
@@ -54,6 +74,10 @@ class chan_conformance : public uct_aptus_test,
     /* The channel peer that side e's endpoint owns. */
     aptus_chan_peer_t *peer(entity &e)
     {
+        if (m_fp) {
+            return (aptus_chan_peer_t *)&ucs_derived_of(e.ep, uct_rc_fp_ep_t)
+                    ->fp.peer;
+        }
         if (m_ud) {
             return (aptus_chan_peer_t *)&ucs_derived_of(e.ep, uct_ud_sr_ep_t)
                     ->peer;
@@ -114,6 +138,7 @@ class chan_conformance : public uct_aptus_test,
 
     aptus_chan_type_t m_type;
     bool m_ud;
+    bool m_fp;
 };
 
 struct packed_msg {
@@ -129,7 +154,8 @@ size_t pack_msg(void *dest, void *arg)
 
 bool is_eager(aptus_chan_type_t type)
 {
-    return (type == APTUS_CHAN_UD_SR) || (type == APTUS_CHAN_RC_SR);
+    return (type == APTUS_CHAN_UD_SR) || (type == APTUS_CHAN_RC_SR) ||
+           (type == APTUS_CHAN_RC_FP);
 }
 
 } // namespace
@@ -354,7 +380,8 @@ INSTANTIATE_TEST_SUITE_P(channels, chan_conformance,
                          ::testing::Values(APTUS_CHAN_UD_SR,
                                            APTUS_CHAN_UD_ZCOPY,
                                            APTUS_CHAN_RC_SR,
-                                           APTUS_CHAN_RC_RDMA),
+                                           APTUS_CHAN_RC_RDMA,
+                                           APTUS_CHAN_RC_FP),
                          [](const ::testing::TestParamInfo<aptus_chan_type_t>
                                     &info) {
                              return std::string(aptus_chan_names[info.param]);

@@ -263,6 +263,9 @@ TEST_F(uct_rc_fp, memory_per_channel_in_each_mode)
         setup_pair({ { "MODE", m.mode }, { "THRESH", "1" } });
         auto sent = send_mixed(m_a, 10, 4);
         expect_received(m_b, sent);
+        /* the sender's share is held once the grant is in */
+        ASSERT_TRUE(wait_for([&] { return stats(m_a)["fp_tx_channels"] == 1; }))
+                << m.mode;
         auto a = stats(m_a), b = stats(m_b);
         EXPECT_EQ(m.recv, b["fp_recv_bytes_per_channel"]) << m.mode;
         EXPECT_EQ(m.send, a["fp_send_bytes_per_channel"]) << m.mode;
@@ -309,8 +312,8 @@ TEST_F(uct_rc_fp, corrupt_block_fails_the_peer_not_silently)
     }
     ASSERT_EQ(1u, iface(m_b)->num_rx);
     ASSERT_GT(stats(m_a)["fp_tx_msgs"], 0u);
-    uct_rc_fp_rx_t *rx = iface(m_b)->rx[0];
-    rx->mem[rx->ring.vb.slot] = 0x77; /* the byte the receiver polls */
+    aptus_fp_block_t *blk = iface(m_b)->rx[0]->block;
+    blk->mem[blk->ring.vb.slot] = 0x77; /* the byte the receiver polls */
     ASSERT_TRUE(wait_for([&] { return m_b.err.count.load() > 0; }, 10));
     EXPECT_EQ(1u, stats(m_b)["fp_rx_corrupt"]);
     EXPECT_EQ(20u, rx_count(m_b)); /* nothing delivered from garbage */
