@@ -8,10 +8,15 @@
  * them under one endpoint: ud_sr and rc_sr are thin UCT transports over one
  * or two channels, aptus owns a peer on several at once.
  *
- * A channel peer is a plain object (a UD stream, an RC link) owned by a
- * transport endpoint; the endpoint is never the peer itself. Operations a
- * channel does not have (put on UD-SR, send on RC-RDMA) are NULL in its
- * table: the composing transport does not pick that channel for them.
+ * A channel peer is a plain object (a UD stream, an RC link, a fast-path
+ * sender) owned by a transport endpoint; the endpoint is never the peer
+ * itself. Operations a channel does not have (put on UD-SR, send on
+ * RC-RDMA) are NULL in its table: the composing transport does not pick
+ * that channel for them.
+ *
+ * Transports call the table through the aptus_chan_*() functions below,
+ * never a channel's own functions: ud_sr, rc_sr and rc_fp are thin UCT
+ * layers over one to three channels.
  */
 #ifndef APTUS_CHAN_H_
 #define APTUS_CHAN_H_
@@ -55,6 +60,13 @@ enum {
     /* the channel's own control message: not held back behind the user's
      * pending requests */
     APTUS_CHAN_SEND_F_INTERNAL = 1u << 0
+};
+
+enum {
+    /* flush, with UCT's flags: comp already waits for another channel's
+     * flush of the same peer (that one returned UCS_INPROGRESS), so this
+     * channel adds to its count rather than starts it */
+    APTUS_CHAN_FLUSH_F_SHARED_COMP = 1u << 16
 };
 
 /* An eager message: an active message id, a header and a payload. */
@@ -151,6 +163,20 @@ typedef struct aptus_chan_peer aptus_chan_peer_t; /* a channel's own peer */
 typedef struct aptus_chan_ops {
     aptus_chan_type_t type;
 
+    /* A peer at remote, which each channel describes in its own header
+     * (aptus_ud_remote_t, aptus_rc_remote_t, aptus_fp_remote_t), held in
+     * storage (peer_size bytes of the caller's, as an RC link in its
+     * endpoint) or found or made by the channel (a UD stream: storage is
+     * NULL). NULL for a channel that uses its carrier's peers (UD-ZCopy,
+     * RC-RDMA): the carrier's peer is theirs. */
+    size_t peer_size;
+    ucs_status_t (*peer_connect)(aptus_chan_t *chan, const void *remote,
+                                 void *storage, aptus_chan_peer_t **peer_p);
+    /* The owner is done with the peer (and, with a carrier, the channel
+     * with its state for it; NULL: it keeps none): what was accepted is
+     * still delivered, then the peer goes. */
+    void (*peer_disconnect)(aptus_chan_t *chan, aptus_chan_peer_t *peer);
+
     /* An eager message to peer. Returns UCS_OK or the packed length (PACK):
      * taken; UCS_INPROGRESS: taken, comp is called later (IOV);
      * UCS_ERR_NO_RESOURCE: no room now (retry, or pending_add); another
@@ -218,6 +244,88 @@ void aptus_chan_carrier_invalidate(aptus_chan_t *chan, aptus_chan_peer_t *peer);
 static inline const char *aptus_chan_name(const aptus_chan_t *chan)
 {
     return aptus_chan_names[chan->ops->type];
+}
+
+/* ---- what transports call (the table, by name) ---- */
+
+static inline ucs_status_t aptus_chan_peer_connect(aptus_chan_t *chan,
+                                                   const void *remote,
+                                                   void *storage,
+                                                   aptus_chan_peer_t **peer_p)
+{
+    return chan->ops->peer_connect(chan, remote, storage, peer_p);
+}
+
+static inline void aptus_chan_peer_disconnect(aptus_chan_t *chan,
+                                              aptus_chan_peer_t *peer)
+{
+    if (chan->ops->peer_disconnect != NULL) {
+        chan->ops->peer_disconnect(chan, peer);
+    }
+}
+
+static inline ssize_t aptus_chan_send(aptus_chan_t *chan,
+                                      aptus_chan_peer_t *peer,
+                                      const aptus_chan_send_t *send)
+{
+    return chan->ops->send(chan, peer, send);
+}
+
+static inline ucs_status_t
+aptus_chan_put(aptus_chan_t *chan, aptus_chan_peer_t *peer,
+               const struct iovec *iov, unsigned iovcnt, uint64_t remote_addr,
+               const aptus_chan_key_t *key, uct_completion_t *comp)
+{
+    return chan->ops->put(chan, peer, iov, iovcnt, remote_addr, key, comp);
+}
+
+static inline ucs_status_t
+aptus_chan_get(aptus_chan_t *chan, aptus_chan_peer_t *peer,
+               const struct iovec *iov, unsigned iovcnt, uint64_t remote_addr,
+               const aptus_chan_key_t *key, uct_completion_t *comp)
+{
+    return chan->ops->get(chan, peer, iov, iovcnt, remote_addr, key, comp);
+}
+
+static inline ucs_status_t aptus_chan_flush(aptus_chan_t *chan,
+                                            aptus_chan_peer_t *peer,
+                                            unsigned flags,
+                                            uct_completion_t *comp)
+{
+    return chan->ops->flush(chan, peer, flags, comp);
+}
+
+static inline ucs_status_t aptus_chan_pending_add(aptus_chan_t *chan,
+                                                  aptus_chan_peer_t *peer,
+                                                  uct_pending_req_t *req,
+                                                  unsigned flags)
+{
+    return chan->ops->pending_add(chan, peer, req, flags);
+}
+
+static inline void aptus_chan_pending_purge(aptus_chan_t *chan,
+                                            aptus_chan_peer_t *peer,
+                                            uct_pending_purge_callback_t cb,
+                                            void *arg)
+{
+    chan->ops->pending_purge(chan, peer, cb, arg);
+}
+
+static inline ucs_status_t aptus_chan_check(aptus_chan_t *chan,
+                                            aptus_chan_peer_t *peer)
+{
+    return chan->ops->check(chan, peer);
+}
+
+static inline void aptus_chan_invalidate(aptus_chan_t *chan,
+                                         aptus_chan_peer_t *peer)
+{
+    chan->ops->invalidate(chan, peer);
+}
+
+static inline unsigned aptus_chan_progress(aptus_chan_t *chan, int is_async)
+{
+    return chan->ops->progress(chan, is_async);
 }
 
 #ifdef __cplusplus

@@ -563,6 +563,39 @@ static void aptus_fp_chan_invalidate_op(aptus_chan_t *super,
     }
 }
 
+static ucs_status_t aptus_fp_chan_peer_connect_op(aptus_chan_t *super,
+                                                  const void *remote,
+                                                  void *storage,
+                                                  aptus_chan_peer_t **peer_p)
+{
+    const aptus_fp_remote_t *r = remote;
+    aptus_fp_peer_t *peer      = storage;
+    ucs_status_t status;
+
+    aptus_fp_peer_init(peer, r->peer_key, r->carrier_peer);
+    peer->before = r->before;
+    status       = aptus_fp_peer_attach(aptus_fp_chan_of(super), peer, r->geom,
+                                        r->key, r->nonce);
+    if (status != UCS_OK) {
+        ucs_arbiter_group_cleanup(&peer->pending);
+        return status;
+    }
+    *peer_p = (aptus_chan_peer_t *)peer;
+    return UCS_OK;
+}
+
+static void aptus_fp_chan_peer_disconnect_op(aptus_chan_t *super,
+                                             aptus_chan_peer_t *cpeer)
+{
+    aptus_fp_chan_t *chan = aptus_fp_chan_of(super);
+    aptus_fp_peer_t *peer = (aptus_fp_peer_t *)cpeer;
+
+    /* writes are in place when they return: nothing is left to deliver */
+    aptus_fp_chan_pending_purge_op(super, cpeer, NULL, NULL);
+    aptus_fp_peer_detach(chan, peer);
+    ucs_arbiter_group_cleanup(&peer->pending);
+}
+
 static ucs_arbiter_cb_result_t
 aptus_fp_chan_dispatch_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
                           ucs_arbiter_elem_t *elem, void *arg)
@@ -627,14 +660,17 @@ uint64_t aptus_fp_chan_bytes(const aptus_fp_chan_t *chan)
 }
 
 const aptus_chan_ops_t aptus_fp_chan_iface_ops = {
-    .type          = APTUS_CHAN_RC_FP,
-    .send          = aptus_fp_chan_send_op,
-    .put           = NULL,
-    .get           = NULL,
-    .flush         = aptus_fp_chan_flush_op,
-    .pending_add   = aptus_fp_chan_pending_add_op,
-    .pending_purge = aptus_fp_chan_pending_purge_op,
-    .check         = aptus_fp_chan_check_op,
-    .invalidate    = aptus_fp_chan_invalidate_op,
-    .progress      = aptus_fp_chan_progress_op,
+    .type            = APTUS_CHAN_RC_FP,
+    .peer_size       = sizeof(aptus_fp_peer_t),
+    .peer_connect    = aptus_fp_chan_peer_connect_op,
+    .peer_disconnect = aptus_fp_chan_peer_disconnect_op,
+    .send            = aptus_fp_chan_send_op,
+    .put             = NULL,
+    .get             = NULL,
+    .flush           = aptus_fp_chan_flush_op,
+    .pending_add     = aptus_fp_chan_pending_add_op,
+    .pending_purge   = aptus_fp_chan_pending_purge_op,
+    .check           = aptus_fp_chan_check_op,
+    .invalidate      = aptus_fp_chan_invalidate_op,
+    .progress        = aptus_fp_chan_progress_op,
 };

@@ -199,6 +199,18 @@ void aptus_fp_chan_block_key(const aptus_fp_chan_t *chan,
 
 /* ---- the sending side ---- */
 
+/* The peer's block (aptus_chan_peer_connect's remote; the storage is the
+ * caller's aptus_fp_peer_t): messages may go into it once connected. */
+typedef struct aptus_fp_remote {
+    uint32_t peer_key;           /* the receiver's interface */
+    void *carrier_peer;          /* its peer on the carrier: its health */
+    const aptus_fp_geom_t *geom; /* of the block */
+    const aptus_mem_key_t *key;  /* where it is */
+    uint16_t nonce;              /* its name, as credits carry it */
+    uint32_t before;             /* carrier messages already sent on its
+                                    account (named before it was given) */
+} aptus_fp_remote_t;
+
 void aptus_fp_peer_init(aptus_fp_peer_t *peer, uint32_t peer_key,
                         void *carrier_peer);
 

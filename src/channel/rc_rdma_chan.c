@@ -116,7 +116,10 @@ static ucs_status_t aptus_rc_rdma_iface_flush(aptus_chan_t *chan,
 }
 
 const aptus_chan_ops_t aptus_rc_rdma_chan_iface_ops = {
-    .type          = APTUS_CHAN_RC_RDMA,
+    .type            = APTUS_CHAN_RC_RDMA,
+    .peer_size       = 0,
+    .peer_connect    = NULL, /* RC-SR's links */
+    .peer_disconnect = NULL, /* nothing of its own per link */
     .send          = NULL,
     .put           = aptus_rc_rdma_iface_put,
     .get           = aptus_rc_rdma_iface_get,

@@ -1053,8 +1053,35 @@ static unsigned aptus_rc_iface_progress(aptus_chan_t *chan, int is_async)
     return aptus_rc_chan_progress(ucs_derived_of(chan, aptus_rc_chan_t));
 }
 
+static ucs_status_t aptus_rc_iface_peer_connect(aptus_chan_t *chan,
+                                                const void *remote,
+                                                void *storage,
+                                                aptus_chan_peer_t **peer_p)
+{
+    const aptus_rc_remote_t *r = remote;
+    ucs_status_t status;
+
+    status = aptus_rc_chan_connect(ucs_derived_of(chan, aptus_rc_chan_t),
+                                   storage, r->addr, r->key, r->port,
+                                   r->credits, r->tag);
+    if (status == UCS_OK) {
+        *peer_p = storage;
+    }
+    return status;
+}
+
+static void aptus_rc_iface_peer_disconnect(aptus_chan_t *chan,
+                                           aptus_chan_peer_t *peer)
+{
+    aptus_rc_chan_disconnect(ucs_derived_of(chan, aptus_rc_chan_t),
+                             (aptus_rc_link_t *)peer);
+}
+
 const aptus_chan_ops_t aptus_rc_chan_iface_ops = {
-    .type          = APTUS_CHAN_RC_SR,
+    .type            = APTUS_CHAN_RC_SR,
+    .peer_size       = sizeof(aptus_rc_link_t),
+    .peer_connect    = aptus_rc_iface_peer_connect,
+    .peer_disconnect = aptus_rc_iface_peer_disconnect,
     .send          = aptus_rc_iface_send,
     .put           = NULL,
     .get           = NULL,

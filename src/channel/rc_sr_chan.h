@@ -150,6 +150,16 @@ void aptus_rc_chan_disconnect(aptus_rc_chan_t *chan, aptus_rc_link_t *link);
 /* The channel interface's operations of RC-SR (chan.h). */
 extern const aptus_chan_ops_t aptus_rc_chan_iface_ops;
 
+/* Where an RC-SR peer is (aptus_chan_peer_connect's remote; the storage
+ * is the caller's aptus_rc_link_t), as aptus_rc_chan_connect takes it. */
+typedef struct aptus_rc_remote {
+    const aptus_wire_addr_t *addr; /* the listening address */
+    uint32_t key;                  /* the interface's identity */
+    uint16_t port;
+    uint32_t credits;              /* its grant */
+    uint16_t tag;                  /* the owner's name for the peer */
+} aptus_rc_remote_t;
+
 /* Send an eager message (one credit): UCS_OK, the packed length (PACK),
  * UCS_ERR_NO_RESOURCE (no credit or a full backlog: nothing was packed),
  * or the link's error. The bytes are the connection's when it returns. */

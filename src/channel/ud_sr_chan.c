@@ -1135,6 +1135,25 @@ size_t aptus_ud_chan_peer_bytes(const aptus_ud_chan_t *chan)
 
 /* The channel interface (chan.h): UD-SR sends eager messages. */
 
+static ucs_status_t aptus_ud_iface_peer_connect(aptus_chan_t *chan,
+                                                const void *remote,
+                                                void *storage,
+                                                aptus_chan_peer_t **peer_p)
+{
+    const aptus_ud_remote_t *r = remote;
+
+    return aptus_ud_chan_peer_connect(ucs_derived_of(chan, aptus_ud_chan_t),
+                                      r->addr, r->remote_key,
+                                      (aptus_ud_peer_t **)peer_p);
+}
+
+static void aptus_ud_iface_peer_disconnect(aptus_chan_t *chan,
+                                           aptus_chan_peer_t *peer)
+{
+    aptus_ud_chan_peer_disconnect(ucs_derived_of(chan, aptus_ud_chan_t),
+                                  (aptus_ud_peer_t *)peer);
+}
+
 static ssize_t aptus_ud_iface_send(aptus_chan_t *chan, aptus_chan_peer_t *peer,
                                    const aptus_chan_send_t *send)
 {
@@ -1189,7 +1208,10 @@ static unsigned aptus_ud_iface_progress(aptus_chan_t *chan, int is_async)
 }
 
 const aptus_chan_ops_t aptus_ud_chan_iface_ops = {
-    .type          = APTUS_CHAN_UD_SR,
+    .type            = APTUS_CHAN_UD_SR,
+    .peer_size       = 0, /* streams are the channel's */
+    .peer_connect    = aptus_ud_iface_peer_connect,
+    .peer_disconnect = aptus_ud_iface_peer_disconnect,
     .send          = aptus_ud_iface_send,
     .put           = NULL,
     .get           = NULL,

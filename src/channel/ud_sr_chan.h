@@ -330,6 +330,13 @@ struct aptus_ud_chan {
 /* The channel interface's operations of UD-SR (chan.h). */
 extern const aptus_chan_ops_t aptus_ud_chan_iface_ops;
 
+/* Where a UD-SR peer is (aptus_chan_peer_connect's remote): the stream
+ * found or made is the lowest to that interface with no endpoint yet. */
+typedef struct aptus_ud_remote {
+    const aptus_wire_addr_t *addr;
+    uint32_t remote_key; /* the interface's identity */
+} aptus_ud_remote_t;
+
 /* Returns NULL if the configuration fits the wire, else a message. */
 const char *aptus_ud_chan_config_check(const aptus_ud_chan_config_t *config,
                                        size_t wire_mtu);

@@ -1473,7 +1473,15 @@ static ucs_status_t aptus_udz_iface_flush(aptus_chan_t *chan,
                                           uct_completion_t *comp)
 {
     return aptus_udz_flush(ucs_derived_of(chan, aptus_udz_t),
-                           (aptus_ud_peer_t *)peer, comp, 0);
+                           (aptus_ud_peer_t *)peer, comp,
+                           !!(flags & APTUS_CHAN_FLUSH_F_SHARED_COMP));
+}
+
+static void aptus_udz_iface_peer_disconnect(aptus_chan_t *chan,
+                                            aptus_chan_peer_t *peer)
+{
+    aptus_udz_peer_disconnect(ucs_derived_of(chan, aptus_udz_t),
+                              (aptus_ud_peer_t *)peer);
 }
 
 static unsigned aptus_udz_iface_progress(aptus_chan_t *chan, int is_async)
@@ -1482,7 +1490,10 @@ static unsigned aptus_udz_iface_progress(aptus_chan_t *chan, int is_async)
 }
 
 const aptus_chan_ops_t aptus_udz_chan_iface_ops = {
-    .type          = APTUS_CHAN_UD_ZCOPY,
+    .type            = APTUS_CHAN_UD_ZCOPY,
+    .peer_size       = 0,
+    .peer_connect    = NULL, /* UD-SR's streams */
+    .peer_disconnect = aptus_udz_iface_peer_disconnect, /* its gets, puts */
     .send          = NULL,
     .put           = aptus_udz_iface_put,
     .get           = aptus_udz_iface_get,

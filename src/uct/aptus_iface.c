@@ -46,24 +46,43 @@ ucs_status_t uct_aptus_iface_am_alignment(const char *tl_name,
     return UCS_OK;
 }
 
-ucs_status_t uct_aptus_fp_write(aptus_conn_wire_t *wire,
-                                const aptus_mem_key_t *key,
-                                const aptus_fp_geom_t *geom,
-                                const uint8_t *image,
-                                const aptus_vb_write_t *w)
+ucs_status_t uct_aptus_iface_estimate_perf(uct_iface_h tl_iface,
+                                           uct_perf_attr_t *perf_attr,
+                                           double copy_bw)
 {
-    aptus_fp_piece_t pieces[APTUS_FP_MAX_PIECES];
-    aptus_conn_piece_t wire_pieces[APTUS_FP_MAX_PIECES];
-    unsigned i, count;
+    uct_iface_attr_t attr;
+    ucs_status_t status;
+    double bw, extra;
 
-    count = aptus_fp_write_pieces(geom, w, pieces);
-    for (i = 0; i < count; ++i) {
-        wire_pieces[i].local       = image + pieces[i].offset;
-        wire_pieces[i].remote_addr = key->address + w->offset +
-                                     pieces[i].offset;
-        wire_pieces[i].length      = pieces[i].length;
+    status = uct_base_iface_estimate_perf(tl_iface, perf_attr);
+    if ((status != UCS_OK) ||
+        !(perf_attr->field_mask & UCT_PERF_ATTR_FIELD_OPERATION) ||
+        (perf_attr->operation != UCT_EP_OP_AM_ZCOPY)) {
+        return status;
     }
-    return wire->ops->write_ordered(wire, key, wire_pieces, count);
+    status = uct_iface_query(tl_iface, &attr);
+    if (status != UCS_OK) {
+        return status;
+    }
+    bw = attr.bandwidth.dedicated + attr.bandwidth.shared;
+    if ((copy_bw <= 0) || (copy_bw >= bw)) {
+        return UCS_OK;
+    }
+    /* Active messages copy on both sides, one system call per datagram,
+     * while the interface's bandwidth is that of the zero-copy get that
+     * serves the rendezvous. UCP (protocols v1) reads the send overheads
+     * of AM_ZCOPY as the cost of each max_bcopy fragment of an eager
+     * message: so it is where the copies' cost goes, and the rendezvous
+     * wins above the size where it pays, as it does on the wire. */
+    extra = attr.cap.am.max_bcopy * (1.0 / copy_bw - 1.0 / bw);
+    if (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_SEND_PRE_OVERHEAD) {
+        perf_attr->send_pre_overhead += extra;
+    }
+    if (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_BANDWIDTH) {
+        perf_attr->bandwidth.dedicated = 0;
+        perf_attr->bandwidth.shared    = copy_bw;
+    }
+    return UCS_OK;
 }
 
 ucs_status_t uct_aptus_iface_async_check(const char *tl_name,

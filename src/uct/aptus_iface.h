@@ -23,15 +23,13 @@ ucs_status_t uct_aptus_iface_am_alignment(const char *tl_name,
                                           size_t *offset_p);
 
 /*
- * A fast-path message image to the peer's block at key: the pieces of
- * aptus_fp_write_pieces in one ordered write, so the byte the receiver
- * polls lands last (rc_fp.h says why). UCS_OK, or the wire's error.
+ * uct_iface_estimate_perf of a transport whose active messages are copied
+ * (copy_bw) while its bandwidth is that of its zero-copy get: AM_ZCOPY is
+ * charged the copies (see the function); everything else is the base's.
  */
-ucs_status_t uct_aptus_fp_write(aptus_conn_wire_t *wire,
-                                const aptus_mem_key_t *key,
-                                const aptus_fp_geom_t *geom,
-                                const uint8_t *image,
-                                const aptus_vb_write_t *w);
+ucs_status_t uct_aptus_iface_estimate_perf(uct_iface_h tl_iface,
+                                           uct_perf_attr_t *perf_attr,
+                                           double copy_bw);
 
 /*
  * A transport whose async timer runs the channels' timers (ud_sr, aptus):

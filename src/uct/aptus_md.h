@@ -13,6 +13,8 @@
 #ifndef UCT_APTUS_MD_H_
 #define UCT_APTUS_MD_H_
 
+#include "../channel/chan.h"
+
 #include <uct/base/uct_md.h>
 #include <ucs/datastruct/khash.h>
 #include <ucs/memory/rcache.h>
@@ -89,6 +91,18 @@ static inline int uct_aptus_rkey_covers(const uct_aptus_rkey_t *rkey,
 {
     return (address >= rkey->address) && (length <= rkey->length) &&
            (address - rkey->address <= rkey->length - length);
+}
+
+/* The remote key as the channels take it: the region for one-sided
+ * operations, the owner's token for UD-ZCopy. */
+static inline void uct_aptus_rkey_to_chan_key(const uct_aptus_rkey_t *rkey,
+                                              aptus_chan_key_t *key)
+{
+    key->mem.address = rkey->address;
+    key->mem.length  = rkey->length;
+    key->mem.host_id = rkey->host_id;
+    key->mem.pid     = rkey->pid;
+    key->token       = rkey->token;
 }
 
 #endif

@@ -79,6 +79,8 @@ typedef enum uct_aptus_ctl_type {
 typedef struct uct_aptus_tl_fp_tx {
     aptus_fp_peer_t peer;
     struct uct_aptus_tl_ep *ep;
+    uint16_t nonce;    /* the peer's name of its block */
+    uint8_t connected; /* peer is the channel's */
 } uct_aptus_tl_fp_tx_t;
 
 typedef struct uct_aptus_tl_iface_config {
@@ -280,7 +282,8 @@ typedef struct uct_aptus_tl_iface {
     int timer_id;
     uint64_t async_interval_us;
     double latency;
-    double bandwidth;
+    double bandwidth;      /* of the get: RC-RDMA or UD-ZCopy */
+    double copy_bandwidth; /* of active messages */
     aptus_fp_chan_t fpc;  /* RC-FP: blocks of MAX_FP, UD carries control */
     uint16_t fp_next_nonce;
     uct_aptus_failures_t failures; /* to report from progress */

@@ -117,7 +117,8 @@ void uct_aptus_tl_ep_rc_close(uct_aptus_tl_iface_t *iface,
     if (rc->connected) {
         /* the channel keeps the connection until what was sent on it is
          * out, and keeps receiving until the peer closes its end */
-        aptus_rc_chan_disconnect(&iface->rc, &rc->link);
+        aptus_chan_peer_disconnect(&iface->rc.super,
+                                   (aptus_chan_peer_t *)&rc->link);
         iface->stats.rc_closed++;
     }
     ucs_free(rc);

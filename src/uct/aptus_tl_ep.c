@@ -90,6 +90,8 @@ aptus_rc_link_t *uct_aptus_tl_ep_rc_link(uct_aptus_tl_iface_t *iface,
                                          uct_aptus_tl_ep_t *ep)
 {
     uct_aptus_tl_rc_t *rc = ep->rc;
+    aptus_rc_remote_t remote;
+    aptus_chan_peer_t *cpeer;
     aptus_wire_addr_t addr;
     ucs_status_t status;
 
@@ -108,9 +110,13 @@ aptus_rc_link_t *uct_aptus_tl_ep_rc_link(uct_aptus_tl_iface_t *iface,
     /* the peer's listening address: its datagram address, its RC port */
     addr = ep->peer.addr;
     memcpy(addr.raw + 2, &ep->rc_port, sizeof(ep->rc_port));
-    status = aptus_rc_chan_connect(&iface->rc, &rc->link, &addr,
-                                   ep->peer.remote_key, ep->rc_port,
-                                   ep->rc_credits, ep->peer.conn_id);
+    remote.addr    = &addr;
+    remote.key     = ep->peer.remote_key;
+    remote.port    = ep->rc_port;
+    remote.credits = ep->rc_credits;
+    remote.tag     = ep->peer.conn_id;
+    status = aptus_chan_peer_connect(&iface->rc.super, &remote, &rc->link,
+                                     &cpeer);
     if (status != UCS_OK) {
         ucs_debug("aptus/%s: cannot connect to peer 0x%08x/%u: %s",
                   iface->dev_name, ep->peer.remote_key, ep->peer.conn_id,
@@ -202,7 +208,8 @@ static size_t uct_aptus_tl_pack_short(void *dest, void *arg)
 static int uct_aptus_tl_ep_fence_holds(uct_aptus_tl_iface_t *iface,
                                        uct_aptus_tl_ep_t *ep)
 {
-    if (aptus_udz_flush(&iface->udz, &ep->peer, NULL, 0) != UCS_OK) {
+    if (aptus_chan_flush(&iface->udz.super, (aptus_chan_peer_t *)&ep->peer, 0,
+                         NULL) != UCS_OK) {
         return 1;
     }
     ep->flags &= ~UCT_APTUS_EP_FENCED;
@@ -287,7 +294,7 @@ ucs_status_t uct_aptus_tl_ep_am_short(uct_ep_h tl_ep, uint8_t id,
         iov[1].iov_base = trailer;
         iov[1].iov_len  = sizeof(trailer);
         aptus_chan_send_iov(&send, id, &header, sizeof(header), iov, 2, NULL);
-        ret = aptus_rc_chan_send(&iface->rc, link, &send);
+        ret = aptus_chan_send(&iface->rc.super, (aptus_chan_peer_t *)link, &send);
         if (ret == UCS_OK) {
             uct_aptus_tl_rc_keep(iface, ep, &send, ep->xtx.next);
         }
@@ -298,7 +305,7 @@ ucs_status_t uct_aptus_tl_ep_am_short(uct_ep_h tl_ep, uint8_t id,
         s.length = length;
         s.seq    = ep->xtx.next;
         aptus_chan_send_pack(&send, id, uct_aptus_tl_pack_short, &s);
-        ret = aptus_ud_chan_send(&iface->ud, &ep->peer, &send);
+        ret = aptus_chan_send(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer, &send);
         if (ret > 0) {
             ret = UCS_OK;
         }
@@ -354,7 +361,7 @@ ssize_t uct_aptus_tl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
                    APTUS_RULE_UD_CHANS)) {
         /* only UD to choose from: pack straight into the datagram */
         aptus_chan_send_pack(&send, id, uct_aptus_tl_pack_bcopy, &p);
-        ret = aptus_ud_chan_send(&iface->ud, &ep->peer, &send);
+        ret = aptus_chan_send(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer, &send);
     } else {
         /* the size chooses the channel: pack first */
         length = uct_aptus_tl_pack_bcopy(iface->bounce, &p);
@@ -373,7 +380,7 @@ ssize_t uct_aptus_tl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
         if ((chan == APTUS_CHAN_RC_SR) &&
             ((link = uct_aptus_tl_ep_rc_link(iface, ep)) != NULL)) {
             aptus_chan_send_copy(&send, id, NULL, 0, iface->bounce, length);
-            ret = aptus_rc_chan_send(&iface->rc, link, &send);
+            ret = aptus_chan_send(&iface->rc.super, (aptus_chan_peer_t *)link, &send);
             if (ret == UCS_OK) {
                 uct_aptus_tl_rc_keep(iface, ep, &send, ep->xtx.next);
                 ret = length;
@@ -383,7 +390,7 @@ ssize_t uct_aptus_tl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
             c.data = iface->bounce;
             c.length = length;
             aptus_chan_send_pack(&send, id, uct_aptus_tl_pack_copy, &c);
-            ret = aptus_ud_chan_send(&iface->ud, &ep->peer, &send);
+            ret = aptus_chan_send(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer, &send);
         }
     }
 out:
@@ -464,7 +471,7 @@ ucs_status_t uct_aptus_tl_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
         liov[iovcnt].iov_len  = sizeof(trailer);
         aptus_chan_send_iov(&send, id, header, header_length, liov,
                             iovcnt + 1, NULL);
-        ret = aptus_rc_chan_send(&iface->rc, link, &send);
+        ret = aptus_chan_send(&iface->rc.super, (aptus_chan_peer_t *)link, &send);
         if (ret == UCS_OK) {
             uct_aptus_tl_rc_keep(iface, ep, &send, ep->xtx.next);
         }
@@ -484,7 +491,7 @@ ucs_status_t uct_aptus_tl_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
         liov[iovcnt].iov_len  = sizeof(zc->trailer);
         aptus_chan_send_iov(&send, id, header, header_length, liov,
                             iovcnt + 1, &zc->comp);
-        ret = aptus_ud_chan_send(&iface->ud, &ep->peer, &send);
+        ret = aptus_chan_send(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer, &send);
         if (ret != UCS_INPROGRESS) {
             ucs_mpool_put_inline(zc);
         }
@@ -511,7 +518,7 @@ ucs_status_t uct_aptus_tl_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     const uct_aptus_rkey_t *akey = (const uct_aptus_rkey_t *)rkey;
     aptus_chan_type_t chan;
     aptus_rc_link_t *link;
-    aptus_mem_key_t key;
+    aptus_chan_key_t key;
     struct iovec liov;
     ucs_status_t status;
     size_t length;
@@ -529,6 +536,9 @@ ucs_status_t uct_aptus_tl_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                   remote_addr, length);
         return UCS_ERR_INVALID_PARAM;
     }
+    uct_aptus_rkey_to_chan_key(akey, &key);
+    liov.iov_base = iov->buffer;
+    liov.iov_len  = length;
 
     UCT_APTUS_ENTER(iface);
     uct_aptus_tl_ep_init_state(iface, ep);
@@ -540,14 +550,8 @@ ucs_status_t uct_aptus_tl_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     chan = uct_aptus_tl_select(iface, ep, APTUS_RULE_DATA_CHANS, length);
     if ((chan == APTUS_CHAN_RC_RDMA) &&
         ((link = uct_aptus_tl_ep_rc_link(iface, ep)) != NULL)) {
-        key.address   = akey->address;
-        key.length    = akey->length;
-        key.host_id   = akey->host_id;
-        key.pid       = akey->pid;
-        liov.iov_base = iov->buffer;
-        liov.iov_len  = length;
-        status = aptus_rc_rdma_get(&iface->rdma, link, &liov, 1, remote_addr,
-                                   &key);
+        status = aptus_chan_get(&iface->rdma.super, (aptus_chan_peer_t *)link,
+                                &liov, 1, remote_addr, &key, NULL);
         if (status == UCS_OK) {
             uct_aptus_tl_ep_sent(iface, ep, chan, length);
             UCT_APTUS_LEAVE(iface);
@@ -557,8 +561,8 @@ ucs_status_t uct_aptus_tl_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
          * the owner serves it over UD */
     }
     iface->ud.now_us = iface->ud.clock();
-    status = aptus_udz_get(&iface->udz, &ep->peer, iov->buffer, length,
-                           remote_addr, akey->token, comp);
+    status = aptus_chan_get(&iface->udz.super, (aptus_chan_peer_t *)&ep->peer,
+                            &liov, 1, remote_addr, &key, comp);
     if (!UCS_STATUS_IS_ERR(status)) {
         uct_aptus_tl_ep_sent(iface, ep, APTUS_CHAN_UD_ZCOPY, length);
     }
@@ -575,7 +579,7 @@ ucs_status_t uct_aptus_tl_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     const uct_aptus_rkey_t *akey = (const uct_aptus_rkey_t *)rkey;
     aptus_chan_type_t chan;
     aptus_rc_link_t *link;
-    aptus_mem_key_t key;
+    aptus_chan_key_t key;
     struct iovec liov;
     ucs_status_t status;
     size_t length;
@@ -593,6 +597,9 @@ ucs_status_t uct_aptus_tl_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                   remote_addr, length);
         return UCS_ERR_INVALID_PARAM;
     }
+    uct_aptus_rkey_to_chan_key(akey, &key);
+    liov.iov_base = iov->buffer;
+    liov.iov_len  = length;
 
     UCT_APTUS_ENTER(iface);
     uct_aptus_tl_ep_init_state(iface, ep);
@@ -604,14 +611,8 @@ ucs_status_t uct_aptus_tl_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     chan = uct_aptus_tl_select(iface, ep, APTUS_RULE_DATA_CHANS, length);
     if ((chan == APTUS_CHAN_RC_RDMA) &&
         ((link = uct_aptus_tl_ep_rc_link(iface, ep)) != NULL)) {
-        key.address   = akey->address;
-        key.length    = akey->length;
-        key.host_id   = akey->host_id;
-        key.pid       = akey->pid;
-        liov.iov_base = iov->buffer;
-        liov.iov_len  = length;
-        status = aptus_rc_rdma_put(&iface->rdma, link, &liov, 1, remote_addr,
-                                   &key);
+        status = aptus_chan_put(&iface->rdma.super, (aptus_chan_peer_t *)link,
+                                &liov, 1, remote_addr, &key, NULL);
         if (status == UCS_OK) {
             uct_aptus_tl_ep_sent(iface, ep, chan, length);
             UCT_APTUS_LEAVE(iface);
@@ -621,8 +622,8 @@ ucs_status_t uct_aptus_tl_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
          * the target reads it over UD */
     }
     iface->ud.now_us = iface->ud.clock();
-    status = aptus_udz_put(&iface->udz, &ep->peer, iov->buffer, length,
-                           remote_addr, akey->token, comp);
+    status = aptus_chan_put(&iface->udz.super, (aptus_chan_peer_t *)&ep->peer,
+                            &liov, 1, remote_addr, &key, comp);
     if (!UCS_STATUS_IS_ERR(status)) {
         uct_aptus_tl_ep_sent(iface, ep, APTUS_CHAN_UD_ZCOPY, length);
     }
@@ -707,7 +708,9 @@ ucs_status_t uct_aptus_tl_ep_flush(uct_ep_h tl_ep, unsigned flags,
     /* The connection first: only it may ask to come back later (while it
      * merges with the peer's). The others then share comp. */
     if ((ep->rc != NULL) && ep->rc->connected) {
-        status = aptus_rc_chan_flush(&iface->rc, &ep->rc->link, flags, comp);
+        status = aptus_chan_flush(&iface->rc.super,
+                                  (aptus_chan_peer_t *)&ep->rc->link, flags,
+                                  comp);
         if ((status == UCS_ERR_NO_RESOURCE) ||
             ((status != UCS_INPROGRESS) && UCS_STATUS_IS_ERR(status) &&
              !(ep->rc->link.flags & APTUS_RC_LINK_EOF))) {
@@ -718,7 +721,8 @@ ucs_status_t uct_aptus_tl_ep_flush(uct_ep_h tl_ep, unsigned flags,
             status = UCS_OK; /* a connection closed in order has nothing */
         }
     }
-    st = aptus_ud_chan_flush(&iface->ud, &ep->peer, flags, comp);
+    st = aptus_chan_flush(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer,
+                          flags, comp);
     if (st == UCS_INPROGRESS) {
         if ((status == UCS_INPROGRESS) && (comp != NULL)) {
             comp->count++; /* two will complete it */
@@ -734,12 +738,15 @@ ucs_status_t uct_aptus_tl_ep_flush(uct_ep_h tl_ep, unsigned flags,
         }
     }
     if (!UCS_STATUS_IS_ERR(status) && !(flags & UCT_FLUSH_FLAG_CANCEL)) {
-        if (aptus_udz_flush(&iface->udz, &ep->peer, comp,
-                            status == UCS_INPROGRESS) == UCS_INPROGRESS) {
+        if (aptus_chan_flush(&iface->udz.super, (aptus_chan_peer_t *)&ep->peer,
+                             flags | ((status == UCS_INPROGRESS) ?
+                                      APTUS_CHAN_FLUSH_F_SHARED_COMP : 0),
+                             comp) == UCS_INPROGRESS) {
             status = UCS_INPROGRESS;
         }
     } else if ((flags & UCT_FLUSH_FLAG_CANCEL) && (status == UCS_OK)) {
-        aptus_udz_peer_disconnect(&iface->udz, &ep->peer);
+        aptus_chan_peer_disconnect(&iface->udz.super,
+                                   (aptus_chan_peer_t *)&ep->peer);
     }
     UCT_APTUS_LEAVE(iface);
     return status;
@@ -756,7 +763,8 @@ ucs_status_t uct_aptus_tl_ep_fence(uct_ep_h tl_ep, unsigned flags)
      * when the target has read it: what follows waits for that. */
     UCT_APTUS_ENTER(iface);
     if ((ep->flags & UCT_APTUS_EP_INITED) &&
-        (aptus_udz_flush(&iface->udz, &ep->peer, NULL, 0) != UCS_OK)) {
+        (aptus_chan_flush(&iface->udz.super, (aptus_chan_peer_t *)&ep->peer, 0,
+                         NULL) != UCS_OK)) {
         ep->flags |= UCT_APTUS_EP_FENCED;
     }
     UCT_APTUS_LEAVE(iface);
@@ -778,7 +786,8 @@ ucs_status_t uct_aptus_tl_ep_check(uct_ep_h tl_ep, unsigned flags,
         status = UCS_OK;
     } else {
         /* UD carries everything the peer's health depends on */
-        status = aptus_ud_chan_check(&iface->ud, &ep->peer);
+        status = aptus_chan_check(&iface->ud.super,
+                                  (aptus_chan_peer_t *)&ep->peer);
     }
     UCT_APTUS_LEAVE(iface);
     return status;
@@ -791,9 +800,10 @@ ucs_status_t uct_aptus_tl_ep_invalidate(uct_ep_h tl_ep, unsigned flags)
 
     UCT_APTUS_ENTER(iface);
     if ((ep->rc != NULL) && ep->rc->connected) {
-        aptus_rc_chan_invalidate(&iface->rc, &ep->rc->link);
+        aptus_chan_invalidate(&iface->rc.super,
+                              (aptus_chan_peer_t *)&ep->rc->link);
     }
-    aptus_ud_chan_peer_invalidate(&iface->ud, &ep->peer);
+    aptus_chan_invalidate(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer);
     UCT_APTUS_LEAVE(iface);
     return UCS_OK;
 }
@@ -806,6 +816,7 @@ ucs_status_t uct_aptus_tl_ep_create(const uct_ep_params_t *params,
     uct_aptus_tl_iface_t *iface =
         ucs_derived_of(params->iface, uct_aptus_tl_iface_t);
     const uct_aptus_tl_iface_addr_t *iface_addr;
+    aptus_ud_remote_t remote;
     aptus_wire_addr_t addr;
     aptus_ud_peer_t *peer;
     uct_aptus_tl_ep_t *ep = NULL;
@@ -817,13 +828,16 @@ ucs_status_t uct_aptus_tl_ep_create(const uct_ep_params_t *params,
 
     UCT_APTUS_ENTER(iface);
     iface->ud.now_us = iface->ud.clock();
-    status = aptus_ud_chan_peer_connect(&iface->ud, &addr, iface_addr->key,
-                                        &peer);
+    remote.addr       = &addr;
+    remote.remote_key = iface_addr->key;
+    status = aptus_chan_peer_connect(&iface->ud.super, &remote, NULL,
+                                     (aptus_chan_peer_t **)&peer);
     if (status == UCS_OK) {
         ep     = uct_aptus_tl_ep_of_peer(peer);
         status = UCS_CLASS_INIT(uct_base_ep_t, &ep->super, &iface->super);
         if (status != UCS_OK) {
-            aptus_ud_chan_peer_disconnect(&iface->ud, peer);
+            aptus_chan_peer_disconnect(&iface->ud.super,
+                                       (aptus_chan_peer_t *)peer);
         } else {
             uct_aptus_tl_ep_init_state(iface, ep);
             ep->flags     |= UCT_APTUS_EP_USER;
@@ -854,10 +868,11 @@ void uct_aptus_tl_ep_destroy(uct_ep_h tl_ep)
                                 &(uct_purge_cb_args_t){ NULL, NULL });
     }
     ep->flags &= ~UCT_APTUS_EP_USER;
-    aptus_udz_peer_disconnect(&iface->udz, &ep->peer);
+    aptus_chan_peer_disconnect(&iface->udz.super,
+                               (aptus_chan_peer_t *)&ep->peer);
     /* the stream, and its connection if any, stay the peer's: what was
      * sent is still delivered, and the peer may still talk to us */
-    aptus_ud_chan_peer_disconnect(&iface->ud, &ep->peer);
+    aptus_chan_peer_disconnect(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer);
     uct_aptus_tl_iface_forget_failure(iface, &ep->peer);
     UCT_APTUS_LEAVE(iface);
 }

@@ -106,11 +106,10 @@ static void uct_aptus_tl_fp_tx_free(uct_aptus_tl_iface_t *iface,
     if (tx == NULL) {
         return;
     }
-    aptus_fp_peer_detach(&iface->fpc, &tx->peer);
-    aptus_fp_chan_iface_ops.pending_purge(&iface->fpc.super,
-                                          (aptus_chan_peer_t *)&tx->peer,
-                                          NULL, NULL);
-    ucs_arbiter_group_cleanup(&tx->peer.pending);
+    if (tx->connected) {
+        aptus_chan_peer_disconnect(&iface->fpc.super,
+                                   (aptus_chan_peer_t *)&tx->peer);
+    }
     ucs_free(tx);
     ep->fp_tx = NULL;
 }
@@ -123,7 +122,7 @@ void uct_aptus_tl_fp_sync(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep)
         (ep->alloc.slot[APTUS_ALLOC_FP].state != APTUS_ALLOC_NONE)) {
         return;
     }
-    nonce = ep->fp_tx->peer.nonce;
+    nonce = ep->fp_tx->nonce;
     uct_aptus_tl_fp_tx_free(iface, ep);
     ep->fp_done_nonce = nonce;
     /* after the last write: the owner may drain and free its block */
@@ -215,6 +214,8 @@ void uct_aptus_tl_fp_ctl_recv(uct_aptus_tl_iface_t *iface,
                               size_t length)
 {
     uct_aptus_tl_fp_tx_t *tx;
+    aptus_fp_remote_t remote;
+    aptus_chan_peer_t *cpeer;
     aptus_fp_block_t *b;
     aptus_fp_geom_t geom;
     aptus_mem_key_t key;
@@ -267,25 +268,38 @@ void uct_aptus_tl_fp_ctl_recv(uct_aptus_tl_iface_t *iface,
         }
         tx = ep->fp_tx;
         if (tx == NULL) {
-            tx = ucs_malloc(sizeof(*tx), "uct_aptus_fp_tx");
+            tx = ucs_calloc(1, sizeof(*tx), "uct_aptus_fp_tx");
             if (tx == NULL) {
                 uct_aptus_tl_fp_drop(iface, ep);
                 return;
             }
-            aptus_fp_peer_init(&tx->peer, ep->peer.remote_key, &ep->peer);
             tx->ep    = ep;
             ep->fp_tx = tx;
+        } else if (tx->connected) {
+            /* a repeated grant: the channel starts over */
+            aptus_chan_peer_disconnect(&iface->fpc.super,
+                                       (aptus_chan_peer_t *)&tx->peer);
+            tx->connected = 0;
         }
-        key.address = aptus_get64(msg + 8);
-        key.length  = geom.size;
-        key.pid     = aptus_get32(msg + 16);
-        key.host_id = aptus_get64(msg + 20);
-        status = aptus_fp_peer_attach(&iface->fpc, &tx->peer, &geom, &key,
-                                      nonce);
+        key.address         = aptus_get64(msg + 8);
+        key.length          = geom.size;
+        key.pid             = aptus_get32(msg + 16);
+        key.host_id         = aptus_get64(msg + 20);
+        remote.peer_key     = ep->peer.remote_key;
+        remote.carrier_peer = &ep->peer;
+        remote.geom         = &geom;
+        remote.key          = &key;
+        remote.nonce        = nonce;
+        remote.before       = 0; /* the trailer's sequence orders */
+        tx->nonce           = nonce;
+        status = aptus_chan_peer_connect(&iface->fpc.super, &remote,
+                                         &tx->peer, &cpeer);
         if (status != UCS_OK) {
             /* another host (no fast path to it), or no room */
             uct_aptus_tl_fp_drop(iface, ep);
+            return;
         }
+        tx->connected = 1;
         return;
     default:
         break;
@@ -307,9 +321,8 @@ ucs_status_t uct_aptus_tl_fp_send(uct_aptus_tl_iface_t *iface,
     peer->back = ep->fp_rx;
     aptus_chan_send_iov(&send, id, header, header_length, iov, iovcnt, NULL);
     /* no room, or the block is lost: the next channel of the rules */
-    return (aptus_fp_chan_iface_ops.send(&iface->fpc.super,
-                                         (aptus_chan_peer_t *)peer,
-                                         &send) == UCS_OK)
+    return (aptus_chan_send(&iface->fpc.super, (aptus_chan_peer_t *)peer,
+                            &send) == UCS_OK)
                    ? UCS_OK
                    : UCS_ERR_NO_RESOURCE;
 }
@@ -347,7 +360,7 @@ static void uct_aptus_tl_fp_block_failed(void *arg, aptus_fp_block_t *b,
               "the peer is failed",
               iface->dev_name, b->peer_key, why);
     /* a message may be lost: the one order per peer cannot go on */
-    aptus_ud_chan_peer_invalidate(&iface->ud, &ep->peer);
+    aptus_chan_invalidate(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer);
 }
 
 static void uct_aptus_tl_fp_peer_lost(void *arg, aptus_fp_peer_t *peer)

@@ -192,7 +192,8 @@ static void uct_aptus_tl_ud_peer_failed(void *arg, aptus_ud_peer_t *peer,
 
     aptus_udz_peer_failed(&iface->udz, peer, status);
     if ((ep->rc != NULL) && ep->rc->connected) {
-        aptus_rc_chan_invalidate(&iface->rc, &ep->rc->link);
+        aptus_chan_invalidate(&iface->rc.super,
+                              (aptus_chan_peer_t *)&ep->rc->link);
     }
     if (!(peer->flags & APTUS_UD_PEER_QUIET)) {
         uct_aptus_tl_iface_queue_failure(iface, peer, status);
@@ -343,9 +344,9 @@ static unsigned uct_aptus_tl_iface_progress(uct_iface_h tl_iface)
     unsigned count;
 
     UCS_ASYNC_BLOCK(iface->super.worker->async);
-    count = aptus_ud_chan_progress(&iface->ud, 0);
-    count += aptus_udz_progress(&iface->udz);
-    count += aptus_rc_chan_progress(&iface->rc);
+    count = aptus_chan_progress(&iface->ud.super, 0);
+    count += aptus_chan_progress(&iface->udz.super, 0);
+    count += aptus_chan_progress(&iface->rc.super, 0);
     count += uct_aptus_tl_fp_progress(iface);
     if (ucs_unlikely((iface->num_resend > 0) || (iface->num_xack > 0))) {
         count += uct_aptus_tl_resend_progress(iface);
@@ -375,7 +376,7 @@ static void uct_aptus_tl_iface_timer(int id, ucs_event_set_types_t events,
     if ((now - iface->ud.last_sync_us) < iface->async_interval_us) {
         return;
     }
-    aptus_ud_chan_progress(&iface->ud, 1);
+    aptus_chan_progress(&iface->ud.super, 1);
 }
 
 static ucs_status_t uct_aptus_tl_iface_flush(uct_iface_h tl_iface,
@@ -707,8 +708,16 @@ static uct_iface_ops_t uct_aptus_tl_iface_tl_ops = {
     .iface_is_reachable       = uct_aptus_tl_iface_is_reachable,
 };
 
+static ucs_status_t uct_aptus_tl_iface_estimate_perf(uct_iface_h tl_iface,
+                                                     uct_perf_attr_t *perf_attr)
+{
+    return uct_aptus_iface_estimate_perf(
+            tl_iface, perf_attr,
+            ucs_derived_of(tl_iface, uct_aptus_tl_iface_t)->copy_bandwidth);
+}
+
 static uct_iface_internal_ops_t uct_aptus_tl_iface_internal_ops = {
-    .iface_estimate_perf = uct_base_iface_estimate_perf,
+    .iface_estimate_perf = uct_aptus_tl_iface_estimate_perf,
     .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function,
     .ep_query = (uct_ep_query_func_t)ucs_empty_function_return_unsupported,
     .ep_invalidate       = uct_aptus_tl_ep_invalidate,
@@ -989,7 +998,11 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
         goto err_rc;
     }
 
-    aptus_sock_netif_caps(self->dev_name, &self->latency, &self->bandwidth);
+    aptus_sock_netif_caps(self->dev_name, &self->latency,
+                          &self->copy_bandwidth);
+    /* the rendezvous' get is zero copy (RC-RDMA, or UD-ZCopy, the slower) */
+    self->bandwidth = aptus_sock_netif_zcopy_bw(self->dev_name,
+                                                self->copy_bandwidth);
     self->async_interval_us = setup.async_interval_us;
     status = ucs_async_add_timer(async->mode,
                                  ucs_time_from_sec(config->ud.async_interval),

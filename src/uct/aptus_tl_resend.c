@@ -139,7 +139,8 @@ static int uct_aptus_tl_resend_one(uct_aptus_tl_iface_t *iface,
 
     /* the whole message, its trailer (its sequence number) included */
     aptus_chan_send_pack(&send, copy->am_id, uct_aptus_tl_pack_kept, copy);
-    ret = aptus_ud_chan_send(&iface->ud, &ep->peer, &send);
+    ret = aptus_chan_send(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer,
+                          &send);
     if (ret == UCS_ERR_NO_RESOURCE) {
         return 0;
     }

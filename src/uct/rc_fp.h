@@ -61,6 +61,8 @@ typedef struct uct_rc_fp_tx {
     uint8_t state;
     uint16_t nonce;    /* this side's name of the channel (0: none) */
     uint32_t eligible; /* messages small enough, before asking */
+    uint32_t rc_early; /* RC-SR messages sent after asking, before the
+                          grant: the channel counts from there */
     uint32_t slot;     /* in the interface's table of requesters */
     aptus_fp_peer_t peer;
 } uct_rc_fp_tx_t;

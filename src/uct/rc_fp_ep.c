@@ -29,7 +29,8 @@ static ucs_status_t uct_rc_fp_ep_ctl(uct_rc_fp_iface_t *iface,
     aptus_chan_send_copy(&send, APTUS_FP_CTL_AM, NULL, 0, buf,
                          aptus_fp_ctl_pack(buf, ctl));
     send.flags = APTUS_CHAN_SEND_F_INTERNAL;
-    ret        = aptus_rc_chan_send(&iface->super.chan, link, &send);
+    ret        = aptus_chan_send(&iface->super.chan.super,
+                                 (aptus_chan_peer_t *)link, &send);
     return (ret >= 0) ? UCS_OK : (ucs_status_t)ret;
 }
 
@@ -72,10 +73,10 @@ static void uct_rc_fp_tx_off(uct_rc_fp_iface_t *iface, uct_rc_fp_ep_t *ep,
     }
     uct_rc_fp_tx_table_del(iface, ep);
     ep->super.link.reserved = 0;
-    aptus_fp_chan_iface_ops.pending_purge(&iface->fpc.super,
-                                          (aptus_chan_peer_t *)&ep->fp.peer,
-                                          NULL, NULL);
-    aptus_fp_peer_detach(&iface->fpc, &ep->fp.peer);
+    if (ep->fp.state == UCT_RC_FP_TX_ON) {
+        aptus_chan_peer_disconnect(&iface->fpc.super,
+                                   (aptus_chan_peer_t *)&ep->fp.peer);
+    }
     ep->fp.state = UCT_RC_FP_TX_OFF;
 }
 
@@ -94,7 +95,9 @@ void uct_rc_fp_link_failed(uct_rc_fp_iface_t *iface, aptus_rc_link_t *link,
 
     /* nothing more is written into the peer's block, nor sent */
     uct_rc_fp_tx_off(iface, ep, 0);
-    aptus_fp_peer_fail(&iface->fpc, &ep->fp.peer, status);
+    if (ep->fp.peer.status == UCS_OK) {
+        ep->fp.peer.status = status;
+    }
 }
 
 /* Enough small messages went to this peer: ask for a channel. */
@@ -118,8 +121,7 @@ static void uct_rc_fp_ep_request(uct_rc_fp_iface_t *iface, uct_rc_fp_ep_t *ep)
     /* the RELEASE at the end must find a credit */
     ep->super.link.reserved     = 1;
     ep->fp.nonce                = ctl.nonce;
-    ep->fp.peer.before          = 0; /* RC-SR messages on its account */
-    ep->fp.peer.sent            = 0;
+    ep->fp.rc_early             = 0; /* RC-SR messages on its account */
     ep->fp.slot                 = iface->num_tx;
     iface->tx[iface->num_tx++]  = ep;
     iface->stats.tx_peak        = ucs_max(iface->stats.tx_peak, iface->num_tx);
@@ -149,9 +151,9 @@ static ucs_status_t uct_rc_fp_ep_send(uct_rc_fp_iface_t *iface,
                                                     ep->super.link.peer_key);
             aptus_chan_send_iov(&send, id, NULL, 0, iov + 1, iovcnt - 1,
                                 NULL);
-            if (aptus_fp_chan_iface_ops.send(&iface->fpc.super,
-                                             (aptus_chan_peer_t *)&ep->fp.peer,
-                                             &send) == UCS_OK) {
+            if (aptus_chan_send(&iface->fpc.super,
+                                (aptus_chan_peer_t *)&ep->fp.peer,
+                                &send) == UCS_OK) {
                 return UCS_OK;
             }
         } else if ((ep->fp.state == UCT_RC_FP_TX_NONE) &&
@@ -164,10 +166,16 @@ static ucs_status_t uct_rc_fp_ep_send(uct_rc_fp_iface_t *iface,
     iov[iovcnt].iov_base = trailer;
     iov[iovcnt].iov_len  = sizeof(trailer);
     aptus_chan_send_iov(&send, id, NULL, 0, iov + 1, iovcnt, NULL);
-    status = (ucs_status_t)aptus_rc_chan_send(&iface->super.chan,
-                                              &ep->super.link, &send);
+    status = (ucs_status_t)aptus_chan_send(&iface->super.chan.super,
+                                           (aptus_chan_peer_t *)&ep->super.link,
+                                           &send);
     if ((status == UCS_OK) && (ep->fp.nonce != 0)) {
-        ep->fp.peer.before++;
+        /* the fast-path messages after it wait for it */
+        if (ep->fp.peer.attached) {
+            ep->fp.peer.before++;
+        } else {
+            ep->fp.rc_early++;
+        }
     }
     return status;
 }
@@ -254,10 +262,10 @@ ucs_status_t uct_rc_fp_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     if (status != UCS_OK) {
         return status;
     }
+    /* the channel's peer is made when the block is granted */
     ep = ucs_derived_of(*ep_p, uct_rc_fp_ep_t);
     memset(&ep->fp, 0, sizeof(ep->fp));
-    aptus_fp_peer_init(&ep->fp.peer, ep->super.link.peer_key,
-                       &ep->super.link);
+    ep->fp.peer.status = UCS_OK;
     return UCS_OK;
 }
 
@@ -267,7 +275,6 @@ void uct_rc_fp_ep_destroy(uct_ep_h tl_ep)
     uct_rc_fp_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_fp_ep_t);
 
     uct_rc_fp_tx_off(iface, ep, 1);
-    ucs_arbiter_group_cleanup(&ep->fp.peer.pending);
     uct_rc_sr_ep_destroy(tl_ep);
 }
 
@@ -290,6 +297,8 @@ static uct_rc_fp_ep_t *uct_rc_fp_find_tx(uct_rc_fp_iface_t *iface,
 static void uct_rc_fp_granted(uct_rc_fp_iface_t *iface, uct_rc_fp_ep_t *ep,
                               const aptus_fp_ctl_t *ctl)
 {
+    aptus_fp_remote_t remote;
+    aptus_chan_peer_t *peer;
     aptus_mem_key_t key;
     aptus_fp_geom_t geom;
     ucs_status_t status;
@@ -303,10 +312,14 @@ static void uct_rc_fp_granted(uct_rc_fp_iface_t *iface, uct_rc_fp_ep_t *ep,
     key.length     = ctl->grant.size;
     key.host_id    = ctl->grant.host_id;
     key.pid        = ctl->grant.pid;
-    /* the connection knows its peer by now */
-    ep->fp.peer.peer_key = ep->super.link.peer_key;
-    status = aptus_fp_peer_attach(&iface->fpc, &ep->fp.peer, &geom, &key,
-                                  ep->fp.nonce);
+    remote.peer_key     = ep->super.link.peer_key;
+    remote.carrier_peer = &ep->super.link;
+    remote.geom         = &geom;
+    remote.key          = &key;
+    remote.nonce        = ep->fp.nonce;
+    remote.before       = ep->fp.rc_early;
+    status = aptus_chan_peer_connect(&iface->fpc.super, &remote, &ep->fp.peer,
+                                     &peer);
     if (status != UCS_OK) {
         iface->stats.unreachable += (status == UCS_ERR_UNREACHABLE);
         uct_rc_fp_tx_off(iface, ep, 1);

@@ -148,7 +148,8 @@ static void uct_rc_fp_rx_send_ctl(uct_rc_fp_iface_t *iface,
                          aptus_fp_ctl_pack(buf, ctl));
     send.flags = APTUS_CHAN_SEND_F_INTERNAL;
     *sent      = (link != NULL) &&
-            (aptus_rc_chan_send(&iface->super.chan, link, &send) >= 0);
+            (aptus_chan_send(&iface->super.chan.super,
+                             (aptus_chan_peer_t *)link, &send) >= 0);
 }
 
 aptus_fp_block_t *uct_rc_fp_back_block(uct_rc_fp_iface_t *iface,
@@ -232,7 +233,8 @@ static void uct_rc_fp_chan_block_failed(void *arg, aptus_fp_block_t *block,
     {
         if ((link->peer_key == block->peer_key) &&
             !(link->flags & APTUS_RC_LINK_FAILED)) {
-            aptus_rc_chan_invalidate(&iface->super.chan, link);
+            aptus_chan_invalidate(&iface->super.chan.super,
+                                  (aptus_chan_peer_t *)link);
         }
     }
 }

@@ -29,10 +29,18 @@ static inline aptus_rc_link_t *uct_rc_sr_ep_link(uct_ep_h tl_ep)
     return &ucs_derived_of(tl_ep, uct_rc_sr_ep_t)->link;
 }
 
+/* The endpoint's link, as the channel interface names a peer. */
+static inline aptus_chan_peer_t *uct_rc_sr_ep_cpeer(uct_ep_h tl_ep)
+{
+    return (aptus_chan_peer_t *)uct_rc_sr_ep_link(tl_ep);
+}
+
 ucs_status_t uct_rc_sr_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
 {
     uct_rc_sr_iface_t *iface = ucs_derived_of(params->iface, uct_rc_sr_iface_t);
     const uct_rc_sr_iface_addr_t *iface_addr;
+    aptus_rc_remote_t remote;
+    aptus_chan_peer_t *peer;
     aptus_wire_addr_t addr;
     uct_rc_sr_ep_t *ep;
     ucs_status_t status;
@@ -49,9 +57,13 @@ ucs_status_t uct_rc_sr_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     if (status != UCS_OK) {
         goto err_free;
     }
-    status = aptus_rc_chan_connect(&iface->chan, &ep->link, &addr,
-                                   iface_addr->key, iface_addr->port,
-                                   iface_addr->credits, 0);
+    remote.addr    = &addr;
+    remote.key     = iface_addr->key;
+    remote.port    = iface_addr->port;
+    remote.credits = iface_addr->credits;
+    remote.tag     = 0;
+    status = aptus_chan_peer_connect(&iface->chan.super, &remote, &ep->link,
+                                     &peer);
     if (status != UCS_OK) {
         goto err_cleanup;
     }
@@ -74,7 +86,8 @@ void uct_rc_sr_ep_destroy(uct_ep_h tl_ep)
     uct_rc_sr_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_sr_ep_t);
 
     uct_rc_sr_iface_forget_ep(iface, ep);
-    aptus_rc_chan_disconnect(&iface->chan, &ep->link);
+    aptus_chan_peer_disconnect(&iface->chan.super,
+                               (aptus_chan_peer_t *)&ep->link);
     UCS_CLASS_CLEANUP(uct_base_ep_t, &ep->super);
     ucs_free(ep);
 }
@@ -106,8 +119,8 @@ ucs_status_t uct_rc_sr_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     UCT_CHECK_LENGTH(sizeof(header) + length, 0, iface->chan.config.max_msg,
                      "am_short");
     aptus_chan_send_copy(&send, id, &header, sizeof(header), payload, length);
-    status = (ucs_status_t)aptus_rc_chan_send(&iface->chan,
-                                              uct_rc_sr_ep_link(tl_ep), &send);
+    status = (ucs_status_t)aptus_chan_send(&iface->chan.super,
+                                           uct_rc_sr_ep_cpeer(tl_ep), &send);
     if (status == UCS_OK) {
         uct_rc_sr_ep_trace_am_short(iface, id, header, payload, length);
     }
@@ -124,7 +137,7 @@ ssize_t uct_rc_sr_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
 
     UCT_CHECK_AM_ID(id);
     aptus_chan_send_pack(&send, id, pack_cb, arg);
-    ret = aptus_rc_chan_send(&iface->chan, uct_rc_sr_ep_link(tl_ep), &send);
+    ret = aptus_chan_send(&iface->chan.super, uct_rc_sr_ep_cpeer(tl_ep), &send);
     if (ret >= 0) {
         uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id,
                            iface->chan.staging, ret, "TX: AM_BCOPY");
@@ -164,23 +177,13 @@ ucs_status_t uct_rc_sr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     /* the connection has the bytes on return: no completion needed */
     aptus_chan_send_iov(&send, id, header, header_length, liov,
                         uct_rc_sr_ep_iov(iov, iovcnt, liov), NULL);
-    status = (ucs_status_t)aptus_rc_chan_send(&iface->chan,
-                                              uct_rc_sr_ep_link(tl_ep), &send);
+    status = (ucs_status_t)aptus_chan_send(&iface->chan.super,
+                                           uct_rc_sr_ep_cpeer(tl_ep), &send);
     if (status == UCS_OK) {
         uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, header,
                            header_length, "TX: AM_ZCOPY");
     }
     return status;
-}
-
-static void uct_rc_sr_mem_key(uct_rkey_t rkey, aptus_mem_key_t *key)
-{
-    const uct_aptus_rkey_t *akey = (const uct_aptus_rkey_t *)rkey;
-
-    key->address = akey->address;
-    key->length  = akey->length;
-    key->host_id = akey->host_id;
-    key->pid     = akey->pid;
 }
 
 /* One-sided operations are the RC-RDMA channel's, over the link. */
@@ -189,8 +192,7 @@ static ucs_status_t uct_rc_sr_ep_rma(uct_ep_h tl_ep, const struct iovec *iov,
                                      uct_rkey_t rkey, int is_write)
 {
     uct_rc_sr_iface_t *iface = uct_rc_sr_ep_iface(tl_ep);
-    aptus_rc_link_t *link    = uct_rc_sr_ep_link(tl_ep);
-    aptus_mem_key_t key;
+    aptus_chan_key_t key;
     unsigned i;
 
     for (i = 0; (i < iovcnt) && (iov[i].iov_len == 0); ++i) {
@@ -198,11 +200,14 @@ static ucs_status_t uct_rc_sr_ep_rma(uct_ep_h tl_ep, const struct iovec *iov,
     if (i == iovcnt) {
         return UCS_OK; /* as in UCX: nothing to move, the rkey may be a dummy */
     }
-    uct_rc_sr_mem_key(rkey, &key);
-    return is_write ? aptus_rc_rdma_put(&iface->rdma, link, iov, iovcnt,
-                                        remote_addr, &key)
-                    : aptus_rc_rdma_get(&iface->rdma, link, iov, iovcnt,
-                                        remote_addr, &key);
+    uct_aptus_rkey_to_chan_key((const uct_aptus_rkey_t *)rkey, &key);
+    /* in place when the call returns: no completion */
+    return is_write ? aptus_chan_put(&iface->rdma.super,
+                                     uct_rc_sr_ep_cpeer(tl_ep), iov, iovcnt,
+                                     remote_addr, &key, NULL)
+                    : aptus_chan_get(&iface->rdma.super,
+                                     uct_rc_sr_ep_cpeer(tl_ep), iov, iovcnt,
+                                     remote_addr, &key, NULL);
 }
 
 ucs_status_t uct_rc_sr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
@@ -277,22 +282,22 @@ ucs_status_t uct_rc_sr_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
 ucs_status_t uct_rc_sr_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
                                       unsigned flags)
 {
-    return aptus_rc_chan_pending_add(&uct_rc_sr_ep_iface(tl_ep)->chan,
-                                     uct_rc_sr_ep_link(tl_ep), req);
+    return aptus_chan_pending_add(&uct_rc_sr_ep_iface(tl_ep)->chan.super,
+                                  uct_rc_sr_ep_cpeer(tl_ep), req, flags);
 }
 
 void uct_rc_sr_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
                                 void *arg)
 {
-    aptus_rc_chan_pending_purge(&uct_rc_sr_ep_iface(tl_ep)->chan,
-                                uct_rc_sr_ep_link(tl_ep), cb, arg);
+    aptus_chan_pending_purge(&uct_rc_sr_ep_iface(tl_ep)->chan.super,
+                             uct_rc_sr_ep_cpeer(tl_ep), cb, arg);
 }
 
 ucs_status_t uct_rc_sr_ep_flush(uct_ep_h tl_ep, unsigned flags,
                                 uct_completion_t *comp)
 {
-    return aptus_rc_chan_flush(&uct_rc_sr_ep_iface(tl_ep)->chan,
-                               uct_rc_sr_ep_link(tl_ep), flags, comp);
+    return aptus_chan_flush(&uct_rc_sr_ep_iface(tl_ep)->chan.super,
+                            uct_rc_sr_ep_cpeer(tl_ep), flags, comp);
 }
 
 ucs_status_t uct_rc_sr_ep_fence(uct_ep_h tl_ep, unsigned flags)
@@ -305,13 +310,13 @@ ucs_status_t uct_rc_sr_ep_check(uct_ep_h tl_ep, unsigned flags,
                                 uct_completion_t *comp)
 {
     UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
-    return aptus_rc_chan_check(&uct_rc_sr_ep_iface(tl_ep)->chan,
-                               uct_rc_sr_ep_link(tl_ep));
+    return aptus_chan_check(&uct_rc_sr_ep_iface(tl_ep)->chan.super,
+                            uct_rc_sr_ep_cpeer(tl_ep));
 }
 
 ucs_status_t uct_rc_sr_ep_invalidate(uct_ep_h tl_ep, unsigned flags)
 {
-    aptus_rc_chan_invalidate(&uct_rc_sr_ep_iface(tl_ep)->chan,
-                             uct_rc_sr_ep_link(tl_ep));
+    aptus_chan_invalidate(&uct_rc_sr_ep_iface(tl_ep)->chan.super,
+                          uct_rc_sr_ep_cpeer(tl_ep));
     return UCS_OK;
 }

@@ -251,7 +251,7 @@ static unsigned uct_rc_sr_iface_progress(uct_iface_h tl_iface)
     uct_rc_sr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_sr_iface_t);
     unsigned count;
 
-    count = aptus_rc_chan_progress(&iface->chan);
+    count = aptus_chan_progress(&iface->chan.super, 0);
     if (iface->fp_enabled) {
         count += uct_rc_fp_iface_poll(iface);
     }

@@ -24,6 +24,12 @@ static inline aptus_ud_peer_t *uct_ud_sr_ep_peer(uct_ep_h tl_ep)
     return &ucs_derived_of(tl_ep, uct_ud_sr_ep_t)->peer;
 }
 
+/* The endpoint's stream, as the channel interface names a peer. */
+static inline aptus_chan_peer_t *uct_ud_sr_ep_cpeer(uct_ep_h tl_ep)
+{
+    return (aptus_chan_peer_t *)uct_ud_sr_ep_peer(tl_ep);
+}
+
 #define UCT_UD_SR_ENTER(_iface) UCS_ASYNC_BLOCK((_iface)->super.worker->async)
 #define UCT_UD_SR_LEAVE(_iface) UCS_ASYNC_UNBLOCK((_iface)->super.worker->async)
 
@@ -67,6 +73,7 @@ ucs_status_t uct_ud_sr_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
 {
     uct_ud_sr_iface_t *iface = ucs_derived_of(params->iface, uct_ud_sr_iface_t);
     const uct_ud_sr_iface_addr_t *iface_addr;
+    aptus_ud_remote_t remote;
     aptus_wire_addr_t addr;
     aptus_ud_peer_t *peer;
     ucs_status_t status;
@@ -75,16 +82,19 @@ ucs_status_t uct_ud_sr_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     iface_addr = (const uct_ud_sr_iface_addr_t *)params->iface_addr;
     aptus_sock_wire_addr_make(params->dev_addr, iface_addr->port, &addr);
 
+    remote.addr       = &addr;
+    remote.remote_key = iface_addr->key;
     UCT_UD_SR_ENTER(iface);
     iface->chan.now_us = iface->chan.clock();
-    status =
-        aptus_ud_chan_peer_connect(&iface->chan, &addr, iface_addr->key, &peer);
+    status = aptus_chan_peer_connect(&iface->chan.super, &remote, NULL,
+                                     (aptus_chan_peer_t **)&peer);
     if (status == UCS_OK) {
         status = UCS_CLASS_INIT(uct_base_ep_t,
                                 &uct_ud_sr_ep_of_peer(peer)->super,
                                 &iface->super);
         if (status != UCS_OK) {
-            aptus_ud_chan_peer_disconnect(&iface->chan, peer);
+            aptus_chan_peer_disconnect(&iface->chan.super,
+                                       (aptus_chan_peer_t *)peer);
         }
     }
     UCT_UD_SR_LEAVE(iface);
@@ -103,8 +113,8 @@ void uct_ud_sr_ep_destroy(uct_ep_h tl_ep)
 
     UCT_UD_SR_ENTER(iface);
     UCS_CLASS_CLEANUP(uct_base_ep_t, &uct_ud_sr_ep_of_peer(peer)->super);
-    aptus_udz_peer_disconnect(&iface->udz, peer);
-    aptus_ud_chan_peer_disconnect(&iface->chan, peer);
+    aptus_chan_peer_disconnect(&iface->udz.super, (aptus_chan_peer_t *)peer);
+    aptus_chan_peer_disconnect(&iface->chan.super, (aptus_chan_peer_t *)peer);
     /* a failed peer is freed once nothing refers to it */
     uct_ud_sr_iface_forget_failure(iface, peer);
     UCT_UD_SR_LEAVE(iface);
@@ -124,8 +134,8 @@ ucs_status_t uct_ud_sr_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     aptus_chan_send_copy(&send, id, &header, sizeof(header), payload, length);
 
     UCT_UD_SR_ENTER(iface);
-    status = (ucs_status_t)aptus_ud_chan_send(&iface->chan,
-                                              uct_ud_sr_ep_peer(tl_ep), &send);
+    status = (ucs_status_t)aptus_chan_send(&iface->chan.super,
+                                           uct_ud_sr_ep_cpeer(tl_ep), &send);
     UCT_UD_SR_LEAVE(iface);
     if (ucs_unlikely(ucs_log_is_enabled(UCS_LOG_LEVEL_TRACE_DATA)) &&
         (status == UCS_OK)) {
@@ -156,7 +166,7 @@ ssize_t uct_ud_sr_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     }
 
     UCT_UD_SR_ENTER(iface);
-    ret = aptus_ud_chan_send(&iface->chan, uct_ud_sr_ep_peer(tl_ep), &send);
+    ret = aptus_chan_send(&iface->chan.super, uct_ud_sr_ep_cpeer(tl_ep), &send);
     UCT_UD_SR_LEAVE(iface);
     return ret;
 }
@@ -187,8 +197,8 @@ ucs_status_t uct_ud_sr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     aptus_chan_send_iov(&send, id, header, header_length, liov, iovcnt, comp);
 
     UCT_UD_SR_ENTER(iface);
-    status = (ucs_status_t)aptus_ud_chan_send(&iface->chan,
-                                              uct_ud_sr_ep_peer(tl_ep), &send);
+    status = (ucs_status_t)aptus_chan_send(&iface->chan.super,
+                                           uct_ud_sr_ep_cpeer(tl_ep), &send);
     UCT_UD_SR_LEAVE(iface);
     if (!UCS_STATUS_IS_ERR(status)) {
         uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, header,
@@ -204,6 +214,8 @@ ucs_status_t uct_ud_sr_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
 {
     uct_ud_sr_iface_t *iface     = uct_ud_sr_ep_iface(tl_ep);
     const uct_aptus_rkey_t *akey = (const uct_aptus_rkey_t *)rkey;
+    aptus_chan_key_t key;
+    struct iovec liov;
     size_t length;
     ucs_status_t status;
 
@@ -221,10 +233,13 @@ ucs_status_t uct_ud_sr_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
         return UCS_ERR_INVALID_PARAM;
     }
 
+    liov.iov_base   = iov->buffer;
+    liov.iov_len    = length;
+    uct_aptus_rkey_to_chan_key(akey, &key);
     UCT_UD_SR_ENTER(iface);
     iface->chan.now_us = iface->chan.clock();
-    status = aptus_udz_get(&iface->udz, uct_ud_sr_ep_peer(tl_ep), iov->buffer,
-                           length, remote_addr, akey->token, comp);
+    status = aptus_chan_get(&iface->udz.super, uct_ud_sr_ep_cpeer(tl_ep),
+                            &liov, 1, remote_addr, &key, comp);
     UCT_UD_SR_LEAVE(iface);
     return status;
 }
@@ -236,8 +251,8 @@ ucs_status_t uct_ud_sr_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
     ucs_status_t status;
 
     UCT_UD_SR_ENTER(iface);
-    status = aptus_ud_chan_pending_add(&iface->chan, uct_ud_sr_ep_peer(tl_ep),
-                                       req, flags);
+    status = aptus_chan_pending_add(&iface->chan.super,
+                                    uct_ud_sr_ep_cpeer(tl_ep), req, flags);
     UCT_UD_SR_LEAVE(iface);
     return status;
 }
@@ -248,8 +263,8 @@ void uct_ud_sr_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
     uct_ud_sr_iface_t *iface = uct_ud_sr_ep_iface(tl_ep);
 
     UCT_UD_SR_ENTER(iface);
-    aptus_ud_chan_pending_purge(&iface->chan, uct_ud_sr_ep_peer(tl_ep), cb,
-                                arg);
+    aptus_chan_pending_purge(&iface->chan.super, uct_ud_sr_ep_cpeer(tl_ep), cb,
+                             arg);
     UCT_UD_SR_LEAVE(iface);
 }
 
@@ -260,17 +275,21 @@ ucs_status_t uct_ud_sr_ep_flush(uct_ep_h tl_ep, unsigned flags,
     ucs_status_t status;
 
     UCT_UD_SR_ENTER(iface);
-    status = aptus_ud_chan_flush(&iface->chan, uct_ud_sr_ep_peer(tl_ep), flags,
-                                 comp);
+    status = aptus_chan_flush(&iface->chan.super, uct_ud_sr_ep_cpeer(tl_ep),
+                              flags, comp);
     if (((status == UCS_OK) || (status == UCS_INPROGRESS)) &&
         !(flags & UCT_FLUSH_FLAG_CANCEL)) {
         /* gets too: comp completes after both */
-        if (aptus_udz_flush(&iface->udz, uct_ud_sr_ep_peer(tl_ep), comp,
-                            status == UCS_INPROGRESS) == UCS_INPROGRESS) {
+        if (aptus_chan_flush(&iface->udz.super, uct_ud_sr_ep_cpeer(tl_ep),
+                             flags | ((status == UCS_INPROGRESS) ?
+                                      APTUS_CHAN_FLUSH_F_SHARED_COMP : 0),
+                             comp) == UCS_INPROGRESS) {
             status = UCS_INPROGRESS;
         }
     } else if ((flags & UCT_FLUSH_FLAG_CANCEL) && (status == UCS_OK)) {
-        aptus_udz_peer_disconnect(&iface->udz, uct_ud_sr_ep_peer(tl_ep));
+        /* the stream is cancelled: so are its gets */
+        aptus_chan_peer_disconnect(&iface->udz.super,
+                                   uct_ud_sr_ep_cpeer(tl_ep));
     }
     UCT_UD_SR_LEAVE(iface);
     return status;
@@ -299,7 +318,8 @@ ucs_status_t uct_ud_sr_ep_check(uct_ep_h tl_ep, unsigned flags,
         uct_ud_sr_iface_queue_failure(iface, peer, UCS_ERR_CONNECTION_RESET);
         status = UCS_OK;
     } else {
-        status = aptus_ud_chan_check(&iface->chan, peer);
+        status = aptus_chan_check(&iface->chan.super,
+                                  (aptus_chan_peer_t *)peer);
     }
     UCT_UD_SR_LEAVE(iface);
     return status;
@@ -310,7 +330,7 @@ ucs_status_t uct_ud_sr_ep_invalidate(uct_ep_h tl_ep, unsigned flags)
     uct_ud_sr_iface_t *iface = uct_ud_sr_ep_iface(tl_ep);
 
     UCT_UD_SR_ENTER(iface);
-    aptus_ud_chan_peer_invalidate(&iface->chan, uct_ud_sr_ep_peer(tl_ep));
+    aptus_chan_invalidate(&iface->chan.super, uct_ud_sr_ep_cpeer(tl_ep));
     UCT_UD_SR_LEAVE(iface);
     return UCS_OK;
 }

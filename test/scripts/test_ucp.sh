@@ -2,6 +2,11 @@
 # UCP programs over ud_sr: a peer that dies is reported through UCP's peer
 # error handling (UCP_ERR_HANDLING_MODE_PEER), both while sending to it and
 # while idle (UCP's keepalive over uct_ep_check), and nothing hangs.
+# UCP's protocol choice from what the transports declare: over aptus,
+# large tagged messages take the zero-copy rendezvous (RC-RDMA to the
+# peers with a connection) from one active message up (32 KB), not copied
+# eager datagrams; over ud_sr they stay eager up to about 170 KB (UD-ZCopy
+# gets stall on lost datagrams under contention: see README).
 #
 #   APTUS_LIB=/path/libuct_aptus.so test/scripts/test_ucp.sh
 set -u
@@ -36,5 +41,26 @@ for mode in send idle; do
         t_fail "peer failure while $mode (rc=$rc: $(echo "$out" | tail -n 2 | tr '\n' ' '))"
     fi
 done
+
+# rndv_from TLS [ENV...]: the size tag_send switches to rendezvous at
+rndv_from() {
+    local tls=$1
+    shift
+    env LD_PRELOAD="$lib" UCX_TLS="$tls" UCX_NET_DEVICES=lo "$@" \
+        timeout 60 ucx_info -e -u t 2>/dev/null |
+        sed -n 's/.*tag_send: .*\.\.\([0-9]*\)\.\.<rndv>.*/\1/p' | head -n1
+}
+at=$(rndv_from aptus)
+if [ -n "$at" ] && [ "$at" -le 65536 ]; then
+    t_pass "aptus: tagged messages from $at B take the zero-copy rendezvous"
+else
+    t_fail "aptus: rendezvous from '${at:-none}' B (expected 64 KB or less)"
+fi
+at=$(rndv_from ud_sr)
+if [ -n "$at" ] && [ "$at" -gt 65536 ]; then
+    t_pass "ud_sr: eager up to $at B, then UD-ZCopy"
+else
+    t_fail "ud_sr: rendezvous from '${at:-none}' B (expected eager past 64 KB)"
+fi
 
 t_summary

@@ -10,6 +10,7 @@
 #include "uct_fixture.h"
 
 extern "C" {
+#include "wire/sock/sock_netif.h"
 #include "uct/rc_fp.h"
 #include "uct/rc_sr_iface.h"
 #include "uct/ud_sr_iface.h"
@@ -174,6 +175,100 @@ TEST_P(chan_conformance, operations_table_matches_the_channel)
     EXPECT_NE(nullptr, c->ops->pending_purge);
     EXPECT_NE(nullptr, c->ops->check);
     EXPECT_NE(nullptr, c->ops->invalidate);
+    /* a channel makes its own peers, or uses its carrier's */
+    if (c->ops->peer_connect == nullptr) {
+        EXPECT_NE(nullptr, c->carrier);
+    } else {
+        EXPECT_NE(nullptr, c->ops->peer_disconnect);
+    }
+}
+
+TEST_P(chan_conformance, a_peer_made_through_the_table_carries_messages)
+{
+    aptus_chan_t *c = chan(m_a);
+    if (c->ops->peer_connect == nullptr) {
+        GTEST_SKIP() << aptus_chan_names[m_type] << " uses "
+                     << aptus_chan_name(c->carrier) << "'s peers";
+    }
+    if (m_fp) {
+        /* a block takes one sender, whose ring state its receiver
+         * follows: the endpoint's peer, which rc_fp makes through the
+         * table when the grant comes, is the case (the tests above) */
+        GTEST_SKIP() << "rc_fp's one peer per block is the endpoint's";
+    }
+    /* a second peer to the same interface, beside the endpoint's: a UD
+     * stream of no endpoint, an RC link of its own (another tag) */
+    aptus_ud_remote_t ud;
+    aptus_rc_remote_t rc;
+    aptus_wire_addr_t addr;
+    const void *remote;
+    if (m_ud) {
+        aptus_ud_peer_t *p = (aptus_ud_peer_t *)peer(m_a);
+        ud.addr            = &p->addr;
+        ud.remote_key      = p->remote_key;
+        remote             = &ud;
+    } else {
+        auto *ia = (const uct_rc_sr_iface_addr_t *)m_b.iface_addr.data();
+        aptus_sock_wire_addr_make(m_b.dev_addr.data(), ia->port, &addr);
+        rc.addr    = &addr;
+        rc.key     = ia->key;
+        rc.port    = ia->port;
+        rc.credits = ia->credits;
+        rc.tag     = 7;
+        remote     = &rc;
+    }
+    std::vector<uint8_t> storage(c->ops->peer_size + 64);
+    aptus_chan_peer_t *p2 = nullptr;
+    ASSERT_EQ(UCS_OK, locked([&] {
+                  return aptus_chan_peer_connect(c, remote,
+                                                 c->ops->peer_size ?
+                                                         storage.data() :
+                                                         nullptr,
+                                                 &p2);
+              }));
+    ASSERT_NE(nullptr, p2);
+    if (c->ops->peer_size > 0) {
+        EXPECT_EQ((void *)storage.data(), (void *)p2); /* the caller's */
+    }
+
+    std::vector<uint8_t> hdr = pattern(42, 8), body = pattern(43, 300);
+    std::vector<uint8_t> whole(hdr);
+    whole.insert(whole.end(), body.begin(), body.end());
+    aptus_chan_send_t s;
+    aptus_chan_send_copy(&s, 1, hdr.data(), hdr.size(), body.data(),
+                         body.size());
+    ssize_t ret;
+    while ((ret = locked([&] { return aptus_chan_send(c, p2, &s); })) ==
+           UCS_ERR_NO_RESOURCE) {
+        progress();
+    }
+    ASSERT_EQ(UCS_OK, ret);
+    test_comp comp;
+    init_comp(comp);
+    ucs_status_t status;
+    while ((status = locked([&] {
+                return aptus_chan_flush(c, p2, 0, &comp.super);
+            })) == UCS_ERR_NO_RESOURCE) {
+        progress();
+    }
+    if (status == UCS_INPROGRESS) {
+        ASSERT_TRUE(wait_for([&] { return comp.done > 0; }));
+        status = comp.status;
+    }
+    EXPECT_EQ(UCS_OK, status);
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == 1; }));
+    EXPECT_EQ(whole, m_b.rx.msgs[0]);
+    locked([&] {
+        aptus_chan_peer_disconnect(c, p2);
+        return 0;
+    });
+    /* what was accepted before the disconnect still arrived; nothing more
+     * comes from the peer that went */
+    ucs_time_t end = ucs_get_time() + ucs_time_from_msec(50);
+    while (ucs_get_time() < end) {
+        progress();
+    }
+    EXPECT_EQ(1u, rx_count(m_b));
 }
 
 TEST_P(chan_conformance, copied_packed_and_gathered_messages_arrive_in_order)

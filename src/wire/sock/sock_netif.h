@@ -25,6 +25,12 @@ int aptus_sock_netif_is_loopback(const char *dev_name);
 void aptus_sock_netif_caps(const char *dev_name, double *latency_p,
                            double *bandwidth_p);
 
+/* Bulk data by zero copy on dev_name (UD-ZCopy into receive queues, a
+ * one-sided copy): on loopback the measured figure, well above what
+ * copy_bw (active messages, a system call per datagram and a copy on each
+ * side) moves; on a link, the link's, as copy_bw. */
+double aptus_sock_netif_zcopy_bw(const char *dev_name, double copy_bw);
+
 /* Device address: family, flags, IP address, and for loopback the host and
  * network namespace so that only processes that share them match. */
 size_t aptus_sock_dev_addr_len(const aptus_wire_addr_t *local);
