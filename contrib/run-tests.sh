@@ -51,6 +51,7 @@ run_unit_asan() {
 suite runner test/scripts/test_runner.sh
 suite unit run_unit
 suite unit-asan run_unit_asan
+suite fuzz contrib/fuzz.sh "$top/build/fuzz"
 if [ $quick -eq 0 ]; then
     suite perftest test/scripts/test_perftest.sh
     suite ucp test/scripts/test_ucp.sh

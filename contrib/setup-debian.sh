@@ -12,7 +12,7 @@ packages=(
     build-essential autoconf automake libtool pkg-config dpkg-dev
     libucx-dev libucx0 ucx-utils
     libibverbs-dev librdmacm-dev rdma-core
-    libgtest-dev libnuma-dev
+    libgtest-dev libnuma-dev clang
     iproute2 nftables procps
     python3 python3-matplotlib
 )

@@ -45,6 +45,7 @@ typedef struct uct_rc_fp_iface_config {
     unsigned slots;
     size_t slot_size;
     size_t max_msg;
+    unsigned wire_poll;
 } uct_rc_fp_iface_config_t;
 
 enum {
@@ -99,6 +100,8 @@ typedef struct uct_rc_fp_iface {
     unsigned max_channels;
     unsigned thresh;
     uint32_t max_msg; /* fast-path payload, UCT header included */
+    unsigned wire_poll; /* with blocks to poll: the connections every Nth */
+    unsigned wire_tick;
     uint64_t host_id;
     uint16_t next_nonce;
     uct_rc_fp_rx_t **rx; /* channels this process gives, num_rx in use */
@@ -130,6 +133,10 @@ ucs_status_t uct_rc_fp_deliver_rc(uct_rc_sr_iface_t *iface,
 
 /* Poll every channel this process gives. */
 unsigned uct_rc_fp_iface_poll(uct_rc_sr_iface_t *iface);
+
+/* Whether this progress call polls the connections too (UCX_RC_FP_WIRE_POLL:
+ * while blocks are given, one call in that many). */
+int uct_rc_fp_wire_due(uct_rc_sr_iface_t *iface);
 
 /* Statistics (including rc_sr's), as printed. */
 unsigned uct_rc_fp_iface_stats(uct_rc_fp_iface_t *iface,

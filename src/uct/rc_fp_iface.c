@@ -68,6 +68,13 @@ ucs_config_field_t uct_rc_fp_iface_config_table[] = {
       ucs_offsetof(uct_rc_fp_iface_config_t, max_msg),
       UCS_CONFIG_TYPE_MEMUNITS },
 
+    { "WIRE_POLL", "8",
+      "While this process gives fast-path blocks, poll the connections (a\n"
+      "system call on the sock wire) on one progress call in this many;\n"
+      "the blocks on every one. 1: the connections on every call too.",
+      ucs_offsetof(uct_rc_fp_iface_config_t, wire_poll),
+      UCS_CONFIG_TYPE_UINT },
+
     { NULL }
 };
 
@@ -254,6 +261,20 @@ static int uct_rc_fp_rx_done(const uct_rc_fp_rx_t *rx)
 {
     return rx->released &&
            ((rx->block->delivered == rx->fp_total) || rx->block->failed);
+}
+
+int uct_rc_fp_wire_due(uct_rc_sr_iface_t *sr)
+{
+    uct_rc_fp_iface_t *iface = uct_rc_fp_iface(sr);
+
+    /* the blocks cost a load each, the connections a system call: while
+     * messages come through blocks, the call would delay them most */
+    if ((iface->fpc.num_active == 0) ||
+        (++iface->wire_tick >= iface->wire_poll)) {
+        iface->wire_tick = 0;
+        return 1;
+    }
+    return 0;
 }
 
 unsigned uct_rc_fp_iface_poll(uct_rc_sr_iface_t *sr)
@@ -608,8 +629,15 @@ static UCS_CLASS_INIT_FUNC(uct_rc_fp_iface_t, uct_md_h md, uct_worker_h worker,
         return UCS_ERR_INVALID_PARAM;
     }
 
+    if (config->wire_poll == 0) {
+        ucs_error("rc_fp: invalid configuration: UCX_" UCT_RC_FP_CONFIG_PREFIX
+                  "WIRE_POLL must be at least 1");
+        return UCS_ERR_INVALID_PARAM;
+    }
     self->max_channels = config->max_channels;
     self->thresh       = config->thresh;
+    self->wire_poll    = config->wire_poll;
+    self->wire_tick    = 0;
     self->max_msg      = ucs_min(config->max_msg,
                                  aptus_fp_max_len(&geom) -
                                          APTUS_FP_MSG_HDR_LEN);

@@ -251,7 +251,10 @@ static unsigned uct_rc_sr_iface_progress(uct_iface_h tl_iface)
     uct_rc_sr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_sr_iface_t);
     unsigned count;
 
-    count = aptus_chan_progress(&iface->chan.super, 0);
+    count = 0;
+    if (!iface->fp_enabled || uct_rc_fp_wire_due(iface)) {
+        count = aptus_chan_progress(&iface->chan.super, 0);
+    }
     if (iface->fp_enabled) {
         count += uct_rc_fp_iface_poll(iface);
     }

@@ -1,0 +1,223 @@
+/*
+ * UCX-Aptus: the seed corpora of the fuzz targets, well-formed inputs of
+ * every kind each parser accepts (a fuzzer mutates from there). Writes
+ * DIR/<target>/seed-NNN; contrib/fuzz.sh --seed runs it.
+ *
+ *   gen_seeds DIR
+ */
+#include "proto/fp_proto.h"
+#include "proto/rc_sr_proto.h"
+#include "proto/ud_sr_proto.h"
+#include "proto/veloblock.h"
+#include "proto/zcopy.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char *g_dir;
+
+static void put(const char *target, const void *data, size_t len)
+{
+    static unsigned n;
+    char path[512];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s", g_dir, target);
+    if ((mkdir(path, 0755) != 0) && (errno != EEXIST)) {
+        perror(path);
+        return;
+    }
+    snprintf(path, sizeof(path), "%s/%s/seed-%03u", g_dir, target, n++);
+    f = fopen(path, "wb");
+    if (f == NULL) {
+        perror(path);
+        return;
+    }
+    fwrite(data, 1, len, f);
+    fclose(f);
+}
+
+static void ud_sr_seeds(void)
+{
+    static const uint8_t flags[] = {
+        APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST,
+        APTUS_UD_SR_F_FIRST,
+        APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_ACK_REQ,
+        APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_SACK |
+                APTUS_UD_SR_F_CRC,
+        APTUS_UD_SR_F_NOP,
+        APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_INTERNAL,
+    };
+    uint8_t buf[APTUS_UD_SR_HDR_MAX_LEN + 64];
+    aptus_ud_sr_pkt_t pkt;
+    size_t len;
+    unsigned i;
+
+    for (i = 0; i < sizeof(flags) + 2; ++i) {
+        memset(&pkt, 0, sizeof(pkt));
+        pkt.dest_key    = 0x11223344;
+        pkt.src_key     = 0x55667788;
+        pkt.psn         = 7 + i;
+        pkt.ack         = 3;
+        pkt.conn_id     = i;
+        pkt.am_id       = 1;
+        pkt.sack        = 0x5;
+        pkt.msg_len     = 4096;
+        if (i < sizeof(flags)) {
+            pkt.type  = APTUS_UD_SR_TYPE_DATA;
+            pkt.flags = flags[i];
+        } else {
+            pkt.type  = (i == sizeof(flags)) ? APTUS_UD_SR_TYPE_ACK
+                                             : APTUS_UD_SR_TYPE_RESET;
+            pkt.flags = (i == sizeof(flags)) ? APTUS_UD_SR_F_SACK : 0;
+        }
+        len = aptus_ud_sr_build(buf, &pkt);
+        if ((pkt.type == APTUS_UD_SR_TYPE_DATA) &&
+            !(pkt.flags & APTUS_UD_SR_F_NOP)) {
+            memset(buf + len, 0xab, 32);
+            len += 32;
+        }
+        put("ud_sr", buf, len);
+    }
+}
+
+static size_t rc_frame(uint8_t *p, unsigned kind, uint8_t am_id,
+                       const void *body, size_t body_len)
+{
+    aptus_frame_hdr_pack(p, APTUS_FRAME_TYPE_MSG, APTUS_RC_HDR_LEN + body_len);
+    aptus_rc_hdr_pack(p + 4, kind, am_id, 5);
+    memcpy(p + 4 + APTUS_RC_HDR_LEN, body, body_len);
+    return 4 + APTUS_RC_HDR_LEN + body_len;
+}
+
+static void rc_sr_seeds(void)
+{
+    uint8_t buf[512], body[APTUS_RC_HELLO_LEN];
+    aptus_rc_hello_t hello = { 0x1234, 0x5678, 16, APTUS_RC_VERSION, 9, 0, 1 };
+    size_t len = 0;
+
+    aptus_rc_hello_pack(body, &hello);
+    len = rc_frame(buf, APTUS_RC_KIND_HELLO, 0, body, sizeof(body));
+    put("rc_sr", buf, len);
+    len += rc_frame(buf + len, APTUS_RC_KIND_AM, 3, "hello, world", 12);
+    len += rc_frame(buf + len, APTUS_RC_KIND_CREDIT, 0, "", 0);
+    len += rc_frame(buf + len, APTUS_RC_KIND_NOP, 0, "", 0);
+    put("rc_sr", buf, len);
+    len = rc_frame(buf, APTUS_RC_KIND_BYE, 0, "", 0);
+    aptus_frame_hdr_pack(buf + len, APTUS_FRAME_TYPE_IMM, APTUS_FRAME_IMM_LEN);
+    memset(buf + len + 4, 1, APTUS_FRAME_IMM_LEN);
+    put("rc_sr", buf, len + 4 + APTUS_FRAME_IMM_LEN);
+}
+
+static void zcopy_seeds(void)
+{
+    uint8_t buf[1024];
+    aptus_zc_msg_t msg;
+    aptus_zc_data_t d = { 1, 2, 3, 4 };
+    unsigned t;
+
+    for (t = APTUS_ZC_MSG_REQ; t < APTUS_ZC_MSG_LAST; ++t) {
+        memset(&msg, 0, sizeof(msg));
+        msg.type = t;
+        msg.xfer = 42;
+        switch (t) {
+        case APTUS_ZC_MSG_REQ:
+            msg.req.remote_addr = 0x7f0000001000ull;
+            msg.req.length      = 1 << 20;
+            msg.req.token       = 0xdeadbeefcafef00dull;
+            msg.req.payload     = 2000;
+            msg.req.edge        = 64;
+            break;
+        case APTUS_ZC_MSG_CREDIT:
+            msg.credit.edge          = 128;
+            msg.credit.seen_seq      = 100;
+            msg.credit.num_ranges    = 2;
+            msg.credit.ranges[0].first = 3;
+            msg.credit.ranges[0].last  = 5;
+            msg.credit.ranges[1].first = 9;
+            msg.credit.ranges[1].last  = 10;
+            break;
+        case APTUS_ZC_MSG_WRITE:
+            msg.write.length = 65536;
+            break;
+        case APTUS_ZC_MSG_COPY:
+            msg.copy.offset = 4096;
+            break;
+        default:
+            break;
+        }
+        put("zcopy", buf, aptus_zc_msg_build(buf, &msg));
+    }
+    aptus_zc_data_build(buf, &d);
+    put("zcopy", buf, 64);
+}
+
+static void fp_seeds(void)
+{
+    uint8_t buf[8192];
+    aptus_fp_ctl_t ctl;
+    aptus_vb_tx_t tx;
+    aptus_vb_write_t w;
+    uint8_t image[4096];
+    unsigned t, i;
+
+    for (t = APTUS_FP_CTL_REQUEST; t < APTUS_FP_CTL_LAST; ++t) {
+        memset(&ctl, 0, sizeof(ctl));
+        ctl.type  = t;
+        ctl.nonce = 7;
+        if (t == APTUS_FP_CTL_GRANT) {
+            ctl.grant.mode    = APTUS_FP_VELOBLOCK;
+            ctl.grant.size    = 32768;
+            ctl.grant.address = 0x7f0000002000ull;
+            ctl.grant.pid     = 1234;
+        }
+        put("fp", buf, aptus_fp_ctl_pack(buf, &ctl));
+    }
+    /* a Veloblock block (mode byte 0) holding a few messages */
+    memset(buf, 0, sizeof(buf));
+    aptus_vb_tx_init(&tx, 4096);
+    for (i = 0; i < 5; ++i) {
+        uint8_t msg[64];
+        memset(msg, i, sizeof(msg));
+        aptus_fp_msg_hdr_pack(msg, 1, 0, 0, 0);
+        if (aptus_vb_tx_pack(&tx, msg, 16 + 8 * i, image, &w) != APTUS_VB_OK) {
+            break;
+        }
+        aptus_vb_write_local(buf + 1, &w, image);
+    }
+    buf[0] = 0;
+    put("fp", buf, 1 + 4096);
+}
+
+static void send_rules_seeds(void)
+{
+    static const char *chains[] = {
+        "{<=2048 rc_fp},{<=2008 ud_sr},{<=8192 rc_sr},{<=8192 ud_sr},"
+        "{any rc_rdma},{any ud_zcopy}",
+        "{peers<=16&>1k rc_sr},{any ud_sr}",
+        "{<=32k rc_sr},{any ud_zcopy}",
+        "{any ud_sr}",
+    };
+    unsigned i;
+
+    for (i = 0; i < sizeof(chains) / sizeof(chains[0]); ++i) {
+        put("send_rules", chains[i], strlen(chains[i]));
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s DIR\n", argv[0]);
+        return 2;
+    }
+    g_dir = argv[1];
+    ud_sr_seeds();
+    rc_sr_seeds();
+    zcopy_seeds();
+    fp_seeds();
+    send_rules_seeds();
+    return 0;
+}
