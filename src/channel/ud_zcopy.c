@@ -1212,18 +1212,21 @@ ucs_status_t aptus_udz_internal(aptus_udz_t *udz, aptus_ud_peer_t *peer,
     aptus_udz_write_t *wr;
     aptus_zc_msg_t msg;
 
-    if (is_async) {
-        return UCS_ERR_BUSY; /* completions belong to the user's thread */
-    }
     if (aptus_zc_msg_parse(data, length, &msg) != 0) {
         udz->ud->stats.rx_malformed++;
         return UCS_OK;
+    }
+    if (is_async && (msg.type != APTUS_ZC_MSG_REQ) &&
+        (msg.type != APTUS_ZC_MSG_CREDIT)) {
+        /* completions belong to the user's thread; the owner's side (a
+         * request, its credits) is served while the user computes */
+        return UCS_ERR_BUSY;
     }
 
     switch (msg.type) {
     case APTUS_ZC_MSG_REQ:
         aptus_udz_handle_req(udz, peer, &msg);
-        break;
+        return UCS_OK; /* nothing to complete */
     case APTUS_ZC_MSG_CREDIT:
         put = aptus_udz_find_put(udz, peer, msg.xfer);
         if (put == NULL) {
@@ -1240,7 +1243,7 @@ ucs_status_t aptus_udz_internal(aptus_udz_t *udz, aptus_ud_peer_t *peer,
                                msg.credit.num_ranges, msg.credit.seen_seq);
             aptus_udz_put_pump(udz, put);
         }
-        break;
+        return UCS_OK;
     case APTUS_ZC_MSG_DONE:
         put = aptus_udz_find_put(udz, peer, msg.xfer);
         if (put != NULL) {
@@ -1282,6 +1285,22 @@ ucs_status_t aptus_udz_internal(aptus_udz_t *udz, aptus_ud_peer_t *peer,
     }
     aptus_udz_dispatch_completions(udz);
     return UCS_OK;
+}
+
+unsigned aptus_udz_progress_owner(aptus_udz_t *udz)
+{
+    aptus_udz_put_t *put, *ptmp;
+    unsigned count = 0;
+
+    ucs_list_for_each_safe(put, ptmp, &udz->puts, list)
+    {
+        if (put->error_pending || put->copy || (put->tx.num_rtx > 0) ||
+            (put->tx.next_new < put->tx.edge)) {
+            aptus_udz_put_pump(udz, put);
+            ++count;
+        }
+    }
+    return count;
 }
 
 unsigned aptus_udz_progress(aptus_udz_t *udz)

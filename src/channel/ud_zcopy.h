@@ -134,6 +134,10 @@ ucs_status_t aptus_udz_put(aptus_udz_t *udz, aptus_ud_peer_t *peer,
  * stream what peers asked for. */
 unsigned aptus_udz_progress(aptus_udz_t *udz);
 
+/* The owner's side only (streams to requesters, resends): what the async
+ * thread does while the user computes; no completion runs. */
+unsigned aptus_udz_progress_owner(aptus_udz_t *udz);
+
 /* Internal messages from the UD-SR stream. */
 ucs_status_t aptus_udz_internal(aptus_udz_t *udz, aptus_ud_peer_t *peer,
                                 const void *data, size_t length, int is_async);

@@ -377,6 +377,8 @@ static void uct_aptus_tl_iface_timer(int id, ucs_event_set_types_t events,
         return;
     }
     aptus_chan_progress(&iface->ud.super, 1);
+    /* a peer's rendezvous over UD-ZCopy needs this side as owner */
+    aptus_udz_progress_owner(&iface->udz);
 }
 
 static ucs_status_t uct_aptus_tl_iface_flush(uct_iface_h tl_iface,

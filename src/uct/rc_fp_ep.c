@@ -48,11 +48,19 @@ static void uct_rc_fp_tx_table_del(uct_rc_fp_iface_t *iface,
 static void uct_rc_fp_tx_off(uct_rc_fp_iface_t *iface, uct_rc_fp_ep_t *ep,
                              int tell)
 {
+    int was_on = (ep->fp.state == UCT_RC_FP_TX_ON);
     aptus_fp_ctl_t ctl;
 
-    if ((ep->fp.state != UCT_RC_FP_TX_REQUESTED) &&
-        (ep->fp.state != UCT_RC_FP_TX_ON)) {
+    if ((ep->fp.state != UCT_RC_FP_TX_REQUESTED) && !was_on) {
         return;
+    }
+    /* off first: the RELEASE below may fail the connection, whose failure
+     * comes back here */
+    ep->fp.state = UCT_RC_FP_TX_OFF;
+    uct_rc_fp_tx_table_del(iface, ep);
+    if (was_on) {
+        aptus_chan_peer_disconnect(&iface->fpc.super,
+                                   (aptus_chan_peer_t *)&ep->fp.peer);
     }
     if (tell) {
         ctl.type             = APTUS_FP_CTL_RELEASE;
@@ -71,13 +79,7 @@ static void uct_rc_fp_tx_off(uct_rc_fp_iface_t *iface, uct_rc_fp_ep_t *ep,
             iface->answers_owed = 1;
         }
     }
-    uct_rc_fp_tx_table_del(iface, ep);
     ep->super.link.reserved = 0;
-    if (ep->fp.state == UCT_RC_FP_TX_ON) {
-        aptus_chan_peer_disconnect(&iface->fpc.super,
-                                   (aptus_chan_peer_t *)&ep->fp.peer);
-    }
-    ep->fp.state = UCT_RC_FP_TX_OFF;
 }
 
 void uct_rc_fp_peer_lost(void *arg, aptus_fp_peer_t *peer)

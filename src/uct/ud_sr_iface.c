@@ -129,6 +129,7 @@ static void uct_ud_sr_iface_timer(int id, ucs_event_set_types_t events,
         return; /* the application is progressing: nothing to cover for */
     }
     aptus_chan_progress(&iface->chan.super, 1);
+    aptus_udz_progress_owner(&iface->udz);
 }
 
 static ucs_status_t uct_ud_sr_iface_flush(uct_iface_h tl_iface, unsigned flags,

@@ -522,6 +522,34 @@ TEST_F(uct_ud_sr, get_zcopy_reads_registered_memory)
     release(rb);
 }
 
+TEST_F(uct_ud_sr, owner_serves_a_get_while_it_computes)
+{
+    /* the owner never calls progress (an application in a long compute
+     * phase): its async thread serves the request and streams the data,
+     * so the getter is not held up until the owner's next MPI call */
+    setup_pair({ { "ASYNC_INTERVAL", "2ms" } });
+    remote_buf rb;
+    expose(rb, 1000000 + 3);
+    std::vector<uint8_t> dst(rb.data.size());
+    uct_iov_t iov = { dst.data(), dst.size(), NULL, 0, 1 };
+    test_comp c;
+    init_comp(c);
+    ucs_status_t status = uct_ep_get_zcopy(
+        m_a.ep, &iov, 1, (uint64_t)(uintptr_t)rb.data.data(), rb.rkey.rkey,
+        &c.super);
+    ASSERT_EQ(UCS_INPROGRESS, status);
+    ucs_time_t deadline = ucs_get_time() + ucs_time_from_sec(20);
+    while ((c.done == 0) && (ucs_get_time() < deadline)) {
+        uct_iface_progress(m_a.iface); /* the getter only */
+    }
+    ASSERT_EQ(1, c.done) << "the owner served nothing without progress";
+    EXPECT_EQ(UCS_OK, c.status);
+    EXPECT_EQ(rb.data, dst);
+    EXPECT_EQ(1u, stats(m_a)["zc_gets"]);
+    EXPECT_EQ(UCS_OK, flush_ep(m_a.ep));
+    release(rb);
+}
+
 TEST_F(uct_ud_sr, sockets_open_on_use_within_the_system_limits)
 {
     /* an interface holds one socket until it fetches by zero copy, then
