@@ -23,4 +23,20 @@ aptus_pending_purge_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
     return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
 }
 
+/* What the arbiter does after a pending request ran: sent, it leaves the
+ * queue; partly sent (UCS_INPROGRESS), the next group goes first; no room,
+ * the peer's queue waits until the channel schedules it again (credits,
+ * a window, a backlog that drained). dispatched counts the ones sent. */
+static inline ucs_arbiter_cb_result_t
+aptus_pending_result(ucs_status_t status, uint64_t *dispatched)
+{
+    if (status == UCS_OK) {
+        ++*dispatched;
+        return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
+    } else if (status == UCS_INPROGRESS) {
+        return UCS_ARBITER_CB_RESULT_NEXT_GROUP;
+    }
+    return UCS_ARBITER_CB_RESULT_DESCHED_GROUP;
+}
+
 #endif

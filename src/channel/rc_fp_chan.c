@@ -608,14 +608,8 @@ aptus_fp_chan_dispatch_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
     chan->dispatching = peer;
     status            = req->func(req);
     chan->dispatching = NULL;
-    if (status == UCS_OK) {
-        chan->stats.pending_dispatched++;
-        return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
-    } else if (status == UCS_INPROGRESS) {
-        return UCS_ARBITER_CB_RESULT_NEXT_GROUP;
-    }
-    /* scheduled again when credits come back */
-    return UCS_ARBITER_CB_RESULT_DESCHED_GROUP;
+    /* no room: scheduled again when credits come back */
+    return aptus_pending_result(status, &chan->stats.pending_dispatched);
 }
 
 unsigned aptus_fp_chan_progress(aptus_fp_chan_t *chan)

@@ -856,14 +856,8 @@ aptus_rc_pending_dispatch_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
     chan->dispatching = link;
     status            = req->func(req);
     chan->dispatching = NULL;
-    if (status == UCS_OK) {
-        chan->stats.pending_dispatched++;
-        return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
-    } else if (status == UCS_INPROGRESS) {
-        return UCS_ARBITER_CB_RESULT_NEXT_GROUP;
-    }
-    /* rescheduled when credits come back or the backlog drains */
-    return UCS_ARBITER_CB_RESULT_DESCHED_GROUP;
+    /* no room: rescheduled when credits come back or the backlog drains */
+    return aptus_pending_result(status, &chan->stats.pending_dispatched);
 }
 
 ucs_status_t aptus_rc_chan_pending_add(aptus_rc_chan_t *chan,

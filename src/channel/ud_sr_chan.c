@@ -968,13 +968,9 @@ aptus_ud_pending_dispatch_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
     chan->in_pending = 0;
 
     if (status == UCS_OK) {
-        chan->stats.pending_dispatched++;
         chan->stats.pending_async += chan->in_async;
-        return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
-    } else if (status == UCS_INPROGRESS) {
-        return UCS_ARBITER_CB_RESULT_NEXT_GROUP;
     }
-    return UCS_ARBITER_CB_RESULT_DESCHED_GROUP;
+    return aptus_pending_result(status, &chan->stats.pending_dispatched);
 }
 
 void aptus_ud_chan_dispatch_pending(aptus_ud_chan_t *chan)

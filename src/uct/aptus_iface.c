@@ -85,6 +85,37 @@ ucs_status_t uct_aptus_iface_estimate_perf(uct_iface_h tl_iface,
     return UCS_OK;
 }
 
+void uct_aptus_async_rx_init(uct_aptus_async_rx_t *rx, const char *tl_name,
+                             ucs_async_context_t *async, int fd,
+                             ucs_async_event_cb_t cb, void *arg)
+{
+    ucs_status_t status;
+
+    rx->fd     = -1;
+    rx->armed  = 0;
+    rx->arms   = 0;
+    rx->events = 0;
+    if (fd < 0) {
+        return;
+    }
+    status = ucs_async_set_event_handler(async->mode, fd, 0, cb, arg, async);
+    if (status != UCS_OK) {
+        /* the timer still covers, at its period */
+        ucs_debug("%s: no async handler on fd %d (%s): the timer covers",
+                  tl_name, fd, ucs_status_string(status));
+        return;
+    }
+    rx->fd = fd;
+}
+
+void uct_aptus_async_rx_cleanup(uct_aptus_async_rx_t *rx)
+{
+    if (rx->fd >= 0) {
+        ucs_async_remove_handler(rx->fd, 1);
+        rx->fd = -1;
+    }
+}
+
 ucs_status_t uct_aptus_iface_async_check(const char *tl_name,
                                          const ucs_async_context_t *async)
 {

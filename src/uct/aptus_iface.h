@@ -41,6 +41,38 @@ ucs_status_t uct_aptus_iface_async_check(const char *tl_name,
                                          const ucs_async_context_t *async);
 
 /*
+ * The datagram socket's readiness as an async event, for a transport
+ * whose async timer covers for an application that computes (ud_sr,
+ * aptus). Disarmed while the user progresses (no thread wakes per
+ * datagram then); the timer arms it once the user has been away for a
+ * timer period, and from then on a datagram is received, acknowledged,
+ * and a zero-copy request served, within microseconds of its arrival
+ * rather than at the next tick. Edge-triggered: one wake-up per burst.
+ */
+typedef struct uct_aptus_async_rx {
+    int fd;    /* -1: the wire has none (the timer alone covers) */
+    int armed;
+    uint64_t arms;   /* times the user went away */
+    uint64_t events; /* wake-ups that found the user away */
+} uct_aptus_async_rx_t;
+
+void uct_aptus_async_rx_init(uct_aptus_async_rx_t *rx, const char *tl_name,
+                             ucs_async_context_t *async, int fd,
+                             ucs_async_event_cb_t cb, void *arg);
+void uct_aptus_async_rx_cleanup(uct_aptus_async_rx_t *rx);
+
+static inline void uct_aptus_async_rx_arm(uct_aptus_async_rx_t *rx, int on)
+{
+    if ((rx->fd >= 0) && (rx->armed != on)) {
+        rx->armed = on;
+        rx->arms += on;
+        (void)ucs_async_modify_handler(
+                rx->fd,
+                on ? (UCS_EVENT_SET_EVREAD | UCS_EVENT_SET_EDGE_TRIGGERED) : 0);
+    }
+}
+
+/*
  * The devices of a transport: the sock wire's network interfaces, on the
  * memory domain of its kind (one_sided: "aptus_rc", else "aptus"), none
  * on the other.

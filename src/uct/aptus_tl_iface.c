@@ -344,6 +344,7 @@ static unsigned uct_aptus_tl_iface_progress(uct_iface_h tl_iface)
     unsigned count;
 
     UCS_ASYNC_BLOCK(iface->super.worker->async);
+    uct_aptus_async_rx_arm(&iface->async_rx, 0); /* the user is here */
     count = aptus_chan_progress(&iface->ud.super, 0);
     count += aptus_chan_progress(&iface->udz.super, 0);
     count += aptus_chan_progress(&iface->rc.super, 0);
@@ -378,6 +379,22 @@ static void uct_aptus_tl_iface_timer(int id, ucs_event_set_types_t events,
     }
     aptus_chan_progress(&iface->ud.super, 1);
     /* a peer's rendezvous over UD-ZCopy needs this side as owner */
+    aptus_udz_progress_owner(&iface->udz);
+    /* away for a period: from now on, datagrams wake the async thread */
+    uct_aptus_async_rx_arm(&iface->async_rx, 1);
+}
+
+/* Datagrams arrived while the user computes (armed by the timer). */
+static void uct_aptus_tl_iface_event(int fd, ucs_event_set_types_t events,
+                                     void *arg)
+{
+    uct_aptus_tl_iface_t *iface = arg;
+
+    if (!iface->async_rx.armed) {
+        return; /* a wake-up from before the user came back */
+    }
+    iface->async_rx.events++;
+    aptus_chan_progress(&iface->ud.super, 1);
     aptus_udz_progress_owner(&iface->udz);
 }
 
@@ -577,6 +594,8 @@ unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,
         { "ctl_sent", s->ctl_sent },
         { "ctl_received", s->ctl_received },
         { "ctl_deferred", s->ctl_deferred },
+        { "async_arms", iface->async_rx.arms },
+        { "async_events", iface->async_rx.events },
         { "peers", aptus_ud_chan_num_peers(&iface->ud) },
         { "peer_bytes", aptus_ud_chan_peer_bytes(&iface->ud) },
         { "ud_retransmits", u->tx_retransmits },
@@ -1016,6 +1035,10 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
         goto err_fp;
     }
 
+    uct_aptus_async_rx_init(&self->async_rx, UCT_APTUS_TL_NAME, async,
+                            self->dgram->ops->event_fd(self->dgram),
+                            uct_aptus_tl_iface_event, self);
+
     ucs_debug("aptus/%s: key 0x%08x max_rc %u rules %s", self->dev_name,
               self->ud.local_key, config->max_rc, config->send_rules);
     return UCS_OK;
@@ -1047,6 +1070,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_aptus_tl_iface_t)
     unsigned n;
 
     ucs_async_remove_handler(self->timer_id, 1);
+    uct_aptus_async_rx_cleanup(&self->async_rx);
 
     UCS_ASYNC_BLOCK(self->super.worker->async);
     uct_base_iface_progress_disable(&self->super.super,

@@ -107,6 +107,7 @@ static unsigned uct_ud_sr_iface_progress(uct_iface_h tl_iface)
     unsigned count;
 
     UCS_ASYNC_BLOCK(iface->super.worker->async);
+    uct_aptus_async_rx_arm(&iface->async_rx, 0); /* the user is here */
     count = aptus_chan_progress(&iface->chan.super, 0);
     count += aptus_chan_progress(&iface->udz.super, 0);
     if (ucs_unlikely(iface->failures.num > 0)) {
@@ -119,6 +120,12 @@ static unsigned uct_ud_sr_iface_progress(uct_iface_h tl_iface)
 
 /* Runs in the async thread with the async lock held: keeps receiving,
  * acknowledging and retransmitting while the application computes. */
+static void uct_ud_sr_iface_async_progress(uct_ud_sr_iface_t *iface)
+{
+    aptus_chan_progress(&iface->chan.super, 1);
+    aptus_udz_progress_owner(&iface->udz);
+}
+
 static void uct_ud_sr_iface_timer(int id, ucs_event_set_types_t events,
                                   void *arg)
 {
@@ -128,8 +135,22 @@ static void uct_ud_sr_iface_timer(int id, ucs_event_set_types_t events,
     if ((now - iface->chan.last_sync_us) < iface->async_interval_us) {
         return; /* the application is progressing: nothing to cover for */
     }
-    aptus_chan_progress(&iface->chan.super, 1);
-    aptus_udz_progress_owner(&iface->udz);
+    uct_ud_sr_iface_async_progress(iface);
+    /* away for a period: from now on, datagrams wake the async thread */
+    uct_aptus_async_rx_arm(&iface->async_rx, 1);
+}
+
+/* Datagrams arrived while the user computes (armed by the timer). */
+static void uct_ud_sr_iface_event(int fd, ucs_event_set_types_t events,
+                                  void *arg)
+{
+    uct_ud_sr_iface_t *iface = arg;
+
+    if (!iface->async_rx.armed) {
+        return; /* a wake-up from before the user came back */
+    }
+    iface->async_rx.events++;
+    uct_ud_sr_iface_async_progress(iface);
 }
 
 static ucs_status_t uct_ud_sr_iface_flush(uct_iface_h tl_iface, unsigned flags,
@@ -257,6 +278,8 @@ unsigned uct_ud_sr_iface_stats(uct_ud_sr_iface_t *iface,
                    { "rx_held", c->rx_held },
                    { "rx_out_of_window", c->rx_out_of_window },
                    { "rx_deferred", c->rx_deferred },
+                   { "async_arms", iface->async_rx.arms },
+                   { "async_events", iface->async_rx.events },
                    { "rx_bad_key", c->rx_bad_key },
                    { "rx_malformed", c->rx_malformed },
                    { "rx_bad_crc", c->rx_bad_crc },
@@ -429,6 +452,10 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
         goto err_udz;
     }
 
+    uct_aptus_async_rx_init(&self->async_rx, UCT_UD_SR_TL_NAME, async,
+                            self->wire->ops->event_fd(self->wire),
+                            uct_ud_sr_iface_event, self);
+
     ucs_debug("ud_sr/%s: key 0x%08x mtu %zu seg %zu window %u rx %u",
               self->dev_name, self->chan.local_key, config->ud.mtu,
               config->ud.seg_size, config->ud.tx_window,
@@ -451,6 +478,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_ud_sr_iface_t)
     unsigned n;
 
     ucs_async_remove_handler(self->timer_id, 1);
+    uct_aptus_async_rx_cleanup(&self->async_rx);
 
     UCS_ASYNC_BLOCK(self->super.worker->async);
     uct_base_iface_progress_disable(&self->super.super,

@@ -53,6 +53,16 @@ class uct_ud_sr : public uct_aptus_test
     }
 
     /* get_zcopy into dest; returns the completion status (or the call's). */
+    /* Progress a's interface only (b computes). Both share one async
+     * context here, which a's progress holds: handlers of b's that found
+     * it held run now, as in a process of its own they would have run in
+     * the async thread (UCP's worker progress does the same). */
+    void getter_progress()
+    {
+        uct_iface_progress(m_a.iface);
+        ucs_async_check_miss(m_async);
+    }
+
     ucs_status_t get(uct_ep_h ep, std::vector<uint8_t> &dest,
                      const remote_buf &rb, size_t offset, size_t length)
     {
@@ -540,12 +550,49 @@ TEST_F(uct_ud_sr, owner_serves_a_get_while_it_computes)
     ASSERT_EQ(UCS_INPROGRESS, status);
     ucs_time_t deadline = ucs_get_time() + ucs_time_from_sec(20);
     while ((c.done == 0) && (ucs_get_time() < deadline)) {
-        uct_iface_progress(m_a.iface); /* the getter only */
+        getter_progress();
     }
     ASSERT_EQ(1, c.done) << "the owner served nothing without progress";
     EXPECT_EQ(UCS_OK, c.status);
     EXPECT_EQ(rb.data, dst);
     EXPECT_EQ(1u, stats(m_a)["zc_gets"]);
+    EXPECT_EQ(UCS_OK, flush_ep(m_a.ep));
+    release(rb);
+}
+
+TEST_F(uct_ud_sr, datagrams_wake_a_receiver_that_computes)
+{
+    /* the owner computes for longer than the timer's period: the timer
+     * arms the socket's readiness, and from then on the data it is asked
+     * for is served as the requests and credits arrive, by wake-ups of
+     * the async thread rather than at the timer's ticks */
+    setup_pair({ { "ASYNC_INTERVAL", "50ms" } });
+    remote_buf rb;
+    expose(rb, 4000000 + 5);
+    ucs_time_t deadline = ucs_get_time() + ucs_time_from_sec(10);
+    while ((stats(m_b)["async_arms"] == 0) && (ucs_get_time() < deadline)) {
+        getter_progress(); /* b is away */
+    }
+    ASSERT_GT(stats(m_b)["async_arms"], 0u) << "the timer never armed";
+    std::vector<uint8_t> dst(rb.data.size());
+    uct_iov_t iov = { dst.data(), dst.size(), NULL, 0, 1 };
+    test_comp c;
+    init_comp(c);
+    ASSERT_EQ(UCS_INPROGRESS,
+              uct_ep_get_zcopy(m_a.ep, &iov, 1,
+                               (uint64_t)(uintptr_t)rb.data.data(),
+                               rb.rkey.rkey, &c.super));
+    deadline = ucs_get_time() + ucs_time_from_sec(30);
+    while ((c.done == 0) && (ucs_get_time() < deadline)) {
+        getter_progress();
+    }
+    ASSERT_EQ(1, c.done);
+    EXPECT_EQ(UCS_OK, c.status);
+    EXPECT_EQ(rb.data, dst);
+    /* 4 MB in windows of 256 datagrams: each window's credit woke b */
+    EXPECT_GT(stats(m_b)["async_events"], 4u);
+    /* b comes back: its progress disarms, nothing is lost */
+    progress();
     EXPECT_EQ(UCS_OK, flush_ep(m_a.ep));
     release(rb);
 }
