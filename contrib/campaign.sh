@@ -1,0 +1,172 @@
+#!/bin/bash
+# UCX-Aptus robustness campaign: one command that runs the scenarios of the
+# security and robustness issue and ends on one table. It reuses the
+# project's own suites and tests and reads their verdicts and counters:
+#
+#   loss-N%     data-verifying MPI all-to-all (Open MPI and MPICH, 4 ranks,
+#               ud_sr) in a network namespace where nftables drops N% of
+#               the UDP datagrams; 1 MiB blocks with UD-ZCopy on and off
+#   injector    the same under ud_sr's fault injector: drop, duplicate,
+#               reorder, delay
+#   crc         corrupted datagrams with UCX_UD_SR_CRC=y: caught, never
+#               delivered (UCT level)
+#   peer-death  a peer killed or gone mid-transfer, eager and zero-copy:
+#               the survivor's error comes, nothing hangs (UCT and UCP)
+#   stall       a receiver that stops progressing while its peers send
+#   forgery     forged input against a live interface: stray and truncated
+#               datagrams, wrong keys, guessed tokens, zero-copy requests
+#               naming a third address, forged connections
+#   scale       10,000 active endpoints, 100,000 held messages (UCT); the
+#               long form adds test_scale.sh (64 ranks, both MPIs)
+#   fuzz        libFuzzer on every network-facing parser (contrib/fuzz.sh)
+#   sanitizers  the unit suite under ASan and UBSan (leaks at close too)
+#
+# Everything it creates (namespaces, nftables tables, processes) is removed
+# on exit, also when a scenario fails; the table's last line says what was
+# left behind (must be nothing).
+#
+#   contrib/campaign.sh [--long] [OUTDIR]      (default build/campaign)
+#   --long: loss at 1, 5 and 20% (short: 1 and 5%), fuzz 10^7 executions
+#   per target (short: 10^6), test_scale.sh.
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+long=0
+out=
+for a in "$@"; do
+    case "$a" in
+    --long) long=1 ;;
+    -*) echo "campaign: unknown option $a" >&2; exit 2 ;;
+    *) out=$a ;;
+    esac
+done
+out=${out:-$top/build/campaign}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+lib=${APTUS_LIB:-$top/build/.libs/libuct_aptus.so}
+unit=$top/build/test/unit/aptus_unit
+asan=$top/build/test/unit/aptus_unit_asan
+if [ ! -f "$lib" ] || [ ! -x "$unit" ]; then
+    echo "campaign: build first (contrib/build.sh --check)" >&2
+    exit 2
+fi
+export APTUS_LIB=$lib
+
+# namespaces and nftables tables of ours before we start: what is left at
+# the end beyond them is ours
+ns_of_ours() { ip netns list 2>/dev/null | awk '$1 ~ /^aptus-/ { print $1 }' | sort; }
+ns_before=$(ns_of_ours)
+cleanup() {
+    local ns
+    for ns in $(comm -13 <(echo "$ns_before") <(ns_of_ours)); do
+        ip netns delete "$ns" 2>/dev/null
+    done
+}
+trap cleanup EXIT INT TERM
+
+rows=()
+failed=0
+# row NAME LOG DETAIL: a table row from a log with "N passed, M failed"
+# or gtest's summary
+row() {
+    local name=$1 log=$2 detail=$3 p f
+    p=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n1 | awk '{ print $1 }')
+    f=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n1 | awk '{ print $3 }')
+    if [ -z "$p" ]; then
+        p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\?.*/\1/p' "$log" | tail -n1)
+        f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) tests\?, listed.*/\1/p' "$log" | tail -n1)
+    fi
+    p=${p:-0}
+    f=${f:-0}
+    if [ "$f" != 0 ] || [ "$p" = 0 ]; then
+        failed=1
+    fi
+    rows+=("$name|$p|$f|$detail")
+}
+# sum KEY LOG: the sum of KEY=value over the PASS lines of a log
+sum() {
+    grep -o "$1=[0-9]*" "$2" 2>/dev/null | awk -F= '{ s += $2 } END { print s + 0 }'
+}
+gtest() {
+    local name=$1 filter=$2
+    local log=$out/$name.log
+    shift 2
+    "$unit" --gtest_color=no --gtest_filter="$filter" "$@" >"$log" 2>&1
+    echo "$log"
+}
+
+echo "campaign: logs in $out"
+
+# ---- loss, injector ---------------------------------------------------
+rates="1 5"
+[ $long -eq 1 ] && rates="1 5 20"
+for rate in $rates; do
+    log=$out/loss-$rate.log
+    APTUS_LOSS_PERCENT=$rate APTUS_LOSS_PARTS=nft APTUS_MPI_TIMEOUT=600 \
+        bash "$top/test/scripts/test_loss.sh" "$out/loss-$rate" >"$log" 2>&1
+    drops=$(grep -o 'nft dropped [0-9]*' "$log" | awk '{ s += $3 } END { print s + 0 }')
+    row "loss-$rate%" "$log" "nft drops $drops, retransmits $(sum retransmits "$log") + fast $(sum fast_retransmits "$log"), zc resent $(sum zc_dgrams_resent "$log"); every byte checked, 0 wrong"
+done
+log=$out/injector.log
+APTUS_LOSS_PARTS=injector bash "$top/test/scripts/test_loss.sh" "$out/injector" >"$log" 2>&1
+row injector "$log" "dropped $(sum fault_drop "$log"), duplicated $(sum fault_dup "$log"), reordered $(sum fault_reorder "$log"), delayed $(sum fault_delay "$log"); duplicates dropped $(sum rx_duplicates "$log"), 0 wrong"
+
+# ---- UCT and UCP level scenarios ---------------------------------------
+log=$(gtest crc '*crc*:*CRC*:*corrupt*')
+row crc "$log" "corrupted datagrams counted and dropped, never delivered"
+log=$(gtest peer-death '*peer_failure*:*dead*:*killed*:*destroyed_peer*:*connection_loss*:*fails_the_peer*:*silent_peer*:*failure_mid_transfer*:*a_failed_channel*')
+bash "$top/test/scripts/test_ucp.sh" >"$out/peer-death-ucp.log" 2>&1
+cat "$out/peer-death-ucp.log" >>"$log"
+row peer-death "$log" "UCT: eager and zero-copy; UCP: $(grep -o 'error callback after [0-9.]* s' "$out/peer-death-ucp.log" | head -n1)"
+log=$(gtest stall '*without_progress*:*while_it_computes*:*receiver_that_computes*:*falls_behind*:*holds_100000*')
+row stall "$log" "a receiver away from progress: acknowledged, served, nothing lost"
+log=$(gtest forgery '*stray*:*forged*:*bystander*:*bad_key*:*malformed*:*wrong_key*:*reflect*:*guess*')
+row forgery "$log" "each kind of forgery dropped and counted, the interface serves on"
+log=$(gtest scale '*ten_thousand*:*100000*:*more_than_255*')
+if [ $long -eq 1 ]; then
+    bash "$top/test/scripts/test_scale.sh" >>"$log" 2>&1
+fi
+row scale "$log" "10,000 endpoints active at once, 100,000 held messages$([ $long -eq 1 ] && echo ', 64-rank jobs')"
+
+# ---- fuzz, sanitizers ----------------------------------------------------
+log=$out/fuzz.log
+if [ $long -eq 1 ]; then
+    bash "$top/contrib/fuzz.sh" --long "$out/fuzz" >"$log" 2>&1
+else
+    bash "$top/contrib/fuzz.sh" "$out/fuzz" >"$log" 2>&1
+fi
+execs=$(awk '$2 ~ /^[0-9]+$/ && NF >= 6 { s += $2 } END { print s + 0 }' "$log")
+crashes=$(awk '$2 ~ /^[0-9]+$/ && NF >= 6 { s += $3 } END { print s + 0 }' "$log")
+row fuzz "$log" "$execs executions over 5 targets, $crashes crashes"
+log=$out/sanitizers.log
+if [ -x "$asan" ]; then
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_EVENTS=no \
+        "$asan" --gtest_color=no >"$log" 2>&1
+    findings=$(grep -cE 'ERROR: (Address|Leak)Sanitizer|runtime error' "$log")
+    row sanitizers "$log" "$findings findings (ASan, LeakSanitizer, UBSan)"
+else
+    echo "0 passed, 1 failed" >"$log"
+    row sanitizers "$log" "aptus_unit_asan not built"
+fi
+
+# ---- what is left behind ------------------------------------------------
+cleanup
+left_ns=$(comm -13 <(echo "$ns_before") <(ns_of_ours) | wc -l)
+left_nft=0
+if command -v nft >/dev/null; then
+    left_nft=$(nft list tables 2>/dev/null | grep -c aptus)
+fi
+# the jobs' programs run from the scenarios' folders below OUTDIR
+left_procs=$(pgrep -f "$out/(loss-|injector|fuzz/)" 2>/dev/null | wc -l)
+
+echo
+printf '%-11s %7s %7s  %s\n' scenario passed failed "what it showed"
+for r in "${rows[@]}"; do
+    IFS='|' read -r n p f d <<<"$r"
+    printf '%-11s %7s %7s  %s\n' "$n" "$p" "$f" "$d"
+done
+printf '%-11s %7s %7s  %s\n' cleanup - - \
+    "left behind: $left_ns namespaces, $left_nft nftables tables, $left_procs processes"
+[ $((left_ns + left_nft + left_procs)) -eq 0 ] || failed=1
+exit $failed
