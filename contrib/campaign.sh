@@ -69,14 +69,11 @@ failed=0
 # or gtest's summary
 row() {
     local name=$1 log=$2 detail=$3 p f
-    p=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n1 | awk '{ print $1 }')
-    f=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n1 | awk '{ print $3 }')
-    if [ -z "$p" ]; then
-        p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\?.*/\1/p' "$log" | tail -n1)
-        f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) tests\?, listed.*/\1/p' "$log" | tail -n1)
-    fi
-    p=${p:-0}
-    f=${f:-0}
+    # a script's "N passed, M failed" and gtest's summary, added up
+    p=$(awk '/^[0-9]+ passed, [0-9]+ failed/ { s += $1 }
+             /^\[  PASSED  \] [0-9]+ test/ { s += $4 } END { print s + 0 }' "$log")
+    f=$(awk '/^[0-9]+ passed, [0-9]+ failed/ { s += $3 }
+             /^\[  FAILED  \] [0-9]+ tests?, listed/ { s += $4 } END { print s + 0 }' "$log")
     if [ "$f" != 0 ] || [ "$p" = 0 ]; then
         failed=1
     fi

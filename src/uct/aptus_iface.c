@@ -7,6 +7,7 @@
 
 #include "aptus_iface.h"
 #include "aptus_md.h"
+#include "../channel/ud_zcopy.h"
 #include "../wire/sock/sock_netif.h"
 
 #include <ucs/sys/math.h>
@@ -83,6 +84,30 @@ ucs_status_t uct_aptus_iface_estimate_perf(uct_iface_h tl_iface,
         perf_attr->bandwidth.shared    = copy_bw;
     }
     return UCS_OK;
+}
+
+void uct_aptus_ud_async_timer(aptus_ud_chan_t *ud, aptus_udz_t *udz,
+                              uct_aptus_async_rx_t *rx, uint64_t interval_us)
+{
+    if ((ud->clock() - ud->last_sync_us) < interval_us) {
+        return; /* the application is progressing: nothing to cover for */
+    }
+    aptus_chan_progress(&ud->super, 1);
+    /* a peer's rendezvous over UD-ZCopy needs this side as owner */
+    aptus_udz_progress_owner(udz);
+    /* away for a period: from now on, datagrams wake the async thread */
+    uct_aptus_async_rx_arm(rx, 1);
+}
+
+void uct_aptus_ud_async_event(aptus_ud_chan_t *ud, aptus_udz_t *udz,
+                              uct_aptus_async_rx_t *rx)
+{
+    if (!rx->armed) {
+        return; /* a wake-up from before the user came back */
+    }
+    rx->events++;
+    aptus_chan_progress(&ud->super, 1);
+    aptus_udz_progress_owner(udz);
 }
 
 void uct_aptus_async_rx_init(uct_aptus_async_rx_t *rx, const char *tl_name,

@@ -56,6 +56,19 @@ typedef struct uct_aptus_async_rx {
     uint64_t events; /* wake-ups that found the user away */
 } uct_aptus_async_rx_t;
 
+struct aptus_ud_chan;
+struct aptus_udz;
+
+/* The async timer of a UD transport (ud_sr, aptus): while the user has
+ * been away for interval_us, receive, acknowledge, retransmit and serve
+ * UD-ZCopy as an owner, and arm rx. */
+void uct_aptus_ud_async_timer(struct aptus_ud_chan *ud, struct aptus_udz *udz,
+                              uct_aptus_async_rx_t *rx, uint64_t interval_us);
+
+/* rx's event: datagrams arrived while the user is away. */
+void uct_aptus_ud_async_event(struct aptus_ud_chan *ud, struct aptus_udz *udz,
+                              uct_aptus_async_rx_t *rx);
+
 void uct_aptus_async_rx_init(uct_aptus_async_rx_t *rx, const char *tl_name,
                              ucs_async_context_t *async, int fd,
                              ucs_async_event_cb_t cb, void *arg);

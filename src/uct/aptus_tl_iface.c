@@ -372,16 +372,9 @@ static void uct_aptus_tl_iface_timer(int id, ucs_event_set_types_t events,
                                      void *arg)
 {
     uct_aptus_tl_iface_t *iface = arg;
-    uint64_t now                = iface->ud.clock();
 
-    if ((now - iface->ud.last_sync_us) < iface->async_interval_us) {
-        return;
-    }
-    aptus_chan_progress(&iface->ud.super, 1);
-    /* a peer's rendezvous over UD-ZCopy needs this side as owner */
-    aptus_udz_progress_owner(&iface->udz);
-    /* away for a period: from now on, datagrams wake the async thread */
-    uct_aptus_async_rx_arm(&iface->async_rx, 1);
+    uct_aptus_ud_async_timer(&iface->ud, &iface->udz, &iface->async_rx,
+                             iface->async_interval_us);
 }
 
 /* Datagrams arrived while the user computes (armed by the timer). */
@@ -390,12 +383,7 @@ static void uct_aptus_tl_iface_event(int fd, ucs_event_set_types_t events,
 {
     uct_aptus_tl_iface_t *iface = arg;
 
-    if (!iface->async_rx.armed) {
-        return; /* a wake-up from before the user came back */
-    }
-    iface->async_rx.events++;
-    aptus_chan_progress(&iface->ud.super, 1);
-    aptus_udz_progress_owner(&iface->udz);
+    uct_aptus_ud_async_event(&iface->ud, &iface->udz, &iface->async_rx);
 }
 
 static ucs_status_t uct_aptus_tl_iface_flush(uct_iface_h tl_iface,

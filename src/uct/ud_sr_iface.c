@@ -120,24 +120,13 @@ static unsigned uct_ud_sr_iface_progress(uct_iface_h tl_iface)
 
 /* Runs in the async thread with the async lock held: keeps receiving,
  * acknowledging and retransmitting while the application computes. */
-static void uct_ud_sr_iface_async_progress(uct_ud_sr_iface_t *iface)
-{
-    aptus_chan_progress(&iface->chan.super, 1);
-    aptus_udz_progress_owner(&iface->udz);
-}
-
 static void uct_ud_sr_iface_timer(int id, ucs_event_set_types_t events,
                                   void *arg)
 {
     uct_ud_sr_iface_t *iface = arg;
-    uint64_t now             = iface->chan.clock();
 
-    if ((now - iface->chan.last_sync_us) < iface->async_interval_us) {
-        return; /* the application is progressing: nothing to cover for */
-    }
-    uct_ud_sr_iface_async_progress(iface);
-    /* away for a period: from now on, datagrams wake the async thread */
-    uct_aptus_async_rx_arm(&iface->async_rx, 1);
+    uct_aptus_ud_async_timer(&iface->chan, &iface->udz, &iface->async_rx,
+                             iface->async_interval_us);
 }
 
 /* Datagrams arrived while the user computes (armed by the timer). */
@@ -146,11 +135,7 @@ static void uct_ud_sr_iface_event(int fd, ucs_event_set_types_t events,
 {
     uct_ud_sr_iface_t *iface = arg;
 
-    if (!iface->async_rx.armed) {
-        return; /* a wake-up from before the user came back */
-    }
-    iface->async_rx.events++;
-    uct_ud_sr_iface_async_progress(iface);
+    uct_aptus_ud_async_event(&iface->chan, &iface->udz, &iface->async_rx);
 }
 
 static ucs_status_t uct_ud_sr_iface_flush(uct_iface_h tl_iface, unsigned flags,
