@@ -287,6 +287,7 @@ typedef struct uct_aptus_tl_iface {
     double copy_bandwidth; /* of active messages */
     aptus_fp_chan_t fpc;  /* RC-FP: blocks of MAX_FP, UD carries control */
     uint16_t fp_next_nonce;
+    unsigned rc_idle_tick; /* progress calls since the connections' poll */
     uct_aptus_failures_t failures; /* to report from progress */
     uct_aptus_tl_stats_t stats;
 } uct_aptus_tl_iface_t;

@@ -337,6 +337,21 @@ uct_aptus_tl_pending_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
     return UCS_ARBITER_CB_RESULT_RESCHED_GROUP; /* still no room */
 }
 
+/* Whether this progress call polls the RC connections (an epoll_wait
+ * system call on the sock wire): always while this process holds or has
+ * promised a connection slot, or has connections; with none, a peer has no
+ * grant to connect with, and one call in 64 picks up a stray one. */
+static inline int uct_aptus_tl_rc_poll_due(uct_aptus_tl_iface_t *iface)
+{
+    if ((iface->alloc.used[APTUS_ALLOC_RC] > 0) ||
+        (iface->rc.num_user_links + iface->rc.num_accepted_links > 0) ||
+        (++iface->rc_idle_tick >= 64)) {
+        iface->rc_idle_tick = 0;
+        return 1;
+    }
+    return 0;
+}
+
 static unsigned uct_aptus_tl_iface_progress(uct_iface_h tl_iface)
 {
     uct_aptus_tl_iface_t *iface = ucs_derived_of(tl_iface,
@@ -347,7 +362,9 @@ static unsigned uct_aptus_tl_iface_progress(uct_iface_h tl_iface)
     uct_aptus_async_rx_arm(&iface->async_rx, 0); /* the user is here */
     count = aptus_chan_progress(&iface->ud.super, 0);
     count += aptus_chan_progress(&iface->udz.super, 0);
-    count += aptus_chan_progress(&iface->rc.super, 0);
+    if (uct_aptus_tl_rc_poll_due(iface)) {
+        count += aptus_chan_progress(&iface->rc.super, 0);
+    }
     count += uct_aptus_tl_fp_progress(iface);
     if (ucs_unlikely((iface->num_resend > 0) || (iface->num_xack > 0))) {
         count += uct_aptus_tl_resend_progress(iface);
@@ -954,6 +971,7 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
         return status;
     }
     memset(&self->fpc, 0, sizeof(self->fpc)); /* cleanup-safe until init */
+    self->rc_idle_tick = 0;
     if (config->reorder_max == 0) {
         ucs_error("aptus: invalid configuration: UCX_"
                   UCT_APTUS_TL_CONFIG_PREFIX "REORDER_MAX must be at least 1");
