@@ -63,6 +63,28 @@ class uct_ud_sr : public uct_aptus_test
         ucs_async_check_miss(m_async);
     }
 
+    /* a gets all of rb while only a progresses (b computes): it must
+     * complete, whole and correct, within the deadline */
+    void get_while_b_computes(const remote_buf &rb, int deadline_sec)
+    {
+        std::vector<uint8_t> dst(rb.data.size());
+        uct_iov_t iov = { dst.data(), dst.size(), NULL, 0, 1 };
+        test_comp c;
+        init_comp(c);
+        ASSERT_EQ(UCS_INPROGRESS,
+                  uct_ep_get_zcopy(m_a.ep, &iov, 1,
+                                   (uint64_t)(uintptr_t)rb.data.data(),
+                                   rb.rkey.rkey, &c.super));
+        ucs_time_t deadline = ucs_get_time() +
+                              ucs_time_from_sec(deadline_sec);
+        while ((c.done == 0) && (ucs_get_time() < deadline)) {
+            getter_progress();
+        }
+        ASSERT_EQ(1, c.done) << "the owner served nothing without progress";
+        EXPECT_EQ(UCS_OK, c.status);
+        EXPECT_EQ(rb.data, dst);
+    }
+
     ucs_status_t get(uct_ep_h ep, std::vector<uint8_t> &dest,
                      const remote_buf &rb, size_t offset, size_t length)
     {
@@ -540,21 +562,7 @@ TEST_F(uct_ud_sr, owner_serves_a_get_while_it_computes)
     setup_pair({ { "ASYNC_INTERVAL", "2ms" } });
     remote_buf rb;
     expose(rb, 1000000 + 3);
-    std::vector<uint8_t> dst(rb.data.size());
-    uct_iov_t iov = { dst.data(), dst.size(), NULL, 0, 1 };
-    test_comp c;
-    init_comp(c);
-    ucs_status_t status = uct_ep_get_zcopy(
-        m_a.ep, &iov, 1, (uint64_t)(uintptr_t)rb.data.data(), rb.rkey.rkey,
-        &c.super);
-    ASSERT_EQ(UCS_INPROGRESS, status);
-    ucs_time_t deadline = ucs_get_time() + ucs_time_from_sec(20);
-    while ((c.done == 0) && (ucs_get_time() < deadline)) {
-        getter_progress();
-    }
-    ASSERT_EQ(1, c.done) << "the owner served nothing without progress";
-    EXPECT_EQ(UCS_OK, c.status);
-    EXPECT_EQ(rb.data, dst);
+    get_while_b_computes(rb, 20);
     EXPECT_EQ(1u, stats(m_a)["zc_gets"]);
     EXPECT_EQ(UCS_OK, flush_ep(m_a.ep));
     release(rb);
@@ -574,21 +582,7 @@ TEST_F(uct_ud_sr, datagrams_wake_a_receiver_that_computes)
         getter_progress(); /* b is away */
     }
     ASSERT_GT(stats(m_b)["async_arms"], 0u) << "the timer never armed";
-    std::vector<uint8_t> dst(rb.data.size());
-    uct_iov_t iov = { dst.data(), dst.size(), NULL, 0, 1 };
-    test_comp c;
-    init_comp(c);
-    ASSERT_EQ(UCS_INPROGRESS,
-              uct_ep_get_zcopy(m_a.ep, &iov, 1,
-                               (uint64_t)(uintptr_t)rb.data.data(),
-                               rb.rkey.rkey, &c.super));
-    deadline = ucs_get_time() + ucs_time_from_sec(30);
-    while ((c.done == 0) && (ucs_get_time() < deadline)) {
-        getter_progress();
-    }
-    ASSERT_EQ(1, c.done);
-    EXPECT_EQ(UCS_OK, c.status);
-    EXPECT_EQ(rb.data, dst);
+    get_while_b_computes(rb, 30);
     /* 4 MB in windows of 256 datagrams: each window's credit woke b */
     EXPECT_GT(stats(m_b)["async_events"], 4u);
     /* b comes back: its progress disarms, nothing is lost */
