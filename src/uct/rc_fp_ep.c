@@ -97,9 +97,7 @@ void uct_rc_fp_link_failed(uct_rc_fp_iface_t *iface, aptus_rc_link_t *link,
 
     /* nothing more is written into the peer's block, nor sent */
     uct_rc_fp_tx_off(iface, ep, 0);
-    if (ep->fp.peer.status == UCS_OK) {
-        ep->fp.peer.status = status;
-    }
+    aptus_fp_peer_fail(&iface->fpc, &ep->fp.peer, status);
 }
 
 /* Enough small messages went to this peer: ask for a channel. */
