@@ -88,6 +88,9 @@ const char *aptus_ud_chan_config_check(const aptus_ud_chan_config_t *config,
     if (config->max_peers == 0) {
         return "MAX_PEERS must be at least 1";
     }
+    if (config->max_reasm == 0) {
+        return "RX_MAX_REASM must be at least 1";
+    }
     return NULL;
 }
 

@@ -63,6 +63,9 @@ typedef struct aptus_ud_chan_config {
     uint32_t tick_us;       /* ACK delay and timer granularity */
     int crc;                /* end-to-end CRC-32C on payloads */
     unsigned max_peers;     /* streams this channel may hold */
+    unsigned max_reasm;     /* messages being reassembled at once (started,
+                               not complete): what peers can pin without
+                               finishing a message */
     size_t peer_headroom;   /* owner's bytes in front of every peer (the
                                ud_sr transport keeps its endpoint there) */
     const char *var_prefix; /* the owner's configuration prefix ("UD_SR_"),
@@ -202,6 +205,7 @@ typedef struct aptus_ud_chan_stats {
     uint64_t rx_bad_key, rx_malformed, rx_bad_crc, rx_bad_ack;
     uint64_t rx_unknown_stream, rx_dead_stream, rx_no_buffer, rx_peer_limit;
     uint64_t rx_pool_exhausted; /* a receive buffer was wanted at RX_MAX */
+    uint64_t rx_reasm_limit;    /* a first fragment refused at MAX_REASM */
     uint64_t peers_created, peers_failed, peers_reclaimed;
     uint64_t pending_dispatched, pending_async, checks;
 } aptus_ud_chan_stats_t;
@@ -295,6 +299,8 @@ struct aptus_ud_chan {
     ucs_mpool_t flush_mp;
     size_t rx_dgram_offset;
     size_t reasm_data_offset;
+    unsigned reasm_active; /* reassemblies started (or held first fragments
+                              reserved for), not complete */
     size_t tx_data_offset[2];
 
     aptus_dgram_rx_t *rx_slots; /* posted receive buffers, first */

@@ -86,6 +86,24 @@ unsigned aptus_ud_rx_dispatch_deferred(aptus_ud_chan_t *chan, unsigned max)
     return count;
 }
 
+/* A fragment that opens a message of several needs a reassembly buffer.
+ * Those are reserved when such a fragment is accepted into the window (in
+ * order or held) and given back when the message completes or the stream
+ * dies, so MAX_REASM bounds what peers can pin without finishing a message,
+ * and a fragment over the bound is refused before the window takes it: the
+ * sender retransmits it later, nothing fails. */
+static inline int aptus_ud_rx_starts_reasm(uint8_t flags)
+{
+    return (flags & (APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST)) ==
+           APTUS_UD_SR_F_FIRST;
+}
+
+static inline void aptus_ud_rx_reasm_unreserve(aptus_ud_chan_t *chan)
+{
+    ucs_assert(chan->reasm_active > 0);
+    chan->reasm_active--;
+}
+
 void aptus_ud_rx_release_peer(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
 {
     aptus_ud_peer_ext_t *ext = peer->ext;
@@ -97,11 +115,15 @@ void aptus_ud_rx_release_peer(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
     while (ext->held != NULL) {
         desc      = ext->held;
         ext->held = desc->next;
+        if (aptus_ud_rx_starts_reasm(desc->flags)) {
+            aptus_ud_rx_reasm_unreserve(chan);
+        }
         ucs_mpool_put_inline(desc);
     }
     if (ext->reasm != NULL) {
         ucs_mpool_put_inline(ext->reasm);
         ext->reasm = NULL;
+        aptus_ud_rx_reasm_unreserve(chan);
     }
 }
 
@@ -175,13 +197,16 @@ static int aptus_ud_rx_inorder(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     }
 
     if (flags == APTUS_UD_SR_F_FIRST) {
+        /* reserved when the window took it: the buffer's from here on */
         if (ext->reasm != NULL) {
+            aptus_ud_rx_reasm_unreserve(chan);
             aptus_ud_rx_protocol_error(chan, peer, desc,
                                        "new message inside a message");
             return 0;
         }
         reasm = ucs_mpool_get_inline(&chan->reasm_mp);
         if (reasm == NULL) {
+            aptus_ud_rx_reasm_unreserve(chan);
             aptus_ud_rx_protocol_error(chan, peer, desc,
                                        "no reassembly buffer");
             return 0;
@@ -222,6 +247,7 @@ static int aptus_ud_rx_inorder(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
             return 0;
         }
         ext->reasm = NULL;
+        aptus_ud_rx_reasm_unreserve(chan);
         aptus_ud_rx_deliver(chan, &reasm->msg, is_async);
     }
     ucs_mpool_put_inline(desc);
@@ -335,6 +361,14 @@ static void aptus_ud_rx_data(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
 
     verdict = aptus_rel_rx_classify(&peer->rx, pkt->psn);
     if ((verdict == APTUS_REL_RX_DELIVER) || (verdict == APTUS_REL_RX_HOLD)) {
+        if (aptus_ud_rx_starts_reasm(pkt->flags)) {
+            if (chan->reasm_active >= chan->config.max_reasm) {
+                /* not taken: as if lost, the sender retransmits it */
+                chan->stats.rx_reasm_limit++;
+                return;
+            }
+            chan->reasm_active++;
+        }
         desc->msg.data   = (void *)pkt->payload;
         desc->msg.length = pkt->payload_len;
         desc->msg.am_id =
@@ -354,6 +388,9 @@ static void aptus_ud_rx_data(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         break;
     case APTUS_REL_RX_HOLD:
         if (!aptus_ud_rx_hold(chan, peer, desc)) {
+            if (aptus_ud_rx_starts_reasm(desc->flags)) {
+                aptus_ud_rx_reasm_unreserve(chan);
+            }
             return; /* no memory to hold it: as if lost */
         }
         chan->stats.rx_held++;

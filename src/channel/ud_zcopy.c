@@ -46,7 +46,8 @@ struct aptus_udz_get {
     uint64_t last_data_us;
     uint64_t last_credit_us;
     uint32_t stall_shift;
-    uint32_t expect; /* index the next arrival most likely has */
+    uint32_t expect;        /* index the next arrival most likely has */
+    uint64_t busy_until_us; /* the owner said "busy": ask again then */
 };
 
 /* The owner's side of a transfer. */
@@ -119,6 +120,9 @@ const char *aptus_udz_config_check(const aptus_udz_config_t *config)
     }
     if (config->max_get == 0) {
         return "ZCOPY_MAX must be positive";
+    }
+    if (config->max_served == 0) {
+        return "ZCOPY_MAX_SERVED must be at least 1";
     }
     return NULL;
 }
@@ -696,11 +700,29 @@ static unsigned aptus_udz_get_recv(aptus_udz_t *udz, aptus_udz_get_t *get)
     return total;
 }
 
+/* The owner serves too many transfers: ask again after the stall time,
+ * doubled each time it says so. */
+static void aptus_udz_get_busy(aptus_udz_t *udz, aptus_udz_get_t *get)
+{
+    get->busy_until_us = udz->ud->now_us + aptus_udz_stall_us(udz, get);
+    get->stall_shift++;
+    get->to_send |= APTUS_UDZ_SEND_REQ;
+    udz->stats.busy_retries++;
+}
+
 static void aptus_udz_get_progress(aptus_udz_t *udz, aptus_udz_get_t *get)
 {
     uint64_t now = udz->ud->now_us, stall;
     uint32_t edge;
 
+    if (ucs_unlikely(get->busy_until_us != 0)) {
+        if ((int64_t)(now - get->busy_until_us) < 0) {
+            return;
+        }
+        get->busy_until_us  = 0;
+        get->last_data_us   = now;
+        get->last_credit_us = now;
+    }
     if (get->to_send & APTUS_UDZ_SEND_REQ) {
         aptus_udz_send_req(udz, get);
         return;
@@ -763,8 +785,10 @@ static aptus_udz_put_t *aptus_udz_find_put(aptus_udz_t *udz,
     return NULL;
 }
 
-static void aptus_udz_put_free(aptus_udz_put_t *put)
+static void aptus_udz_put_free(aptus_udz_t *udz, aptus_udz_put_t *put)
 {
+    ucs_assert(udz->num_puts > 0);
+    udz->num_puts--;
     ucs_list_del(&put->list);
     ucs_free(put->ring);
     ucs_mpool_put(put);
@@ -797,7 +821,7 @@ static int aptus_udz_put_pump(aptus_udz_t *udz, aptus_udz_put_t *put)
             return 0;
         }
         udz->stats.errors++;
-        aptus_udz_put_free(put);
+        aptus_udz_put_free(udz, put);
         return 1;
     }
 
@@ -815,7 +839,7 @@ static int aptus_udz_put_pump(aptus_udz_t *udz, aptus_udz_put_t *put)
             put->copy_offset += chunk;
             udz->stats.copy_bytes += chunk;
         }
-        aptus_udz_put_free(put); /* the stream delivers the rest */
+        aptus_udz_put_free(udz, put); /* the stream delivers the rest */
         return 1;
     }
 
@@ -882,16 +906,22 @@ static int aptus_udz_put_pump(aptus_udz_t *udz, aptus_udz_put_t *put)
     return 0;
 }
 
+/* A transfer served: at most MAX_SERVED at once, so that requests (from
+ * peers that may never finish them) cannot grow the owner's state without
+ * bound. */
 static aptus_udz_put_t *aptus_udz_put_new(aptus_udz_t *udz,
                                           aptus_ud_peer_t *peer, uint32_t xfer)
 {
-    aptus_udz_put_t *put = ucs_mpool_get(&udz->put_mp);
+    aptus_udz_put_t *put;
 
-    if (put == NULL) {
-        /* the initiator's next report finds no transfer here, and gets an
-         * error back if memory allows then */
+    if (udz->num_puts >= udz->config.max_served) {
         return NULL;
     }
+    put = ucs_mpool_get(&udz->put_mp);
+    if (put == NULL) {
+        return NULL;
+    }
+    udz->num_puts++;
     memset(put, 0, sizeof(*put));
     put->peer          = peer;
     put->xfer          = xfer;
@@ -901,17 +931,31 @@ static aptus_udz_put_t *aptus_udz_put_new(aptus_udz_t *udz,
     return put;
 }
 
-/* Tell the initiator that its transfer cannot be served. */
+/* Tell the initiator that its transfer cannot be served: at once if the
+ * stream takes it, else from a served slot that waits for room. With
+ * neither (the stream to that peer full and MAX_SERVED reached) the reply
+ * is dropped and counted; the initiator's stall report asks again. */
 static void aptus_udz_reply_error(aptus_udz_t *udz, aptus_ud_peer_t *peer,
                                   uint32_t xfer, ucs_status_t status)
 {
-    aptus_udz_put_t *put = aptus_udz_put_new(udz, peer, xfer);
+    aptus_udz_put_t *put;
+    aptus_zc_msg_t msg;
 
-    if (put != NULL) {
-        put->error_pending = 1;
-        put->error         = status;
-        aptus_udz_put_pump(udz, put);
+    memset(&msg, 0, sizeof(msg));
+    msg.type        = APTUS_ZC_MSG_ERROR;
+    msg.xfer        = xfer;
+    msg.done.status = status;
+    if (aptus_udz_send(udz, peer, &msg, NULL, 0) == UCS_OK) {
+        return;
     }
+    put = aptus_udz_put_new(udz, peer, xfer);
+    if (put == NULL) {
+        udz->stats.errors_dropped++;
+        return;
+    }
+    put->error_pending = 1;
+    put->error         = status;
+    aptus_udz_put_pump(udz, put);
 }
 
 static void aptus_udz_handle_req(aptus_udz_t *udz, aptus_ud_peer_t *peer,
@@ -936,6 +980,9 @@ static void aptus_udz_handle_req(aptus_udz_t *udz, aptus_ud_peer_t *peer,
     }
     put = aptus_udz_put_new(udz, peer, msg->xfer);
     if (put == NULL) {
+        /* at MAX_SERVED (or out of memory): the initiator asks again */
+        udz->stats.serve_limit++;
+        aptus_udz_reply_error(udz, peer, msg->xfer, UCS_ERR_BUSY);
         return;
     }
     put->src    = (const uint8_t *)(uintptr_t)msg->req.remote_addr;
@@ -1041,7 +1088,7 @@ static void aptus_udz_write_finish(aptus_udz_t *udz, aptus_udz_write_t *wr,
     ucs_list_for_each_safe(put, tmp, &udz->puts, list)
     {
         if ((put->peer == wr->peer) && (put->token == wr->src_token)) {
-            aptus_udz_put_free(put);
+            aptus_udz_put_free(udz, put);
         }
     }
     ucs_list_del(&wr->list);
@@ -1247,12 +1294,17 @@ ucs_status_t aptus_udz_internal(aptus_udz_t *udz, aptus_ud_peer_t *peer,
     case APTUS_ZC_MSG_DONE:
         put = aptus_udz_find_put(udz, peer, msg.xfer);
         if (put != NULL) {
-            aptus_udz_put_free(put);
+            aptus_udz_put_free(udz, put);
         }
         break;
     case APTUS_ZC_MSG_ERROR:
         get = aptus_udz_find_get(udz, peer, msg.xfer);
-        if (get != NULL) {
+        if (get == NULL) {
+            break;
+        }
+        if ((ucs_status_t)msg.done.status == UCS_ERR_BUSY) {
+            aptus_udz_get_busy(udz, get);
+        } else {
             aptus_udz_get_finish(udz, get, (ucs_status_t)msg.done.status, 0);
         }
         break;
@@ -1329,7 +1381,7 @@ unsigned aptus_udz_progress(aptus_udz_t *udz)
                    2 * (uint64_t)udz->ud->config.rel.peer_timeout_us) {
             /* the initiator went quiet for good, yet its stream lives (the
              * probes check it): it lost track of the transfer */
-            aptus_udz_put_free(put);
+            aptus_udz_put_free(udz, put);
         } else if (((now - put->last_send_us) >=
                     aptus_udz_probe_us(udz, put)) &&
                    aptus_zc_tx_probe(&put->tx)) {
@@ -1368,7 +1420,7 @@ void aptus_udz_peer_failed(aptus_udz_t *udz, aptus_ud_peer_t *peer,
     ucs_list_for_each_safe(put, ptmp, &udz->puts, list)
     {
         if (put->peer == peer) {
-            aptus_udz_put_free(put);
+            aptus_udz_put_free(udz, put);
         }
     }
     aptus_udz_writes_stop(udz, peer, status, 1);
@@ -1435,7 +1487,7 @@ void aptus_udz_cleanup(aptus_udz_t *udz)
     }
     ucs_list_for_each_safe(put, ptmp, &udz->puts, list)
     {
-        aptus_udz_put_free(put);
+        aptus_udz_put_free(udz, put);
     }
     ucs_list_for_each_safe(fl, ftmp, &udz->flushes, list)
     {

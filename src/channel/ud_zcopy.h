@@ -39,6 +39,7 @@ typedef struct aptus_udz_config {
     unsigned window;   /* datagrams one context holds: the owner's window */
     unsigned batch;    /* datagrams per receive or send call */
     size_t max_get;    /* largest get */
+    unsigned max_served; /* transfers this side serves at once (owner) */
 } aptus_udz_config_t;
 
 /* Whether the owner registered [address, address + length) with token. */
@@ -60,6 +61,9 @@ typedef struct aptus_udz_stats {
     uint64_t stalls, probes, errors, aborted;
     uint64_t writes, write_bytes, write_refused;
     uint64_t reflect_refused; /* requests naming another node's address */
+    uint64_t serve_limit;     /* requests answered "busy" at MAX_SERVED */
+    uint64_t busy_retries;    /* this side's requests retried after "busy" */
+    uint64_t errors_dropped;  /* error replies with no room to wait in */
     uint64_t ctxs_open;       /* receive contexts opened (on first use) */
     uint64_t ctx_open_failed; /* ... that could not be: copy path */
 } aptus_udz_stats_t;
@@ -76,6 +80,7 @@ typedef struct aptus_udz {
     unsigned num_ctxs;
     ucs_list_link_t gets;    /* this side asked */
     ucs_list_link_t puts;    /* this side serves */
+    unsigned num_puts;       /* on the list: at most config.max_served */
     ucs_list_link_t flushes; /* waiting for gets and writes to finish */
     ucs_list_link_t writes;   /* this side put: the target reads them */
     ucs_list_link_t wtargets; /* this side reads what a writer put */

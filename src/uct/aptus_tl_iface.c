@@ -611,6 +611,10 @@ unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,
         { "zc_puts", iface->udz.stats.writes },
         { "put_refused", iface->udz.stats.write_refused },
         { "zc_reflect_refused", iface->udz.stats.reflect_refused },
+        { "ud_rx_bad_key", u->rx_bad_key },
+        { "ud_rx_peer_limit", u->rx_peer_limit },
+        { "ud_rx_reasm_limit", u->rx_reasm_limit },
+        { "zc_serve_limit", iface->udz.stats.serve_limit },
         /* the kernel's share: the UD socket, a socket per zero-copy
          * context opened so far, the buffer bytes granted */
         { "sock_fds", 1 + iface->udz.stats.ctxs_open },

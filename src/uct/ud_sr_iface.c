@@ -279,6 +279,8 @@ unsigned uct_ud_sr_iface_stats(uct_ud_sr_iface_t *iface,
                    { "peers_reclaimed", c->peers_reclaimed },
                    { "max_streams_per_peer", APTUS_UD_MAX_CONN },
                    { "rx_pool_exhausted", c->rx_pool_exhausted },
+                   { "rx_peer_limit", c->rx_peer_limit },
+                   { "rx_reasm_limit", c->rx_reasm_limit },
                    { "rx_max_bufs", iface->chan.config.rx_max },
                    { "pending_async", c->pending_async },
                    { "peer_bytes", aptus_ud_chan_peer_bytes(&iface->chan) },
@@ -308,6 +310,7 @@ unsigned uct_ud_sr_iface_stats(uct_ud_sr_iface_t *iface,
                    { "zc_errors", z->errors },
                    { "zc_aborted", z->aborted },
                    { "zc_reflect_refused", z->reflect_refused },
+                   { "zc_serve_limit", z->serve_limit },
                    /* what the interface holds of the kernel: its socket
                     * and a socket per receive context opened so far, and
                     * the buffer bytes the kernel granted the first */

@@ -116,6 +116,20 @@ ucs_config_field_t uct_ud_sr_params_table[] = {
       "number: 65535 alive at once (failed ones are reclaimed).",
       ucs_offsetof(uct_ud_sr_params_t, max_peers), UCS_CONFIG_TYPE_UINT },
 
+    /* A message being reassembled holds a SEG_SIZE buffer: 2048 of them
+     * bound what peers can pin by starting messages and never finishing
+     * them near 64 MiB at the default SEG_SIZE. Each stream reassembles one
+     * message at a time (and holds a few first fragments out of order), so
+     * this is reached only by thousands of peers sending large messages at
+     * the same instant. */
+    { "RX_MAX_REASM", "2048",
+      "Messages of several datagrams being reassembled at once, from all\n"
+      "peers together. A first fragment beyond it is not accepted (counted as\n"
+      "rx_reasm_limit) and its sender retransmits it later; nothing fails.\n"
+      "Complete messages the application keeps (UCP's unexpected ones) are\n"
+      "not counted here.",
+      ucs_offsetof(uct_ud_sr_params_t, rx_max_reasm), UCS_CONFIG_TYPE_UINT },
+
     { "FAULT_DROP", "0",
       "Fault injector: probability that a sent datagram is silently dropped.",
       ucs_offsetof(uct_ud_sr_params_t, fault_drop),
@@ -170,6 +184,15 @@ ucs_config_field_t uct_ud_sr_params_table[] = {
       "Datagrams a receive context holds; the owner of the data may send that\n"
       "many beyond the lowest one missing.",
       ucs_offsetof(uct_ud_sr_params_t, zcopy_window),
+      UCS_CONFIG_TYPE_UINT },
+
+    /* a served transfer keeps up to 4096 send-sequence entries (64 KiB):
+     * 1024 of them bound the owner's side near 64 MiB */
+    { "ZCOPY_MAX_SERVED", "1024",
+      "Transfers this interface serves at once as the owner of the data.\n"
+      "A request beyond it is answered \"busy\" (counted as zc_serve_limit)\n"
+      "and its initiator asks again a little later; nothing fails.",
+      ucs_offsetof(uct_ud_sr_params_t, zcopy_max_served),
       UCS_CONFIG_TYPE_UINT },
 
     { "ZCOPY_MAX", "64m", "Largest get (UCP splits larger transfers).",
@@ -229,6 +252,7 @@ static void uct_ud_sr_params_chan(const uct_ud_sr_params_t *config,
     chan_config->rel.probe_min_us = 2 * chan_config->tick_us;
     chan_config->crc              = config->crc;
     chan_config->max_peers        = config->max_peers;
+    chan_config->max_reasm        = config->rx_max_reasm;
     chan_config->peer_headroom    = peer_headroom;
 }
 
@@ -265,6 +289,7 @@ ucs_status_t uct_ud_sr_params_setup(const uct_ud_sr_params_t *config,
     setup->udz.window   = config->zcopy_window;
     setup->udz.batch    = config->rx_batch;
     setup->udz.max_get  = config->zcopy_max;
+    setup->udz.max_served = config->zcopy_max_served;
     bad                 = aptus_ud_chan_config_check(&setup->chan, config->mtu);
     if (bad == NULL) {
         bad = aptus_udz_config_check(&setup->udz);

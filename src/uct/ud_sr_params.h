@@ -26,6 +26,7 @@ typedef struct uct_ud_sr_params {
     unsigned rx_batch;
     unsigned ack_count;
     unsigned max_peers;
+    unsigned rx_max_reasm;
     double timer_tick;
     double async_interval;
     double rto_min;
@@ -45,6 +46,7 @@ typedef struct uct_ud_sr_params {
     unsigned zcopy_contexts;
     unsigned zcopy_window;
     size_t zcopy_max;
+    unsigned zcopy_max_served;
 } uct_ud_sr_params_t;
 
 extern ucs_config_field_t uct_ud_sr_params_table[];

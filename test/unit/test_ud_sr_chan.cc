@@ -15,6 +15,7 @@ extern "C" {
 #include <uct/api/uct.h>
 }
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -1083,4 +1084,100 @@ TEST_F(ud_chan, endpoint_destroy_cancels_its_flushes)
     m_net.filter = nullptr;
     ASSERT_TRUE(run_until([&] { return m_b.rx.size() == 1; }));
     EXPECT_EQ(1, fc.done);
+}
+
+/* Issue: reassembly buffers came from an unbounded pool, so peers could pin
+ * memory by starting messages of several datagrams. At MAX_REASM a first
+ * fragment is refused before the window takes it and its sender
+ * retransmits: every message still arrives whole and nothing fails. */
+TEST_F(ud_chan, reassembly_is_bounded_and_refused_fragments_retransmitted)
+{
+    m_cfg.max_reasm = 2;
+    init_both();
+    std::vector<aptus_ud_peer_t *> peers;
+    std::vector<std::vector<uint8_t>> sent;
+    for (unsigned i = 0; i < 6; ++i) {
+        peers.push_back(connect(m_a, m_b));
+        ASSERT_NE(nullptr, peers.back());
+    }
+    /* all six start at once: each is three datagrams */
+    for (unsigned i = 0; i < peers.size(); ++i) {
+        sent.push_back(pattern(100 + i, 2500 + i));
+        ASSERT_EQ((ssize_t)sent.back().size(),
+                  send_bcopy(m_a, peers[i], (uint8_t)i, sent.back()));
+    }
+    /* the datagrams of the six arrive interleaved: every first fragment,
+     * then every second, then every third */
+    ASSERT_EQ(18u, m_net.in_flight.size());
+    std::deque<fake_dgram> interleaved;
+    for (unsigned f = 0; f < 3; ++f) {
+        for (unsigned i = 0; i < 6; ++i) {
+            interleaved.push_back(m_net.in_flight[i * 3 + f]);
+        }
+    }
+    m_net.in_flight = interleaved;
+    unsigned peak   = 0;
+    ASSERT_TRUE(run_until([&] {
+        peak = std::max(peak, m_b.chan.reasm_active);
+        return m_b.rx.size() == peers.size();
+    }));
+    EXPECT_LE(peak, 2u);
+    EXPECT_GT(m_b.chan.stats.rx_reasm_limit, 0u);
+    EXPECT_EQ(0u, m_b.chan.reasm_active);
+    for (unsigned i = 0; i < peers.size(); ++i) {
+        bool found = false;
+        for (const message &m : m_b.rx) {
+            found |= (m.am_id == i) && (m.data == sent[i]);
+        }
+        EXPECT_TRUE(found) << "message " << i;
+    }
+    EXPECT_TRUE(m_a.failed.empty());
+    EXPECT_TRUE(m_b.failed.empty());
+}
+
+/* Forged first fragments that never finish cannot hold more than
+ * MAX_REASM buffers, and what a dead stream reserved comes back. */
+TEST_F(ud_chan, unfinished_messages_of_strangers_hold_at_most_max_reasm)
+{
+    m_cfg.max_reasm = 4;
+    init_both();
+    auto inject = [&](const aptus_ud_sr_pkt_t &pkt) {
+        size_t payload = (pkt.type == APTUS_UD_SR_TYPE_DATA) ? 100 : 0;
+        std::vector<uint8_t> d(APTUS_UD_SR_HDR_MAX_LEN + payload);
+        d.resize(aptus_ud_sr_build(d.data(), &pkt) + payload);
+        m_net.in_flight.push_back(fake_dgram{ m_a.wire->id, m_b.wire->id, d });
+        m_net.deliver();
+        aptus_ud_chan_progress(&m_b.chan, 0);
+    };
+    aptus_ud_sr_pkt_t pkt = {};
+    pkt.dest_key          = m_b.key;
+    pkt.type              = APTUS_UD_SR_TYPE_DATA;
+    pkt.flags             = APTUS_UD_SR_F_FIRST;
+    pkt.msg_len           = 8000;
+    for (unsigned i = 0; i < 50; ++i) {
+        pkt.src_key = 0x5000 + i;
+        pkt.conn_id = i;
+        inject(pkt);
+        /* and a held first fragment further on each stream */
+        pkt.psn = 3;
+        inject(pkt);
+        pkt.psn = 0;
+    }
+    EXPECT_EQ(4u, m_b.chan.reasm_active);
+    EXPECT_EQ(96u, m_b.chan.stats.rx_reasm_limit);
+    EXPECT_TRUE(m_b.rx.empty());
+
+    /* the strangers' streams die: their reservations come back */
+    pkt.type  = APTUS_UD_SR_TYPE_RESET;
+    pkt.flags = 0;
+    for (unsigned i = 0; i < 50; ++i) {
+        pkt.src_key = 0x5000 + i;
+        pkt.conn_id = i;
+        inject(pkt);
+    }
+    EXPECT_EQ(0u, m_b.chan.reasm_active);
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    ASSERT_EQ(5000, send_bcopy(m_a, p, 3, pattern(5, 5000)));
+    ASSERT_TRUE(run_until([&] { return m_b.rx.size() == 1; }));
+    EXPECT_EQ(pattern(5, 5000), m_b.rx[0].data);
 }

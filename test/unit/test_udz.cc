@@ -17,6 +17,7 @@ extern "C" {
 #include <uct/api/uct.h>
 }
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -96,6 +97,7 @@ class udz : public ::testing::TestWithParam<wire_mode>
         m_zcfg.window   = 64;
         m_zcfg.batch    = 16;
         m_zcfg.max_get  = 64 << 20;
+        m_zcfg.max_served = 1024;
         m_net.coalesce  = (GetParam() == WIRE_SEG_GRO);
     }
 
@@ -686,3 +688,43 @@ INSTANTIATE_TEST_SUITE_P(wire, udz,
                                                     ? "seg"
                                                     : "seg_gro");
                          });
+
+/* Issue: the owner took a ring for every request from an unbounded pool.
+ * At MAX_SERVED it answers "busy" and the initiator asks again later:
+ * every get completes, the owner never serves more than the bound. */
+TEST_P(udz, owner_serves_at_most_max_served_and_the_rest_retry)
+{
+    m_zcfg.max_served = 2;
+    m_zcfg.contexts   = 8;
+    init_both();
+    expose(64 * 1000);
+    const unsigned n = 7; /* zero-copy and copy gets together */
+    std::vector<std::vector<uint8_t>> dst(n);
+    std::vector<test_comp> c(n);
+    for (unsigned i = 0; i < n; ++i) {
+        size_t len = (i % 2) ? 3000 + i : 20000 + 1000 * i;
+        ASSERT_EQ(UCS_INPROGRESS, get(dst[i], len, c[i], 0x5eed, 10 * i));
+    }
+    unsigned peak = 0;
+    ASSERT_TRUE(run_until([&] {
+        peak = std::max(peak, m_b.udz.num_puts);
+        for (auto &x : c) {
+            if (x.done != 1)
+                return false;
+        }
+        return true;
+    }));
+    EXPECT_LE(peak, 2u);
+    for (unsigned i = 0; i < n; ++i) {
+        EXPECT_EQ(UCS_OK, c[i].status) << i;
+        EXPECT_EQ(std::vector<uint8_t>(m_src.begin() + 10 * i,
+                                       m_src.begin() + 10 * i + dst[i].size()),
+                  dst[i])
+            << i;
+    }
+    EXPECT_GT(m_b.udz.stats.serve_limit, 0u);
+    EXPECT_EQ(m_b.udz.stats.serve_limit, m_a.udz.stats.busy_retries);
+    EXPECT_EQ(0u, m_a.udz.stats.aborted);
+    ASSERT_TRUE(run_until([&] { return owner_idle(); }));
+    EXPECT_EQ(0u, m_b.udz.num_puts);
+}
