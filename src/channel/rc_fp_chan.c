@@ -8,6 +8,7 @@
 #include "rc_fp_chan.h"
 #include "chan_pending.h"
 
+#include <inttypes.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/math.h>
@@ -97,7 +98,7 @@ void aptus_fp_chan_cleanup(aptus_fp_chan_t *chan)
 /* ---- the receiving side ------------------------------------------------ */
 
 aptus_fp_block_t *aptus_fp_chan_block_open(aptus_fp_chan_t *chan, void *owner,
-                                           uint32_t peer_key, uint16_t nonce)
+                                           uint64_t peer_key, uint16_t nonce)
 {
     aptus_fp_block_t *block, *unmapped = NULL;
     unsigned i;
@@ -146,7 +147,7 @@ found:
 }
 
 aptus_fp_block_t *aptus_fp_chan_block_find(aptus_fp_chan_t *chan,
-                                           uint32_t peer_key, uint16_t nonce)
+                                           uint64_t peer_key, uint16_t nonce)
 {
     aptus_fp_block_t *block;
     unsigned i;
@@ -275,7 +276,7 @@ void aptus_fp_chan_block_key(const aptus_fp_chan_t *chan,
 
 /* ---- the sending side --------------------------------------------------- */
 
-void aptus_fp_peer_init(aptus_fp_peer_t *peer, uint32_t peer_key,
+void aptus_fp_peer_init(aptus_fp_peer_t *peer, uint64_t peer_key,
                         void *carrier_peer)
 {
     memset(peer, 0, sizeof(*peer));
@@ -347,7 +348,7 @@ static void aptus_fp_peer_lost(aptus_fp_chan_t *chan, aptus_fp_peer_t *peer)
     chan->ops->peer_lost(chan->arg, peer);
 }
 
-int aptus_fp_chan_credit_in(aptus_fp_chan_t *chan, uint32_t peer_key,
+int aptus_fp_chan_credit_in(aptus_fp_chan_t *chan, uint64_t peer_key,
                             uint16_t nonce, uint32_t credits)
 {
     aptus_fp_peer_t *peer;
@@ -360,7 +361,7 @@ int aptus_fp_chan_credit_in(aptus_fp_chan_t *chan, uint32_t peer_key,
         }
         if (aptus_fp_tx_credit(&peer->ring, credits) != APTUS_VB_OK) {
             chan->stats.credits_bad++;
-            ucs_error("%s: 0x%08x returned %u credits it was not given: "
+            ucs_error("%s: 0x%016" PRIx64 " returned %u credits it was not given: "
                       "fast path off",
                       aptus_chan_name(&chan->super), peer_key, credits);
             aptus_fp_peer_lost(chan, peer);
@@ -491,7 +492,7 @@ failed:
     /* the peer's memory cannot be reached (it went, or unmapped it): this
      * message and the later ones take the other channels */
     chan->stats.write_failures++;
-    ucs_debug("%s: write to 0x%08x failed: fast path off",
+    ucs_debug("%s: write to 0x%016" PRIx64 " failed: fast path off",
               aptus_chan_name(&chan->super), peer->peer_key);
     aptus_fp_peer_lost(chan, peer);
     return UCS_ERR_UNREACHABLE;

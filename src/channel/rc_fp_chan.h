@@ -56,7 +56,7 @@ typedef struct aptus_fp_block {
     aptus_fp_rx_t ring;
     uint8_t *mem;      /* NULL until first used */
     void *owner;       /* the transport's object for the peer */
-    uint32_t peer_key; /* the writer's interface */
+    uint64_t peer_key; /* the writer's interface */
     uint16_t nonce;    /* the name of this channel that credits carry */
     uint8_t state;
     uint8_t failed;
@@ -70,7 +70,7 @@ typedef struct aptus_fp_peer {
     aptus_fp_tx_t ring;
     aptus_mem_key_t key;         /* the block, as the wire writes it */
     uint8_t *mirror;             /* fixed-slot modes: the sender's copy */
-    uint32_t peer_key;           /* the receiver's interface */
+    uint64_t peer_key;           /* the receiver's interface */
     uint16_t nonce;              /* the block's name, as credits carry it */
     uint8_t attached;            /* the block is known: messages may go */
     uint32_t before;             /* carrier messages sent on its account */
@@ -161,11 +161,11 @@ void aptus_fp_chan_cleanup(aptus_fp_chan_t *chan);
 /* A free block for peer_key, named nonce, owned by owner; NULL when all
  * max_blocks are taken (or memory ran out). Its memory is zeroed. */
 aptus_fp_block_t *aptus_fp_chan_block_open(aptus_fp_chan_t *chan, void *owner,
-                                           uint32_t peer_key, uint16_t nonce);
+                                           uint64_t peer_key, uint16_t nonce);
 
 /* The block peer_key names nonce, in any state but FREE; or NULL. */
 aptus_fp_block_t *aptus_fp_chan_block_find(aptus_fp_chan_t *chan,
-                                           uint32_t peer_key, uint16_t nonce);
+                                           uint64_t peer_key, uint16_t nonce);
 
 /* The block's owner went, and the peer may still write: keep it unused
  * until the transport closes it. */
@@ -202,7 +202,7 @@ void aptus_fp_chan_block_key(const aptus_fp_chan_t *chan,
 /* The peer's block (aptus_chan_peer_connect's remote; the storage is the
  * caller's aptus_fp_peer_t): messages may go into it once connected. */
 typedef struct aptus_fp_remote {
-    uint32_t peer_key;           /* the receiver's interface */
+    uint64_t peer_key;           /* the receiver's interface */
     void *carrier_peer;          /* its peer on the carrier: its health */
     const aptus_fp_geom_t *geom; /* of the block */
     const aptus_mem_key_t *key;  /* where it is */
@@ -211,7 +211,7 @@ typedef struct aptus_fp_remote {
                                     account (named before it was given) */
 } aptus_fp_remote_t;
 
-void aptus_fp_peer_init(aptus_fp_peer_t *peer, uint32_t peer_key,
+void aptus_fp_peer_init(aptus_fp_peer_t *peer, uint64_t peer_key,
                         void *carrier_peer);
 
 /* The peer's block is geom at key, named nonce: messages may go.
@@ -231,7 +231,7 @@ void aptus_fp_peer_fail(aptus_fp_chan_t *chan, aptus_fp_peer_t *peer,
 
 /* Credits peer_key returned for the block it names nonce. Returns 0, or
  * -1 when no attached peer has that block. */
-int aptus_fp_chan_credit_in(aptus_fp_chan_t *chan, uint32_t peer_key,
+int aptus_fp_chan_credit_in(aptus_fp_chan_t *chan, uint64_t peer_key,
                             uint16_t nonce, uint32_t credits);
 
 /* A message of length payload bytes (header included) may be written now. */

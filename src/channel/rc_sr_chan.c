@@ -9,6 +9,7 @@
 #include "chan_pending.h"
 #include "../proto/le.h"
 
+#include <inttypes.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 
@@ -84,7 +85,7 @@ static void aptus_rc_accepted_free(aptus_rc_chan_t *chan, aptus_rc_link_t *link)
 {
     aptus_rc_link_t *user;
 
-    ucs_debug("rc_sr: link %p flags 0x%x to 0x%08x closed", link, link->flags,
+    ucs_debug("rc_sr: link %p flags 0x%x to 0x%016" PRIx64 " closed", link, link->flags,
               link->peer_key);
     if (link->flags & APTUS_RC_LINK_CLAIMED) {
         /* The connection a switch was moving to is gone. The SWITCH went
@@ -148,7 +149,7 @@ static void aptus_rc_link_failed(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
      * stream), the owner sees the peer as failed: UCP expects
      * UCS_ERR_ENDPOINT_TIMEOUT from the error handler and from the sends
      * after it, as UCX's tcp reports. */
-    ucs_debug("rc_sr: link %p to 0x%08x failed: %s", link, link->peer_key,
+    ucs_debug("rc_sr: link %p to 0x%016" PRIx64 " failed: %s", link, link->peer_key,
               ucs_status_string(status));
     link->error = UCS_ERR_ENDPOINT_TIMEOUT;
     if (clean) {
@@ -260,7 +261,7 @@ static void aptus_rc_chan_pair(aptus_rc_chan_t *chan, aptus_rc_link_t *acc)
                                    sizeof(body)) != UCS_OK) {
             return; /* keep both connections */
         }
-        ucs_debug("rc_sr: link %p to 0x%08x moves to accepted link %p",
+        ucs_debug("rc_sr: link %p to 0x%016" PRIx64 " moves to accepted link %p",
                   user, user->peer_key, acc);
         user->flags |= APTUS_RC_LINK_SWITCHING;
         user->switch_to = acc;
@@ -275,7 +276,7 @@ static void aptus_rc_chan_switch(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
 {
     aptus_rc_link_t *ours;
 
-    ucs_debug("rc_sr: link %p: peer 0x%08x moves to connection %u", link,
+    ucs_debug("rc_sr: link %p: peer 0x%016" PRIx64 " moves to connection %u", link,
               link->peer_key, conn_id);
     ucs_list_for_each(ours, &chan->links, list)
     {
@@ -307,7 +308,7 @@ static void aptus_rc_chan_switched(aptus_rc_chan_t *chan, aptus_rc_link_t *acc)
         if (user->switch_to != acc) {
             continue;
         }
-        ucs_debug("rc_sr: link %p to 0x%08x took accepted link %p", user,
+        ucs_debug("rc_sr: link %p to 0x%016" PRIx64 " took accepted link %p", user,
                   user->peer_key, acc);
         if (user->conn != NULL) {
             user->conn->wire->ops->conn_close(user->conn);
@@ -420,7 +421,7 @@ static void aptus_rc_chan_recv(void *arg, aptus_conn_t *conn, void *data,
         }
         break;
     case APTUS_RC_KIND_BYE:
-        ucs_debug("rc_sr: link %p flags 0x%x: BYE from 0x%08x", link,
+        ucs_debug("rc_sr: link %p flags 0x%x: BYE from 0x%016" PRIx64 "", link,
                   link->flags, link->peer_key);
         if ((link->flags & (APTUS_RC_LINK_USER | APTUS_RC_LINK_CLAIMED)) ||
             (aptus_rc_link_backlog(link) > 0)) {
@@ -505,7 +506,7 @@ const aptus_conn_handlers_t aptus_rc_chan_wire_handlers = {
 
 ucs_status_t aptus_rc_chan_init(aptus_rc_chan_t *chan, aptus_conn_wire_t *wire,
                                 const aptus_rc_chan_config_t *config,
-                                uint32_t local_key,
+                                uint64_t local_key,
                                 const aptus_rc_chan_ops_t *ops, void *arg)
 {
     memset(chan, 0, sizeof(*chan));
@@ -552,7 +553,7 @@ void aptus_rc_chan_cleanup(aptus_rc_chan_t *chan)
 
 /* Take a connection the peer opened to us, if one is free. */
 static int aptus_rc_chan_share(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
-                               uint32_t key, uint16_t port, uint16_t tag)
+                               uint64_t key, uint16_t port, uint16_t tag)
 {
     aptus_rc_link_t *acc;
     uint32_t reserved;
@@ -581,7 +582,7 @@ static int aptus_rc_chan_share(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
         chan->num_accepted_links--;
         chan->num_user_links++;
         chan->stats.shared++;
-        ucs_debug("rc_sr: link %p takes accepted link %p to 0x%08x", link,
+        ucs_debug("rc_sr: link %p takes accepted link %p to 0x%016" PRIx64 "", link,
                   acc, key);
         return 1;
     }
@@ -589,7 +590,7 @@ static int aptus_rc_chan_share(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
 }
 
 ucs_status_t aptus_rc_chan_connect(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
-                                   const aptus_wire_addr_t *addr, uint32_t key,
+                                   const aptus_wire_addr_t *addr, uint64_t key,
                                    uint16_t port, uint32_t credits,
                                    uint16_t tag)
 {

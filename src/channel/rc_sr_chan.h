@@ -76,7 +76,7 @@ typedef struct aptus_rc_link {
                           owner's control must get through) */
     unsigned flags;
     int am_queued;     /* a message waits in the wire's backlog */
-    uint32_t peer_key; /* the other interface's identity */
+    uint64_t peer_key; /* the other interface's identity */
     uint16_t peer_port;
     uint16_t tag;     /* the owner's name for the peer, sent in HELLO: only
                          links with the same tag are shared or merged */
@@ -113,7 +113,7 @@ struct aptus_rc_chan {
     aptus_conn_wire_t *wire;
     void *staging; /* a PACK message is packed here (max_msg bytes) */
     aptus_rc_chan_config_t config;
-    uint32_t local_key; /* peers name it in their HELLO */
+    uint64_t local_key; /* peers name it in their HELLO */
     const aptus_rc_chan_ops_t *ops;
     void *arg;
     ucs_arbiter_t pending;
@@ -131,7 +131,7 @@ extern const aptus_conn_handlers_t aptus_rc_chan_wire_handlers;
 
 ucs_status_t aptus_rc_chan_init(aptus_rc_chan_t *chan, aptus_conn_wire_t *wire,
                                 const aptus_rc_chan_config_t *config,
-                                uint32_t local_key,
+                                uint64_t local_key,
                                 const aptus_rc_chan_ops_t *ops, void *arg);
 void aptus_rc_chan_cleanup(aptus_rc_chan_t *chan);
 
@@ -142,7 +142,7 @@ void aptus_rc_chan_cleanup(aptus_rc_chan_t *chan);
  * one connection then serves both directions. Only connections with the
  * same tag (the owner's name for the peer) are shared or merged. */
 ucs_status_t aptus_rc_chan_connect(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
-                                   const aptus_wire_addr_t *addr, uint32_t key,
+                                   const aptus_wire_addr_t *addr, uint64_t key,
                                    uint16_t port, uint32_t credits,
                                    uint16_t tag);
 void aptus_rc_chan_disconnect(aptus_rc_chan_t *chan, aptus_rc_link_t *link);
@@ -154,7 +154,7 @@ extern const aptus_chan_ops_t aptus_rc_chan_iface_ops;
  * is the caller's aptus_rc_link_t), as aptus_rc_chan_connect takes it. */
 typedef struct aptus_rc_remote {
     const aptus_wire_addr_t *addr; /* the listening address */
-    uint32_t key;                  /* the interface's identity */
+    uint64_t key;                  /* the interface's identity */
     uint16_t port;
     uint32_t credits;              /* its grant */
     uint16_t tag;                  /* the owner's name for the peer */

@@ -8,6 +8,7 @@
 #include "ud_sr_chan_int.h"
 #include "chan_pending.h"
 
+#include <inttypes.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/math.h>
 
@@ -173,7 +174,7 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
                                 aptus_dgram_wire_t *wire,
                                 ucs_async_context_t *async,
                                 const aptus_ud_chan_ops_t *ops, void *ops_arg,
-                                aptus_ud_clock_t clock, uint32_t local_key)
+                                aptus_ud_clock_t clock, uint64_t local_key)
 {
     size_t mtu = wire->mtu;
     aptus_ud_rx_desc_t *desc;
@@ -495,7 +496,7 @@ void aptus_ud_peer_ext_try_release(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
 
 aptus_ud_peer_t *aptus_ud_chan_peer_lookup(aptus_ud_chan_t *chan,
                                            const aptus_wire_addr_t *addr,
-                                           uint32_t remote_key,
+                                           uint64_t remote_key,
                                            uint16_t conn_id)
 {
     aptus_ud_peer_t probe;
@@ -510,7 +511,7 @@ aptus_ud_peer_t *aptus_ud_chan_peer_lookup(aptus_ud_chan_t *chan,
 
 aptus_ud_peer_t *aptus_ud_chan_peer_create(aptus_ud_chan_t *chan,
                                            const aptus_wire_addr_t *addr,
-                                           uint32_t remote_key,
+                                           uint64_t remote_key,
                                            uint16_t conn_id)
 {
     aptus_ud_peer_t *peer;
@@ -556,7 +557,7 @@ aptus_ud_peer_t *aptus_ud_chan_peer_create(aptus_ud_chan_t *chan,
 
 static inline int aptus_ud_chan_is_hint(const aptus_ud_chan_t *chan,
                                         const aptus_wire_addr_t *addr,
-                                        uint32_t remote_key)
+                                        uint64_t remote_key)
 {
     return (chan->connect_hint.remote_key == remote_key) &&
            !memcmp(chan->connect_hint.addr.raw, addr->raw, APTUS_WIRE_ADDR_LEN);
@@ -564,7 +565,7 @@ static inline int aptus_ud_chan_is_hint(const aptus_ud_chan_t *chan,
 
 ucs_status_t aptus_ud_chan_peer_connect(aptus_ud_chan_t *chan,
                                         const aptus_wire_addr_t *addr,
-                                        uint32_t remote_key,
+                                        uint64_t remote_key,
                                         aptus_ud_peer_t **peer_p)
 {
     aptus_ud_peer_t *peer = NULL;
@@ -762,7 +763,7 @@ void aptus_ud_chan_peer_fail(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         return;
     }
 
-    ucs_debug("ud_sr: stream %u to key 0x%08x failed: %s", peer->conn_id,
+    ucs_debug("ud_sr: stream %u to key 0x%016" PRIx64 " failed: %s", peer->conn_id,
               peer->remote_key, ucs_status_string(status));
     peer->flags |= APTUS_UD_PEER_FAILED;
     chan->stats.peers_failed++;

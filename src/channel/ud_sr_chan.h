@@ -125,7 +125,7 @@ struct aptus_ud_peer {
     aptus_rel_tx_t tx;
     aptus_rel_rx_t rx;
     aptus_wire_addr_t addr; /* remote interface on the wire */
-    uint32_t remote_key;    /* remote interface key (incarnation) */
+    uint64_t remote_key;    /* remote interface key (incarnation) */
     uint32_t active_idx;    /* slot in chan->active, or UINT32_MAX */
     uint16_t conn_id;
     uint16_t flags;
@@ -213,7 +213,9 @@ typedef struct aptus_ud_chan_stats {
 static inline khint_t aptus_ud_peer_hash(const aptus_ud_peer_t *peer)
 {
     const uint32_t *w = (const uint32_t *)peer->addr.raw;
-    khint_t h         = peer->remote_key * 0x9e3779b1u ^ peer->conn_id;
+    khint_t h = (khint_t)(peer->remote_key ^ (peer->remote_key >> 32)) *
+                    0x9e3779b1u ^
+                peer->conn_id;
     unsigned i;
 
     for (i = 0; i < APTUS_WIRE_ADDR_LEN / 4; ++i) {
@@ -276,7 +278,7 @@ struct aptus_ud_chan {
     aptus_ud_internal_cb_t internal_cb;
     void *internal_arg;
     aptus_ud_clock_t clock; /* usec, monotonic */
-    uint32_t local_key;
+    uint64_t local_key;
     size_t single_payload; /* payload of a one-datagram msg */
     size_t first_payload;  /* ...of the first of several */
     size_t frag_payload;   /* ...of the others */
@@ -310,7 +312,7 @@ struct aptus_ud_chan {
     int rx_pool_reported;      /* the RX_MAX error was printed */
     struct {
         aptus_wire_addr_t addr; /* the last remote interface connected to */
-        uint32_t remote_key;
+        uint64_t remote_key;
         unsigned conn_id; /* streams below are held by endpoints */
     } connect_hint;
     aptus_ud_peer_t **dead; /* failed, endpoint gone: to free */
@@ -340,7 +342,7 @@ extern const aptus_chan_ops_t aptus_ud_chan_iface_ops;
  * found or made is the lowest to that interface with no endpoint yet. */
 typedef struct aptus_ud_remote {
     const aptus_wire_addr_t *addr;
-    uint32_t remote_key; /* the interface's identity */
+    uint64_t remote_key; /* the interface's identity */
 } aptus_ud_remote_t;
 
 /* Returns NULL if the configuration fits the wire, else a message. */
@@ -352,7 +354,7 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
                                 aptus_dgram_wire_t *wire,
                                 ucs_async_context_t *async,
                                 const aptus_ud_chan_ops_t *ops, void *ops_arg,
-                                aptus_ud_clock_t clock, uint32_t local_key);
+                                aptus_ud_clock_t clock, uint64_t local_key);
 
 /* Drops everything outstanding (completions get UCS_ERR_CANCELED). */
 void aptus_ud_chan_cleanup(aptus_ud_chan_t *chan);
@@ -380,7 +382,7 @@ ssize_t aptus_ud_chan_send_internal(aptus_ud_chan_t *chan,
  * lowest stream that has no endpoint yet, created if needed. */
 ucs_status_t aptus_ud_chan_peer_connect(aptus_ud_chan_t *chan,
                                         const aptus_wire_addr_t *addr,
-                                        uint32_t remote_key,
+                                        uint64_t remote_key,
                                         aptus_ud_peer_t **peer_p);
 
 /* The endpoint is gone; data already accepted is still delivered. */

@@ -90,11 +90,11 @@ void aptus_ud_peer_ext_try_release(aptus_ud_chan_t *chan,
                                    aptus_ud_peer_t *peer);
 aptus_ud_peer_t *aptus_ud_chan_peer_lookup(aptus_ud_chan_t *chan,
                                            const aptus_wire_addr_t *addr,
-                                           uint32_t remote_key,
+                                           uint64_t remote_key,
                                            uint16_t conn_id);
 aptus_ud_peer_t *aptus_ud_chan_peer_create(aptus_ud_chan_t *chan,
                                            const aptus_wire_addr_t *addr,
-                                           uint32_t remote_key,
+                                           uint64_t remote_key,
                                            uint16_t conn_id);
 void aptus_ud_chan_peer_fail(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
                              ucs_status_t status);

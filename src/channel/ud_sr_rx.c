@@ -8,6 +8,7 @@
 
 #include "ud_sr_chan_int.h"
 
+#include <inttypes.h>
 #include <string.h>
 
 static inline aptus_ud_rx_desc_t *aptus_ud_rx_desc_of(aptus_ud_chan_t *chan,
@@ -152,7 +153,7 @@ static void aptus_ud_rx_protocol_error(aptus_ud_chan_t *chan,
                                        aptus_ud_rx_desc_t *desc,
                                        const char *what)
 {
-    ucs_diag("ud_sr: stream %u from key 0x%08x: %s", peer->conn_id,
+    ucs_diag("ud_sr: stream %u from key 0x%016" PRIx64 ": %s", peer->conn_id,
              peer->remote_key, what);
     chan->stats.rx_malformed++;
     ucs_mpool_put_inline(desc);

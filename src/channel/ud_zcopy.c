@@ -62,7 +62,7 @@ typedef struct aptus_udz_put {
     uint64_t length;
     uint32_t payload;
     aptus_wire_addr_t ctx_addr;
-    uint32_t ctx_key;
+    uint64_t ctx_key;
     aptus_zc_tx_t tx;
     aptus_zc_sent_t *ring; /* send sequence of indices in play */
     uint32_t ring_size;
@@ -406,7 +406,7 @@ static aptus_udz_ctx_t *aptus_udz_take_ctx(aptus_udz_t *udz)
         if (ctx->rxq != NULL) {
             /* whatever a previous transfer left behind is stale */
             udz->ud->wire->ops->rxq_drain(ctx->rxq);
-            ctx->key = aptus_udz_random();
+            ctx->key = aptus_udz_random64();
             return ctx;
         }
         if (fresh == NULL) {
@@ -427,7 +427,7 @@ static aptus_udz_ctx_t *aptus_udz_take_ctx(aptus_udz_t *udz)
         return NULL;
     }
     udz->stats.ctxs_open++;
-    fresh->key = aptus_udz_random();
+    fresh->key = aptus_udz_random64();
     return fresh;
 }
 

@@ -51,7 +51,7 @@ typedef struct aptus_udz_get aptus_udz_get_t;
 typedef struct aptus_udz_ctx {
     aptus_dgram_rxq_t *rxq;
     aptus_udz_get_t *get; /* NULL: free */
-    uint32_t key;         /* of the transfer it serves */
+    uint64_t key;         /* of the transfer it serves */
 } aptus_udz_ctx_t;
 
 typedef struct aptus_udz_stats {

@@ -22,8 +22,8 @@
  * Kinds:
  *   AM      body: the active message (UCT header and payload)
  *   CREDIT  no body: an explicit credit return
- *   HELLO   body: uint32 magic, uint32 key of the interface connected to,
- *           uint32 key of the connecting interface, uint16 credits granted
+ *   HELLO   body: uint32 magic, uint64 key of the interface connected to,
+ *           uint64 key of the connecting interface, uint16 credits granted
  *           for the reverse direction, uint16 version, uint16 the
  *           connecting interface's port (as in its address), uint16 tag
  *           (opaque to the channel: which of the connecting interface's
@@ -63,10 +63,10 @@ extern "C" {
 #define APTUS_FRAME_IMM_LEN  4
 
 #define APTUS_RC_HDR_LEN     4
-#define APTUS_RC_HELLO_LEN   24
+#define APTUS_RC_HELLO_LEN   32
 #define APTUS_RC_SWITCH_LEN  4
 #define APTUS_RC_HELLO_MAGIC 0x52435352u /* "RCSR" */
-#define APTUS_RC_VERSION     1
+#define APTUS_RC_VERSION     2
 #define APTUS_RC_MAX_CREDITS UINT16_MAX
 
 enum {
@@ -109,8 +109,8 @@ typedef struct aptus_rc_msg {
 } aptus_rc_msg_t;
 
 typedef struct aptus_rc_hello {
-    uint32_t key;     /* of the interface connected to */
-    uint32_t src_key; /* of the connecting interface */
+    uint64_t key;     /* of the interface connected to */
+    uint64_t src_key; /* of the connecting interface */
     uint16_t credits;
     uint16_t version;
     uint16_t src_port; /* the connecting interface's, opaque */

@@ -38,13 +38,13 @@ size_t aptus_ud_sr_build(void *buf, const aptus_ud_sr_pkt_t *pkt)
 {
     uint8_t *p = buf;
 
-    aptus_put32(p + 0, pkt->dest_key);
-    aptus_put32(p + 4, pkt->src_key);
-    aptus_put16(p + 8, pkt->psn);
-    aptus_put16(p + 10, pkt->ack);
-    p[12] = (uint8_t)(pkt->type | (pkt->am_id << APTUS_UD_SR_TYPE_BITS));
-    p[13] = pkt->flags;
-    aptus_put16(p + 14, pkt->conn_id);
+    aptus_put64(p + 0, pkt->dest_key);
+    aptus_put64(p + 8, pkt->src_key);
+    aptus_put16(p + 16, pkt->psn);
+    aptus_put16(p + 18, pkt->ack);
+    p[20] = (uint8_t)(pkt->type | (pkt->am_id << APTUS_UD_SR_TYPE_BITS));
+    p[21] = pkt->flags;
+    aptus_put16(p + 22, pkt->conn_id);
     p += APTUS_UD_SR_HDR_LEN;
 
     if (pkt->flags & APTUS_UD_SR_F_SACK) {
@@ -72,14 +72,14 @@ aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
         return APTUS_UD_SR_PARSE_TRUNCATED;
     }
 
-    pkt->dest_key = aptus_get32(p + 0);
-    pkt->src_key  = aptus_get32(p + 4);
-    pkt->psn      = aptus_get16(p + 8);
-    pkt->ack      = aptus_get16(p + 10);
-    pkt->type     = p[12] & ((1u << APTUS_UD_SR_TYPE_BITS) - 1);
-    pkt->flags    = p[13];
-    pkt->am_id    = p[12] >> APTUS_UD_SR_TYPE_BITS;
-    pkt->conn_id  = aptus_get16(p + 14);
+    pkt->dest_key = aptus_get64(p + 0);
+    pkt->src_key  = aptus_get64(p + 8);
+    pkt->psn      = aptus_get16(p + 16);
+    pkt->ack      = aptus_get16(p + 18);
+    pkt->type     = p[20] & ((1u << APTUS_UD_SR_TYPE_BITS) - 1);
+    pkt->flags    = p[21];
+    pkt->am_id    = p[20] >> APTUS_UD_SR_TYPE_BITS;
+    pkt->conn_id  = aptus_get16(p + 22);
     pkt->sack     = 0;
     pkt->msg_len  = 0;
     pkt->crc      = 0;

@@ -6,16 +6,19 @@
  * state is touched: this is the code that faces the network, so it is pure
  * and fuzzed (test/unit/test_ud_sr_proto.cc).
  *
- *  0       4       8    10    12       13    14        16
- *  +-------+-------+-----+-----+--------+-----+---------+----------------+
- *  |dest   |src    | psn | ack |am_id<<2|flags| conn    | extensions ... |
- *  |key    |key    |     |     | |type  |     | (16 bit)| payload ...    |
- *  +-------+-------+-----+-----+--------+-----+---------+----------------+
+ *  0               8               16    18    20       21    22        24
+ *  +---------------+---------------+-----+-----+--------+-----+---------+
+ *  |dest key       |src key        | psn | ack |am_id<<2|flags| conn    |
+ *  |(64 bit)       |(64 bit)       |     |     | |type  |     | (16 bit)|
+ *  +---------------+---------------+-----+-----+--------+-----+---------+
+ *  extensions ..., payload ...
  *
- * dest key: the receiving interface's random key; anything else is a stray
- *           or forged datagram and is dropped.
- * src key:  the sender's interface key (its incarnation).
- * type:     the low 2 bits of byte 12; the active message id (below 32)
+ * dest key: the receiving interface's random key (64 bits from the OS
+ *           CSPRNG); anything else is a stray or forged datagram and is
+ *           dropped.
+ * src key:  the sender's interface key (its incarnation); the receiver
+ *           answers with it as the dest key.
+ * type:     the low 2 bits of byte 20; the active message id (below 32)
  *           takes the 6 bits above, so that the stream number gets 16 bits.
  * conn:     stream number between the two interfaces (several UCT endpoints
  *           to one peer interface get one stream each), 0 to 65534.
@@ -43,7 +46,7 @@
 extern "C" {
 #endif
 
-#define APTUS_UD_SR_HDR_LEN      16u
+#define APTUS_UD_SR_HDR_LEN      24u
 #define APTUS_UD_SR_EXT_LEN      8u
 #define APTUS_UD_SR_HDR_MAX_LEN  (APTUS_UD_SR_HDR_LEN + 2 * APTUS_UD_SR_EXT_LEN)
 #define APTUS_UD_SR_AM_ID_MAX    32u    /* UCT_AM_ID_MAX */
@@ -73,8 +76,8 @@ enum {
 };
 
 typedef struct aptus_ud_sr_pkt {
-    uint32_t dest_key;
-    uint32_t src_key;
+    uint64_t dest_key;
+    uint64_t src_key;
     uint16_t psn;
     uint16_t ack;
     uint8_t type;

@@ -11,23 +11,23 @@ void aptus_zc_data_build(void *hdr, const aptus_zc_data_t *data)
 {
     uint8_t *p = hdr;
 
-    aptus_put32(p + 0, data->key);
-    aptus_put32(p + 4, data->xfer);
-    aptus_put32(p + 8, data->index);
-    aptus_put32(p + 12, data->seq);
+    aptus_put64(p + 0, data->key);
+    aptus_put32(p + 8, data->xfer);
+    aptus_put32(p + 12, data->index);
+    aptus_put32(p + 16, data->seq);
 }
 
 int aptus_zc_data_parse(const void *buf, size_t len, aptus_zc_data_t *data)
 {
     const uint8_t *p = buf;
 
-    if ((len < APTUS_ZC_HDR_LEN) || (aptus_get32(p + 12) == 0)) {
+    if ((len < APTUS_ZC_HDR_LEN) || (aptus_get32(p + 16) == 0)) {
         return -1;
     }
-    data->key   = aptus_get32(p + 0);
-    data->xfer  = aptus_get32(p + 4);
-    data->index = aptus_get32(p + 8);
-    data->seq   = aptus_get32(p + 12);
+    data->key   = aptus_get64(p + 0);
+    data->xfer  = aptus_get32(p + 8);
+    data->index = aptus_get32(p + 12);
+    data->seq   = aptus_get32(p + 16);
     return 0;
 }
 
@@ -72,9 +72,8 @@ size_t aptus_zc_msg_build(void *buf, const aptus_zc_msg_t *msg)
         aptus_put64(p + 16, msg->req.length);
         aptus_put64(p + 24, msg->req.token);
         memcpy(p + 32, msg->req.ctx_addr, APTUS_ZC_ADDR_LEN);
-        aptus_put32(p + 52, msg->req.ctx_key);
-        aptus_put32(p + 56, msg->req.edge);
-        aptus_put32(p + 60, 0);
+        aptus_put32(p + 52, msg->req.edge);
+        aptus_put64(p + 56, msg->req.ctx_key);
         break;
     case APTUS_ZC_MSG_CREDIT:
         aptus_put32(p + 0, msg->credit.edge);
@@ -118,8 +117,7 @@ int aptus_zc_msg_parse(const void *buf, size_t len, aptus_zc_msg_t *msg)
 
     switch (msg->type) {
     case APTUS_ZC_MSG_REQ:
-        if ((len != APTUS_ZC_REQ_LEN - APTUS_ZC_MSG_HDR) ||
-            (aptus_get32(p + 60) != 0)) {
+        if (len != APTUS_ZC_REQ_LEN - APTUS_ZC_MSG_HDR) {
             return -1;
         }
         msg->req.flags       = aptus_get32(p + 0);
@@ -128,8 +126,8 @@ int aptus_zc_msg_parse(const void *buf, size_t len, aptus_zc_msg_t *msg)
         msg->req.length      = aptus_get64(p + 16);
         msg->req.token       = aptus_get64(p + 24);
         memcpy(msg->req.ctx_addr, p + 32, APTUS_ZC_ADDR_LEN);
-        msg->req.ctx_key = aptus_get32(p + 52);
-        msg->req.edge    = aptus_get32(p + 56);
+        msg->req.edge    = aptus_get32(p + 52);
+        msg->req.ctx_key = aptus_get64(p + 56);
         if ((msg->req.flags & ~APTUS_ZC_REQ_COPY) || (msg->req.length == 0) ||
             (msg->req.remote_addr + msg->req.length < msg->req.remote_addr)) {
             return -1;

@@ -31,14 +31,14 @@
  * the data with a get of its own, and answers WDONE when every byte is in
  * place. The data moves zero-copy, with the same loss recovery.
  *
- * Data datagram: 16 bytes of header, then payload.
+ * Data datagram: 20 bytes of header, then payload.
  *
- *  0       4       8       12      16
- *  +-------+-------+-------+-------+---------------------+
- *  | key   | xfer  | index | seq   | payload             |
- *  +-------+-------+-------+-------+---------------------+
- *  key:   the receive context's key for this transfer (anything else is
- *         stale or forged and is dropped)
+ *  0               8       12      16      20
+ *  +---------------+-------+-------+-------+---------------------+
+ *  | key (64 bit)  | xfer  | index | seq   | payload             |
+ *  +---------------+-------+-------+-------+---------------------+
+ *  key:   the receive context's key for this transfer, 64 bits from the
+ *         OS CSPRNG (anything else is stale or forged and is dropped)
  *  xfer:  the receiver's transfer id
  *  index: position of the payload: byte offset index * payload size
  *  seq:   the owner's send sequence in this transfer, from 1
@@ -54,13 +54,13 @@
 extern "C" {
 #endif
 
-#define APTUS_ZC_HDR_LEN    16u
+#define APTUS_ZC_HDR_LEN    20u
 #define APTUS_ZC_MAX_RANGES 16u /* missing ranges per credit */
 
 /* ---- data datagrams --------------------------------------------------- */
 
 typedef struct aptus_zc_data {
-    uint32_t key;
+    uint64_t key;
     uint32_t xfer;
     uint32_t index;
     uint32_t seq;
@@ -107,7 +107,7 @@ typedef struct aptus_zc_msg {
             uint64_t length;
             uint64_t token; /* the owner's registration token */
             uint8_t ctx_addr[APTUS_ZC_ADDR_LEN];
-            uint32_t ctx_key;
+            uint64_t ctx_key;
             uint32_t payload; /* bytes per datagram */
             uint32_t edge;    /* initial window: indices below it */
         } req;

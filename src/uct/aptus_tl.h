@@ -111,7 +111,7 @@ typedef struct uct_aptus_tl_iface_config {
 typedef struct uct_aptus_tl_iface_addr {
     uint16_t ud_port; /* network byte order */
     uint16_t rc_port; /* network byte order */
-    uint32_t key;
+    uint64_t key;
     uint16_t rc_credits;
 } UCS_S_PACKED uct_aptus_tl_iface_addr_t;
 
@@ -187,6 +187,15 @@ static inline uct_aptus_tl_ep_t *uct_aptus_tl_ep_of_peer(aptus_ud_peer_t *peer)
 /* RC peers by (remote key, stream): where a message on a connection the
  * peer opened, and no endpoint of ours took yet, belongs. */
 KHASH_MAP_INIT_INT64(uct_aptus_rc_peers, uct_aptus_tl_ep_t *)
+
+/* The map's key for (remote interface key, stream): streams of one
+ * interface never collide (an odd multiplier is a bijection); pairs of two
+ * random keys could, so a lookup checks the endpoint it finds. */
+static inline uint64_t uct_aptus_tl_rc_map_key_of(uint64_t key,
+                                                  uint16_t stream)
+{
+    return key ^ ((uint64_t)stream * 0x9e3779b97f4a7c15ull);
+}
 
 /* Message size classes of the statistics: up to 64 B, then powers of 4
  * up to 1 MB, then larger. */

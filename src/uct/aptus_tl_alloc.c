@@ -28,7 +28,7 @@
 
 static uint64_t uct_aptus_tl_rc_map_key(const uct_aptus_tl_ep_t *ep)
 {
-    return ((uint64_t)ep->peer.remote_key << 16) | ep->peer.conn_id;
+    return uct_aptus_tl_rc_map_key_of(ep->peer.remote_key, ep->peer.conn_id);
 }
 
 static void uct_aptus_tl_map_add(uct_aptus_tl_iface_t *iface,

@@ -118,7 +118,7 @@ aptus_rc_link_t *uct_aptus_tl_ep_rc_link(uct_aptus_tl_iface_t *iface,
     status = aptus_chan_peer_connect(&iface->rc.super, &remote, &rc->link,
                                      &cpeer);
     if (status != UCS_OK) {
-        ucs_debug("aptus/%s: cannot connect to peer 0x%08x/%u: %s",
+        ucs_debug("aptus/%s: cannot connect to peer 0x%016" PRIx64 "/%u: %s",
                   iface->dev_name, ep->peer.remote_key, ep->peer.conn_id,
                   ucs_status_string(status));
         uct_aptus_tl_ep_rc_drop(iface, ep);

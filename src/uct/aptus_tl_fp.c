@@ -356,7 +356,7 @@ static void uct_aptus_tl_fp_block_failed(void *arg, aptus_fp_block_t *b,
     uct_aptus_tl_iface_t *iface = arg;
     uct_aptus_tl_ep_t *ep       = b->owner;
 
-    ucs_error("aptus/%s: fast-path block of peer 0x%08x is corrupt (%s): "
+    ucs_error("aptus/%s: fast-path block of peer 0x%016" PRIx64 " is corrupt (%s): "
               "the peer is failed",
               iface->dev_name, b->peer_key, why);
     /* a message may be lost: the one order per peer cannot go on */
@@ -368,7 +368,7 @@ static void uct_aptus_tl_fp_peer_lost(void *arg, aptus_fp_peer_t *peer)
     uct_aptus_tl_fp_tx_t *tx = ucs_container_of(peer, uct_aptus_tl_fp_tx_t,
                                                 peer);
 
-    ucs_debug("aptus/%s: the fast path to 0x%08x is lost: off",
+    ucs_debug("aptus/%s: the fast path to 0x%016" PRIx64 " is lost: off",
               ((uct_aptus_tl_iface_t *)arg)->dev_name, peer->peer_key);
     uct_aptus_tl_fp_drop(arg, tx->ep);
 }

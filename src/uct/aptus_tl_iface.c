@@ -253,6 +253,7 @@ static const aptus_ud_chan_ops_t uct_aptus_tl_ud_ops = {
 static uct_aptus_tl_ep_t *uct_aptus_tl_rc_owner(uct_aptus_tl_iface_t *iface,
                                                 aptus_rc_link_t *link)
 {
+    uct_aptus_tl_ep_t *ep;
     khiter_t iter;
 
     if (link->flags & APTUS_RC_LINK_USER) {
@@ -260,10 +261,13 @@ static uct_aptus_tl_ep_t *uct_aptus_tl_rc_owner(uct_aptus_tl_iface_t *iface,
     }
     /* the peer's connection (or one we closed that still drains) */
     iter = kh_get(uct_aptus_rc_peers, &iface->rc_peers,
-                  ((uint64_t)link->peer_key << 16) | link->tag);
-    return (iter == kh_end(&iface->rc_peers)) ? NULL
-                                              : kh_value(&iface->rc_peers,
-                                                         iter);
+                  uct_aptus_tl_rc_map_key_of(link->peer_key, link->tag));
+    if (iter == kh_end(&iface->rc_peers)) {
+        return NULL;
+    }
+    ep = kh_value(&iface->rc_peers, iter);
+    return ((ep->peer.remote_key == link->peer_key) &&
+            (ep->peer.conn_id == link->tag)) ? ep : NULL;
 }
 
 static ucs_status_t uct_aptus_tl_rc_deliver(void *arg, aptus_rc_link_t *link,
@@ -279,7 +283,7 @@ static ucs_status_t uct_aptus_tl_rc_deliver(void *arg, aptus_rc_link_t *link,
     if (ep == NULL) {
         /* a connection no peer of ours was granted: not ours to deliver */
         if (iface->stats.rx_unknown_link++ == 0) {
-            ucs_warn("aptus/%s: a message on a connection from 0x%08x for "
+            ucs_warn("aptus/%s: a message on a connection from 0x%016" PRIx64 " for "
                      "a peer this interface never agreed a channel with "
                      "(stream %u) is dropped",
                      iface->dev_name, link->peer_key, link->tag);
@@ -302,7 +306,7 @@ static void uct_aptus_tl_rc_peer_failed(void *arg, aptus_rc_link_t *link,
     /* What the peer did not confirm goes again over UD; if the peer is
      * gone, UD finds out and reports it. */
     iface->stats.rc_failed++;
-    ucs_debug("aptus/%s: connection to peer 0x%08x/%u failed: %s; %zu "
+    ucs_debug("aptus/%s: connection to peer 0x%016" PRIx64 "/%u failed: %s; %zu "
               "messages go again over UD",
               iface->dev_name, ep->peer.remote_key, ep->peer.conn_id,
               ucs_status_string(status), ucs_queue_length(&ep->rc_unacked));
@@ -658,7 +662,7 @@ static void uct_aptus_tl_iface_print_peer(uct_aptus_tl_iface_t *iface,
         };
 
         snprintf(name, sizeof(name), "%s/peer-%08x-%u", iface->dev_name,
-                 peer->remote_key, peer->conn_id);
+                 (unsigned)(uint32_t)peer->remote_key, peer->conn_id);
         uct_aptus_stats_print(dest, "aptus-peer", name, stats,
                               sizeof(stats) / sizeof(stats[0]));
     }
@@ -1049,7 +1053,7 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
                             self->dgram->ops->event_fd(self->dgram),
                             uct_aptus_tl_iface_event, self);
 
-    ucs_debug("aptus/%s: key 0x%08x max_rc %u rules %s", self->dev_name,
+    ucs_debug("aptus/%s: key 0x%016" PRIx64 " max_rc %u rules %s", self->dev_name,
               self->ud.local_key, config->max_rc, config->send_rules);
     return UCS_OK;
 

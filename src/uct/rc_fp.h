@@ -77,7 +77,7 @@ typedef struct uct_rc_fp_ep {
  * (the channel's block, owned by this record). */
 typedef struct uct_rc_fp_rx {
     aptus_fp_block_t *block;
-    uint32_t peer_key; /* the sender's interface */
+    uint64_t peer_key; /* the sender's interface */
     uint16_t nonce;    /* the sender's name of the channel */
     uint8_t credit_owed;
     uint8_t grant_owed; /* the answer found no room yet: from progress */
@@ -109,12 +109,12 @@ typedef struct uct_rc_fp_iface {
     uct_rc_fp_ep_t **tx; /* endpoints that asked for or have a channel */
     unsigned num_tx;
     struct {
-        uint32_t peer_key;
+        uint64_t peer_key;
         uint16_t nonce;
     } *refusals; /* refusals that found no room yet (max_channels) */
     unsigned num_refusals;
     struct {
-        uint32_t peer_key;
+        uint64_t peer_key;
         uint16_t nonce;
         uint32_t fp_total;
     } *releases; /* RELEASEs of endpoints gone before they could go */
@@ -162,7 +162,7 @@ void uct_rc_fp_rx_free(uct_rc_fp_iface_t *iface, unsigned i);
 /* The block peer_key writes into this process, if it has one with credits
  * to return (the first found): they ride on a message going back. */
 aptus_fp_block_t *uct_rc_fp_back_block(uct_rc_fp_iface_t *iface,
-                                       uint32_t peer_key);
+                                       uint64_t peer_key);
 
 /* The endpoint's connection failed: so did its fast path. */
 void uct_rc_fp_link_failed(uct_rc_fp_iface_t *iface, aptus_rc_link_t *link,

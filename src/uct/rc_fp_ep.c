@@ -281,7 +281,7 @@ void uct_rc_fp_ep_destroy(uct_ep_h tl_ep)
 /* ---- control from the receiver ----------------------------------------- */
 
 static uct_rc_fp_ep_t *uct_rc_fp_find_tx(uct_rc_fp_iface_t *iface,
-                                         uint32_t peer_key, uint16_t nonce)
+                                         uint64_t peer_key, uint16_t nonce)
 {
     unsigned i;
 

@@ -95,7 +95,7 @@ void uct_rc_fp_ep_handle_ctl(uct_rc_fp_iface_t *iface, aptus_rc_link_t *link,
  * sent on it lost), even while that link moves (sends then wait, and the
  * answer is owed); else the connection the peer opened. */
 static aptus_rc_link_t *uct_rc_fp_find_link(uct_rc_fp_iface_t *iface,
-                                            uint32_t peer_key)
+                                            uint64_t peer_key)
 {
     aptus_rc_link_t *link;
     aptus_rc_link_t *found = NULL, *orphan = NULL;
@@ -123,7 +123,7 @@ static aptus_rc_link_t *uct_rc_fp_find_link(uct_rc_fp_iface_t *iface,
     return (found != NULL) ? found : orphan;
 }
 
-static int uct_rc_fp_find_rx(uct_rc_fp_iface_t *iface, uint32_t peer_key,
+static int uct_rc_fp_find_rx(uct_rc_fp_iface_t *iface, uint64_t peer_key,
                              uint16_t nonce)
 {
     unsigned i;
@@ -162,7 +162,7 @@ static void uct_rc_fp_rx_send_ctl(uct_rc_fp_iface_t *iface,
 }
 
 aptus_fp_block_t *uct_rc_fp_back_block(uct_rc_fp_iface_t *iface,
-                                       uint32_t peer_key)
+                                       uint64_t peer_key)
 {
     uct_rc_fp_rx_t *rx;
     unsigned i;
@@ -232,7 +232,7 @@ static void uct_rc_fp_chan_block_failed(void *arg, aptus_fp_block_t *block,
     uct_rc_fp_iface_t *iface = arg;
     aptus_rc_link_t *link, *tmp;
 
-    ucs_error("rc_fp/%s: fast-path channel from 0x%08x failed: %s; the "
+    ucs_error("rc_fp/%s: fast-path channel from 0x%016" PRIx64 " failed: %s; the "
               "connections with that peer are failed",
               iface->super.dev_name, block->peer_key, why);
     /* a message may be lost, and the order of the ones after it with it:
@@ -494,7 +494,7 @@ ucs_status_t uct_rc_fp_deliver_rc(uct_rc_sr_iface_t *sr, aptus_rc_link_t *link,
         (aptus_fp_trailer_parse(data, length, &nonce, &fp_before) != 0)) {
         if (sr->rx_bad_am_id++ == 0) {
             ucs_error("rc_fp/%s: dropped a malformed message (id %u, %zu "
-                      "bytes) from 0x%08x",
+                      "bytes) from 0x%016" PRIx64 "",
                       sr->dev_name, am_id, length, link->peer_key);
         }
         return UCS_OK;

@@ -196,7 +196,7 @@ static ucs_status_t uct_rc_sr_deliver(void *arg, aptus_rc_link_t *link,
          * index the handler table with it */
         if (iface->rx_bad_am_id++ == 0) {
             ucs_error("%s/%s: dropped a message with active message id %u "
-                      "from 0x%08x (ids are below %u)",
+                      "from 0x%016" PRIx64 " (ids are below %u)",
                       iface->tl_name, iface->dev_name, am_id, link->peer_key,
                       (unsigned)UCT_AM_ID_MAX);
         }
@@ -433,9 +433,9 @@ unsigned uct_rc_sr_iface_stats(uct_rc_sr_iface_t *iface,
 
 /* The key a peer's HELLO must name: from the OS CSPRNG (DESIGN.md), so a
  * stray or forged connection cannot guess it from the time or the pid. */
-static ucs_status_t uct_rc_sr_iface_key(uint32_t *key_p)
+static ucs_status_t uct_rc_sr_iface_key(uint64_t *key_p)
 {
-    uint32_t key = aptus_random32(); /* the OS CSPRNG, no fallback */
+    uint64_t key = aptus_random64(); /* the OS CSPRNG, no fallback */
 
     if (key == 0) {
         ucs_error("rc_sr: the OS gives no randomness for the interface key "
@@ -522,7 +522,7 @@ UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
     aptus_conn_wire_config_t wire_config;
     aptus_rc_chan_config_t chan_config;
     size_t wire_headroom;
-    uint32_t key;
+    uint64_t key;
     ucs_status_t status;
 
     UCT_CHECK_PARAM(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE,
@@ -662,7 +662,7 @@ UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
         self->bandwidth = ucs_max(self->bandwidth, 6000.0 * UCS_MBYTE);
     }
 
-    ucs_debug("rc_sr/%s: key 0x%08x seg %zu credits %u rx %u rma %d",
+    ucs_debug("rc_sr/%s: key 0x%016" PRIx64 " seg %zu credits %u rx %u rma %d",
               self->dev_name, self->chan.local_key, config->seg_size,
               config->credits, config->rx_queue_len, self->rma);
     return UCS_OK;

@@ -34,7 +34,7 @@ typedef struct uct_rc_sr_iface_config {
  * IP). */
 typedef struct uct_rc_sr_iface_addr {
     uint16_t port; /* network byte order */
-    uint32_t key;
+    uint64_t key;
     uint16_t credits;
 } UCS_S_PACKED uct_rc_sr_iface_addr_t;
 

@@ -444,7 +444,7 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
                             self->wire->ops->event_fd(self->wire),
                             uct_ud_sr_iface_event, self);
 
-    ucs_debug("ud_sr/%s: key 0x%08x mtu %zu seg %zu window %u rx %u",
+    ucs_debug("ud_sr/%s: key 0x%016" PRIx64 " mtu %zu seg %zu window %u rx %u",
               self->dev_name, self->chan.local_key, config->ud.mtu,
               config->ud.seg_size, config->ud.tx_window,
               config->ud.rx_queue_len);

@@ -25,7 +25,7 @@ typedef struct uct_ud_sr_iface_config {
  * carries the IP). */
 typedef struct uct_ud_sr_iface_addr {
     uint16_t port; /* network byte order */
-    uint32_t key;
+    uint64_t key;
 } UCS_S_PACKED uct_ud_sr_iface_addr_t;
 
 /* The endpoint: a UD-SR peer (stream) with the UCT endpoint in the

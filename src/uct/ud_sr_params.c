@@ -214,11 +214,11 @@ uint32_t uct_ud_sr_usec(double seconds)
     return (us >= UINT32_MAX) ? UINT32_MAX : (uint32_t)us;
 }
 
-uint32_t uct_ud_sr_random_key(void)
+uint64_t uct_ud_sr_random_key(void)
 {
     /* the key is what keeps forged datagrams out: the OS CSPRNG, and no
      * weaker fallback (0: the caller fails the open) */
-    uint32_t key = aptus_random32();
+    uint64_t key = aptus_random64();
 
     if (key == 0) {
         ucs_error("ud_sr: the OS gives no randomness for the interface key "

@@ -72,6 +72,6 @@ uint32_t uct_ud_sr_usec(double seconds);
 uint64_t uct_ud_sr_clock(void);
 
 /* A random non-zero interface key from the OS CSPRNG. */
-uint32_t uct_ud_sr_random_key(void);
+uint64_t uct_ud_sr_random_key(void);
 
 #endif

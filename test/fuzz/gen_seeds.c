@@ -57,8 +57,8 @@ static void ud_sr_seeds(void)
 
     for (i = 0; i < sizeof(flags) + 2; ++i) {
         memset(&pkt, 0, sizeof(pkt));
-        pkt.dest_key    = 0x11223344;
-        pkt.src_key     = 0x55667788;
+        pkt.dest_key    = 0x1122334455667788ull;
+        pkt.src_key     = 0x99aabbccddeeff01ull;
         pkt.psn         = 7 + i;
         pkt.ack         = 3;
         pkt.conn_id     = i;

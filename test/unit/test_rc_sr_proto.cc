@@ -44,9 +44,9 @@ static bool kind_is_empty(unsigned kind)
            (kind == APTUS_RC_KIND_BYE) || (kind == APTUS_RC_KIND_SWITCH_ACK);
 }
 
-static std::vector<uint8_t> hello_msg(uint32_t key, uint16_t credits,
+static std::vector<uint8_t> hello_msg(uint64_t key, uint16_t credits,
                                       uint16_t version, uint16_t msg_credits,
-                                      uint32_t src_key  = 0x0badf00d,
+                                      uint64_t src_key  = 0x0badf00d,
                                       uint16_t src_port = 4321,
                                       uint32_t conn_id  = 7)
 {
@@ -84,7 +84,7 @@ TEST(rc_sr_proto, header_sizes)
     /* both headers together keep a payload 8-byte aligned */
     EXPECT_EQ(0u, (APTUS_FRAME_HDR_LEN + APTUS_RC_HDR_LEN) % 8);
     /* magic, key, src_key, credits, version, src_port, tag, conn_id */
-    EXPECT_EQ(24u, APTUS_RC_HELLO_LEN);
+    EXPECT_EQ(32u, APTUS_RC_HELLO_LEN);
     EXPECT_EQ(4u, APTUS_RC_SWITCH_LEN);
     EXPECT_EQ(4u, APTUS_FRAME_IMM_LEN);
     EXPECT_EQ(0xffffffu, APTUS_FRAME_MAX_LEN);
@@ -356,13 +356,14 @@ TEST(rc_sr_proto, msg_rejects_malformed)
 TEST(rc_sr_proto, hello_round_trip)
 {
     std::vector<uint8_t> buf =
-        hello_msg(0x89abcdef, 1, APTUS_RC_VERSION, 0, 0x01234567, 1);
+        hello_msg(0x89abcdef76543210ull, 1, APTUS_RC_VERSION, 0,
+                  0x0123456789abcdefull, 1);
     aptus_rc_msg_t m;
     aptus_rc_hello_t h;
     ASSERT_EQ(0, aptus_rc_msg_parse(buf.data(), buf.size(), &m));
     ASSERT_EQ(0, aptus_rc_hello_parse(&m, &h));
-    EXPECT_EQ(0x89abcdefu, h.key);
-    EXPECT_EQ(0x01234567u, h.src_key);
+    EXPECT_EQ(0x89abcdef76543210ull, h.key);
+    EXPECT_EQ(0x0123456789abcdefull, h.src_key);
     EXPECT_EQ(1, h.credits);
     EXPECT_EQ(APTUS_RC_VERSION, h.version);
     EXPECT_EQ(1, h.src_port);
@@ -377,23 +378,22 @@ TEST(rc_sr_proto, hello_round_trip)
 
     /* the layout, little-endian: magic "RCSR", key, src_key, credits,
      * version, src_port, tag, conn_id */
-    buf = hello_msg(0x44332211, 0x6655, APTUS_RC_VERSION, 0, 0x88776655, 0xaa99,
-                    0xddccbbaa);
+    buf = hello_msg(0x0807060544332211ull, 0x6655, APTUS_RC_VERSION, 0,
+                    0x1817161588776655ull, 0xaa99, 0xddccbbaa);
     const uint8_t expect[APTUS_RC_HELLO_LEN] = {
-        0x52, 0x53, 0x43, 0x52, 0x11,
-        0x22, 0x33, 0x44, 0x55, 0x66,
-        0x77, 0x88, 0x55, 0x66, APTUS_RC_VERSION,
-        0,    0x99, 0xaa, 0,    0,
-        0xaa, 0xbb, 0xcc, 0xdd
+        0x52, 0x53, 0x43, 0x52, 0x11, 0x22, 0x33, 0x44,
+        0x05, 0x06, 0x07, 0x08, 0x55, 0x66, 0x77, 0x88,
+        0x15, 0x16, 0x17, 0x18, 0x55, 0x66, APTUS_RC_VERSION,
+        0,    0x99, 0xaa, 0,    0,    0xaa, 0xbb, 0xcc, 0xdd
     };
     /* the tag is carried as given */
-    buf[APTUS_RC_HDR_LEN + 18] = 0x34;
-    buf[APTUS_RC_HDR_LEN + 19] = 0x12;
+    buf[APTUS_RC_HDR_LEN + 26] = 0x34;
+    buf[APTUS_RC_HDR_LEN + 27] = 0x12;
     ASSERT_EQ(0, aptus_rc_msg_parse(buf.data(), buf.size(), &m));
     ASSERT_EQ(0, aptus_rc_hello_parse(&m, &h));
     EXPECT_EQ(0x1234, h.tag);
-    buf[APTUS_RC_HDR_LEN + 18] = 0;
-    buf[APTUS_RC_HDR_LEN + 19] = 0;
+    buf[APTUS_RC_HDR_LEN + 26] = 0;
+    buf[APTUS_RC_HDR_LEN + 27] = 0;
     EXPECT_EQ(
         0, memcmp(expect, buf.data() + APTUS_RC_HDR_LEN, APTUS_RC_HELLO_LEN));
 }

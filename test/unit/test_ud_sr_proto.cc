@@ -15,8 +15,8 @@ extern "C" {
 static aptus_ud_sr_pkt_t data_pkt(uint8_t flags, uint32_t msg_len)
 {
     aptus_ud_sr_pkt_t p = {};
-    p.dest_key          = 0x11223344;
-    p.src_key           = 0x55667788;
+    p.dest_key          = 0x1122334455667788ull;
+    p.src_key           = 0x99aabbccddeeff01ull;
     p.psn               = 1234;
     p.ack               = 4321;
     p.type              = APTUS_UD_SR_TYPE_DATA;
@@ -38,19 +38,19 @@ static std::vector<uint8_t> build(const aptus_ud_sr_pkt_t &p,
     return buf;
 }
 
-TEST(ud_sr_proto, header_is_16_bytes)
+TEST(ud_sr_proto, header_is_24_bytes)
 {
     aptus_ud_sr_pkt_t p = data_pkt(APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST, 0);
-    EXPECT_EQ(16u, aptus_ud_sr_hdr_len(&p));
-    p.flags = APTUS_UD_SR_F_FIRST;
-    EXPECT_EQ(24u, aptus_ud_sr_hdr_len(&p)); /* MSG_LEN */
-    p.flags |= APTUS_UD_SR_F_CRC;
-    EXPECT_EQ(24u, aptus_ud_sr_hdr_len(&p)); /* and CRC, same block */
-    p.flags = APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_CRC;
     EXPECT_EQ(24u, aptus_ud_sr_hdr_len(&p));
+    p.flags = APTUS_UD_SR_F_FIRST;
+    EXPECT_EQ(32u, aptus_ud_sr_hdr_len(&p)); /* MSG_LEN */
+    p.flags |= APTUS_UD_SR_F_CRC;
+    EXPECT_EQ(32u, aptus_ud_sr_hdr_len(&p)); /* and CRC, same block */
+    p.flags = APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_CRC;
+    EXPECT_EQ(32u, aptus_ud_sr_hdr_len(&p));
     p.type  = APTUS_UD_SR_TYPE_ACK;
     p.flags = APTUS_UD_SR_F_SACK;
-    EXPECT_EQ(24u, aptus_ud_sr_hdr_len(&p));
+    EXPECT_EQ(32u, aptus_ud_sr_hdr_len(&p));
 }
 
 TEST(ud_sr_proto, round_trip_all_fields)
@@ -110,16 +110,16 @@ TEST(ud_sr_proto, rejects_malformed)
     std::vector<uint8_t> buf =
         build(data_pkt(APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST, 0), payload);
     EXPECT_EQ(APTUS_UD_SR_PARSE_TRUNCATED,
-              aptus_ud_sr_parse(buf.data(), 15, 0, &q));
+              aptus_ud_sr_parse(buf.data(), 23, 0, &q));
 
     /* extension announced but datagram too short for it */
     buf = build(data_pkt(APTUS_UD_SR_F_FIRST, 100), {});
     EXPECT_EQ(APTUS_UD_SR_PARSE_TRUNCATED,
-              aptus_ud_sr_parse(buf.data(), 18, 0, &q));
+              aptus_ud_sr_parse(buf.data(), 26, 0, &q));
 
     /* extension fields that do not apply must be zero */
     buf = build(data_pkt(APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_CRC, 0), payload);
-    buf[16] = 1; /* msg_len on a last fragment */
+    buf[24] = 1; /* msg_len on a last fragment */
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH,
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
 
@@ -128,30 +128,30 @@ TEST(ud_sr_proto, rejects_malformed)
     auto type_am = [](unsigned type, unsigned am_id) {
         return (uint8_t)(type | (am_id << APTUS_UD_SR_TYPE_BITS));
     };
-    buf[12] = type_am(0, 5);
+    buf[20] = type_am(0, 5);
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_TYPE,
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
-    buf[13] |= APTUS_UD_SR_F_INTERNAL; /* internal ids are fewer */
-    buf[12] = type_am(APTUS_UD_SR_TYPE_DATA, APTUS_UD_SR_INTERNAL_MAX);
+    buf[21] |= APTUS_UD_SR_F_INTERNAL; /* internal ids are fewer */
+    buf[20] = type_am(APTUS_UD_SR_TYPE_DATA, APTUS_UD_SR_INTERNAL_MAX);
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_AM_ID,
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
-    buf[12] = type_am(APTUS_UD_SR_TYPE_DATA, 3);
+    buf[20] = type_am(APTUS_UD_SR_TYPE_DATA, 3);
     EXPECT_EQ(APTUS_UD_SR_PARSE_OK,
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
     EXPECT_EQ(3, q.am_id);
-    buf[13] &= ~APTUS_UD_SR_F_INTERNAL;
-    buf[12] = type_am(APTUS_UD_SR_TYPE_DATA, APTUS_UD_SR_AM_ID_MAX);
+    buf[21] &= ~APTUS_UD_SR_F_INTERNAL;
+    buf[20] = type_am(APTUS_UD_SR_TYPE_DATA, APTUS_UD_SR_AM_ID_MAX);
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_AM_ID,
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
-    buf[12] = type_am(APTUS_UD_SR_TYPE_DATA, 1);
+    buf[20] = type_am(APTUS_UD_SR_TYPE_DATA, 1);
 
     /* the stream number is 16 bits, the all-ones value reserved */
-    buf[14] = 0xfe;
-    buf[15] = 0xff;
+    buf[22] = 0xfe;
+    buf[23] = 0xff;
     EXPECT_EQ(APTUS_UD_SR_PARSE_OK,
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
     EXPECT_EQ(APTUS_UD_SR_CONN_MAX - 1, q.conn_id);
-    buf[14] = 0xff;
+    buf[22] = 0xff;
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_CONN,
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
 

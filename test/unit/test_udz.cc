@@ -293,7 +293,8 @@ TEST_P(udz, lost_data_is_asked_for_again)
 TEST_P(udz, lost_tail_is_found_by_the_owner_probe)
 {
     init_both();
-    const size_t len = 100 * 1008; /* 100 datagrams, the window is 64 */
+    const size_t len = 100 * (MTU - APTUS_ZC_HDR_LEN); /* 100 datagrams, the
+                                                          window is 64 */
     expose(len);
     unsigned data_seen = 0;
     drop_if([&](dgram_kind k, const fake_dgram &) {
@@ -362,7 +363,7 @@ TEST_P(udz, forged_stale_and_out_of_range_datagrams_are_dropped_and_counted)
     ASSERT_NE(nullptr, ctx);
 
     fake_wire *mallory = m_net.create(MTU);
-    auto forge = [&](uint32_t key, uint32_t xfer, uint32_t index, size_t len) {
+    auto forge = [&](uint64_t key, uint32_t xfer, uint32_t index, size_t len) {
         std::vector<uint8_t> d(len, 0xee);
         aptus_zc_data_t h = { key, xfer, index, 1 };
         if (len >= APTUS_ZC_HDR_LEN) {

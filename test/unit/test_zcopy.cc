@@ -34,7 +34,7 @@ struct rx_fixture {
 TEST(zcopy, data_header_round_trip_and_rejects)
 {
     uint8_t buf[APTUS_ZC_HDR_LEN];
-    aptus_zc_data_t d = { 0xabcdef01, 7, 123456, 0x10203 }, e;
+    aptus_zc_data_t d = { 0xabcdef0123456789ull, 7, 123456, 0x10203 }, e;
     aptus_zc_data_build(buf, &d);
     ASSERT_EQ(0, aptus_zc_data_parse(buf, sizeof(buf), &e));
     EXPECT_EQ(d.key, e.key);
@@ -296,7 +296,7 @@ TEST(zcopy, message_round_trips)
     for (unsigned k = 0; k < APTUS_ZC_ADDR_LEN; ++k) {
         m.req.ctx_addr[k] = (uint8_t)k;
     }
-    m.req.ctx_key = 99;
+    m.req.ctx_key = 0x99aabbccddeeff00ull;
     m.req.payload = 2032;
     m.req.edge    = 128;
     size_t len    = aptus_zc_msg_build(buf, &m);
@@ -307,7 +307,7 @@ TEST(zcopy, message_round_trips)
     EXPECT_EQ(m.req.length, q.req.length);
     EXPECT_EQ(m.req.token, q.req.token);
     EXPECT_EQ(0, memcmp(m.req.ctx_addr, q.req.ctx_addr, APTUS_ZC_ADDR_LEN));
-    EXPECT_EQ(99u, q.req.ctx_key);
+    EXPECT_EQ(0x99aabbccddeeff00ull, q.req.ctx_key);
     EXPECT_EQ(2032u, q.req.payload);
     EXPECT_EQ(128u, q.req.edge);
     EXPECT_EQ(-1, aptus_zc_msg_parse(buf, len - 1, &q));
