@@ -28,6 +28,9 @@
 #   contrib/campaign.sh [--long] [OUTDIR]      (default build/campaign)
 #   --long: loss at 1, 5 and 20% (short: 1 and 5%), fuzz 10^7 executions
 #   per target (short: 10^6), test_scale.sh.
+# The short form is the "campaign" suite of contrib/run-tests.sh (CI), about
+# two minutes on two cores. The last line counts scenarios: "N passed, M
+# failed".
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 long=0
@@ -81,7 +84,23 @@ row() {
 }
 # sum KEY LOG: the sum of KEY=value over the PASS lines of a log
 sum() {
-    grep -o "$1=[0-9]*" "$2" 2>/dev/null | awk -F= '{ s += $2 } END { print s + 0 }'
+    # the whole key: "retransmits" is not the tail of "fast_retransmits"
+    grep -oE "(^|[^_a-z])$1=[0-9]+" "$2" 2>/dev/null |
+        awk -F= '{ s += $2 } END { print s + 0 }'
+}
+# msgs LOG: "sent S / delivered D / duplicated X / corrupted C / lost L",
+# summed over the jobs' exactly-once checks (test_loss.sh)
+msgs() {
+    awk '/exactly once/ {
+            for (i = 1; i <= NF; ++i) {
+                split($i, kv, "=");
+                gsub(/[^0-9]/, "", kv[2]);
+                if (kv[1] ~ /^(sent|delivered|duplicated|corrupted|lost)$/)
+                    t[kv[1]] += kv[2];
+            }
+         }
+         END { printf "msgs sent %d / delivered %d / duplicated %d / corrupted %d / lost %d",
+                      t["sent"], t["delivered"], t["duplicated"], t["corrupted"], t["lost"] }' "$1"
 }
 gtest() {
     local name=$1 filter=$2
@@ -101,11 +120,11 @@ for rate in $rates; do
     APTUS_LOSS_PERCENT=$rate APTUS_LOSS_PARTS=nft APTUS_MPI_TIMEOUT=600 \
         bash "$top/test/scripts/test_loss.sh" "$out/loss-$rate" >"$log" 2>&1
     drops=$(grep -o 'nft dropped [0-9]*' "$log" | awk '{ s += $3 } END { print s + 0 }')
-    row "loss-$rate%" "$log" "nft drops $drops, retransmits $(sum retransmits "$log") + fast $(sum fast_retransmits "$log"), zc resent $(sum zc_dgrams_resent "$log"); every byte checked, 0 wrong"
+    row "loss-$rate%" "$log" "$(msgs "$log"); nft drops $drops, retransmits $(sum retransmits "$log") + fast $(sum fast_retransmits "$log"), zc resent $(sum zc_dgrams_resent "$log"); every byte checked, 0 wrong"
 done
 log=$out/injector.log
 APTUS_LOSS_PARTS=injector bash "$top/test/scripts/test_loss.sh" "$out/injector" >"$log" 2>&1
-row injector "$log" "dropped $(sum fault_drop "$log"), duplicated $(sum fault_dup "$log"), reordered $(sum fault_reorder "$log"), delayed $(sum fault_delay "$log"); duplicates dropped $(sum rx_duplicates "$log"), 0 wrong"
+row injector "$log" "$(msgs "$log"); dropped $(sum fault_drop "$log"), duplicated $(sum fault_dup "$log"), reordered $(sum fault_reorder "$log"), delayed $(sum fault_delay "$log"); duplicates dropped $(sum rx_duplicates "$log"), 0 wrong"
 
 # ---- UCT and UCP level scenarios ---------------------------------------
 log=$(gtest crc '*crc*:*CRC*:*corrupt*')
@@ -122,7 +141,8 @@ log=$(gtest scale '*ten_thousand*:*100000*:*more_than_255*')
 if [ $long -eq 1 ]; then
     bash "$top/test/scripts/test_scale.sh" >>"$log" 2>&1
 fi
-row scale "$log" "10,000 endpoints active at once, 100,000 held messages$([ $long -eq 1 ] && echo ', 64-rank jobs')"
+peak=$(grep -o 'process peak_rss_kb=[0-9]* fds=[0-9]*' "$log" | tail -n 1)
+row scale "$log" "10,000 endpoints active at once (${peak:-peak not reported}), 100,000 held messages$([ $long -eq 1 ] && echo ', 64-rank jobs')"
 
 # ---- fuzz, sanitizers ----------------------------------------------------
 log=$out/fuzz.log
@@ -166,4 +186,11 @@ done
 printf '%-11s %7s %7s  %s\n' cleanup - - \
     "left behind: $left_ns namespaces, $left_nft nftables tables, $left_procs processes"
 [ $((left_ns + left_nft + left_procs)) -eq 0 ] || failed=1
+# one line for the suite runner: scenarios passed and failed
+nfail=0
+for r in "${rows[@]}"; do
+    IFS='|' read -r n p f d <<<"$r"
+    { [ "$f" != 0 ] || [ "$p" = 0 ]; } && nfail=$((nfail + 1))
+done
+echo "$(( ${#rows[@]} - nfail + (left_ns + left_nft + left_procs == 0) )) passed, $(( nfail + (left_ns + left_nft + left_procs != 0) )) failed"
 exit $failed

@@ -4,9 +4,10 @@
 #   AddressSanitizer+UBSan, ucx_perftest over ud_sr, rc_sr and aptus, MPI jobs with
 #   Open MPI and MPICH over ud_sr, rc_sr and aptus (one-sided too; heavy
 #   and light peers at 8 to 32 ranks with the channel caps checked), 100,000
-#   held unexpected messages and 64-rank all-to-all beside tcp, and loss
-#   tests (nftables in a network namespace, built-in
-#   fault injector). Ends with "N passed, M failed"; exits non-zero on any
+#   held unexpected messages and 64-rank all-to-all beside tcp, and the
+#   robustness campaign's short form (loss from nftables in a network
+#   namespace and the built-in fault injector, CRC, peer death, stalls,
+#   forgery, scale, fuzz, sanitizers). Ends with "N passed, M failed"; exits non-zero on any
 #   failure.
 #
 #   contrib/run-tests.sh [--quick]   (--quick: unit tests only)
@@ -61,7 +62,10 @@ if [ $quick -eq 0 ]; then
     suite mpi-over-aptus env APTUS_MPI_TLS=aptus,self test/scripts/test_mpi_rc.sh
     suite mpi-over-rc_fp env APTUS_MPI_TLS=rc_fp,self test/scripts/test_mpi_rc.sh
     suite scale test/scripts/test_scale.sh
-    suite loss test/scripts/test_loss.sh
+    # the robustness campaign, short form: loss at 1% and 5% (nftables),
+    # the injector, CRC, peer death, stalls, forgery, scale, fuzz and the
+    # sanitizers, ending on its table
+    suite campaign contrib/campaign.sh "$top/build/campaign"
 fi
 
 section "summary"

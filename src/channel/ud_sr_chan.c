@@ -830,6 +830,16 @@ void aptus_ud_chan_tick(aptus_ud_chan_t *chan)
                 chan->stats.tx_probes++;
             }
             if (tstatus == APTUS_REL_TIMER_FAILED) {
+                /* what a user needs to tell a dead peer from a stream the
+                 * two sides no longer agree on */
+                ucs_diag("ud_sr: stream %u to key 0x%016" PRIx64 " timed "
+                         "out: sent up to psn %u, acknowledged %u, receiving "
+                         "psn %u; interface totals: bad acks %" PRIu64
+                         ", out of window %" PRIu64 ", duplicates %" PRIu64,
+                         peer->conn_id, peer->remote_key, peer->tx.next_psn,
+                         peer->tx.acked_psn, peer->rx.expected,
+                         chan->stats.rx_bad_ack, chan->stats.rx_out_of_window,
+                         chan->stats.rx_duplicates);
                 aptus_ud_tx_batch_flush(chan);
                 aptus_ud_chan_peer_fail(chan, peer, UCS_ERR_ENDPOINT_TIMEOUT);
                 /* Should the peer be alive after all (a long partition),

@@ -42,6 +42,8 @@ static ucs_status_t aptus_ud_rx_deliver_now(aptus_ud_chan_t *chan,
             return status;
         }
         ucs_mpool_put_inline(msg); /* internal handlers never keep it */
+        chan->stats.rx_msgs++;     /* counted as sent: one order for all */
+        chan->stats.rx_bytes += msg->length;
         return UCS_OK;
     }
 

@@ -619,6 +619,7 @@ unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,
         { "ud_rx_peer_limit", u->rx_peer_limit },
         { "ud_rx_reasm_limit", u->rx_reasm_limit },
         { "zc_serve_limit", iface->udz.stats.serve_limit },
+        { "zc_busy_retries", iface->udz.stats.busy_retries },
         /* the kernel's share: the UD socket, a socket per zero-copy
          * context opened so far, the buffer bytes granted */
         { "sock_fds", 1 + iface->udz.stats.ctxs_open },

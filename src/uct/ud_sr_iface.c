@@ -311,6 +311,8 @@ unsigned uct_ud_sr_iface_stats(uct_ud_sr_iface_t *iface,
                    { "zc_aborted", z->aborted },
                    { "zc_reflect_refused", z->reflect_refused },
                    { "zc_serve_limit", z->serve_limit },
+                   { "zc_busy_retries", z->busy_retries },
+                   { "zc_errors_dropped", z->errors_dropped },
                    /* what the interface holds of the kernel: its socket
                     * and a socket per receive context opened so far, and
                     * the buffer bytes the kernel granted the first */

@@ -113,6 +113,28 @@ nft_reset() {
         >/dev/null 2>&1 || true
 }
 
+# check_messages NAME: every message the job's ud_sr interfaces sent was
+# delivered exactly once (the ranks only talk to each other, so the sums
+# over all ranks must agree), and the data check found nothing wrong.
+# Prints "messages sent=S delivered=D duplicated=X corrupted=C lost=L".
+check_messages() {
+    local name=$1 sent delivered dup=0 lost=0 wrong
+    sent=$(aptus_stat_total tx_msgs)
+    delivered=$(aptus_stat_total rx_msgs)
+    wrong=$(sed -n 's/.*alltoall: [A-Z]* ([0-9]* ranks, \([0-9]*\) wrong.*/\1/p' \
+        "$APTUS_RUN_LOG" 2>/dev/null | tail -n 1)
+    [ "$delivered" -gt "$sent" ] && dup=$((delivered - sent))
+    [ "$sent" -gt "$delivered" ] && lost=$((sent - delivered))
+    local detail="messages sent=$sent delivered=$delivered duplicated=$dup"
+    detail="$detail corrupted=${wrong:-?} lost=$lost"
+    if [ "$sent" -gt 0 ] && [ "$dup" -eq 0 ] && [ "$lost" -eq 0 ] &&
+       [ "${wrong:-1}" -eq 0 ]; then
+        pass "$name: exactly once, intact ($detail)"
+    else
+        fail "$name: exactly once, intact" "$detail"
+    fi
+}
+
 flavours=
 for flavour in $APTUS_MPIS; do
     aptus_build "$flavour" alltoall && flavours="$flavours $flavour"
@@ -132,6 +154,7 @@ elif ns_setup; then
         dropped=$(nft_dropped)
         aptus_check_run "$name" alltoall 4
         aptus_check_traffic "$name" 4
+        check_messages "$name"
         rto=$(aptus_stat_total retransmits)
         fast=$(aptus_stat_total fast_retransmits)
         dup=$(aptus_stat_total rx_duplicates)
@@ -156,6 +179,7 @@ elif ns_setup; then
             dropped=$(nft_dropped)
             aptus_check_run "$name" alltoall 4
             aptus_check_zcopy "$name" $mode
+            check_messages "$name"
             resent=$(aptus_stat_total zc_dgrams_resent)
             rto=$(aptus_stat_total retransmits)
             fast=$(aptus_stat_total fast_retransmits)
@@ -189,6 +213,7 @@ for flavour in $flavours; do
     unset APTUS_RUN_ENV
     aptus_check_run "$name" alltoall 4
     aptus_check_traffic "$name" 4
+    check_messages "$name"
     why=
     detail=
     for key in fault_drop fault_dup fault_reorder fault_delay; do

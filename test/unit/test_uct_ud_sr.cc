@@ -17,6 +17,8 @@ extern "C" {
 #include "uct/aptus_md.h"
 }
 
+#include <dirent.h>
+
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -783,6 +785,35 @@ TEST_F(uct_ud_sr, registration_cache_reuses_regions)
     }
 }
 
+static unsigned long proc_peak_rss_kb()
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    unsigned long kb = 0;
+    char line[256];
+    while ((f != nullptr) && fgets(line, sizeof(line), f)) {
+        if (sscanf(line, "VmHWM: %lu kB", &kb) == 1) {
+            break;
+        }
+    }
+    if (f != nullptr) {
+        fclose(f);
+    }
+    return kb;
+}
+
+static unsigned proc_open_fds()
+{
+    DIR *d = opendir("/proc/self/fd");
+    unsigned n = 0;
+    while ((d != nullptr) && (readdir(d) != nullptr)) {
+        ++n;
+    }
+    if (d != nullptr) {
+        closedir(d);
+    }
+    return (n > 3) ? n - 3 : 0; /* ".", "..", and the one opendir holds */
+}
+
 TEST_F(uct_ud_sr, ten_thousand_endpoints_active_at_once)
 {
     /* 10,000 endpoints, every one sending before any is acknowledged, to
@@ -827,6 +858,13 @@ TEST_F(uct_ud_sr, ten_thousand_endpoints_active_at_once)
             seen[hdr] = true;
         }
         EXPECT_EQ(eps.size(), stats(m_b)["peers"]);
+        /* what the campaign reports for its largest scale: the process
+         * holds every interface of the shape at this point */
+        printf("scale: %u interfaces x %u endpoints: receiver peer_bytes=%lu, "
+               "process peak_rss_kb=%lu fds=%u\n",
+               shape.first, shape.second,
+               (unsigned long)stats(m_b)["peer_bytes"], proc_peak_rss_kb(),
+               proc_open_fds());
         for (auto &s : senders) {
             EXPECT_TRUE(wait_for(
                 [&] { return uct_iface_flush(s->iface, 0, NULL) == UCS_OK; }));
