@@ -1104,6 +1104,53 @@ static void aptus_udz_write_finish(aptus_udz_t *udz, aptus_udz_write_t *wr,
     aptus_udz_check_flushes(udz);
 }
 
+ucs_status_t aptus_udz_put_inline(aptus_udz_t *udz, aptus_ud_peer_t *peer,
+                                  const void *src, size_t length,
+                                  uint64_t remote_addr, uint64_t token)
+{
+    aptus_zc_msg_t msg;
+    ucs_status_t status;
+
+    if (peer->flags & APTUS_UD_PEER_FAILED) {
+        return UCS_ERR_ENDPOINT_TIMEOUT;
+    }
+    if (length > aptus_udz_put_inline_max(udz)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    memset(&msg, 0, sizeof(msg));
+    msg.type           = APTUS_ZC_MSG_PUT;
+    msg.put.dest_addr  = remote_addr;
+    msg.put.dest_token = token;
+    status             = aptus_udz_send(udz, peer, &msg, src, length);
+    if (status == UCS_OK) {
+        udz->stats.puts_inline++;
+        udz->stats.write_bytes += length;
+    }
+    return status;
+}
+
+/* A small put arrived: the bytes go where the writer said if the user
+ * registered that memory under the token; else they are dropped and
+ * counted (the writer's flush still completes: as with a wrong rkey over
+ * UCX's own transports, the data does not land). Served in the async
+ * thread too, so that it is in place before the stream acknowledges it. */
+static void aptus_udz_handle_put(aptus_udz_t *udz, const aptus_zc_msg_t *msg)
+{
+    if ((msg->put.length > 0) &&
+        ((udz->check == NULL) ||
+         !udz->check(udz->check_arg, msg->put.dest_token, msg->put.dest_addr,
+                     msg->put.length))) {
+        if (udz->stats.write_refused++ == 0) {
+            ucs_diag("ud_zcopy: a put of %zu bytes to 0x%" PRIx64 " names "
+                     "memory not registered under its key: dropped",
+                     msg->put.length, msg->put.dest_addr);
+        }
+        return;
+    }
+    memcpy((void *)(uintptr_t)msg->put.dest_addr, msg->put.data,
+           msg->put.length);
+}
+
 ucs_status_t aptus_udz_put(aptus_udz_t *udz, aptus_ud_peer_t *peer,
                            const void *src, uint64_t length,
                            uint64_t remote_addr, uint64_t token,
@@ -1264,7 +1311,7 @@ ucs_status_t aptus_udz_internal(aptus_udz_t *udz, aptus_ud_peer_t *peer,
         return UCS_OK;
     }
     if (is_async && (msg.type != APTUS_ZC_MSG_REQ) &&
-        (msg.type != APTUS_ZC_MSG_CREDIT)) {
+        (msg.type != APTUS_ZC_MSG_CREDIT) && (msg.type != APTUS_ZC_MSG_PUT)) {
         /* completions belong to the user's thread; the owner's side (a
          * request, its credits) is served while the user computes */
         return UCS_ERR_BUSY;
@@ -1274,6 +1321,9 @@ ucs_status_t aptus_udz_internal(aptus_udz_t *udz, aptus_ud_peer_t *peer,
     case APTUS_ZC_MSG_REQ:
         aptus_udz_handle_req(udz, peer, &msg);
         return UCS_OK; /* nothing to complete */
+    case APTUS_ZC_MSG_PUT:
+        aptus_udz_handle_put(udz, &msg);
+        return UCS_OK;
     case APTUS_ZC_MSG_CREDIT:
         put = aptus_udz_find_put(udz, peer, msg.xfer);
         if (put == NULL) {
@@ -1502,6 +1552,7 @@ void aptus_udz_cleanup(aptus_udz_t *udz)
         ucs_free(wt);
     }
     aptus_udz_free_arrays(udz);
+    ucs_free(udz->bounce);
     ucs_mpool_cleanup(&udz->put_mp, 1);
     ucs_mpool_cleanup(&udz->get_mp, 1);
 }
@@ -1533,6 +1584,9 @@ static ucs_status_t aptus_udz_iface_put(aptus_chan_t *chan,
     if (iovcnt != 1) {
         return UCS_ERR_INVALID_PARAM;
     }
+    /* the target reads it from here: complete when it is in place there
+     * (the small puts, put_short and put_bcopy, go in the stream:
+     * aptus_udz_put_inline) */
     return aptus_udz_put(ucs_derived_of(chan, aptus_udz_t),
                          (aptus_ud_peer_t *)peer, iov[0].iov_base,
                          iov[0].iov_len, remote_addr, key->token, comp);

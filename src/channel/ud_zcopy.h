@@ -60,6 +60,7 @@ typedef struct aptus_udz_stats {
     uint64_t duplicates, bad_key, bad_index, truncated, credits, nacks;
     uint64_t stalls, probes, errors, aborted;
     uint64_t writes, write_bytes, write_refused;
+    uint64_t puts_inline; /* small puts carried in the stream */
     uint64_t reflect_refused; /* requests naming another node's address */
     uint64_t serve_limit;     /* requests answered "busy" at MAX_SERVED */
     uint64_t busy_retries;    /* this side's requests retried after "busy" */
@@ -81,6 +82,7 @@ typedef struct aptus_udz {
     ucs_list_link_t gets;    /* this side asked */
     ucs_list_link_t puts;    /* this side serves */
     unsigned num_puts;       /* on the list: at most config.max_served */
+    void *bounce;            /* put_bcopy's packing buffer, on first use */
     ucs_list_link_t flushes; /* waiting for gets and writes to finish */
     ucs_list_link_t writes;   /* this side put: the target reads them */
     ucs_list_link_t wtargets; /* this side reads what a writer put */
@@ -134,6 +136,20 @@ ucs_status_t aptus_udz_put(aptus_udz_t *udz, aptus_ud_peer_t *peer,
                            const void *src, uint64_t length,
                            uint64_t remote_addr, uint64_t token,
                            uct_completion_t *comp);
+
+/* Largest put carried in the stream (aptus_udz_put_inline). */
+static inline size_t aptus_udz_put_inline_max(const aptus_udz_t *udz)
+{
+    return udz->ud->config.max_msg - APTUS_ZC_PUT_HDR;
+}
+
+/* Write length bytes (at most aptus_udz_put_inline_max) to remote_addr of
+ * the target's region: copied into the stream, so src is free at return
+ * (UCS_OK); the stream's flush completes once they are in place there.
+ * UCS_ERR_NO_RESOURCE: the stream's window is full, try again. */
+ucs_status_t aptus_udz_put_inline(aptus_udz_t *udz, aptus_ud_peer_t *peer,
+                                  const void *src, size_t length,
+                                  uint64_t remote_addr, uint64_t token);
 
 /* The user's progress: receive, grant credit, ask for what is missing,
  * stream what peers asked for. */

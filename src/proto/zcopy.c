@@ -49,6 +49,8 @@ size_t aptus_zc_msg_len(const aptus_zc_msg_t *msg)
         return APTUS_ZC_COPY_HDR;
     case APTUS_ZC_MSG_WRITE:
         return APTUS_ZC_WRITE_LEN;
+    case APTUS_ZC_MSG_PUT:
+        return APTUS_ZC_PUT_HDR;
     default:
         return APTUS_ZC_DONE_LEN;
     }
@@ -93,6 +95,10 @@ size_t aptus_zc_msg_build(void *buf, const aptus_zc_msg_t *msg)
         aptus_put64(p + 16, msg->write.dest_token);
         aptus_put64(p + 24, msg->write.src_addr);
         aptus_put64(p + 32, msg->write.src_token);
+        break;
+    case APTUS_ZC_MSG_PUT:
+        aptus_put64(p + 0, msg->put.dest_addr);
+        aptus_put64(p + 8, msg->put.dest_token);
         break;
     default: /* DONE, ERROR, WDONE */
         aptus_put32(p + 0, (uint32_t)msg->done.status);
@@ -190,6 +196,18 @@ int aptus_zc_msg_parse(const void *buf, size_t len, aptus_zc_msg_t *msg)
         msg->copy.data   = p + 8;
         msg->copy.length = len - 8;
         if (msg->copy.offset + msg->copy.length < msg->copy.offset) {
+            return -1;
+        }
+        return 0;
+    case APTUS_ZC_MSG_PUT:
+        if (len < APTUS_ZC_PUT_HDR - APTUS_ZC_MSG_HDR) {
+            return -1;
+        }
+        msg->put.dest_addr  = aptus_get64(p + 0);
+        msg->put.dest_token = aptus_get64(p + 8);
+        msg->put.data       = p + 16;
+        msg->put.length     = len - 16;
+        if (msg->put.dest_addr + msg->put.length < msg->put.dest_addr) {
             return -1;
         }
         return 0;

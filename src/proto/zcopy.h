@@ -82,6 +82,8 @@ typedef enum {
     APTUS_ZC_MSG_COPY   = 5, /* owner -> receiver: data, copy-based path */
     APTUS_ZC_MSG_WRITE  = 6, /* writer -> target: get this from me */
     APTUS_ZC_MSG_WDONE  = 7, /* target -> writer: your data is in place */
+    APTUS_ZC_MSG_PUT    = 8, /* writer -> target: these bytes, there (the
+                                small puts; acknowledged by the stream) */
     APTUS_ZC_MSG_LAST
 } aptus_zc_msg_type_t;
 
@@ -91,6 +93,9 @@ enum {
 
 
 #define APTUS_ZC_ADDR_LEN 20 /* wire address of the receive context */
+
+/* A PUT message: type, xfer, destination and token, then the data. */
+#define APTUS_ZC_PUT_HDR (8u + 16u)
 
 typedef struct aptus_zc_range {
     uint32_t first; /* missing indices first .. last-1 */
@@ -132,10 +137,16 @@ typedef struct aptus_zc_msg {
             const void *data;
             size_t length;
         } copy;
+        struct {
+            uint64_t dest_addr;  /* in the target's memory */
+            uint64_t dest_token; /* the target's registration token */
+            const void *data;    /* parse: points into the message */
+            size_t length;
+        } put;
     };
 } aptus_zc_msg_t;
 
-/* Encoded length of msg (COPY: header only, data follows). */
+/* Encoded length of msg (COPY, PUT: header only, data follows). */
 size_t aptus_zc_msg_len(const aptus_zc_msg_t *msg);
 
 /* Encode msg into buf (at least aptus_zc_msg_len bytes); returns length. */

@@ -12,6 +12,7 @@
 #endif
 
 #include "aptus_tl.h"
+#include "aptus_rma.h"
 #include "../proto/le.h"
 #include "../channel/chan_pending.h"
 #include "../wire/sock/sock_netif.h"
@@ -627,6 +628,74 @@ ucs_status_t uct_aptus_tl_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     if (!UCS_STATUS_IS_ERR(status)) {
         uct_aptus_tl_ep_sent(iface, ep, APTUS_CHAN_UD_ZCOPY, length);
     }
+    UCT_APTUS_LEAVE(iface);
+    return status;
+}
+
+/* Short and buffered one-sided operations go in the UD stream (UCP selects
+ * a transport for ucp_put/ucp_get only when it has them). */
+#define UCT_APTUS_RMA_BEGIN(_iface, _ep) \
+    UCT_APTUS_ENTER(_iface); \
+    uct_aptus_tl_ep_init_state(_iface, _ep); \
+    if (ucs_unlikely((_ep)->flags & UCT_APTUS_EP_FENCED) && \
+        uct_aptus_tl_ep_fence_holds(_iface, _ep)) { \
+        UCT_APTUS_LEAVE(_iface); \
+        return UCS_ERR_NO_RESOURCE; \
+    }
+
+ucs_status_t uct_aptus_tl_ep_put_short(uct_ep_h tl_ep, const void *buffer,
+                                       unsigned length, uint64_t remote_addr,
+                                       uct_rkey_t rkey)
+{
+    uct_aptus_tl_iface_t *iface = uct_aptus_tl_ep_iface(tl_ep);
+    uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep(tl_ep);
+    ucs_status_t status;
+
+    UCT_CHECK_LENGTH(length, 0, uct_aptus_rma_max_put_short(&iface->udz),
+                     "put_short");
+    UCT_APTUS_RMA_BEGIN(iface, ep);
+    status = uct_aptus_rma_put(&iface->udz, &ep->peer, "aptus put_short",
+                               buffer, length, remote_addr, rkey);
+    if (status == UCS_OK) {
+        uct_aptus_tl_ep_sent(iface, ep, APTUS_CHAN_UD_SR, length);
+    }
+    UCT_APTUS_LEAVE(iface);
+    return status;
+}
+
+ssize_t uct_aptus_tl_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
+                                  void *arg, uint64_t remote_addr,
+                                  uct_rkey_t rkey)
+{
+    uct_aptus_tl_iface_t *iface = uct_aptus_tl_ep_iface(tl_ep);
+    uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep(tl_ep);
+    ssize_t ret;
+
+    UCT_APTUS_RMA_BEGIN(iface, ep);
+    ret = uct_aptus_rma_put_bcopy(&iface->udz, &ep->peer, pack_cb, arg,
+                                  remote_addr, rkey);
+    if (ret >= 0) {
+        uct_aptus_tl_ep_sent(iface, ep, APTUS_CHAN_UD_SR, ret);
+    }
+    UCT_APTUS_LEAVE(iface);
+    return ret;
+}
+
+ucs_status_t uct_aptus_tl_ep_get_bcopy(uct_ep_h tl_ep,
+                                       uct_unpack_callback_t unpack_cb,
+                                       void *arg, size_t length,
+                                       uint64_t remote_addr, uct_rkey_t rkey,
+                                       uct_completion_t *comp)
+{
+    uct_aptus_tl_iface_t *iface = uct_aptus_tl_ep_iface(tl_ep);
+    uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep(tl_ep);
+    ucs_status_t status;
+
+    UCT_CHECK_LENGTH(length, 0, uct_aptus_rma_max_bcopy(&iface->udz),
+                     "get_bcopy");
+    UCT_APTUS_RMA_BEGIN(iface, ep);
+    status = uct_aptus_rma_get_bcopy(&iface->udz, &ep->peer, unpack_cb, arg,
+                                     length, remote_addr, rkey, comp);
     UCT_APTUS_LEAVE(iface);
     return status;
 }

@@ -6,6 +6,7 @@
 #endif
 
 #include "aptus_tl.h"
+#include "aptus_rma.h"
 #include "../wire/sock/sock_dgram.h"
 #include "aptus_iface.h"
 #include "../base/aptus_mpool.h"
@@ -446,8 +447,7 @@ static ucs_status_t uct_aptus_tl_iface_query(uct_iface_h tl_iface,
                       UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY |
                       UCT_IFACE_FLAG_AM_ZCOPY | UCT_IFACE_FLAG_PENDING |
                       UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_EP_CHECK |
-                      UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
-                      UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PUT_ZCOPY;
+                      UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
 
     attr->cap.am.max_short       = iface->max_short;
     attr->cap.am.max_bcopy       = max_msg;
@@ -458,16 +458,9 @@ static ucs_status_t uct_aptus_tl_iface_query(uct_iface_h tl_iface,
     attr->cap.am.opt_zcopy_align = 1;
     attr->cap.am.align_mtu       = 1;
 
-    attr->cap.put.min_zcopy       = 0;
-    attr->cap.put.max_zcopy       = iface->udz.config.max_get;
-    attr->cap.put.max_iov         = 1;
-    attr->cap.put.opt_zcopy_align = 1;
-    attr->cap.put.align_mtu       = 1;
-    attr->cap.get.min_zcopy       = 0;
-    attr->cap.get.max_zcopy       = iface->udz.config.max_get;
-    attr->cap.get.max_iov         = 1;
-    attr->cap.get.opt_zcopy_align = 1;
-    attr->cap.get.align_mtu       = 1;
+    /* one-sided: short and buffered in the UD stream; zero-copy over
+     * RC-RDMA where a connection reaches, else UD-ZCopy */
+    uct_aptus_rma_query(&iface->udz, 1, attr);
 
     attr->device_addr_len = aptus_sock_dev_addr_len(&iface->dgram->addr);
     attr->iface_addr_len  = sizeof(uct_aptus_tl_iface_addr_t);
@@ -614,6 +607,7 @@ unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,
         { "copy_gets", iface->udz.stats.copy_gets },
         { "zc_puts", iface->udz.stats.writes },
         { "put_refused", iface->udz.stats.write_refused },
+        { "puts_inline", iface->udz.stats.puts_inline },
         { "zc_reflect_refused", iface->udz.stats.reflect_refused },
         { "ud_rx_bad_key", u->rx_bad_key },
         { "ud_rx_peer_limit", u->rx_peer_limit },
@@ -721,6 +715,9 @@ static uct_iface_ops_t uct_aptus_tl_iface_tl_ops = {
     .ep_am_bcopy              = uct_aptus_tl_ep_am_bcopy,
     .ep_am_zcopy              = uct_aptus_tl_ep_am_zcopy,
     .ep_put_zcopy             = uct_aptus_tl_ep_put_zcopy,
+    .ep_put_short             = uct_aptus_tl_ep_put_short,
+    .ep_put_bcopy             = uct_aptus_tl_ep_put_bcopy,
+    .ep_get_bcopy             = uct_aptus_tl_ep_get_bcopy,
     .ep_get_zcopy             = uct_aptus_tl_ep_get_zcopy,
     .ep_pending_add           = uct_aptus_tl_ep_pending_add,
     .ep_pending_purge         = uct_aptus_tl_ep_pending_purge,

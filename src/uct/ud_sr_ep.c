@@ -9,6 +9,7 @@
 #endif
 
 #include "ud_sr_ep.h"
+#include "aptus_rma.h"
 #include <uct/base/uct_iov.inl>
 
 #include <inttypes.h>
@@ -240,6 +241,92 @@ ucs_status_t uct_ud_sr_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     iface->chan.now_us = iface->chan.clock();
     status = aptus_chan_get(&iface->udz.super, uct_ud_sr_ep_cpeer(tl_ep),
                             &liov, 1, remote_addr, &key, comp);
+    UCT_UD_SR_LEAVE(iface);
+    return status;
+}
+
+ucs_status_t uct_ud_sr_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                    size_t iovcnt, uint64_t remote_addr,
+                                    uct_rkey_t rkey, uct_completion_t *comp)
+{
+    uct_ud_sr_iface_t *iface     = uct_ud_sr_ep_iface(tl_ep);
+    const uct_aptus_rkey_t *akey = (const uct_aptus_rkey_t *)rkey;
+    aptus_chan_key_t key;
+    struct iovec liov;
+    size_t length;
+    ucs_status_t status;
+
+    UCT_CHECK_PARAM(iovcnt == 1, "ud_sr put_zcopy takes one iov, got %zu",
+                    iovcnt);
+    length = uct_iov_get_length(iov);
+    UCT_CHECK_LENGTH(length, 0, iface->udz.config.max_get, "put_zcopy");
+    if (length == 0) {
+        return UCS_OK; /* as in UCX: nothing to move, the rkey may be a dummy */
+    }
+    if (!uct_aptus_rkey_covers(akey, remote_addr, length)) {
+        ucs_error("ud_sr put_zcopy: [0x%" PRIx64 ", +%zu) is outside the "
+                  "remote key's region",
+                  remote_addr, length);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    liov.iov_base = iov->buffer;
+    liov.iov_len  = length;
+    uct_aptus_rkey_to_chan_key(akey, &key);
+    UCT_UD_SR_ENTER(iface);
+    iface->chan.now_us = iface->chan.clock();
+    /* the target reads it from here */
+    status = aptus_chan_put(&iface->udz.super, uct_ud_sr_ep_cpeer(tl_ep),
+                            &liov, 1, remote_addr, &key, comp);
+    UCT_UD_SR_LEAVE(iface);
+    return status;
+}
+
+ucs_status_t uct_ud_sr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
+                                    unsigned length, uint64_t remote_addr,
+                                    uct_rkey_t rkey)
+{
+    uct_ud_sr_iface_t *iface = uct_ud_sr_ep_iface(tl_ep);
+    ucs_status_t status;
+
+    UCT_CHECK_LENGTH(length, 0, uct_aptus_rma_max_put_short(&iface->udz),
+                     "put_short");
+    UCT_UD_SR_ENTER(iface);
+    status = uct_aptus_rma_put(&iface->udz, uct_ud_sr_ep_peer(tl_ep),
+                               "ud_sr put_short", buffer, length, remote_addr,
+                               rkey);
+    UCT_UD_SR_LEAVE(iface);
+    return status;
+}
+
+ssize_t uct_ud_sr_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
+                               void *arg, uint64_t remote_addr,
+                               uct_rkey_t rkey)
+{
+    uct_ud_sr_iface_t *iface = uct_ud_sr_ep_iface(tl_ep);
+    ssize_t ret;
+
+    UCT_UD_SR_ENTER(iface);
+    ret = uct_aptus_rma_put_bcopy(&iface->udz, uct_ud_sr_ep_peer(tl_ep),
+                                  pack_cb, arg, remote_addr, rkey);
+    UCT_UD_SR_LEAVE(iface);
+    return ret;
+}
+
+ucs_status_t uct_ud_sr_ep_get_bcopy(uct_ep_h tl_ep,
+                                    uct_unpack_callback_t unpack_cb, void *arg,
+                                    size_t length, uint64_t remote_addr,
+                                    uct_rkey_t rkey, uct_completion_t *comp)
+{
+    uct_ud_sr_iface_t *iface = uct_ud_sr_ep_iface(tl_ep);
+    ucs_status_t status;
+
+    UCT_CHECK_LENGTH(length, 0, uct_aptus_rma_max_bcopy(&iface->udz),
+                     "get_bcopy");
+    UCT_UD_SR_ENTER(iface);
+    status = uct_aptus_rma_get_bcopy(&iface->udz, uct_ud_sr_ep_peer(tl_ep),
+                                     unpack_cb, arg, length, remote_addr,
+                                     rkey, comp);
     UCT_UD_SR_LEAVE(iface);
     return status;
 }

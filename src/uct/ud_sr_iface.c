@@ -7,6 +7,7 @@
 
 #include "ud_sr_iface.h"
 #include "ud_sr_ep.h"
+#include "aptus_rma.h"
 #include "aptus_iface.h"
 #include "../wire/sock/sock_dgram.h"
 #include "../wire/sock/sock_netif.h"
@@ -181,14 +182,9 @@ static ucs_status_t uct_ud_sr_iface_query(uct_iface_h tl_iface,
     attr->cap.am.opt_zcopy_align = 1;
     attr->cap.am.align_mtu       = 1;
 
-    if (iface->zcopy) {
-        attr->cap.flags |= UCT_IFACE_FLAG_GET_ZCOPY;
-        attr->cap.get.min_zcopy       = 0;
-        attr->cap.get.max_zcopy       = iface->udz.config.max_get;
-        attr->cap.get.max_iov         = 1;
-        attr->cap.get.opt_zcopy_align = 1;
-        attr->cap.get.align_mtu       = 1;
-    }
+    /* one-sided operations: short and buffered ones in the stream, the
+     * zero-copy ones by UD-ZCopy when it is on */
+    uct_aptus_rma_query(&iface->udz, iface->zcopy, attr);
 
     attr->device_addr_len = aptus_sock_dev_addr_len(&iface->wire->addr);
     attr->iface_addr_len  = sizeof(uct_ud_sr_iface_addr_t);
@@ -311,6 +307,9 @@ unsigned uct_ud_sr_iface_stats(uct_ud_sr_iface_t *iface,
                    { "zc_aborted", z->aborted },
                    { "zc_reflect_refused", z->reflect_refused },
                    { "zc_serve_limit", z->serve_limit },
+                   { "zc_puts", z->writes },
+                   { "puts_inline", z->puts_inline },
+                   { "put_refused", z->write_refused },
                    { "zc_busy_retries", z->busy_retries },
                    { "zc_errors_dropped", z->errors_dropped },
                    /* what the interface holds of the kernel: its socket
@@ -336,6 +335,10 @@ static uct_iface_ops_t uct_ud_sr_iface_tl_ops = {
     .ep_am_bcopy              = uct_ud_sr_ep_am_bcopy,
     .ep_am_zcopy              = uct_ud_sr_ep_am_zcopy,
     .ep_get_zcopy             = uct_ud_sr_ep_get_zcopy,
+    .ep_put_zcopy             = uct_ud_sr_ep_put_zcopy,
+    .ep_put_short             = uct_ud_sr_ep_put_short,
+    .ep_put_bcopy             = uct_ud_sr_ep_put_bcopy,
+    .ep_get_bcopy             = uct_ud_sr_ep_get_bcopy,
     .ep_pending_add           = uct_ud_sr_ep_pending_add,
     .ep_pending_purge         = uct_ud_sr_ep_pending_purge,
     .ep_flush                 = uct_ud_sr_ep_flush,

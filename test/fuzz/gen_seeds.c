@@ -116,6 +116,7 @@ static void zcopy_seeds(void)
     uint8_t buf[1024];
     aptus_zc_msg_t msg;
     aptus_zc_data_t d = { 1, 2, 3, 4 };
+    size_t len;
     unsigned t;
 
     for (t = APTUS_ZC_MSG_REQ; t < APTUS_ZC_MSG_LAST; ++t) {
@@ -145,10 +146,19 @@ static void zcopy_seeds(void)
         case APTUS_ZC_MSG_COPY:
             msg.copy.offset = 4096;
             break;
+        case APTUS_ZC_MSG_PUT:
+            msg.put.dest_addr  = 0x7f0000002000ull;
+            msg.put.dest_token = 0x0123456789abcdefull;
+            break;
         default:
             break;
         }
-        put("zcopy", buf, aptus_zc_msg_build(buf, &msg));
+        len = aptus_zc_msg_build(buf, &msg);
+        if ((t == APTUS_ZC_MSG_COPY) || (t == APTUS_ZC_MSG_PUT)) {
+            memset(buf + len, 0x5a, 16); /* their data follows */
+            len += 16;
+        }
+        put("zcopy", buf, len);
     }
     aptus_zc_data_build(buf, &d);
     put("zcopy", buf, 64);

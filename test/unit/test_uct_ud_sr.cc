@@ -1229,3 +1229,11 @@ TEST_F(uct_ud_sr, signal_async_mode_is_refused)
     entity e;
     EXPECT_EQ(UCS_ERR_UNSUPPORTED, open_in_signal_mode(e));
 }
+
+/* Issue: ucp_put/ucp_get ran on UCP's active-message emulation because
+ * ud_sr offered no short or buffered one-sided operations. */
+TEST_F(uct_ud_sr, put_short_bcopy_zcopy_and_get_bcopy)
+{
+    setup_pair();
+    check_rma_round_trip([this](entity &e) { return stats(e); });
+}

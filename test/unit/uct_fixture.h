@@ -327,6 +327,108 @@ class uct_aptus_test : public ::testing::Test
         }
     }
 
+    /* ucp_put/ucp_get's operations: put_short, put_bcopy, put_zcopy (small
+     * and large) land where the rkey says once the endpoint is flushed;
+     * get_bcopy reads them back; a put under a wrong token lands nowhere
+     * and is counted. */
+    void check_rma_round_trip(
+        std::function<std::map<std::string, uint64_t>(entity &)> stats)
+    {
+        remote_buf rb;
+        expose(rb, 300000, 3);
+        std::vector<uint8_t> want = rb.data;
+        const uint64_t base       = (uint64_t)(uintptr_t)rb.data.data();
+        uct_iface_attr_t attr;
+        ASSERT_EQ(UCS_OK, uct_iface_query(m_a.iface, &attr));
+        ASSERT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_PUT_SHORT);
+        ASSERT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_PUT_BCOPY);
+        ASSERT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_GET_BCOPY);
+        ASSERT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY);
+        auto place = [&](size_t off, const std::vector<uint8_t> &v) {
+            std::copy(v.begin(), v.end(), want.begin() + off);
+        };
+
+        std::vector<uint8_t> s8 = pattern(21, 8);
+        ucs_status_t status;
+        while ((status = uct_ep_put_short(m_a.ep, s8.data(), s8.size(),
+                                          base + 10, rb.rkey.rkey)) ==
+               UCS_ERR_NO_RESOURCE) {
+            progress();
+        }
+        ASSERT_EQ(UCS_OK, status);
+        place(10, s8);
+
+        std::vector<uint8_t> sb = pattern(22, attr.cap.put.max_bcopy);
+        auto pack = [](void *dest, void *arg) -> size_t {
+            auto *v = static_cast<std::vector<uint8_t> *>(arg);
+            memcpy(dest, v->data(), v->size());
+            return v->size();
+        };
+        ssize_t packed;
+        while ((packed = uct_ep_put_bcopy(m_a.ep, pack, &sb, base + 1000,
+                                          rb.rkey.rkey)) ==
+               UCS_ERR_NO_RESOURCE) {
+            progress();
+        }
+        ASSERT_EQ((ssize_t)sb.size(), packed);
+        place(1000, sb);
+
+        for (size_t len : { (size_t)3000, (size_t)100000 }) {
+            std::vector<uint8_t> z = pattern(23 + len, len);
+            uct_iov_t iov          = { z.data(), len, NULL, 0, 1 };
+            test_comp c;
+            init_comp(c);
+            while ((status = uct_ep_put_zcopy(m_a.ep, &iov, 1, base + 150000,
+                                              rb.rkey.rkey, &c.super)) ==
+                   UCS_ERR_NO_RESOURCE) {
+                progress();
+            }
+            if (status == UCS_INPROGRESS) {
+                ASSERT_TRUE(wait_for([&] { return c.done > 0; }));
+                status = c.status;
+            }
+            ASSERT_EQ(UCS_OK, status) << len;
+            place(150000, z);
+        }
+        ASSERT_EQ(UCS_OK, flush_ep(m_a.ep));
+        EXPECT_EQ(want, rb.data);
+
+        /* read back what the stream wrote, through a bounce buffer */
+        std::vector<uint8_t> got;
+        auto unpack = [](void *arg, const void *data, size_t length) {
+            auto *v = static_cast<std::vector<uint8_t> *>(arg);
+            const uint8_t *p = static_cast<const uint8_t *>(data);
+            v->assign(p, p + length);
+        };
+        test_comp c;
+        init_comp(c);
+        status = uct_ep_get_bcopy(m_a.ep, unpack, &got, 5000, base + 7,
+                                  rb.rkey.rkey, &c.super);
+        if (status == UCS_INPROGRESS) {
+            ASSERT_TRUE(wait_for([&] { return c.done > 0; }));
+            status = c.status;
+        }
+        ASSERT_EQ(UCS_OK, status);
+        EXPECT_EQ(std::vector<uint8_t>(want.begin() + 7, want.begin() + 5007),
+                  got);
+
+        /* a guessed token: nothing lands, the target counts it */
+        uct_aptus_rkey_t forged = *(const uct_aptus_rkey_t *)rb.rkey.rkey;
+        forged.token ^= 1;
+        while ((status = uct_ep_put_short(m_a.ep, s8.data(), s8.size(),
+                                          base + 5000,
+                                          (uct_rkey_t)&forged)) ==
+               UCS_ERR_NO_RESOURCE) {
+            progress();
+        }
+        ASSERT_EQ(UCS_OK, status);
+        ASSERT_EQ(UCS_OK, flush_ep(m_a.ep));
+        EXPECT_EQ(want, rb.data);
+        EXPECT_EQ(1u, stats(m_b)["put_refused"]);
+        EXPECT_GE(stats(m_a)["puts_inline"], 3u);
+        release(rb);
+    }
+
     ucs_async_context_t *m_async = nullptr;
     uct_worker_h m_worker        = nullptr;
     uct_component_h m_component  = nullptr;

@@ -1,0 +1,162 @@
+/*
+ * UCX-Aptus: short and buffered one-sided operations over UD (aptus_rma.h).
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "aptus_rma.h"
+
+#include <ucs/debug/memtrack_int.h>
+
+#include <inttypes.h>
+
+/* A buffered get in flight: the bounce buffer follows. */
+typedef struct uct_aptus_rma_get {
+    uct_completion_t comp;
+    uct_unpack_callback_t unpack_cb;
+    void *arg;
+    uct_completion_t *user_comp;
+    size_t length;
+    uint8_t data[];
+} uct_aptus_rma_get_t;
+
+size_t uct_aptus_rma_max_put_short(const aptus_udz_t *udz)
+{
+    return ucs_min(udz->ud->wire->mtu - APTUS_UD_SR_HDR_MAX_LEN -
+                           APTUS_ZC_PUT_HDR,
+                   uct_aptus_rma_max_bcopy(udz));
+}
+
+size_t uct_aptus_rma_max_bcopy(const aptus_udz_t *udz)
+{
+    /* below the threshold, where puts and gets go through the stream */
+    return ucs_min(aptus_udz_put_inline_max(udz), udz->config.thresh - 1);
+}
+
+void uct_aptus_rma_query(const aptus_udz_t *udz, int zcopy,
+                         uct_iface_attr_t *attr)
+{
+    attr->cap.flags |= UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_BCOPY |
+                       UCT_IFACE_FLAG_GET_BCOPY;
+    attr->cap.put.max_short = uct_aptus_rma_max_put_short(udz);
+    attr->cap.put.max_bcopy = uct_aptus_rma_max_bcopy(udz);
+    attr->cap.get.max_bcopy = uct_aptus_rma_max_bcopy(udz);
+    if (!zcopy) {
+        return;
+    }
+    attr->cap.flags |= UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_GET_ZCOPY;
+    attr->cap.put.min_zcopy       = 0;
+    attr->cap.put.max_zcopy       = udz->config.max_get;
+    attr->cap.put.max_iov         = 1;
+    attr->cap.put.opt_zcopy_align = 1;
+    attr->cap.put.align_mtu       = 1;
+    attr->cap.get.min_zcopy       = 0;
+    attr->cap.get.max_zcopy       = udz->config.max_get;
+    attr->cap.get.max_iov         = 1;
+    attr->cap.get.opt_zcopy_align = 1;
+    attr->cap.get.align_mtu       = 1;
+}
+
+static int uct_aptus_rma_check(const char *op, uct_rkey_t rkey,
+                               uint64_t remote_addr, size_t length)
+{
+    if (!uct_aptus_rkey_covers((const uct_aptus_rkey_t *)rkey, remote_addr,
+                               length)) {
+        ucs_error("%s: [0x%" PRIx64 ", +%zu) is outside the remote key's "
+                  "region",
+                  op, remote_addr, length);
+        return 0;
+    }
+    return 1;
+}
+
+ucs_status_t uct_aptus_rma_put(aptus_udz_t *udz, aptus_ud_peer_t *peer,
+                               const char *op, const void *buffer,
+                               size_t length, uint64_t remote_addr,
+                               uct_rkey_t rkey)
+{
+    if (length == 0) {
+        return UCS_OK; /* as in UCX: nothing to move, the rkey may be a dummy */
+    }
+    if (!uct_aptus_rma_check(op, rkey, remote_addr, length)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    udz->ud->now_us = udz->ud->clock();
+    return aptus_udz_put_inline(udz, peer, buffer, length, remote_addr,
+                                ((const uct_aptus_rkey_t *)rkey)->token);
+}
+
+ssize_t uct_aptus_rma_put_bcopy(aptus_udz_t *udz, aptus_ud_peer_t *peer,
+                                uct_pack_callback_t pack_cb, void *arg,
+                                uint64_t remote_addr, uct_rkey_t rkey)
+{
+    size_t max = uct_aptus_rma_max_bcopy(udz);
+    ucs_status_t status;
+    size_t length;
+    void *buf;
+
+    if (udz->bounce == NULL) {
+        udz->bounce = ucs_malloc(aptus_udz_put_inline_max(udz),
+                                 "aptus_rma_bounce");
+        if (udz->bounce == NULL) {
+            return UCS_ERR_NO_MEMORY;
+        }
+    }
+    buf    = udz->bounce;
+    length = pack_cb(buf, arg);
+    ucs_assertv(length <= max, "put_bcopy packed %zu > %zu", length, max);
+    status = uct_aptus_rma_put(udz, peer, "put_bcopy", buf, length,
+                               remote_addr, rkey);
+    return (status == UCS_OK) ? (ssize_t)length : status;
+}
+
+static void uct_aptus_rma_get_done(uct_completion_t *self)
+{
+    uct_aptus_rma_get_t *get = ucs_container_of(self, uct_aptus_rma_get_t,
+                                                comp);
+
+    if (self->status == UCS_OK) {
+        get->unpack_cb(get->arg, get->data, get->length);
+    }
+    if (get->user_comp != NULL) {
+        uct_invoke_completion(get->user_comp, self->status);
+    }
+    ucs_free(get);
+}
+
+ucs_status_t uct_aptus_rma_get_bcopy(aptus_udz_t *udz, aptus_ud_peer_t *peer,
+                                     uct_unpack_callback_t unpack_cb,
+                                     void *arg, size_t length,
+                                     uint64_t remote_addr, uct_rkey_t rkey,
+                                     uct_completion_t *comp)
+{
+    uct_aptus_rma_get_t *get;
+    ucs_status_t status;
+
+    if (length == 0) {
+        return UCS_OK;
+    }
+    if (!uct_aptus_rma_check("get_bcopy", rkey, remote_addr, length)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    get = ucs_malloc(sizeof(*get) + length, "aptus_rma_get");
+    if (get == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    get->comp.func   = uct_aptus_rma_get_done;
+    get->comp.count  = 1;
+    get->comp.status = UCS_OK;
+    get->unpack_cb   = unpack_cb;
+    get->arg         = arg;
+    get->user_comp   = comp;
+    get->length      = length;
+    udz->ud->now_us  = udz->ud->clock();
+    status = aptus_udz_get(udz, peer, get->data, length, remote_addr,
+                           ((const uct_aptus_rkey_t *)rkey)->token,
+                           &get->comp);
+    if (status != UCS_INPROGRESS) {
+        ucs_free(get);
+    }
+    return status;
+}
