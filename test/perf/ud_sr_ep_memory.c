@@ -6,7 +6,7 @@
  * real peers, then reports how much memory each endpoint costs:
  *
  *   ud_sr: the remote interface address is the packed {uint16_t port
- *          (network order); uint32_t key;} of ud_sr; this program takes its
+ *          (network order); uint64_t key;} of ud_sr; this program takes its
  *          own interface's address and varies the key, so every endpoint is
  *          a distinct remote interface (a distinct peer of the channel).
  *          An endpoint that never sends puts nothing on the wire.
@@ -63,7 +63,7 @@ typedef struct {
 /* The packed interface addresses of the transports measured here. */
 typedef struct {
     uint16_t port; /* network byte order */
-    uint32_t key;
+    uint64_t key;
 } __attribute__((packed)) ud_sr_iface_addr_t;
 
 typedef struct {
@@ -162,7 +162,7 @@ static void make_remote_addr(const perf_opts_t *opts, const ctx_t *ctx,
         memcpy(&a, ctx->ifc.iface_addr, sizeof(a));
         /* same port, another key: another incarnation of a remote
          * interface as far as the channel is concerned; never our own key */
-        a.key = a.key ^ (0x9e3779b9u * (i + 1));
+        a.key = a.key ^ (0x9e3779b97f4a7c15ull * (i + 1));
         if (a.key == 0) {
             a.key = 1;
         }
