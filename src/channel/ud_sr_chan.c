@@ -885,7 +885,7 @@ void aptus_ud_comp_list_add(aptus_ud_comp_list_t *list, uct_completion_t *comp,
     list->num++;
 }
 
-unsigned aptus_ud_comp_list_dispatch(aptus_ud_comp_list_t *list)
+unsigned aptus_ud_comp_list_dispatch_slow(aptus_ud_comp_list_t *list)
 {
     aptus_ud_comp_t c;
     unsigned n = 0;

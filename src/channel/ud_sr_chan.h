@@ -263,7 +263,12 @@ void aptus_ud_comp_list_add(aptus_ud_comp_list_t *list, uct_completion_t *comp,
                             ucs_status_t status);
 
 /* Runs them all, those added meanwhile too; returns how many. */
-unsigned aptus_ud_comp_list_dispatch(aptus_ud_comp_list_t *list);
+unsigned aptus_ud_comp_list_dispatch_slow(aptus_ud_comp_list_t *list);
+
+static inline unsigned aptus_ud_comp_list_dispatch(aptus_ud_comp_list_t *list)
+{
+    return (list->num == 0) ? 0 : aptus_ud_comp_list_dispatch_slow(list);
+}
 
 void aptus_ud_comp_list_cleanup(aptus_ud_comp_list_t *list);
 

@@ -622,15 +622,34 @@ unsigned aptus_ud_rx_progress(aptus_ud_chan_t *chan, int is_async)
     }
 
     if (n > 0) {
-        /* Keep the posted buffers first, then top up from the pool. */
-        posted = 0;
-        for (i = 0; i < chan->rx_posted; ++i) {
-            if (slots[i].buf != NULL) {
-                slots[posted++].buf = slots[i].buf;
+        /* The buffers kept are among the first n: put fresh ones in their
+         * place, which leaves the rest of the posted slots untouched. */
+        for (i = 0; i < n; ++i) {
+            if (slots[i].buf == NULL) {
+                desc = ucs_mpool_get_inline(&chan->rx_mp);
+                if (ucs_unlikely(desc == NULL)) {
+                    break;
+                }
+                slots[i].buf = aptus_ud_rx_dgram(chan, desc);
             }
         }
-        chan->rx_posted = posted;
-        aptus_ud_rx_refill(chan);
+        if (ucs_unlikely(i < n)) {
+            /* the pool ran dry: fill the holes with the last posted
+             * buffers (only slots the wire filled change, wire.h) and post
+             * fewer; the next call tops up what the pool gives back */
+            posted = chan->rx_posted;
+            for (i = 0; (i < n) && (i < posted); ++i) {
+                while ((slots[i].buf == NULL) && (posted > i + 1)) {
+                    slots[i].buf = slots[--posted].buf;
+                }
+                if (slots[i].buf == NULL) {
+                    posted = i;
+                    break;
+                }
+            }
+            chan->rx_posted = posted;
+            aptus_ud_rx_refill(chan);
+        }
         aptus_ud_rx_flush_acks(chan);
         aptus_ud_tx_batch_flush(chan);
     }

@@ -1412,6 +1412,13 @@ unsigned aptus_udz_progress(aptus_udz_t *udz)
     uint64_t now   = udz->ud->now_us;
     unsigned count = 0;
 
+    /* the common case of a progress call: nothing moves by key */
+    if (ucs_list_is_empty(&udz->gets) && ucs_list_is_empty(&udz->puts) &&
+        ucs_list_is_empty(&udz->writes) && ucs_list_is_empty(&udz->wtargets) &&
+        (udz->done.num == 0)) {
+        return 0;
+    }
+
     ucs_list_for_each_safe(get, gtmp, &udz->gets, list)
     {
         if (get->finished) {

@@ -85,7 +85,11 @@ typedef struct aptus_dgram_wire_ops {
                          unsigned count, unsigned *sent_p);
 
     /* Fill up to count posted buffers with arrived datagrams; returns how
-     * many were filled (0 when none is waiting). */
+     * many were filled (0 when none is waiting). The filled ones come
+     * first. Between two calls the caller may put new buffers in the slots
+     * the previous call filled, and post more slots (a larger count); the
+     * other slots keep their buffers. A wire may keep its view of the
+     * posted buffers across calls. */
     unsigned (*recv)(aptus_dgram_wire_t *wire, aptus_dgram_rx_t *rx,
                      unsigned count);
 

@@ -45,9 +45,15 @@ typedef struct aptus_sock_dgram {
     aptus_fault_t fault;
     aptus_sock_held_t *held; /* fault injector's held datagrams */
     unsigned num_held;
-    struct mmsghdr msgs[APTUS_SOCK_BATCH];
+    struct mmsghdr msgs[APTUS_SOCK_BATCH]; /* send */
     struct sockaddr_storage names[APTUS_SOCK_BATCH];
+    /* receive: headers built once; a call rewrites only the buffers the
+     * caller changed and the fields the kernel wrote in the last call */
+    struct mmsghdr rx_msgs[APTUS_SOCK_BATCH];
+    struct sockaddr_storage rx_names[APTUS_SOCK_BATCH];
     struct iovec rx_iov[APTUS_SOCK_BATCH];
+    unsigned rx_written; /* headers the last recvmmsg filled */
+    unsigned rx_count;   /* slots the last call was given */
 } aptus_sock_dgram_t;
 
 void aptus_sock_addr_to_wire(const struct sockaddr *sa, aptus_wire_addr_t *addr)
@@ -362,20 +368,21 @@ static unsigned aptus_sock_dgram_recv(aptus_dgram_wire_t *wire,
     int ret;
 
     count = ucs_min(count, APTUS_SOCK_BATCH);
-    for (i = 0; i < count; ++i) {
-        struct msghdr *m         = &sock->msgs[i].msg_hdr;
-        sock->rx_iov[i].iov_base = rx[i].buf;
-        sock->rx_iov[i].iov_len  = wire->mtu;
-        m->msg_name              = &sock->names[i];
-        m->msg_namelen           = sizeof(sock->names[i]);
-        m->msg_iov               = &sock->rx_iov[i];
-        m->msg_iovlen            = 1;
-        m->msg_control           = NULL;
-        m->msg_controllen        = 0;
-        m->msg_flags             = 0;
+    /* only the slots the last call filled may hold new buffers, unless the
+     * caller posts more (wire.h): an empty poll rebuilds nothing */
+    for (i = 0; i < sock->rx_written; ++i) {
+        sock->rx_msgs[i].msg_hdr.msg_namelen = sizeof(sock->rx_names[i]);
+        sock->rx_iov[i].iov_base             = rx[i].buf;
     }
+    if (ucs_unlikely(count > sock->rx_count)) {
+        for (i = sock->rx_written; i < count; ++i) {
+            sock->rx_iov[i].iov_base = rx[i].buf;
+        }
+    }
+    sock->rx_count   = count;
+    sock->rx_written = 0;
 
-    ret = recvmmsg(sock->fd, sock->msgs, count, MSG_DONTWAIT, NULL);
+    ret = recvmmsg(sock->fd, sock->rx_msgs, count, MSG_DONTWAIT, NULL);
     if (ret <= 0) {
         if ((ret < 0) && (errno != EAGAIN) && (errno != EWOULDBLOCK) &&
             (errno != EINTR)) {
@@ -384,21 +391,22 @@ static unsigned aptus_sock_dgram_recv(aptus_dgram_wire_t *wire,
         return 0;
     }
 
+    sock->rx_written = ret;
     for (i = 0; i < (unsigned)ret; ++i) {
-        if (sock->msgs[i].msg_hdr.msg_flags & MSG_TRUNC) {
+        if (sock->rx_msgs[i].msg_hdr.msg_flags & MSG_TRUNC) {
             wire->stats.rx_truncated++;
             continue;
         }
         wire->stats.rx_dgrams++;
-        wire->stats.rx_bytes += sock->msgs[i].msg_len;
+        wire->stats.rx_bytes += sock->rx_msgs[i].msg_len;
         if (filled != i) {
             /* compact: the caller sees filled buffers first */
             void *buf      = rx[filled].buf;
             rx[filled].buf = rx[i].buf;
             rx[i].buf      = buf;
         }
-        rx[filled].length = sock->msgs[i].msg_len;
-        aptus_sock_addr_to_wire((struct sockaddr *)&sock->names[i],
+        rx[filled].length = sock->rx_msgs[i].msg_len;
+        aptus_sock_addr_to_wire((struct sockaddr *)&sock->rx_names[i],
                                 &rx[filled].src);
         ++filled;
     }
@@ -516,6 +524,14 @@ ucs_status_t aptus_sock_dgram_open(const char *dev_name,
     sock->super.ops = &aptus_sock_dgram_ops;
     sock->super.mtu = config->mtu;
     aptus_fault_init(&sock->fault, &config->fault);
+    for (i = 0; i < APTUS_SOCK_BATCH; ++i) {
+        struct msghdr *m        = &sock->rx_msgs[i].msg_hdr;
+        sock->rx_iov[i].iov_len = config->mtu;
+        m->msg_name             = &sock->rx_names[i];
+        m->msg_namelen          = sizeof(sock->rx_names[i]);
+        m->msg_iov              = &sock->rx_iov[i];
+        m->msg_iovlen           = 1; /* control and flags: zero (calloc) */
+    }
 
     status = aptus_sock_open_bound(dev_name, SOCK_DGRAM, 0, &sock->fd,
                                    &sock->super.addr);
