@@ -323,6 +323,7 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
 
     chan->now_us       = clock();
     chan->last_tick_us = chan->now_us;
+    chan->next_due_us  = UINT64_MAX;
     chan->last_sync_us = chan->now_us;
     return UCS_OK;
 
@@ -800,6 +801,7 @@ void aptus_ud_chan_tick(aptus_ud_chan_t *chan)
     int probe;
 
     chan->last_tick_us = chan->now_us;
+    chan->next_due_us  = UINT64_MAX;
     ctx.chan           = chan;
     ctx.status         = UCS_OK;
 
@@ -857,6 +859,7 @@ void aptus_ud_chan_tick(aptus_ud_chan_t *chan)
             aptus_ud_peer_ext_try_release(chan, peer);
             continue;
         }
+        aptus_ud_chan_due(chan, peer);
         ++i;
     }
     aptus_ud_tx_batch_flush(chan);
@@ -940,7 +943,8 @@ unsigned aptus_ud_chan_progress(aptus_ud_chan_t *chan, int is_async)
     count += aptus_ud_rx_progress(chan, is_async);
     chan->wire->ops->progress(chan->wire, chan->now_us);
 
-    if ((chan->now_us - chan->last_tick_us) >= chan->config.tick_us) {
+    if (((chan->now_us - chan->last_tick_us) >= chan->config.tick_us) ||
+        (chan->now_us >= chan->next_due_us)) {
         aptus_ud_chan_tick(chan);
     }
 

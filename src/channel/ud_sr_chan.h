@@ -306,6 +306,8 @@ struct aptus_ud_chan {
     ucs_mpool_t flush_mp;
     size_t rx_dgram_offset;
     size_t reasm_data_offset;
+    uint64_t next_due_us;  /* a peer's probe or timeout may be due then:
+                              progress runs the timers no later */
     unsigned reasm_active; /* reassemblies started (or held first fragments
                               reserved for), not complete */
     size_t tx_data_offset[2];

@@ -305,6 +305,14 @@ static void aptus_ud_tx_post(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     }
     ucs_assert(offset == msg->length);
     aptus_ud_tx_batch_flush(chan);
+    if (chan->config.rel.probe_min_us != 0) {
+        /* this datagram's probe; older ones were counted when sent */
+        uint64_t due = chan->now_us +
+                       aptus_rel_tx_probe_after(&peer->tx, &chan->config.rel);
+        if (due < chan->next_due_us) {
+            chan->next_due_us = due;
+        }
+    }
 
     chan->tx_msg_bytes += msg->length;
     chan->stats.tx_msgs++;

@@ -307,6 +307,55 @@ unsigned aptus_rel_tx_reply(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
     return count;
 }
 
+/* Gap before the next repeat of an unanswered probe. */
+static inline uint64_t aptus_rel_probe_gap(const aptus_rel_tx_t *tx,
+                                           const aptus_rel_config_t *cfg,
+                                           uint64_t probe_after)
+{
+    uint64_t gap    = probe_after << (tx->probing < 3 ? tx->probing : 3);
+    uint64_t repeat = cfg->probe_repeat_us;
+
+    return (gap < repeat) ? repeat : gap;
+}
+
+uint64_t aptus_rel_tx_next_due(const aptus_rel_tx_t *tx,
+                               const aptus_rel_config_t *cfg, uint64_t now_us)
+{
+    const aptus_rel_txe_t *txe;
+    uint64_t oldest = UINT64_MAX, due, probe_due;
+
+    if (tx->tail == NULL) {
+        return UINT64_MAX;
+    }
+    txe = tx->tail->next;
+    for (;;) {
+        if (!(txe->flags & APTUS_REL_TXE_SACKED) && (txe->send_time < oldest)) {
+            oldest = txe->send_time;
+        }
+        if (txe == tx->tail) {
+            break;
+        }
+        txe = txe->next;
+    }
+    if (oldest == UINT64_MAX) {
+        return now_us + aptus_rel_tx_rto(tx, cfg); /* all held: wait */
+    }
+    due = oldest + aptus_rel_tx_rto(tx, cfg);
+    if (cfg->probe_min_us != 0) {
+        probe_due = oldest + aptus_rel_tx_probe_after(tx, cfg);
+        if (tx->probing) {
+            /* probe_time keeps the low 32 bits of the last probe's time */
+            probe_due = now_us - (uint32_t)((uint32_t)now_us - tx->probe_time) +
+                        aptus_rel_probe_gap(tx, cfg,
+                                            aptus_rel_tx_probe_after(tx, cfg));
+        }
+        if (probe_due < due) {
+            due = probe_due;
+        }
+    }
+    return due;
+}
+
 aptus_rel_timer_status_t
 aptus_rel_tx_timer(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
                    uint64_t now_us, aptus_rel_txe_cb_t resend_cb, void *arg,
@@ -358,16 +407,13 @@ aptus_rel_tx_timer(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
     } else if ((cfg->probe_min_us != 0) && (oldest != UINT64_MAX)) {
         /* Nothing is due yet, but the ACK is late: ask for it rather than
          * wait for the timeout, which may be far longer than the RTT. */
-        probe_after = 2 * (uint64_t)tx->srtt_us;
-        if (probe_after < cfg->probe_min_us) {
-            probe_after = cfg->probe_min_us;
-        }
+        probe_after = aptus_rel_tx_probe_after(tx, cfg);
         /* an unanswered probe is repeated, less often each time (at most
-         * 8 periods apart) so a sleeping peer is not flooded */
+         * 8 periods apart, none sooner than probe_repeat_us) so a sleeping
+         * peer is not flooded */
         if (((now_us - oldest) >= probe_after) &&
-            (!tx->probing ||
-             ((uint32_t)((uint32_t)now_us - tx->probe_time) >=
-              (probe_after << (tx->probing < 3 ? tx->probing : 3))))) {
+            (!tx->probing || ((uint32_t)((uint32_t)now_us - tx->probe_time) >=
+                              aptus_rel_probe_gap(tx, cfg, probe_after)))) {
             tx->probe_time = (uint32_t)now_us;
             if (tx->probing < UINT8_MAX) {
                 tx->probing++;

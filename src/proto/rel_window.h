@@ -62,6 +62,8 @@ typedef struct aptus_rel_config {
     uint32_t rto_init_us;     /* before the first RTT sample */
     uint32_t peer_timeout_us; /* silence with data outstanding => failed */
     uint32_t probe_min_us;    /* earliest tail probe; 0: no probes */
+    uint32_t probe_repeat_us; /* least gap before an unanswered probe is
+                                 repeated (0: probe_min_us) */
 } aptus_rel_config_t;
 
 /* Returns NULL when the configuration is consistent, else a message naming
@@ -195,6 +197,28 @@ static inline aptus_psn_t aptus_rel_tx_probe_upto(const aptus_rel_tx_t *tx)
 unsigned aptus_rel_tx_reply(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
                             aptus_psn_t upto, uint64_t now_us,
                             aptus_rel_txe_cb_t resend_cb, void *arg);
+
+/* Wait for an ACK this long past the oldest packet before probing: two
+ * smoothed RTTs (which include the receiver's ACK delay when it answers
+ * with delayed ACKs), at least probe_min_us; before the first sample, the
+ * repeat gap, which covers a delayed ACK. */
+static inline uint64_t aptus_rel_tx_probe_after(const aptus_rel_tx_t *tx,
+                                                const aptus_rel_config_t *cfg)
+{
+    uint64_t after = 2 * (uint64_t)tx->srtt_us;
+
+    if ((tx->srtt_us == 0) && (after < cfg->probe_repeat_us)) {
+        after = cfg->probe_repeat_us;
+    }
+    return (after < cfg->probe_min_us) ? cfg->probe_min_us : after;
+}
+
+/* When aptus_rel_tx_timer may next have something to do for tx (a probe
+ * or a timeout), usec on the caller's clock; UINT64_MAX when nothing is
+ * outstanding. Never later than the real event; the caller polls timers
+ * no later than this. */
+uint64_t aptus_rel_tx_next_due(const aptus_rel_tx_t *tx,
+                               const aptus_rel_config_t *cfg, uint64_t now_us);
 
 /* Current retransmission timeout including backoff, usec. */
 uint32_t aptus_rel_tx_rto(const aptus_rel_tx_t *tx,

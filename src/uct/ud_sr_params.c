@@ -80,6 +80,15 @@ ucs_config_field_t uct_ud_sr_params_table[] = {
       ucs_offsetof(uct_ud_sr_params_t, async_interval),
       UCS_CONFIG_TYPE_TIME },
 
+    { "PROBE_MIN", "20us",
+      "Earliest tail-loss probe: data unacknowledged for two smoothed round\n"
+      "trips (at least this long) makes the sender ask the receiver what it\n"
+      "has, so a lost datagram is resent after about one round trip more.\n"
+      "Timers are checked at each progress call when a probe is due, not only\n"
+      "at TIMER_TICK. Before the first round-trip sample, and for repeats of\n"
+      "an unanswered probe, the wait is at least twice TIMER_TICK.",
+      ucs_offsetof(uct_ud_sr_params_t, probe_min), UCS_CONFIG_TYPE_TIME },
+
     { "RTO_MIN", "20ms",
       "Smallest retransmission timeout. Lost datagrams are normally found\n"
       "sooner, by selective ACKs and tail probes (after two round trips); the\n"
@@ -248,8 +257,11 @@ static void uct_ud_sr_params_chan(const uct_ud_sr_params_t *config,
     chan_config->rx_headroom         = rx_headroom;
     chan_config->rx_batch            = config->rx_batch;
     chan_config->tick_us             = uct_ud_sr_usec(config->timer_tick);
-    /* probe no earlier than a delayed ACK could have come */
-    chan_config->rel.probe_min_us = 2 * chan_config->tick_us;
+    /* a probe goes two smoothed RTTs after the oldest unacknowledged
+     * datagram, at least PROBE_MIN; an unanswered one is repeated no
+     * sooner than a delayed ACK could have come */
+    chan_config->rel.probe_min_us    = uct_ud_sr_usec(config->probe_min);
+    chan_config->rel.probe_repeat_us = 2 * chan_config->tick_us;
     chan_config->crc              = config->crc;
     chan_config->max_peers        = config->max_peers;
     chan_config->max_reasm        = config->rx_max_reasm;

@@ -29,6 +29,7 @@ typedef struct uct_ud_sr_params {
     unsigned rx_max_reasm;
     double timer_tick;
     double async_interval;
+    double probe_min;
     double rto_min;
     double rto_max;
     double rto_init;

@@ -16,6 +16,7 @@ extern "C" {
 }
 
 #include <algorithm>
+#include <functional>
 #include <cstring>
 #include <random>
 #include <string>
@@ -1180,4 +1181,49 @@ TEST_F(ud_chan, unfinished_messages_of_strangers_hold_at_most_max_reasm)
     ASSERT_EQ(5000, send_bcopy(m_a, p, 3, pattern(5, 5000)));
     ASSERT_TRUE(run_until([&] { return m_b.rx.size() == 1; }));
     EXPECT_EQ(pattern(5, 5000), m_b.rx[0].data);
+}
+
+/* Issue: a lost datagram waited for the timer tick (and a probe no earlier
+ * than two ticks). The probe goes two smoothed RTTs after the data, checked
+ * at every progress call, so a loss in a ping-pong costs about two round
+ * trips more, far less than a tick; repeats of an unanswered probe still
+ * wait at least probe_repeat_us. */
+TEST_F(ud_chan, lost_datagram_recovered_within_round_trips_not_ticks)
+{
+    m_cfg.tick_us              = 200;
+    m_cfg.rel.probe_min_us     = 20;
+    m_cfg.rel.probe_repeat_us  = 400;
+    m_cfg.rel.rto_min_us       = 50000;
+    m_cfg.rel.rto_init_us      = 50000;
+    init_both();
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    auto fine_run_until = [&](std::function<bool()> pred) {
+        return fake_run_until(pred, [this] { round(5); }, 1000000);
+    };
+    for (unsigned i = 0; i < 20; ++i) { /* ping-pong: RTTs of ~10 us */
+        ASSERT_EQ(UCS_OK, send_short(m_a, p, 1, i, pattern(i, 10)));
+        ASSERT_TRUE(fine_run_until([&] { return m_b.rx.size() == i + 1; }));
+        aptus_ud_peer_t *q = m_b.chan.active[0];
+        ASSERT_EQ(UCS_OK, send_short(m_b, q, 1, i, pattern(i, 10)));
+        ASSERT_TRUE(fine_run_until([&] { return m_a.rx.size() == i + 1; }));
+    }
+    ASSERT_GT(p->tx.srtt_us, 0u);
+    ASSERT_LT(p->tx.srtt_us, 50u);
+
+    int dropped  = 0;
+    m_net.filter = [&](const fake_dgram &d, const aptus_ud_sr_pkt_t &pkt) {
+        if (!dropped && (d.from == m_a.wire->id) &&
+            (pkt.type == APTUS_UD_SR_TYPE_DATA)) {
+            dropped = 1;
+            return FAKE_DROP;
+        }
+        return FAKE_PASS;
+    };
+    ASSERT_EQ(UCS_OK, send_short(m_a, p, 1, 99, pattern(99, 10)));
+    uint64_t start = fake_net::now;
+    ASSERT_TRUE(fine_run_until([&] { return m_b.rx.size() == 21; }));
+    EXPECT_EQ(1, dropped);
+    EXPECT_LT(fake_net::now - start, m_cfg.tick_us) << "srtt " << p->tx.srtt_us;
+    EXPECT_GE(m_a.chan.stats.tx_probes, 1u);
+    EXPECT_EQ(0u, m_a.chan.stats.tx_retransmits);
 }
