@@ -237,6 +237,8 @@ ucs_status_t uct_rc_fp_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_IOV_SIZE(iovcnt, (size_t)APTUS_RC_MAX_IOV - 2,
                        "uct_rc_fp_ep_am_zcopy");
+    UCT_CHECK_LENGTH(header_length, 0, UCT_RC_SR_MAX_AM_HDR,
+                     "am_zcopy header");
     iov[1].iov_base = (void *)header;
     iov[1].iov_len  = header_length;
     for (i = 0; i < iovcnt; ++i) {

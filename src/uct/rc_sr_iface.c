@@ -230,7 +230,9 @@ static const aptus_rc_chan_ops_t uct_rc_sr_chan_ops = {
 };
 
 /* The pool reached its ceiling: reading waits for held messages to be
- * released. Never silent: the user learns which knob bounds it. */
+ * released. Said once at diag level naming the knob, as ud_sr does: an
+ * application may hold messages on purpose (UCX's own transports are
+ * silent here), and the statistics count it. */
 static void uct_rc_sr_iface_pool_full(uct_rc_sr_iface_t *iface)
 {
     iface->rx_pool_empty_seen = iface->wire->stats.rx_pool_empty;
@@ -238,7 +240,7 @@ static void uct_rc_sr_iface_pool_full(uct_rc_sr_iface_t *iface)
         return;
     }
     iface->rx_pool_full_reported = 1;
-    ucs_error("rc_sr/%s: the receive pool reached UCX_" UCT_RC_SR_CONFIG_PREFIX
+    ucs_diag("rc_sr/%s: the receive pool reached UCX_" UCT_RC_SR_CONFIG_PREFIX
               "RX_MAX_BUFS=%u buffers of %zu bytes while the application "
               "holds %" PRIu64 " received messages; incoming data waits in "
               "the connections until some are released",
