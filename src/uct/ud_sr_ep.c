@@ -209,9 +209,13 @@ ucs_status_t uct_ud_sr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     return status;
 }
 
-ucs_status_t uct_ud_sr_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
-                                    size_t iovcnt, uint64_t remote_addr,
-                                    uct_rkey_t rkey, uct_completion_t *comp)
+/* get_zcopy and put_zcopy: one buffer, within the remote key's region,
+ * over UD-ZCopy (a put is the target's get turned around). */
+static ucs_status_t uct_ud_sr_ep_rma_zcopy(uct_ep_h tl_ep, const char *op,
+                                           int is_put, const uct_iov_t *iov,
+                                           size_t iovcnt, uint64_t remote_addr,
+                                           uct_rkey_t rkey,
+                                           uct_completion_t *comp)
 {
     uct_ud_sr_iface_t *iface     = uct_ud_sr_ep_iface(tl_ep);
     const uct_aptus_rkey_t *akey = (const uct_aptus_rkey_t *)rkey;
@@ -220,53 +224,17 @@ ucs_status_t uct_ud_sr_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     size_t length;
     ucs_status_t status;
 
-    UCT_CHECK_PARAM(iovcnt == 1, "ud_sr get_zcopy takes one iov, got %zu",
+    UCT_CHECK_PARAM(iovcnt == 1, "ud_sr %s takes one iov, got %zu", op,
                     iovcnt);
     length = uct_iov_get_length(iov);
-    UCT_CHECK_LENGTH(length, 0, iface->udz.config.max_get, "get_zcopy");
+    UCT_CHECK_LENGTH(length, 0, iface->udz.config.max_get, op);
     if (length == 0) {
         return UCS_OK; /* as in UCX: nothing to move, the rkey may be a dummy */
     }
     if (!uct_aptus_rkey_covers(akey, remote_addr, length)) {
-        ucs_error("ud_sr get_zcopy: [0x%" PRIx64 ", +%zu) is outside the "
-                  "remote key's region",
-                  remote_addr, length);
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    liov.iov_base   = iov->buffer;
-    liov.iov_len    = length;
-    uct_aptus_rkey_to_chan_key(akey, &key);
-    UCT_UD_SR_ENTER(iface);
-    iface->chan.now_us = iface->chan.clock();
-    status = aptus_chan_get(&iface->udz.super, uct_ud_sr_ep_cpeer(tl_ep),
-                            &liov, 1, remote_addr, &key, comp);
-    UCT_UD_SR_LEAVE(iface);
-    return status;
-}
-
-ucs_status_t uct_ud_sr_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
-                                    size_t iovcnt, uint64_t remote_addr,
-                                    uct_rkey_t rkey, uct_completion_t *comp)
-{
-    uct_ud_sr_iface_t *iface     = uct_ud_sr_ep_iface(tl_ep);
-    const uct_aptus_rkey_t *akey = (const uct_aptus_rkey_t *)rkey;
-    aptus_chan_key_t key;
-    struct iovec liov;
-    size_t length;
-    ucs_status_t status;
-
-    UCT_CHECK_PARAM(iovcnt == 1, "ud_sr put_zcopy takes one iov, got %zu",
-                    iovcnt);
-    length = uct_iov_get_length(iov);
-    UCT_CHECK_LENGTH(length, 0, iface->udz.config.max_get, "put_zcopy");
-    if (length == 0) {
-        return UCS_OK; /* as in UCX: nothing to move, the rkey may be a dummy */
-    }
-    if (!uct_aptus_rkey_covers(akey, remote_addr, length)) {
-        ucs_error("ud_sr put_zcopy: [0x%" PRIx64 ", +%zu) is outside the "
-                  "remote key's region",
-                  remote_addr, length);
+        ucs_error("ud_sr %s: [0x%" PRIx64 ", +%zu) is outside the remote "
+                  "key's region",
+                  op, remote_addr, length);
         return UCS_ERR_INVALID_PARAM;
     }
 
@@ -275,11 +243,27 @@ ucs_status_t uct_ud_sr_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     uct_aptus_rkey_to_chan_key(akey, &key);
     UCT_UD_SR_ENTER(iface);
     iface->chan.now_us = iface->chan.clock();
-    /* the target reads it from here */
-    status = aptus_chan_put(&iface->udz.super, uct_ud_sr_ep_cpeer(tl_ep),
-                            &liov, 1, remote_addr, &key, comp);
+    status = (is_put ? aptus_chan_put : aptus_chan_get)(
+        &iface->udz.super, uct_ud_sr_ep_cpeer(tl_ep), &liov, 1, remote_addr,
+        &key, comp);
     UCT_UD_SR_LEAVE(iface);
     return status;
+}
+
+ucs_status_t uct_ud_sr_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                    size_t iovcnt, uint64_t remote_addr,
+                                    uct_rkey_t rkey, uct_completion_t *comp)
+{
+    return uct_ud_sr_ep_rma_zcopy(tl_ep, "get_zcopy", 0, iov, iovcnt,
+                                  remote_addr, rkey, comp);
+}
+
+ucs_status_t uct_ud_sr_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                    size_t iovcnt, uint64_t remote_addr,
+                                    uct_rkey_t rkey, uct_completion_t *comp)
+{
+    return uct_ud_sr_ep_rma_zcopy(tl_ep, "put_zcopy", 1, iov, iovcnt,
+                                  remote_addr, rkey, comp);
 }
 
 ucs_status_t uct_ud_sr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
