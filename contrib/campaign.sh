@@ -20,6 +20,8 @@
 #               long form adds test_scale.sh (64 ranks, both MPIs)
 #   fuzz        libFuzzer on every network-facing parser (contrib/fuzz.sh)
 #   sanitizers  the unit suite under ASan and UBSan (leaks at close too)
+#   valgrind    the protocol logic and the channels on the fake wire under
+#               valgrind's memcheck (errors and definite leaks)
 #
 # Everything it creates (namespaces, nftables tables, processes) is removed
 # on exit, also when a scenario fails; the table's last line says what was
@@ -165,6 +167,25 @@ if [ -x "$asan" ]; then
 else
     echo "0 passed, 1 failed" >"$log"
     row sanitizers "$log" "aptus_unit_asan not built"
+fi
+
+# the pure protocol logic and the channels on the fake wire under valgrind's
+# memcheck too (the UCT-level tests run under ASan above: under valgrind
+# their timers and sockets would take minutes)
+log=$out/valgrind.log
+if command -v valgrind >/dev/null; then
+    UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_EVENTS=no \
+        valgrind --error-exitcode=99 --leak-check=full \
+        --errors-for-leak-kinds=definite "$unit" --gtest_color=no \
+        --gtest_filter='rel_window*:ud_sr_proto*:rc_sr_proto*:zcopy*:veloblock*:fp_ring*:fp_proto*:xorder*:send_rules*:chan_alloc*:fault*:ud_chan*:*udz*' \
+        >"$log" 2>&1
+    vrc=$?
+    verrs=$(sed -n 's/.*ERROR SUMMARY: \([0-9]*\) errors.*/\1/p' "$log" | tail -n 1)
+    [ "$vrc" -eq 0 ] || echo "0 passed, 1 failed" >>"$log"
+    row valgrind "$log" "${verrs:-?} memcheck errors, definite leaks included (protocol logic and channels on the fake wire)"
+else
+    echo "0 passed, 1 failed" >"$log"
+    row valgrind "$log" "valgrind not installed"
 fi
 
 # ---- what is left behind ------------------------------------------------

@@ -12,7 +12,7 @@ packages=(
     build-essential autoconf automake libtool pkg-config dpkg-dev
     libucx-dev libucx0 ucx-utils
     libibverbs-dev librdmacm-dev rdma-core
-    libgtest-dev libnuma-dev clang
+    libgtest-dev libnuma-dev clang valgrind
     iproute2 nftables procps
     python3 python3-matplotlib
 )
