@@ -243,7 +243,7 @@ if [ $rebuild_ucx -eq 1 ] || [ ! -x "$gtest_bin" ] ||
         "${UCX_CONFIGURE_FLAGS[@]}" >"$B/configure.log" 2>&1) ||
         die "UCX configure failed ($B/configure.log)"
     # 'make' builds test/gtest/gtest too (SUBDIRS has test/gtest with --enable-gtest)
-    (cd "$B/ucx-obj" && nice -n 5 make -j"$jobs" "${UCX_MAKE_FLAGS[@]}" >"$B/make-ucx.log" 2>&1 &&
+    (cd "$B/ucx-obj" && nice -n 5 make -j"$jobs" >"$B/make-ucx.log" 2>&1 &&
         nice -n 5 make -C test/gtest -j"$jobs" "${UCX_MAKE_FLAGS[@]}" gtest >>"$B/make-ucx.log" 2>&1 &&
         make install >"$B/make-install.log" 2>&1) ||
         { grep -E "error|Error" "$B/make-ucx.log" | head -n 20 >&2
@@ -404,7 +404,7 @@ parse_log() { # log rc detaildir
 # found in seconds; ud_sr's equivalent is UCX_UD_SR_TIMEOUT (default 30s).
 suite_env() { # suite
     case "$1" in
-        *peer_failure*|*errh*|*keepalive*) echo "UCX_UD_SR_TIMEOUT=${UCX_UD_SR_TIMEOUT:-3s}" ;;
+        *peer_failure*|*errh*|*keepalive*) echo "UCX_UD_SR_TIMEOUT=${UCX_UD_SR_TIMEOUT:-3s} UCX_APTUS_TIMEOUT=${UCX_APTUS_TIMEOUT:-3s}" ;;
     esac
 }
 
@@ -490,7 +490,7 @@ else
     for tl in "${TLS[@]}"; do run_tl "$tl"; done
 fi
 # Instantiated for our transports but neither run nor excluded: say so.
-unclassified=$(awk -F'\t' '{ split($1, a, "[/.]"); if (a[1] == "ud_sr" || a[1] == "rc_sr") print a[2] }' "$list" |
+unclassified=$(awk -F'\t' '{ split($1, a, "[/.]"); if (a[1] == "ud_sr" || a[1] == "rc_sr" || a[1] == "rc_fp" || a[1] == "aptus") print a[2] }' "$list" |
     sort -u | while read -r s; do
         case " ${UCT_SUITES[*]} ${UCP_SUITES[*]} $excl " in *" $s "*) ;; *) echo "$s" ;; esac
     done | tr '\n' ' ')
