@@ -174,7 +174,9 @@ fi
 # their timers and sockets would take minutes)
 log=$out/valgrind.log
 if command -v valgrind >/dev/null; then
+    # the unit program is libtool's wrapper: valgrind the real one
     UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_EVENTS=no \
+        "$top/build/libtool" --mode=execute \
         valgrind --error-exitcode=99 --leak-check=full \
         --errors-for-leak-kinds=definite "$unit" --gtest_color=no \
         --gtest_filter='rel_window*:ud_sr_proto*:rc_sr_proto*:zcopy*:veloblock*:fp_ring*:fp_proto*:xorder*:send_rules*:chan_alloc*:fault*:ud_chan*:*udz*' \
