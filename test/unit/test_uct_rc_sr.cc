@@ -892,9 +892,8 @@ TEST_F(uct_rc_sr, destroyed_endpoint_lets_the_connection_close)
 TEST_F(uct_rc_sr, simultaneous_connections_merge_in_order)
 {
     /* both sides connect and send at once: one side moves to the other's
-     * connection, and nothing it sent before arrives after what follows */
-    ASSERT_EQ(UCS_OK, open(m_a));
-    ASSERT_EQ(UCS_OK, open(m_b));
+     * connection, and nothing it sent before arrives after what follows
+     * (setup_pair opens both interfaces) */
     uct_aptus_test::setup_pair();
     std::vector<std::vector<uint8_t>> to_a, to_b;
     for (unsigned i = 0; i < 300; ++i) {
@@ -931,7 +930,7 @@ void uct_rc_sr::reply_after_close_mid_merge(bool first_stays,
     auto key_of = [](entity &e) {
         uct_rc_sr_iface_addr_t addr;
         memcpy(&addr, e.iface_addr.data(), sizeof(addr));
-        return std::make_pair(uint32_t(addr.key), ntohs(addr.port));
+        return std::make_pair(uint64_t(addr.key), ntohs(addr.port));
     };
     /* the side with the smaller (key, port) keeps its connection */
     bool a_stays  = key_of(m_a) < key_of(m_b);
