@@ -7,6 +7,8 @@
 
 #include "aptus_rma.h"
 
+#include <uct/base/uct_iface.h>
+
 #include <ucs/debug/memtrack_int.h>
 
 #include <inttypes.h>
@@ -71,10 +73,10 @@ static int uct_aptus_rma_check(const char *op, uct_rkey_t rkey,
     return 1;
 }
 
-ucs_status_t uct_aptus_rma_put(aptus_udz_t *udz, aptus_ud_peer_t *peer,
-                               const char *op, const void *buffer,
-                               size_t length, uint64_t remote_addr,
-                               uct_rkey_t rkey)
+static ucs_status_t uct_aptus_rma_put(aptus_udz_t *udz,
+                                      aptus_ud_peer_t *peer, const char *op,
+                                      const void *buffer, size_t length,
+                                      uint64_t remote_addr, uct_rkey_t rkey)
 {
     if (length == 0) {
         return UCS_OK; /* as in UCX: nothing to move, the rkey may be a dummy */
@@ -111,6 +113,15 @@ ssize_t uct_aptus_rma_put_bcopy(aptus_udz_t *udz, aptus_ud_peer_t *peer,
     return (status == UCS_OK) ? (ssize_t)length : status;
 }
 
+ucs_status_t uct_aptus_rma_put_short(aptus_udz_t *udz, aptus_ud_peer_t *peer,
+                                     const char *op, const void *buffer,
+                                     unsigned length, uint64_t remote_addr,
+                                     uct_rkey_t rkey)
+{
+    UCT_CHECK_LENGTH(length, 0, uct_aptus_rma_max_put_short(udz), "put_short");
+    return uct_aptus_rma_put(udz, peer, op, buffer, length, remote_addr, rkey);
+}
+
 static void uct_aptus_rma_get_done(uct_completion_t *self)
 {
     uct_aptus_rma_get_t *get = ucs_container_of(self, uct_aptus_rma_get_t,
@@ -134,6 +145,7 @@ ucs_status_t uct_aptus_rma_get_bcopy(aptus_udz_t *udz, aptus_ud_peer_t *peer,
     uct_aptus_rma_get_t *get;
     ucs_status_t status;
 
+    UCT_CHECK_LENGTH(length, 0, uct_aptus_rma_max_bcopy(udz), "get_bcopy");
     if (length == 0) {
         return UCS_OK;
     }

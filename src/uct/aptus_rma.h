@@ -24,12 +24,13 @@ size_t uct_aptus_rma_max_bcopy(const aptus_udz_t *udz);
 void uct_aptus_rma_query(const aptus_udz_t *udz, int zcopy,
                          uct_iface_attr_t *attr);
 
-/* Put length bytes of buffer at remote_addr: UCS_OK once the stream took
- * them, UCS_ERR_NO_RESOURCE when its window is full. */
-ucs_status_t uct_aptus_rma_put(aptus_udz_t *udz, aptus_ud_peer_t *peer,
-                               const char *op, const void *buffer,
-                               size_t length, uint64_t remote_addr,
-                               uct_rkey_t rkey);
+/* Put length bytes (at most uct_aptus_rma_max_put_short) of buffer at
+ * remote_addr: UCS_OK once the stream took them, UCS_ERR_NO_RESOURCE when
+ * its window is full. */
+ucs_status_t uct_aptus_rma_put_short(aptus_udz_t *udz, aptus_ud_peer_t *peer,
+                                     const char *op, const void *buffer,
+                                     unsigned length, uint64_t remote_addr,
+                                     uct_rkey_t rkey);
 
 /* put_bcopy: what pack_cb packs (at most uct_aptus_rma_max_bcopy);
  * returns the length put, or an error. */
@@ -37,8 +38,9 @@ ssize_t uct_aptus_rma_put_bcopy(aptus_udz_t *udz, aptus_ud_peer_t *peer,
                                 uct_pack_callback_t pack_cb, void *arg,
                                 uint64_t remote_addr, uct_rkey_t rkey);
 
-/* Read length bytes at remote_addr and hand them to unpack_cb; comp (may
- * be NULL) is completed after that. UCS_INPROGRESS, or an error. */
+/* Read length bytes (at most uct_aptus_rma_max_bcopy) at remote_addr and
+ * hand them to unpack_cb; comp (may be NULL) is completed after that.
+ * UCS_INPROGRESS, or an error. */
 ucs_status_t uct_aptus_rma_get_bcopy(aptus_udz_t *udz, aptus_ud_peer_t *peer,
                                      uct_unpack_callback_t unpack_cb,
                                      void *arg, size_t length,

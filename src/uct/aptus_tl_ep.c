@@ -651,10 +651,8 @@ ucs_status_t uct_aptus_tl_ep_put_short(uct_ep_h tl_ep, const void *buffer,
     uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep(tl_ep);
     ucs_status_t status;
 
-    UCT_CHECK_LENGTH(length, 0, uct_aptus_rma_max_put_short(&iface->udz),
-                     "put_short");
     UCT_APTUS_RMA_BEGIN(iface, ep);
-    status = uct_aptus_rma_put(&iface->udz, &ep->peer, "aptus put_short",
+    status = uct_aptus_rma_put_short(&iface->udz, &ep->peer, "aptus put_short",
                                buffer, length, remote_addr, rkey);
     if (status == UCS_OK) {
         uct_aptus_tl_ep_sent(iface, ep, APTUS_CHAN_UD_SR, length);
@@ -691,8 +689,6 @@ ucs_status_t uct_aptus_tl_ep_get_bcopy(uct_ep_h tl_ep,
     uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep(tl_ep);
     ucs_status_t status;
 
-    UCT_CHECK_LENGTH(length, 0, uct_aptus_rma_max_bcopy(&iface->udz),
-                     "get_bcopy");
     UCT_APTUS_RMA_BEGIN(iface, ep);
     status = uct_aptus_rma_get_bcopy(&iface->udz, &ep->peer, unpack_cb, arg,
                                      length, remote_addr, rkey, comp);

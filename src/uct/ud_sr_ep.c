@@ -273,10 +273,8 @@ ucs_status_t uct_ud_sr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
     uct_ud_sr_iface_t *iface = uct_ud_sr_ep_iface(tl_ep);
     ucs_status_t status;
 
-    UCT_CHECK_LENGTH(length, 0, uct_aptus_rma_max_put_short(&iface->udz),
-                     "put_short");
     UCT_UD_SR_ENTER(iface);
-    status = uct_aptus_rma_put(&iface->udz, uct_ud_sr_ep_peer(tl_ep),
+    status = uct_aptus_rma_put_short(&iface->udz, uct_ud_sr_ep_peer(tl_ep),
                                "ud_sr put_short", buffer, length, remote_addr,
                                rkey);
     UCT_UD_SR_LEAVE(iface);
@@ -305,8 +303,6 @@ ucs_status_t uct_ud_sr_ep_get_bcopy(uct_ep_h tl_ep,
     uct_ud_sr_iface_t *iface = uct_ud_sr_ep_iface(tl_ep);
     ucs_status_t status;
 
-    UCT_CHECK_LENGTH(length, 0, uct_aptus_rma_max_bcopy(&iface->udz),
-                     "get_bcopy");
     UCT_UD_SR_ENTER(iface);
     status = uct_aptus_rma_get_bcopy(&iface->udz, uct_ud_sr_ep_peer(tl_ep),
                                      unpack_cb, arg, length, remote_addr,
