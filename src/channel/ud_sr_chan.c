@@ -15,6 +15,9 @@
 #include <string.h>
 
 #define APTUS_UD_ACTIVE_INIT 64
+#define APTUS_UD_TX_BATCH    64 /* datagrams per send call, at least */
+_Static_assert(APTUS_UD_SR_SACK_WORDS_MAX == APTUS_REL_SACK_WORDS,
+               "an ACK carries the whole receive window");
 
 /* Header of a datagram that is a whole message or a middle/last fragment;
  * the first of several always carries the 8-byte data extension. */
@@ -152,7 +155,7 @@ static ucs_status_t aptus_ud_tx_batch_init(aptus_ud_tx_batch_t *batch,
     batch->iov   = ucs_calloc(max * APTUS_DGRAM_MAX_IOV, sizeof(*batch->iov),
                               "aptus_ud_batch_iov");
     batch->hdrs =
-        ucs_calloc(max, APTUS_UD_SR_HDR_MAX_LEN, "aptus_ud_batch_hdrs");
+        ucs_calloc(max, APTUS_UD_SR_ACK_MAX_LEN, "aptus_ud_batch_hdrs");
     if ((batch->tx == NULL) || (batch->iov == NULL) || (batch->hdrs == NULL)) {
         ucs_free(batch->tx);
         ucs_free(batch->iov);
@@ -291,8 +294,10 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
         goto err_reasm_mp;
     }
 
+    /* a full batch is sent and the next one starts: this only sets how
+     * many datagrams one send call may take */
     status = aptus_ud_tx_batch_init(&chan->batch,
-                                    ucs_max(max_frags, APTUS_REL_RX_WINDOW));
+                                    ucs_max(max_frags, APTUS_UD_TX_BATCH));
     if (status != UCS_OK) {
         goto err_flush_mp;
     }
@@ -474,8 +479,9 @@ aptus_ud_peer_ext_t *aptus_ud_peer_ext_get(aptus_ud_chan_t *chan,
             return NULL;
         }
         ext->peer  = peer;
-        ext->held  = NULL;
-        ext->reasm = NULL;
+        ext->held      = NULL;
+        ext->held_tail = NULL;
+        ext->reasm     = NULL;
         ucs_arbiter_group_init(&ext->pending);
         peer->ext = ext;
     }
@@ -828,7 +834,7 @@ void aptus_ud_chan_tick(aptus_ud_chan_t *chan)
                                    aptus_ud_tx_resend, &ctx, &resent, &probe);
             chan->stats.tx_retransmits += resent;
             if (probe) {
-                aptus_ud_tx_send_ctl(chan, peer, APTUS_UD_SR_TYPE_ACK, 1);
+                aptus_ud_tx_probe(chan, peer);
                 chan->stats.tx_probes++;
             }
             if (tstatus == APTUS_REL_TIMER_FAILED) {
@@ -1056,7 +1062,7 @@ static ucs_status_t aptus_ud_chan_flush_peer(aptus_ud_chan_t *chan,
 
     /* Someone waits: ask the peer for its acknowledgement now rather than
      * after its delayed-ACK timer. */
-    aptus_ud_tx_send_ctl(chan, peer, APTUS_UD_SR_TYPE_ACK, 1);
+    aptus_ud_tx_probe(chan, peer);
     aptus_ud_tx_batch_flush(chan);
     return UCS_INPROGRESS;
 }

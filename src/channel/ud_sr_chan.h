@@ -111,7 +111,10 @@ enum {
     APTUS_UD_PEER_IN_SOON  = 1u << 5, /* on the next-progress ACK list */
     APTUS_UD_PEER_QUIET    = 1u << 6, /* failed by the user's own cancel */
     APTUS_UD_PEER_DEAD     = 1u << 7, /* on the reclaim list */
-    APTUS_UD_PEER_USER_GONE = 1u << 8 /* its endpoint was destroyed */
+    APTUS_UD_PEER_USER_GONE = 1u << 8, /* its endpoint was destroyed */
+    APTUS_UD_PEER_HEARD = 1u << 9 /* the remote side has the stream: it
+                                     sent on it (until then data goes with
+                                     the OPEN flag) */
 };
 
 /*
@@ -135,6 +138,8 @@ struct aptus_ud_peer {
 struct aptus_ud_peer_ext {
     aptus_ud_peer_t *peer;
     struct aptus_ud_rx_desc *held; /* out-of-order packets, PSN order */
+    struct aptus_ud_rx_desc *held_tail;
+    aptus_rel_rx_map_t held_map; /* the window's map of them */
     struct aptus_ud_reasm *reasm;  /* message being reassembled */
     ucs_arbiter_group_t pending;   /* uct_pending_req_t waiting for window */
 };
@@ -242,7 +247,7 @@ typedef struct aptus_ud_tx_batch {
     unsigned max;
     aptus_dgram_tx_t *tx;
     struct iovec *iov; /* max * APTUS_DGRAM_MAX_IOV */
-    uint8_t *hdrs;     /* max * APTUS_UD_SR_HDR_MAX_LEN */
+    uint8_t *hdrs;     /* max * APTUS_UD_SR_ACK_MAX_LEN */
 } aptus_ud_tx_batch_t;
 
 /* Completions to run later, in the order they were added. */

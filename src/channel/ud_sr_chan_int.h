@@ -119,6 +119,8 @@ void aptus_ud_chan_dispatch_pending(aptus_ud_chan_t *chan);
 void aptus_ud_tx_release(void *arg, aptus_rel_txe_t *txe);
 void aptus_ud_tx_resend(void *arg, aptus_rel_txe_t *txe);
 void aptus_ud_tx_batch_flush(aptus_ud_chan_t *chan);
+/* Ask the peer for an acknowledgement of everything outstanding. */
+void aptus_ud_tx_probe(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer);
 void aptus_ud_tx_send_ctl(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
                           uint8_t type, int ack_req);
 void aptus_ud_tx_purge(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,

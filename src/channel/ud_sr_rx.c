@@ -123,6 +123,8 @@ void aptus_ud_rx_release_peer(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
         }
         ucs_mpool_put_inline(desc);
     }
+    ext->held_tail = NULL;
+    aptus_rel_rx_drop_held(&peer->rx);
     if (ext->reasm != NULL) {
         ucs_mpool_put_inline(ext->reasm);
         ext->reasm = NULL;
@@ -266,7 +268,20 @@ static int aptus_ud_rx_hold(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     if (ext == NULL) {
         return 0;
     }
-    /* keep the held list in PSN order; it is short and rarely used */
+    aptus_rel_rx_attach(&peer->rx, &ext->held_map);
+    /* keep the held list in PSN order: packets past a hole mostly arrive
+     * in order, so they go at the tail; a repaired hole between them
+     * walks the list (at most a window) */
+    desc->next = NULL;
+    if (ext->held == NULL) {
+        ext->held = ext->held_tail = desc;
+        return 1;
+    }
+    if (aptus_psn_lt(ext->held_tail->psn, desc->psn)) {
+        ext->held_tail->next = desc;
+        ext->held_tail       = desc;
+        return 1;
+    }
     for (pos = &ext->held;
          (*pos != NULL) && aptus_psn_lt((*pos)->psn, desc->psn);
          pos = &(*pos)->next) {
@@ -408,6 +423,9 @@ static void aptus_ud_rx_data(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         while (aptus_rel_rx_pop_held(&peer->rx)) {
             held            = peer->ext->held;
             peer->ext->held = held->next;
+            if (held->next == NULL) {
+                peer->ext->held_tail = NULL;
+            }
             ucs_assert(held->psn == (aptus_psn_t)(peer->rx.expected - 1));
             if (!aptus_ud_rx_inorder(chan, peer, held, is_async)) {
                 return;
@@ -425,14 +443,8 @@ static void aptus_ud_rx_data(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
 
 static inline int aptus_ud_rx_is_stream_start(const aptus_ud_sr_pkt_t *pkt)
 {
-    if (pkt->ack != 0) {
-        return 0;
-    }
-    if (pkt->type == APTUS_UD_SR_TYPE_DATA) {
-        return pkt->psn < APTUS_REL_TX_WINDOW_MAX;
-    }
-    return (pkt->type == APTUS_UD_SR_TYPE_ACK) &&
-           (pkt->flags & APTUS_UD_SR_F_ACK_REQ);
+    return (pkt->type == APTUS_UD_SR_TYPE_DATA) &&
+           (pkt->flags & APTUS_UD_SR_F_OPEN) && (pkt->ack == 0);
 }
 
 /* Tell the sender of a datagram on a stream we no longer have that it is
@@ -488,10 +500,9 @@ static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
 
     peer = aptus_ud_chan_peer_lookup(chan, src, pkt.src_key, pkt.conn_id);
     if (peer == NULL) {
-        /* A new stream starts with data, or with a probe whose first data
-         * was lost (the reply tells the sender nothing arrived); either
-         * way the sender has received nothing on it (ack 0) and sends from
-         * PSN 0. Anything else belongs to a stream that died here and was
+        /* A new stream starts with data marked OPEN: the sender has heard
+         * nothing on it (ack 0) and probes with data while it is so.
+         * Anything else belongs to a stream that died here and was
          * reclaimed: it is dead for the sender too. */
         if (!aptus_ud_rx_is_stream_start(&pkt)) {
             if ((pkt.type == APTUS_UD_SR_TYPE_DATA) ||
@@ -524,13 +535,14 @@ static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
     ctx.peer   = peer;
     ctx.status = UCS_OK;
     astatus    = aptus_rel_tx_ack(&peer->tx, &chan->config.rel, pkt.ack,
-                                  pkt.flags & APTUS_UD_SR_F_SACK, pkt.sack,
-                                  chan->now_us, aptus_ud_tx_release, &ctx);
+                                  pkt.sack, pkt.sack_words, chan->now_us,
+                                  aptus_ud_tx_release, &ctx);
     if (ucs_unlikely(astatus != APTUS_REL_ACK_OK)) {
         chan->stats.rx_bad_ack++;
         return 0;
     }
     aptus_rel_tx_heard(&peer->tx, chan->now_us);
+    peer->flags |= APTUS_UD_PEER_HEARD;
     if (acked != peer->tx.acked_psn) {
         aptus_ud_chan_tx_progressed(chan, peer);
     }

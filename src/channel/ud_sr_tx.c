@@ -69,7 +69,7 @@ static inline aptus_dgram_tx_t *aptus_ud_tx_batch_slot(aptus_ud_chan_t *chan,
         aptus_ud_tx_batch_flush(chan);
     }
     idx    = batch->count++;
-    *hdr_p = batch->hdrs + idx * APTUS_UD_SR_HDR_MAX_LEN;
+    *hdr_p = batch->hdrs + idx * APTUS_UD_SR_ACK_MAX_LEN;
     *iov_p = batch->iov + idx * APTUS_DGRAM_MAX_IOV;
     return &batch->tx[idx];
 }
@@ -93,8 +93,9 @@ static void aptus_ud_tx_batch_add_frag(aptus_ud_chan_t *chan,
     pkt.psn      = frag->rel.psn;
     pkt.ack      = peer->rx.expected;
     pkt.type     = APTUS_UD_SR_TYPE_DATA;
-    pkt.flags =
-        frag->flags | msg->hdr_flags | (ack_req ? APTUS_UD_SR_F_ACK_REQ : 0);
+    pkt.flags = frag->flags | msg->hdr_flags |
+                (ack_req ? APTUS_UD_SR_F_ACK_REQ : 0) |
+                ((peer->flags & APTUS_UD_PEER_HEARD) ? 0 : APTUS_UD_SR_F_OPEN);
     pkt.am_id   = msg->am_id;
     pkt.conn_id = peer->conn_id;
     pkt.msg_len = msg->length;
@@ -128,12 +129,17 @@ void aptus_ud_tx_send_ctl(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
 
     tx = aptus_ud_tx_batch_slot(chan, &hdr, &iov);
 
-    memset(&pkt, 0, sizeof(pkt));
-    pkt.dest_key = peer->remote_key;
-    pkt.src_key  = chan->local_key;
-    pkt.ack      = peer->rx.expected;
-    pkt.type     = type;
-    pkt.conn_id  = peer->conn_id;
+    pkt.dest_key   = peer->remote_key;
+    pkt.src_key    = chan->local_key;
+    pkt.psn        = 0;
+    pkt.ack        = peer->rx.expected;
+    pkt.type       = type;
+    pkt.flags      = 0;
+    pkt.am_id      = 0;
+    pkt.conn_id    = peer->conn_id;
+    pkt.sack_words = 0;
+    pkt.msg_len    = 0;
+    pkt.crc        = 0;
     if (type == APTUS_UD_SR_TYPE_ACK) {
         if (ack_req) {
             /* a probe: "tell me what you have of everything before this" */
@@ -144,9 +150,11 @@ void aptus_ud_tx_send_ctl(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
             pkt.psn = peer->rx.reply_upto;
         }
     }
-    if ((type == APTUS_UD_SR_TYPE_ACK) && (peer->rx.ooo_mask != 0)) {
-        pkt.flags |= APTUS_UD_SR_F_SACK;
-        pkt.sack = peer->rx.ooo_mask;
+    if (type == APTUS_UD_SR_TYPE_ACK) {
+        pkt.sack_words = (uint8_t)aptus_rel_rx_sack(&peer->rx, pkt.sack);
+        if (pkt.sack_words != 0) {
+            pkt.flags |= APTUS_UD_SR_F_SACK;
+        }
     }
 
     iov[0].iov_base = hdr;
@@ -161,6 +169,25 @@ void aptus_ud_tx_send_ctl(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     } else {
         chan->stats.tx_resets++;
     }
+}
+
+void aptus_ud_tx_probe(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
+{
+    aptus_ud_tx_ctx_t ctx;
+
+    if (peer->flags & APTUS_UD_PEER_HEARD) {
+        aptus_ud_tx_send_ctl(chan, peer, APTUS_UD_SR_TYPE_ACK, 1);
+        return;
+    }
+    /* The peer may not have the stream yet (its first data lost): only
+     * data with the OPEN flag may start it there, so the probe is the
+     * oldest packet again, asking for an acknowledgement. */
+    ctx.chan   = chan;
+    ctx.peer   = peer;
+    ctx.status = UCS_OK;
+    chan->stats.tx_retransmits +=
+        aptus_rel_tx_resend_oldest(&peer->tx, chan->now_us,
+                                   aptus_ud_tx_resend, &ctx);
 }
 
 void aptus_ud_tx_batch_flush(aptus_ud_chan_t *chan)

@@ -8,7 +8,7 @@
 const char *aptus_rel_config_check(const aptus_rel_config_t *cfg)
 {
     if ((cfg->tx_window == 0) || (cfg->tx_window > APTUS_REL_TX_WINDOW_MAX)) {
-        return "TX_WINDOW must be between 1 and 64";
+        return "TX_WINDOW must be between 1 and 1024";
     }
     if (cfg->ack_count == 0) {
         return "ACK_COUNT must be at least 1";
@@ -118,8 +118,8 @@ static void aptus_rel_rtt_sample(aptus_rel_tx_t *tx, uint64_t rtt)
 
 aptus_rel_ack_status_t
 aptus_rel_tx_ack(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
-                 aptus_psn_t ack, int has_sack, uint64_t sack, uint64_t now_us,
-                 aptus_rel_txe_cb_t release_cb, void *arg)
+                 aptus_psn_t ack, const uint64_t *sack, unsigned sack_words,
+                 uint64_t now_us, aptus_rel_txe_cb_t release_cb, void *arg)
 {
     aptus_rel_txe_t *txe, *next;
     uint64_t sample = 0;
@@ -161,7 +161,10 @@ aptus_rel_tx_ack(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
         }
     }
 
-    if (!has_sack || (sack == 0) || (tx->tail == NULL)) {
+    if (sack_words > APTUS_REL_SACK_WORDS) {
+        sack_words = APTUS_REL_SACK_WORDS;
+    }
+    if ((sack_words == 0) || (tx->tail == NULL)) {
         if (have_sample) {
             aptus_rel_rtt_sample(tx, sample);
         }
@@ -173,10 +176,10 @@ aptus_rel_tx_ack(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
     txe = aptus_rel_tx_head(tx);
     for (;;) {
         dist = aptus_psn_dist(ack, txe->psn);
-        if (dist >= APTUS_REL_RX_WINDOW) {
+        if (dist >= sack_words * 64) {
             break;
         }
-        if (sack & (1ull << dist)) {
+        if ((dist != 0) && (sack[dist / 64] & (1ull << (dist % 64)))) {
             if (!(txe->flags & APTUS_REL_TXE_SACKED)) {
                 txe->flags |= APTUS_REL_TXE_SACKED;
                 tx->backoff = 0;
@@ -272,6 +275,16 @@ unsigned aptus_rel_tx_fast_retransmit(aptus_rel_tx_t *tx,
         }
     }
     return count;
+}
+
+unsigned aptus_rel_tx_resend_oldest(aptus_rel_tx_t *tx, uint64_t now_us,
+                                    aptus_rel_txe_cb_t resend_cb, void *arg)
+{
+    if (tx->tail == NULL) {
+        return 0;
+    }
+    aptus_rel_resend(tx->tail->next, now_us, resend_cb, arg);
+    return 1;
 }
 
 unsigned aptus_rel_tx_reply(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
@@ -465,43 +478,67 @@ void aptus_rel_tx_purge(aptus_rel_tx_t *tx, aptus_rel_txe_cb_t release_cb,
 
 void aptus_rel_rx_init(aptus_rel_rx_t *rx)
 {
-    rx->ooo_mask   = 0;
+    rx->map        = NULL;
     rx->expected   = 0;
     rx->unacked    = 0;
     rx->reply_upto = 0;
     rx->flags      = 0;
 }
 
+static inline int aptus_rel_rx_is_held(const aptus_rel_rx_t *rx,
+                                       aptus_psn_t psn)
+{
+    unsigned slot = aptus_rel_rx_slot(psn);
+
+    return (rx->map != NULL) &&
+           (rx->map->bits[slot / 64] & (1ull << (slot % 64)));
+}
+
 aptus_rel_rx_verdict_t aptus_rel_rx_classify(const aptus_rel_rx_t *rx,
                                              aptus_psn_t psn)
 {
-    uint16_t dist;
-
     if (psn == rx->expected) {
         return APTUS_REL_RX_DELIVER;
     }
     if (aptus_psn_lt(psn, rx->expected)) {
         return APTUS_REL_RX_DUPLICATE;
     }
-    dist = aptus_psn_dist(rx->expected, psn);
-    if (dist >= APTUS_REL_RX_WINDOW) {
+    if (aptus_psn_dist(rx->expected, psn) >= APTUS_REL_RX_WINDOW) {
         return APTUS_REL_RX_OUT_OF_WINDOW;
     }
-    return (rx->ooo_mask & (1ull << dist)) ? APTUS_REL_RX_DUPLICATE
-                                           : APTUS_REL_RX_HOLD;
+    return aptus_rel_rx_is_held(rx, psn) ? APTUS_REL_RX_DUPLICATE
+                                         : APTUS_REL_RX_HOLD;
+}
+
+void aptus_rel_rx_attach(aptus_rel_rx_t *rx, aptus_rel_rx_map_t *map)
+{
+    unsigned i;
+
+    if (rx->map != NULL) {
+        return;
+    }
+    for (i = 0; i < APTUS_REL_SACK_WORDS; ++i) {
+        map->bits[i] = 0;
+    }
+    map->count = 0;
+    rx->map    = map;
 }
 
 void aptus_rel_rx_commit(aptus_rel_rx_t *rx, aptus_psn_t psn,
                          aptus_rel_rx_verdict_t verdict)
 {
+    unsigned slot;
+
     switch (verdict) {
     case APTUS_REL_RX_DELIVER:
-        rx->ooo_mask >>= 1;
         rx->expected++;
         rx->unacked++;
         break;
     case APTUS_REL_RX_HOLD:
-        rx->ooo_mask |= 1ull << aptus_psn_dist(rx->expected, psn);
+        /* the caller attached a map first (aptus_rel_rx_attach) */
+        slot = aptus_rel_rx_slot(psn);
+        rx->map->bits[slot / 64] |= 1ull << (slot % 64);
+        rx->map->count++;
         rx->unacked++;
         rx->flags |= APTUS_REL_RX_ACK_NOW; /* tell the sender about the hole */
         break;
@@ -513,4 +550,31 @@ void aptus_rel_rx_commit(aptus_rel_rx_t *rx, aptus_psn_t psn,
         rx->flags |= APTUS_REL_RX_ACK_NOW;
         break;
     }
+}
+
+unsigned aptus_rel_rx_sack(const aptus_rel_rx_t *rx, uint64_t *sack)
+{
+    const aptus_rel_rx_map_t *map = rx->map;
+    unsigned i, slot, dist, top = 0;
+    uint64_t word;
+
+    if (map == NULL) {
+        return 0;
+    }
+    for (i = 0; i < APTUS_REL_SACK_WORDS; ++i) {
+        sack[i] = 0;
+    }
+    /* rotate the ring so that bit 0 is the expected packet */
+    for (i = 0; i < APTUS_REL_SACK_WORDS; ++i) {
+        for (word = map->bits[i]; word != 0; word &= word - 1) {
+            slot = i * 64 + (unsigned)__builtin_ctzll(word);
+            dist = (slot - aptus_rel_rx_slot(rx->expected)) &
+                   (APTUS_REL_RX_WINDOW - 1);
+            sack[dist / 64] |= 1ull << (dist % 64);
+            if (dist > top) {
+                top = dist;
+            }
+        }
+    }
+    return top / 64 + 1;
 }

@@ -8,6 +8,12 @@
  * backoff, duplicate detection and out-of-order holding on the receive side,
  * and peer failure after a silence limit.
  *
+ * The window spans up to 1024 packets. What that costs stays off idle peers:
+ * the receiver's map of held packets (128 bytes) is memory the caller
+ * attaches only while something is held past a hole, and the selective
+ * acknowledgement carries only as many 64-bit words as reach the highest
+ * held packet.
+ *
  * The caller owns every packet record (aptus_rel_txe_t is embedded in its
  * transmit descriptor) and every buffer; this module only decides. All times
  * are microseconds on a monotonic clock chosen by the caller.
@@ -48,11 +54,14 @@ static inline uint16_t aptus_psn_dist(aptus_psn_t a, aptus_psn_t b)
     return (uint16_t)(b - a);
 }
 
-/* Out-of-order span the receiver can hold: bit i of the selective map is
- * the packet (cumulative ack + i); bit 0 is never set. */
-#define APTUS_REL_RX_WINDOW 64
+/* Out-of-order span the receiver can hold (a power of two): packets
+ * (expected + 1) .. (expected + APTUS_REL_RX_WINDOW - 1). */
+#define APTUS_REL_RX_WINDOW 1024
 /* Sending further ahead than the receiver can hold only makes it drop. */
 #define APTUS_REL_TX_WINDOW_MAX APTUS_REL_RX_WINDOW
+/* Words of a full selective acknowledgement: bit i of word j is the packet
+ * (cumulative ack + 64 j + i); bit 0 of word 0 is never set. */
+#define APTUS_REL_SACK_WORDS (APTUS_REL_RX_WINDOW / 64)
 
 typedef struct aptus_rel_config {
     uint16_t tx_window;  /* unacknowledged packets in flight per peer */
@@ -154,14 +163,15 @@ static inline void aptus_rel_tx_heard(aptus_rel_tx_t *tx, uint64_t now_us)
 
 /*
  * Process an acknowledgement: every PSN before 'ack' is released (release_cb
- * in PSN order), and with has_sack, bit i of 'sack' marks (ack + i) as held
- * by the receiver. An RTT sample is taken from the newest released packet
- * that was sent only once (Karn's rule).
+ * in PSN order), and bit i of word j of the selective map 'sack' (sack_words
+ * words, 0 for none) marks (ack + 64 j + i) as held by the receiver. An RTT
+ * sample is taken from the newest released packet that was sent only once
+ * (Karn's rule).
  */
 aptus_rel_ack_status_t
 aptus_rel_tx_ack(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
-                 aptus_psn_t ack, int has_sack, uint64_t sack, uint64_t now_us,
-                 aptus_rel_txe_cb_t release_cb, void *arg);
+                 aptus_psn_t ack, const uint64_t *sack, unsigned sack_words,
+                 uint64_t now_us, aptus_rel_txe_cb_t release_cb, void *arg);
 
 /* Resend holes below the highest selectively acknowledged packet that have
  * waited at least one smoothed RTT. Returns how many were resent. */
@@ -183,6 +193,11 @@ aptus_rel_timer_status_t
 aptus_rel_tx_timer(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
                    uint64_t now_us, aptus_rel_txe_cb_t resend_cb, void *arg,
                    unsigned *resent_p, int *probe_p);
+
+/* Resend the oldest outstanding packet now (a probe that must be data:
+ * the peer may not know the stream yet). Returns 0 when none is. */
+unsigned aptus_rel_tx_resend_oldest(aptus_rel_tx_t *tx, uint64_t now_us,
+                                    aptus_rel_txe_cb_t resend_cb, void *arg);
 
 /* What a probe or request covers: every PSN before this was sent. */
 static inline aptus_psn_t aptus_rel_tx_probe_upto(const aptus_rel_tx_t *tx)
@@ -245,11 +260,19 @@ enum {
                                        sender carries it first */
 };
 
+/* Which packets past a hole the receiver holds: a ring of bits indexed by
+ * PSN modulo APTUS_REL_RX_WINDOW. The caller's memory, attached while the
+ * count is above zero. */
+typedef struct aptus_rel_rx_map {
+    uint64_t bits[APTUS_REL_SACK_WORDS];
+    uint16_t count; /* packets held */
+} aptus_rel_rx_map_t;
+
 typedef struct aptus_rel_rx {
-    uint64_t ooo_mask;      /* bit i: (expected + i) is held; bit 0 never */
-    aptus_psn_t expected;   /* next in-order PSN */
-    uint16_t unacked;       /* accepted since the last ACK sent */
-    aptus_psn_t reply_upto; /* the request the next reply answers */
+    aptus_rel_rx_map_t *map; /* NULL while nothing is held */
+    aptus_psn_t expected;    /* next in-order PSN */
+    uint16_t unacked;        /* accepted since the last ACK sent */
+    aptus_psn_t reply_upto;  /* the request the next reply answers */
     uint8_t flags;
 } aptus_rel_rx_t;
 
@@ -267,21 +290,55 @@ void aptus_rel_rx_init(aptus_rel_rx_t *rx);
 aptus_rel_rx_verdict_t aptus_rel_rx_classify(const aptus_rel_rx_t *rx,
                                              aptus_psn_t psn);
 
+/* Before committing APTUS_REL_RX_HOLD the caller attaches map memory if
+ * none is attached (rx->map == NULL); it is cleared here and stays the
+ * receiver's until nothing is held any more. */
+void aptus_rel_rx_attach(aptus_rel_rx_t *rx, aptus_rel_rx_map_t *map);
+
 /* Commit a verdict returned by aptus_rel_rx_classify for psn. */
 void aptus_rel_rx_commit(aptus_rel_rx_t *rx, aptus_psn_t psn,
                          aptus_rel_rx_verdict_t verdict);
 
+static inline unsigned aptus_rel_rx_slot(aptus_psn_t psn)
+{
+    return psn & (APTUS_REL_RX_WINDOW - 1);
+}
+
 /* After a delivery: if the next expected packet is held, advance past it
- * and return 1 (the caller delivers the held packet with PSN expected-1). */
+ * and return 1 (the caller delivers the held packet with PSN expected-1).
+ * The map is detached (rx->map becomes NULL) when the last one goes: the
+ * caller may then reuse its memory. */
 static inline int aptus_rel_rx_pop_held(aptus_rel_rx_t *rx)
 {
-    if (!(rx->ooo_mask & 1)) {
+    aptus_rel_rx_map_t *map = rx->map;
+    unsigned slot;
+
+    if (map == NULL) {
         return 0;
     }
-    rx->ooo_mask >>= 1;
+    slot = aptus_rel_rx_slot(rx->expected);
+    if (!(map->bits[slot / 64] & (1ull << (slot % 64)))) {
+        return 0;
+    }
+    map->bits[slot / 64] &= ~(1ull << (slot % 64));
     rx->expected++;
+    if (--map->count == 0) {
+        rx->map = NULL;
+    }
     return 1;
 }
+
+/* Forget every held packet (the caller dropped them: the stream died);
+ * detaches the map. */
+static inline void aptus_rel_rx_drop_held(aptus_rel_rx_t *rx)
+{
+    rx->map = NULL;
+}
+
+/* The selective map for an ACK: writes the words needed to reach the
+ * highest held packet into sack (APTUS_REL_SACK_WORDS at most) and returns
+ * how many; 0 when nothing is held. */
+unsigned aptus_rel_rx_sack(const aptus_rel_rx_t *rx, uint64_t *sack);
 
 /* An explicit ACK must go with this batch. */
 static inline int aptus_rel_rx_ack_due(const aptus_rel_rx_t *rx,
@@ -329,7 +386,7 @@ static inline void aptus_rel_rx_acked(aptus_rel_rx_t *rx, int explicit_ack)
         aptus_psn_le(rx->reply_upto, rx->expected)) {
         rx->flags &= ~(APTUS_REL_RX_REPLY | APTUS_REL_RX_ACK_SOON);
     }
-    if ((rx->ooo_mask == 0) && !(rx->flags & APTUS_REL_RX_REPLY)) {
+    if ((rx->map == NULL) && !(rx->flags & APTUS_REL_RX_REPLY)) {
         rx->flags &= ~(APTUS_REL_RX_ACK_NOW | APTUS_REL_RX_ACK_SOON);
     }
 }

@@ -21,12 +21,17 @@ static int aptus_ud_sr_has_data_ext(uint8_t type, uint8_t flags)
            ((type == APTUS_UD_SR_TYPE_DATA) && (flags & APTUS_UD_SR_F_CRC));
 }
 
+static int aptus_ud_sr_has_sack(uint8_t type, uint8_t flags)
+{
+    return (type == APTUS_UD_SR_TYPE_ACK) && (flags & APTUS_UD_SR_F_SACK);
+}
+
 size_t aptus_ud_sr_hdr_len(const aptus_ud_sr_pkt_t *pkt)
 {
     size_t len = APTUS_UD_SR_HDR_LEN;
 
-    if (pkt->flags & APTUS_UD_SR_F_SACK) {
-        len += APTUS_UD_SR_EXT_LEN;
+    if (aptus_ud_sr_has_sack(pkt->type, pkt->flags)) {
+        len += pkt->sack_words * APTUS_UD_SR_EXT_LEN;
     }
     if (aptus_ud_sr_has_data_ext(pkt->type, pkt->flags)) {
         len += APTUS_UD_SR_EXT_LEN;
@@ -37,6 +42,7 @@ size_t aptus_ud_sr_hdr_len(const aptus_ud_sr_pkt_t *pkt)
 size_t aptus_ud_sr_build(void *buf, const aptus_ud_sr_pkt_t *pkt)
 {
     uint8_t *p = buf;
+    unsigned i;
 
     aptus_put64(p + 0, pkt->dest_key);
     aptus_put64(p + 8, pkt->src_key);
@@ -47,9 +53,11 @@ size_t aptus_ud_sr_build(void *buf, const aptus_ud_sr_pkt_t *pkt)
     aptus_put16(p + 22, pkt->conn_id);
     p += APTUS_UD_SR_HDR_LEN;
 
-    if (pkt->flags & APTUS_UD_SR_F_SACK) {
-        aptus_put64(p, pkt->sack);
-        p += APTUS_UD_SR_EXT_LEN;
+    if (aptus_ud_sr_has_sack(pkt->type, pkt->flags)) {
+        for (i = 0; i < pkt->sack_words; ++i) {
+            aptus_put64(p, pkt->sack[i]);
+            p += APTUS_UD_SR_EXT_LEN;
+        }
     }
     if (aptus_ud_sr_has_data_ext(pkt->type, pkt->flags)) {
         aptus_put32(p, aptus_ud_sr_has_msg_len(pkt->type, pkt->flags)
@@ -67,6 +75,7 @@ aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
 {
     const uint8_t *p = buf;
     size_t hdr_len;
+    unsigned i;
 
     if (len < APTUS_UD_SR_HDR_LEN) {
         return APTUS_UD_SR_PARSE_TRUNCATED;
@@ -80,7 +89,7 @@ aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
     pkt->flags    = p[21];
     pkt->am_id    = p[20] >> APTUS_UD_SR_TYPE_BITS;
     pkt->conn_id  = aptus_get16(p + 22);
-    pkt->sack     = 0;
+    pkt->sack_words = 0;
     pkt->msg_len  = 0;
     pkt->crc      = 0;
 
@@ -116,11 +125,24 @@ aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
              (APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_CRC |
               APTUS_UD_SR_F_NOP | APTUS_UD_SR_F_INTERNAL)) ||
             ((pkt->type == APTUS_UD_SR_TYPE_RESET) &&
-             (pkt->flags & (APTUS_UD_SR_F_ACK_REQ | APTUS_UD_SR_F_REPLY)))) {
+             (pkt->flags & (APTUS_UD_SR_F_ACK_REQ | APTUS_UD_SR_F_REPLY |
+                            APTUS_UD_SR_F_SACK)))) {
             return APTUS_UD_SR_PARSE_BAD_FLAGS;
         }
         if (pkt->am_id != 0) {
             return APTUS_UD_SR_PARSE_BAD_AM_ID;
+        }
+        if (aptus_ud_sr_has_sack(pkt->type, pkt->flags)) {
+            /* the selective map is the rest of the datagram */
+            if (len == APTUS_UD_SR_HDR_LEN) {
+                return APTUS_UD_SR_PARSE_TRUNCATED;
+            }
+            if (((len - APTUS_UD_SR_HDR_LEN) % APTUS_UD_SR_EXT_LEN) ||
+                (len > APTUS_UD_SR_ACK_MAX_LEN)) {
+                return APTUS_UD_SR_PARSE_BAD_LENGTH;
+            }
+            pkt->sack_words =
+                (uint8_t)((len - APTUS_UD_SR_HDR_LEN) / APTUS_UD_SR_EXT_LEN);
         }
         break;
     default:
@@ -133,10 +155,12 @@ aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
     }
 
     p += APTUS_UD_SR_HDR_LEN;
-    if (pkt->flags & APTUS_UD_SR_F_SACK) {
-        pkt->sack = aptus_get64(p);
-        p += APTUS_UD_SR_EXT_LEN;
-        if (pkt->sack & 1) {
+    if (aptus_ud_sr_has_sack(pkt->type, pkt->flags)) {
+        for (i = 0; i < pkt->sack_words; ++i) {
+            pkt->sack[i] = aptus_get64(p);
+            p += APTUS_UD_SR_EXT_LEN;
+        }
+        if (pkt->sack[0] & 1) {
             /* bit 0 is the cumulative point itself: never held */
             return APTUS_UD_SR_PARSE_BAD_FLAGS;
         }
@@ -200,18 +224,21 @@ int aptus_ud_sr_snprint(const aptus_ud_sr_pkt_t *pkt, char *buf, size_t max)
 
     return snprintf(buf, max,
                     "%s conn %u psn %u ack %u am %u%s%s%s%s%s%s%s%s len %zu"
-                    " sack 0x%llx msg_len %u",
+                    " sack 0x%llx%s msg_len %u",
                     type, pkt->conn_id, pkt->psn, pkt->ack, pkt->am_id,
                     (pkt->flags & APTUS_UD_SR_F_FIRST) ? " FIRST" : "",
                     (pkt->flags & APTUS_UD_SR_F_LAST) ? " LAST" : "",
                     (pkt->flags & APTUS_UD_SR_F_ACK_REQ) ? " ACK_REQ" : "",
-                    (pkt->flags & APTUS_UD_SR_F_SACK) ? " SACK" : "",
+                    !(pkt->flags & APTUS_UD_SR_F_SACK)     ? ""
+                    : (pkt->type == APTUS_UD_SR_TYPE_DATA) ? " OPEN"
+                                                           : " SACK",
                     (pkt->flags & APTUS_UD_SR_F_CRC) ? " CRC" : "",
                     (pkt->flags & APTUS_UD_SR_F_REPLY) ? " REPLY" : "",
                     (pkt->flags & APTUS_UD_SR_F_NOP) ? " NOP" : "",
                     (pkt->flags & APTUS_UD_SR_F_INTERNAL) ? " INTERNAL" : "",
-                    pkt->payload_len, (unsigned long long)pkt->sack,
-                    pkt->msg_len);
+                    pkt->payload_len,
+                    (unsigned long long)(pkt->sack_words ? pkt->sack[0] : 0),
+                    (pkt->sack_words > 1) ? "+" : "", pkt->msg_len);
 }
 
 static uint32_t aptus_crc32c_table[256];

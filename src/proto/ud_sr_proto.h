@@ -21,7 +21,11 @@
  * type:     the low 2 bits of byte 20; the active message id (below 32)
  *           takes the 6 bits above, so that the stream number gets 16 bits.
  * conn:     stream number between the two interfaces (several UCT endpoints
- *           to one peer interface get one stream each), 0 to 65534.
+ *           to one peer interface get one stream each), 0 to 65534. A
+ *           receiver that has no such stream takes it as new only from DATA
+ *           with the OPEN flag, which the sender sets until it hears from
+ *           the receiver on it; anything else gets a RESET (a stream that
+ *           died on the receiver's side and was reclaimed stays dead).
  * psn:      this packet's sequence number (DATA). On an ACK that asks for
  *           an acknowledgement (ACK_REQ, a probe) or answers one (REPLY):
  *           the request's coverage, "every PSN before this was sent".
@@ -29,7 +33,11 @@
  *           the sender of this packet expects. Carried by every packet.
  * Extensions, 8 bytes each so that every header is a multiple of 8 and the
  * payload stays 8-byte aligned in the receive buffer:
- *   SACK      uint64   selective map, bit i = (ack + i) held by the receiver
+ *   SACK      uint64[n] on an ACK only, the rest of the datagram: the
+ *                      selective map, 1 to 16 words, bit i of word j =
+ *                      (ack + 64 j + i) held by the receiver (bit 0 of
+ *                      word 0, the cumulative point itself, never set);
+ *                      as many words as reach the highest held packet.
  *   DATA_EXT  uint32   total message length (first fragment of several,
  *                      else 0) and
  *             uint32   CRC-32C of the payload (with the CRC flag, else 0);
@@ -48,7 +56,11 @@ extern "C" {
 
 #define APTUS_UD_SR_HDR_LEN      24u
 #define APTUS_UD_SR_EXT_LEN      8u
-#define APTUS_UD_SR_HDR_MAX_LEN  (APTUS_UD_SR_HDR_LEN + 2 * APTUS_UD_SR_EXT_LEN)
+#define APTUS_UD_SR_SACK_WORDS_MAX 16u /* a window of 1024 datagrams */
+/* Longest header of a DATA datagram, and the longest ACK */
+#define APTUS_UD_SR_HDR_MAX_LEN  (APTUS_UD_SR_HDR_LEN + APTUS_UD_SR_EXT_LEN)
+#define APTUS_UD_SR_ACK_MAX_LEN                                               \
+    (APTUS_UD_SR_HDR_LEN + APTUS_UD_SR_SACK_WORDS_MAX * APTUS_UD_SR_EXT_LEN)
 #define APTUS_UD_SR_AM_ID_MAX    32u    /* UCT_AM_ID_MAX */
 #define APTUS_UD_SR_INTERNAL_MAX 8u     /* internal message ids */
 #define APTUS_UD_SR_CONN_MAX     65535u /* stream numbers 0 .. CONN_MAX - 1 */
@@ -64,7 +76,10 @@ enum {
     APTUS_UD_SR_F_FIRST   = 1u << 0,  /* first fragment of a message */
     APTUS_UD_SR_F_LAST    = 1u << 1,  /* last fragment of a message */
     APTUS_UD_SR_F_ACK_REQ = 1u << 2,  /* acknowledge at once */
-    APTUS_UD_SR_F_SACK    = 1u << 3,  /* SACK extension present */
+    APTUS_UD_SR_F_SACK    = 1u << 3,  /* ACK: SACK extension present */
+    APTUS_UD_SR_F_OPEN    = 1u << 3,  /* DATA: the sender has heard nothing
+                                         on this stream yet, so it may be
+                                         new to the receiver */
     APTUS_UD_SR_F_CRC     = 1u << 4,  /* CRC extension present */
     APTUS_UD_SR_F_REPLY   = 1u << 5,  /* ACK answering an ACK_REQ (psn: its
                                          coverage) */
@@ -84,7 +99,8 @@ typedef struct aptus_ud_sr_pkt {
     uint8_t flags;
     uint8_t am_id;
     uint16_t conn_id;
-    uint64_t sack;          /* valid with APTUS_UD_SR_F_SACK */
+    uint8_t sack_words;     /* with APTUS_UD_SR_F_SACK: 1 .. SACK_WORDS_MAX */
+    uint64_t sack[APTUS_UD_SR_SACK_WORDS_MAX]; /* sack_words of them */
     uint32_t msg_len;       /* valid on a FIRST fragment without LAST */
     uint32_t crc;           /* valid with APTUS_UD_SR_F_CRC */
     const uint8_t *payload; /* parse: points into the datagram */
@@ -107,7 +123,8 @@ typedef enum {
 size_t aptus_ud_sr_hdr_len(const aptus_ud_sr_pkt_t *pkt);
 
 /* Write the header and extensions of pkt into buf (at least
- * APTUS_UD_SR_HDR_MAX_LEN bytes); the payload is not copied. The CRC
+ * APTUS_UD_SR_HDR_MAX_LEN bytes for DATA, APTUS_UD_SR_ACK_MAX_LEN for an
+ * ACK); the payload is not copied. The CRC
  * extension takes pkt->crc as given. Returns the header length. */
 size_t aptus_ud_sr_build(void *buf, const aptus_ud_sr_pkt_t *pkt);
 

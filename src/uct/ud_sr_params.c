@@ -26,9 +26,11 @@ ucs_config_field_t uct_ud_sr_params_table[] = {
       ucs_offsetof(uct_ud_sr_params_t, seg_size),
       UCS_CONFIG_TYPE_MEMUNITS },
 
-    { "TX_WINDOW", "64",
-      "Unacknowledged datagrams in flight per peer (1 to 64, the span the\n"
-      "receiver holds out of order).",
+    { "TX_WINDOW", "1024",
+      "Unacknowledged datagrams in flight per peer (1 to 1024, the span the\n"
+      "receiver holds out of order). The window costs a peer nothing while\n"
+      "it is idle: the receiver's map of held datagrams (128 bytes) exists\n"
+      "only while a hole is open.",
       ucs_offsetof(uct_ud_sr_params_t, tx_window), UCS_CONFIG_TYPE_UINT },
 
     { "RX_QUEUE_LEN", "4096",

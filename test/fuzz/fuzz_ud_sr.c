@@ -10,7 +10,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    uint8_t hdr[APTUS_UD_SR_HDR_MAX_LEN];
+    uint8_t hdr[APTUS_UD_SR_ACK_MAX_LEN];
     aptus_ud_sr_pkt_t pkt;
     size_t len;
     int crc;

@@ -38,7 +38,7 @@ struct wire_pkt {
     unsigned id;
     uint16_t ack;
     bool has_sack;
-    uint64_t sack;
+    std::vector<uint64_t> sack; /* the words of the selective map */
 };
 
 /* One direction of a connection: a sender window and a receiver. */
@@ -74,7 +74,7 @@ class rel_link
         m_all.push_back(p);
         aptus_rel_tx_push(&m_tx, &p->txe, m_now);
         m_by_psn[p->txe.psn] = p;
-        m_to_rx.push_back(wire_pkt{ true, p->txe.psn, id, 0, false, 0 });
+        m_to_rx.push_back(wire_pkt{ true, p->txe.psn, id, 0, false, {} });
         return true;
     }
 
@@ -82,6 +82,9 @@ class rel_link
     aptus_rel_rx_verdict_t rx(const wire_pkt &wp)
     {
         aptus_rel_rx_verdict_t v = aptus_rel_rx_classify(&m_rx, wp.psn);
+        if (v == APTUS_REL_RX_HOLD) {
+            aptus_rel_rx_attach(&m_rx, &m_map);
+        }
         aptus_rel_rx_commit(&m_rx, wp.psn, v);
         if (v == APTUS_REL_RX_HOLD) {
             m_held[wp.psn] = wp.id;
@@ -100,8 +103,10 @@ class rel_link
     /* Receiver: build an explicit ACK. */
     wire_pkt make_ack()
     {
-        wire_pkt a{ false,        0, 0, m_rx.expected, m_rx.ooo_mask != 0,
-                    m_rx.ooo_mask };
+        uint64_t words[APTUS_REL_SACK_WORDS];
+        unsigned n = aptus_rel_rx_sack(&m_rx, words);
+        wire_pkt a{ false, 0, 0, m_rx.expected, n != 0,
+                    std::vector<uint64_t>(words, words + n) };
         aptus_rel_rx_acked(&m_rx, 1);
         return a;
     }
@@ -110,7 +115,8 @@ class rel_link
     {
         aptus_rel_tx_heard(&m_tx, m_now);
         aptus_rel_ack_status_t st = aptus_rel_tx_ack(
-            &m_tx, &m_cfg, a.ack, a.has_sack, a.sack, m_now, release_cb, this);
+            &m_tx, &m_cfg, a.ack, a.sack.data(), (unsigned)a.sack.size(), m_now,
+            release_cb, this);
         return st;
     }
 
@@ -150,7 +156,7 @@ class rel_link
         rel_link *self = static_cast<rel_link *>(arg);
         packet *p      = reinterpret_cast<packet *>(txe);
         self->m_resent.push_back(p->id);
-        self->m_to_rx.push_back(wire_pkt{ true, txe->psn, p->id, 0, false, 0 });
+        self->m_to_rx.push_back(wire_pkt{ true, txe->psn, p->id, 0, false, {} });
     }
 
     aptus_rel_config_t m_cfg;
@@ -161,6 +167,7 @@ class rel_link
     std::map<uint16_t, packet *> m_by_psn;
     std::deque<wire_pkt> m_to_rx;
     std::map<uint16_t, unsigned> m_held;
+    aptus_rel_rx_map_t m_map; /* attached while the receiver holds any */
     std::vector<unsigned> m_delivered;
     std::vector<unsigned> m_released;
     std::vector<unsigned> m_resent;
@@ -266,7 +273,8 @@ TEST(rel_window, single_loss_resends_only_the_hole)
     wire_pkt ack = l.make_ack();
     EXPECT_EQ(3, ack.ack);
     ASSERT_TRUE(ack.has_sack);
-    EXPECT_EQ(0x7eull, ack.sack); /* psn 4..9 held: bits 1..6 */
+    ASSERT_EQ(1u, ack.sack.size());
+    EXPECT_EQ(0x7eull, ack.sack[0]); /* psn 4..9 held: bits 1..6 */
 
     l.tx_ack(ack);
     EXPECT_EQ(seq(0, 3), l.m_released);
@@ -281,6 +289,65 @@ TEST(rel_window, single_loss_resends_only_the_hole)
     EXPECT_EQ(seq(0, 10), l.m_delivered);
     l.tx_ack(l.make_ack());
     EXPECT_EQ(10u, l.m_released.size());
+    EXPECT_TRUE(aptus_rel_tx_is_idle(&l.m_tx));
+}
+
+/* A window of 1024: the selective map spans as many words as reach the
+ * highest held packet, and two holes far apart are resent alone. */
+TEST(rel_window, window_1024_sack_spans_words_and_resends_only_holes)
+{
+    aptus_rel_config_t cfg = default_cfg;
+    cfg.tx_window          = APTUS_REL_TX_WINDOW_MAX;
+    rel_link l(cfg, 65000); /* and across the PSN wrap */
+    for (unsigned i = 0; i < 1024; ++i) {
+        ASSERT_TRUE(l.send(i));
+    }
+    EXPECT_FALSE(l.send(1024)); /* the window is full */
+
+    /* only psn +5 arrives past the first hole: one word */
+    wire_pkt p5 = l.m_to_rx[5];
+    EXPECT_EQ(APTUS_REL_RX_HOLD, l.rx(p5));
+    ASSERT_NE(nullptr, l.m_rx.map);
+    wire_pkt a1 = l.make_ack();
+    ASSERT_EQ(1u, a1.sack.size());
+    EXPECT_EQ(1ull << 5, a1.sack[0]);
+    /* +130 held: three words */
+    EXPECT_EQ(APTUS_REL_RX_HOLD, l.rx(l.m_to_rx[130]));
+    wire_pkt a2 = l.make_ack();
+    ASSERT_EQ(3u, a2.sack.size());
+    EXPECT_EQ(1ull << 2, a2.sack[2]);
+
+    /* everything but +0 and +700 arrives (+5 and +130 again: duplicates) */
+    std::deque<wire_pkt> all = l.m_to_rx;
+    l.m_to_rx.clear();
+    for (unsigned i = 1; i < 1024; ++i) {
+        if (i != 700) {
+            l.rx(all[i]);
+        }
+    }
+    EXPECT_TRUE(l.m_delivered.empty());
+    EXPECT_EQ(1022u, l.m_held.size());
+    wire_pkt ack = l.make_ack();
+    EXPECT_EQ((uint16_t)65000, ack.ack);
+    ASSERT_EQ((size_t)APTUS_REL_SACK_WORDS, ack.sack.size());
+    EXPECT_EQ(~1ull, ack.sack[0]);
+    EXPECT_EQ(~(1ull << (700 % 64)), ack.sack[700 / 64]);
+    EXPECT_EQ(~0ull, ack.sack[15]);
+
+    ASSERT_EQ(APTUS_REL_ACK_OK, l.tx_ack(ack));
+    EXPECT_TRUE(l.m_released.empty());
+    l.m_now += 20000; /* past one RTT since they were sent */
+    /* both holes lie below selectively acknowledged packets */
+    EXPECT_EQ(2u, l.fast_retransmit());
+    ASSERT_EQ(2u, l.m_resent.size());
+    EXPECT_EQ(0u, l.m_resent[0]);
+    EXPECT_EQ(700u, l.m_resent[1]);
+    l.deliver_all();
+    EXPECT_EQ(seq(0, 1024), l.m_delivered);
+    EXPECT_TRUE(l.m_held.empty());
+    EXPECT_EQ(nullptr, l.m_rx.map); /* detached: the memory is free again */
+    l.tx_ack(l.make_ack());
+    EXPECT_EQ(seq(0, 1024), l.m_released);
     EXPECT_TRUE(aptus_rel_tx_is_idle(&l.m_tx));
 }
 
@@ -316,7 +383,7 @@ TEST(rel_window, reordering_within_window_delivers_in_order)
     l.deliver_all();
     EXPECT_EQ(seq(0, 32), l.m_delivered);
     EXPECT_TRUE(l.m_held.empty());
-    EXPECT_EQ(0u, l.m_rx.ooo_mask);
+    EXPECT_EQ(nullptr, l.m_rx.map);
 }
 
 TEST(rel_window, out_of_window_dropped)
@@ -324,13 +391,13 @@ TEST(rel_window, out_of_window_dropped)
     rel_link l;
     wire_pkt far{ true,  (uint16_t)(l.m_rx.expected + APTUS_REL_RX_WINDOW),
                   77,    0,
-                  false, 0 };
+                  false, {} };
     EXPECT_EQ(APTUS_REL_RX_OUT_OF_WINDOW, l.rx(far));
     EXPECT_TRUE(l.m_delivered.empty());
-    EXPECT_EQ(0u, l.m_rx.ooo_mask);
+    EXPECT_EQ(nullptr, l.m_rx.map);
     wire_pkt edge{ true,  (uint16_t)(l.m_rx.expected + APTUS_REL_RX_WINDOW - 1),
                    78,    0,
-                   false, 0 };
+                   false, {} };
     EXPECT_EQ(APTUS_REL_RX_HOLD, l.rx(edge));
 }
 
@@ -490,14 +557,14 @@ TEST(rel_window, forged_ack_ahead_of_sent_is_invalid)
 {
     rel_link l;
     ASSERT_TRUE(l.send(0));
-    wire_pkt bogus{ false, 0, 0, 5, false, 0 };
+    wire_pkt bogus{ false, 0, 0, 5, false, {} };
     EXPECT_EQ(APTUS_REL_ACK_INVALID, l.tx_ack(bogus));
     EXPECT_TRUE(l.m_released.empty());
     EXPECT_EQ(1u, aptus_rel_tx_inflight(&l.m_tx));
     /* a stale ack (behind the cumulative point) is harmless */
     l.deliver_all();
     l.tx_ack(l.make_ack());
-    wire_pkt stale{ false, 0, 0, 0, false, 0 };
+    wire_pkt stale{ false, 0, 0, 0, false, {} };
     EXPECT_EQ(APTUS_REL_ACK_OK, l.tx_ack(stale));
 }
 
@@ -621,59 +688,75 @@ TEST(rel_window, piggybacked_ack_settles_only_what_it_covers)
  * message is delivered exactly once, in order, and every packet released. */
 class rel_window_random : public ::testing::TestWithParam<unsigned>
 {
+  protected:
+    void run(uint16_t window, unsigned total, double loss)
+    {
+        std::mt19937 rng(GetParam());
+        std::uniform_real_distribution<double> u(0, 1);
+        const double dup = 0.05, reorder = 0.1, ack_loss = 0.2;
+        aptus_rel_config_t cfg = default_cfg;
+        cfg.tx_window          = window;
+        rel_link l(cfg);
+        unsigned next_id = 0, most_held = 0;
+
+        for (int step = 0; step < 200000; ++step) {
+            while ((next_id < total) && l.send(next_id)) {
+                ++next_id;
+            }
+
+            /* the network: lose, duplicate, swap neighbours */
+            std::deque<wire_pkt> out;
+            for (const wire_pkt &wp : l.m_to_rx) {
+                if (u(rng) < loss) {
+                    continue;
+                }
+                out.push_back(wp);
+                if (u(rng) < dup) {
+                    out.push_back(wp);
+                }
+            }
+            for (size_t i = 1; i < out.size(); ++i) {
+                if (u(rng) < reorder) {
+                    std::swap(out[i - 1], out[i]);
+                }
+            }
+            l.m_to_rx.clear();
+            for (const wire_pkt &wp : out) {
+                l.rx(wp);
+            }
+            most_held = std::max(most_held, (unsigned)l.m_held.size());
+
+            l.m_now += 300;
+            if (aptus_rel_rx_has_unacked(&l.m_rx) && (u(rng) >= ack_loss)) {
+                ASSERT_EQ(APTUS_REL_ACK_OK, l.tx_ack(l.make_ack()));
+                l.fast_retransmit();
+            }
+            unsigned resent;
+            ASSERT_NE(APTUS_REL_TIMER_FAILED, l.timer(&resent));
+
+            if ((l.m_released.size() == total) && aptus_rel_tx_is_idle(&l.m_tx)) {
+                break;
+            }
+        }
+
+        EXPECT_EQ(seq(0, total), l.m_delivered);
+        EXPECT_EQ(seq(0, total), l.m_released);
+        EXPECT_FALSE(l.m_resent.empty());
+        EXPECT_EQ(nullptr, l.m_rx.map); /* nothing held at the end */
+        /* the receiver held packets across the whole window */
+        EXPECT_GT(most_held, window / 2u);
+    }
 };
 
 TEST_P(rel_window_random, exactly_once_in_order)
 {
-    std::mt19937 rng(GetParam());
-    std::uniform_real_distribution<double> u(0, 1);
-    const double loss = 0.1, dup = 0.05, reorder = 0.1, ack_loss = 0.2;
-    const unsigned total = 3000;
-    rel_link l;
-    unsigned next_id = 0;
+    run(64, 3000, 0.1);
+}
 
-    for (int step = 0; step < 200000; ++step) {
-        while ((next_id < total) && l.send(next_id)) {
-            ++next_id;
-        }
-
-        /* the network: lose, duplicate, swap neighbours */
-        std::deque<wire_pkt> out;
-        for (const wire_pkt &wp : l.m_to_rx) {
-            if (u(rng) < loss) {
-                continue;
-            }
-            out.push_back(wp);
-            if (u(rng) < dup) {
-                out.push_back(wp);
-            }
-        }
-        for (size_t i = 1; i < out.size(); ++i) {
-            if (u(rng) < reorder) {
-                std::swap(out[i - 1], out[i]);
-            }
-        }
-        l.m_to_rx.clear();
-        for (const wire_pkt &wp : out) {
-            l.rx(wp);
-        }
-
-        l.m_now += 300;
-        if (aptus_rel_rx_has_unacked(&l.m_rx) && (u(rng) >= ack_loss)) {
-            ASSERT_EQ(APTUS_REL_ACK_OK, l.tx_ack(l.make_ack()));
-            l.fast_retransmit();
-        }
-        unsigned resent;
-        ASSERT_NE(APTUS_REL_TIMER_FAILED, l.timer(&resent));
-
-        if ((l.m_released.size() == total) && aptus_rel_tx_is_idle(&l.m_tx)) {
-            break;
-        }
-    }
-
-    EXPECT_EQ(seq(0, total), l.m_delivered);
-    EXPECT_EQ(seq(0, total), l.m_released);
-    EXPECT_FALSE(l.m_resent.empty());
+/* The full window of 1024: selective maps of many words, holes far apart. */
+TEST_P(rel_window_random, exactly_once_in_order_window_1024)
+{
+    run(1024, 20000, 0.02);
 }
 
 INSTANTIATE_TEST_SUITE_P(seeds, rel_window_random,

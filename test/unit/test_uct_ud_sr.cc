@@ -167,8 +167,8 @@ TEST_F(uct_ud_sr, capabilities)
 
 TEST_F(uct_ud_sr, bad_configuration_refused)
 {
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, { { "TX_WINDOW", "100" } }));
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, { { "SEG_SIZE", "1m" } }));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, { { "TX_WINDOW", "2000" } }));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, { { "SEG_SIZE", "4m" } }));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, { { "MTU", "100000" } }));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, { { "FAULT_DROP", "1.5" } }));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,

@@ -30,7 +30,7 @@ static aptus_ud_sr_pkt_t data_pkt(uint8_t flags, uint32_t msg_len)
 static std::vector<uint8_t> build(const aptus_ud_sr_pkt_t &p,
                                   const std::vector<uint8_t> &payload)
 {
-    std::vector<uint8_t> buf(APTUS_UD_SR_HDR_MAX_LEN + payload.size());
+    std::vector<uint8_t> buf(APTUS_UD_SR_ACK_MAX_LEN + payload.size());
     size_t hlen = aptus_ud_sr_build(buf.data(), &p);
     EXPECT_EQ(hlen, aptus_ud_sr_hdr_len(&p));
     std::copy(payload.begin(), payload.end(), buf.begin() + hlen);
@@ -48,9 +48,14 @@ TEST(ud_sr_proto, header_is_24_bytes)
     EXPECT_EQ(32u, aptus_ud_sr_hdr_len(&p)); /* and CRC, same block */
     p.flags = APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_CRC;
     EXPECT_EQ(32u, aptus_ud_sr_hdr_len(&p));
-    p.type  = APTUS_UD_SR_TYPE_ACK;
-    p.flags = APTUS_UD_SR_F_SACK;
+    p.type       = APTUS_UD_SR_TYPE_ACK;
+    p.flags      = APTUS_UD_SR_F_SACK;
+    p.sack_words = 1;
     EXPECT_EQ(32u, aptus_ud_sr_hdr_len(&p));
+    /* a window of 1024: 16 words of selective map */
+    p.sack_words = APTUS_UD_SR_SACK_WORDS_MAX;
+    EXPECT_EQ(152u, aptus_ud_sr_hdr_len(&p));
+    EXPECT_EQ((size_t)APTUS_UD_SR_ACK_MAX_LEN, aptus_ud_sr_hdr_len(&p));
 }
 
 TEST(ud_sr_proto, round_trip_all_fields)
@@ -92,13 +97,23 @@ TEST(ud_sr_proto, ack_with_sack_round_trip)
     p.type                   = APTUS_UD_SR_TYPE_ACK;
     p.flags                  = APTUS_UD_SR_F_SACK;
     p.ack                    = 65535;
-    p.sack                   = 0xf0f0f0f0f0f0f0f0ull;
-    std::vector<uint8_t> buf = build(p, {});
-    aptus_ud_sr_pkt_t q;
-    ASSERT_EQ(APTUS_UD_SR_PARSE_OK,
-              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
-    EXPECT_EQ(p.sack, q.sack);
-    EXPECT_EQ(65535, q.ack);
+    for (unsigned n = 1; n <= APTUS_UD_SR_SACK_WORDS_MAX; ++n) {
+        p.sack_words = (uint8_t)n;
+        for (unsigned i = 0; i < n; ++i) {
+            p.sack[i] = 0xf0f0f0f0f0f0f0f0ull ^ ((uint64_t)i << 40);
+        }
+        std::vector<uint8_t> buf = build(p, {});
+        EXPECT_EQ(24u + 8 * n, buf.size());
+        aptus_ud_sr_pkt_t q;
+        ASSERT_EQ(APTUS_UD_SR_PARSE_OK,
+                  aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+        ASSERT_EQ(n, q.sack_words);
+        for (unsigned i = 0; i < n; ++i) {
+            EXPECT_EQ(p.sack[i], q.sack[i]) << "word " << i;
+        }
+        EXPECT_EQ(0u, q.payload_len);
+        EXPECT_EQ(65535, q.ack);
+    }
 }
 
 TEST(ud_sr_proto, rejects_malformed)
@@ -201,11 +216,49 @@ TEST(ud_sr_proto, rejects_malformed)
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
 
     /* SACK bit 0 is the cumulative point itself */
-    a.flags = APTUS_UD_SR_F_SACK;
-    a.sack  = 1;
-    buf     = build(a, {});
+    a.flags      = APTUS_UD_SR_F_SACK;
+    a.sack_words = 2;
+    a.sack[0]    = 1;
+    a.sack[1]    = 0;
+    buf          = build(a, {});
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_FLAGS,
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+
+    /* the map is whole words, at most a window's worth, at least one */
+    a.sack[0] = 2;
+    buf       = build(a, {});
+    ASSERT_EQ(APTUS_UD_SR_PARSE_OK,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    buf.resize(buf.size() - 4);
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    buf.resize(APTUS_UD_SR_HDR_LEN);
+    EXPECT_EQ(APTUS_UD_SR_PARSE_TRUNCATED,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    a.sack_words = APTUS_UD_SR_SACK_WORDS_MAX;
+    buf          = build(a, {});
+    buf.resize(buf.size() + 8, 0);
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+
+    /* a selective map goes on ACKs only */
+    aptus_ud_sr_pkt_t r = a;
+    r.type              = APTUS_UD_SR_TYPE_RESET;
+    r.sack_words        = 1;
+    buf                 = build(r, {});
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_FLAGS,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    /* on DATA the bit means OPEN: no map follows */
+    aptus_ud_sr_pkt_t d =
+        data_pkt(APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_OPEN,
+                 0);
+    d.sack_words = 1;
+    buf          = build(d, payload);
+    ASSERT_EQ(APTUS_UD_SR_PARSE_OK,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    EXPECT_EQ(24u + payload.size(), buf.size());
+    EXPECT_EQ(0u, q.sack_words);
+    EXPECT_EQ(payload.size(), q.payload_len);
 }
 
 TEST(ud_sr_proto, crc_detects_corruption)
@@ -250,7 +303,12 @@ TEST(ud_sr_proto, fuzz_mutations)
     aptus_ud_sr_pkt_t a = {};
     a.type              = APTUS_UD_SR_TYPE_ACK;
     a.flags             = APTUS_UD_SR_F_SACK;
-    a.sack              = 6;
+    a.sack_words        = 1;
+    a.sack[0]           = 6;
+    seeds.push_back(build(a, {}));
+    a.sack_words = 3;
+    a.sack[1]    = 1ull << 63;
+    a.sack[2]    = 5;
     seeds.push_back(build(a, {}));
     a.flags = APTUS_UD_SR_F_REPLY;
     a.psn   = 77;
@@ -313,7 +371,15 @@ TEST(ud_sr_proto, fuzz_mutations)
                 ASSERT_EQ(0u, q.payload_len);
                 ASSERT_EQ(0, q.flags & APTUS_UD_SR_F_NOP);
             }
-            ASSERT_EQ(0u, q.sack & 1);
+            ASSERT_LE(q.sack_words, APTUS_UD_SR_SACK_WORDS_MAX);
+            if ((q.type == APTUS_UD_SR_TYPE_ACK) &&
+                (q.flags & APTUS_UD_SR_F_SACK)) {
+                ASSERT_GE(q.sack_words, 1u);
+                ASSERT_EQ(0u, q.sack[0] & 1);
+                ASSERT_EQ(24u + 8 * q.sack_words, buf.size());
+            } else {
+                ASSERT_EQ(0u, q.sack_words);
+            }
             ASSERT_EQ(0u, (q.payload - copy) % 8); /* payload stays aligned */
         } else {
             ASSERT_LT(st, APTUS_UD_SR_PARSE_LAST);
