@@ -180,6 +180,8 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
                                 aptus_ud_clock_t clock, uint64_t local_key)
 {
     size_t mtu = wire->mtu;
+    size_t small_elem, big_elem;
+    unsigned rx_pool, rx_max;
     aptus_ud_rx_desc_t *desc;
     unsigned max_frags, i;
     ucs_status_t status;
@@ -229,16 +231,28 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
         goto err_peer_mp;
     }
 
-    chan->tx_data_offset[APTUS_UD_TX_SMALL] =
+    chan->tx_data_offset[APTUS_UD_TX_TINY] =
         ucs_align_up(sizeof(aptus_ud_tx_msg_t) + sizeof(aptus_ud_tx_frag_t),
                      UCS_SYS_CACHE_LINE_SIZE);
+    status = ucs_mpool_init(&chan->tx_mp[APTUS_UD_TX_TINY], 0,
+                            chan->tx_data_offset[APTUS_UD_TX_TINY] +
+                                ucs_min(chan->single_payload,
+                                        APTUS_UD_TINY_PAYLOAD),
+                            0, UCS_SYS_CACHE_LINE_SIZE, 128, UINT_MAX,
+                            &aptus_mpool_plain_ops, "aptus_ud_tx_tiny");
+    if (status != UCS_OK) {
+        goto err_ext_mp;
+    }
+
+    chan->tx_data_offset[APTUS_UD_TX_SMALL] =
+        chan->tx_data_offset[APTUS_UD_TX_TINY];
     status = ucs_mpool_init(&chan->tx_mp[APTUS_UD_TX_SMALL], 0,
                             chan->tx_data_offset[APTUS_UD_TX_SMALL] +
                                 chan->single_payload,
-                            0, UCS_SYS_CACHE_LINE_SIZE, 128, UINT_MAX,
+                            0, UCS_SYS_CACHE_LINE_SIZE, 32, UINT_MAX,
                             &aptus_mpool_plain_ops, "aptus_ud_tx_small");
     if (status != UCS_OK) {
-        goto err_ext_mp;
+        goto err_tx_tiny;
     }
 
     chan->tx_data_offset[APTUS_UD_TX_LARGE] = ucs_align_up(
@@ -266,11 +280,39 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
         sizeof(aptus_ud_rx_desc_t) + sizeof(void *) + config->rx_headroom, 8);
     chan->rx_dgram_offset +=
         aptus_ud_align_pad(config, chan->rx_dgram_offset + APTUS_UD_SR_HDR_LEN);
-    status = ucs_mpool_init(
-        &chan->rx_mp, sizeof(chan), chan->rx_dgram_offset + mtu, 0, align,
-        config->rx_pool, config->rx_max, &aptus_ud_rx_mpool_ops, "aptus_ud_rx");
+    /* Above 2 KiB of payload per datagram, small messages are copied out
+     * into buffers of their own, and the datagram buffers are bounded by
+     * the bytes the configured counts of 2 KiB buffers would take. */
+    small_elem = chan->rx_dgram_offset + APTUS_UD_SR_HDR_LEN +
+                 APTUS_UD_TINY_PAYLOAD;
+    big_elem   = chan->rx_dgram_offset + mtu;
+    rx_pool    = config->rx_pool;
+    rx_max     = config->rx_max;
+    if (big_elem > small_elem) {
+        chan->rx_copy_max = APTUS_UD_TINY_PAYLOAD;
+        rx_pool = ucs_max(config->rx_pool * small_elem / big_elem,
+                          2 * config->rx_batch);
+        rx_max  = ucs_max(config->rx_max * small_elem / big_elem,
+                          4 * config->rx_batch);
+        status  = ucs_mpool_init(&chan->rx_small_mp, sizeof(chan), small_elem,
+                                 0, align, config->rx_pool, config->rx_max,
+                                 &aptus_ud_rx_mpool_ops, "aptus_ud_rx_small");
+        if (status != UCS_OK) {
+            goto err_tx_large;
+        }
+        *(aptus_ud_chan_t **)ucs_mpool_priv(&chan->rx_small_mp) = chan;
+    }
+    /* Datagrams held past holes may not take the last datagram buffers: a
+     * window (1024) can exceed the ceiling, and a hole must stay receivable
+     * or the held ones wait for ever. */
+    chan->rx_held_max = (rx_max > 4 * config->rx_batch)
+                                ? rx_max - 2 * config->rx_batch
+                                : rx_max / 2;
+    status = ucs_mpool_init(&chan->rx_mp, sizeof(chan), big_elem, 0, align,
+                            rx_pool, rx_max, &aptus_ud_rx_mpool_ops,
+                            "aptus_ud_rx");
     if (status != UCS_OK) {
-        goto err_tx_large;
+        goto err_rx_small_mp;
     }
     *(aptus_ud_chan_t **)ucs_mpool_priv(&chan->rx_mp) = chan;
 
@@ -348,10 +390,16 @@ err_reasm_mp:
     ucs_mpool_cleanup(&chan->reasm_mp, 1);
 err_rx_mp:
     ucs_mpool_cleanup(&chan->rx_mp, 1);
+err_rx_small_mp:
+    if (chan->rx_copy_max != 0) {
+        ucs_mpool_cleanup(&chan->rx_small_mp, 1);
+    }
 err_tx_large:
     ucs_mpool_cleanup(&chan->tx_mp[APTUS_UD_TX_LARGE], 1);
 err_tx_small:
     ucs_mpool_cleanup(&chan->tx_mp[APTUS_UD_TX_SMALL], 1);
+err_tx_tiny:
+    ucs_mpool_cleanup(&chan->tx_mp[APTUS_UD_TX_TINY], 1);
 err_ext_mp:
     ucs_mpool_cleanup(&chan->ext_mp, 1);
 err_peer_mp:
@@ -428,8 +476,15 @@ void aptus_ud_chan_cleanup(aptus_ud_chan_t *chan)
     ucs_mpool_cleanup(&chan->flush_mp, 1);
     ucs_mpool_cleanup(&chan->reasm_mp, 0);
     ucs_mpool_cleanup(&chan->rx_mp, 0);
+    if (chan->rx_copy_max != 0) {
+        if (chan->rx_small_spare != NULL) {
+            ucs_mpool_put(chan->rx_small_spare);
+        }
+        ucs_mpool_cleanup(&chan->rx_small_mp, 0);
+    }
     ucs_mpool_cleanup(&chan->tx_mp[APTUS_UD_TX_LARGE], 1);
     ucs_mpool_cleanup(&chan->tx_mp[APTUS_UD_TX_SMALL], 1);
+    ucs_mpool_cleanup(&chan->tx_mp[APTUS_UD_TX_TINY], 1);
     ucs_mpool_cleanup(&chan->ext_mp, 1);
     ucs_mpool_cleanup(&chan->peer_mp, 1);
     kh_destroy_inplace(aptus_ud_peers, &chan->peers);

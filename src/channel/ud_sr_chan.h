@@ -181,9 +181,18 @@ typedef struct aptus_ud_tx_frag {
 } aptus_ud_tx_frag_t;
 
 enum {
-    APTUS_UD_TX_SMALL = 0, /* one datagram, payload inline */
-    APTUS_UD_TX_LARGE = 1  /* several datagrams */
+    APTUS_UD_TX_TINY  = 0, /* one datagram, up to APTUS_UD_TINY_PAYLOAD */
+    APTUS_UD_TX_SMALL = 1, /* one datagram, payload inline */
+    APTUS_UD_TX_LARGE = 2, /* several datagrams */
+    APTUS_UD_TX_POOLS
 };
+
+/* Payload of the buffers most messages take, whatever the MTU: a send or a
+ * receive that fits is copied into one, so that a large datagram size
+ * costs memory only to messages that use it (a window of 1024 small
+ * messages in flight, or 100,000 unexpected ones held by the application,
+ * cost 2 KiB each, not the MTU). */
+#define APTUS_UD_TINY_PAYLOAD 2048
 
 /* A message being sent: payload inline (short, bcopy) or in the user's
  * buffers (zcopy: iov[0] is our copy of the AM header). */
@@ -211,6 +220,10 @@ typedef struct aptus_ud_chan_stats {
     uint64_t rx_unknown_stream, rx_dead_stream, rx_no_buffer, rx_peer_limit;
     uint64_t rx_pool_exhausted; /* a receive buffer was wanted at RX_MAX */
     uint64_t rx_reasm_limit;    /* a first fragment refused at MAX_REASM */
+    uint64_t rx_copied_small;   /* small messages moved out of a datagram
+                                   buffer larger than 2 KiB */
+    uint64_t rx_hold_limit;     /* a datagram past a hole not held: the
+                                   receive buffers left must take holes */
     uint64_t peers_created, peers_failed, peers_reclaimed;
     uint64_t pending_dispatched, pending_async, checks;
 } aptus_ud_chan_stats_t;
@@ -305,8 +318,13 @@ struct aptus_ud_chan {
 
     ucs_mpool_t peer_mp;
     ucs_mpool_t ext_mp;
-    ucs_mpool_t tx_mp[2]; /* APTUS_UD_TX_SMALL, _LARGE */
-    ucs_mpool_t rx_mp;
+    ucs_mpool_t tx_mp[APTUS_UD_TX_POOLS];
+    ucs_mpool_t rx_mp;       /* datagram buffers, posted to the wire */
+    ucs_mpool_t rx_small_mp; /* a small message copied out of one */
+    size_t rx_copy_max;      /* copy messages up to this (0: never) */
+    struct aptus_ud_rx_desc *rx_small_spare; /* taken before a delivery */
+    unsigned rx_held;     /* datagram buffers held past holes, all peers */
+    unsigned rx_held_max; /* ... at most: the rest receives the holes */
     ucs_mpool_t reasm_mp;
     ucs_mpool_t flush_mp;
     size_t rx_dgram_offset;
@@ -315,7 +333,7 @@ struct aptus_ud_chan {
                               progress runs the timers no later */
     unsigned reasm_active; /* reassemblies started (or held first fragments
                               reserved for), not complete */
-    size_t tx_data_offset[2];
+    size_t tx_data_offset[APTUS_UD_TX_POOLS];
 
     aptus_dgram_rx_t *rx_slots; /* posted receive buffers, first */
     unsigned rx_posted;

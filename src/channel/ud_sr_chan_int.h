@@ -135,6 +135,8 @@ typedef struct aptus_ud_tx_ctx {
 } aptus_ud_tx_ctx_t;
 
 /* ud_sr_rx.c */
+/* A receive buffer was wanted at the pool's ceiling: count, say once. */
+void aptus_ud_rx_pool_exhausted(aptus_ud_chan_t *chan);
 unsigned aptus_ud_rx_progress(aptus_ud_chan_t *chan, int is_async);
 
 /* Complete comp now in the user's thread, or from its next progress call

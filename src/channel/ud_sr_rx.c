@@ -118,6 +118,8 @@ void aptus_ud_rx_release_peer(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
     while (ext->held != NULL) {
         desc      = ext->held;
         ext->held = desc->next;
+        ucs_assert(chan->rx_held > 0);
+        chan->rx_held--;
         if (aptus_ud_rx_starts_reasm(desc->flags)) {
             aptus_ud_rx_reasm_unreserve(chan);
         }
@@ -149,6 +151,54 @@ static inline void aptus_ud_rx_align(aptus_ud_chan_t *chan,
         UCS_PTR_BYTE_OFFSET(aptus_ud_rx_dgram(chan, desc), APTUS_UD_SR_HDR_LEN);
     memmove(aligned, desc->msg.data, desc->msg.length);
     desc->msg.data = aligned;
+}
+
+void aptus_ud_rx_pool_exhausted(aptus_ud_chan_t *chan)
+{
+    const char *prefix;
+
+    chan->stats.rx_pool_exhausted++;
+    if (chan->rx_pool_reported) {
+        return;
+    }
+    chan->rx_pool_reported = 1;
+    prefix = (chan->config.var_prefix != NULL) ? chan->config.var_prefix
+                                               : "UD_SR_";
+    ucs_diag("out of receive buffers: the application holds received "
+             "messages up to UCX_%sRX_MAX_BUFS=%u (or memory ran out); "
+             "datagrams are dropped until it releases them, and peers may "
+             "time out. Raise UCX_%sRX_MAX_BUFS.",
+             prefix, chan->config.rx_max, prefix);
+}
+
+/* A small message in a large datagram buffer moves to a small buffer of
+ * its own (where a payload after the basic header lies, so aligned as the
+ * user asks), and the datagram buffer goes back at once: what the user
+ * keeps costs the message's size, not the MTU. Without a small buffer it
+ * stays where it is. */
+static aptus_ud_rx_desc_t *aptus_ud_rx_copy_small(aptus_ud_chan_t *chan,
+                                                  aptus_ud_rx_desc_t *desc)
+{
+    aptus_ud_rx_desc_t *small = chan->rx_small_spare;
+
+    if (small != NULL) {
+        chan->rx_small_spare = NULL;
+    } else {
+        small = ucs_mpool_get_inline(&chan->rx_small_mp);
+    }
+    if (ucs_unlikely(small == NULL)) {
+        /* a held packet popped at the ceiling: it keeps its buffer */
+        aptus_ud_rx_align(chan, desc);
+        return desc;
+    }
+    small->msg.data   = UCS_PTR_BYTE_OFFSET(aptus_ud_rx_dgram(chan, small),
+                                            APTUS_UD_SR_HDR_LEN);
+    small->msg.length = desc->msg.length;
+    small->msg.am_id  = desc->msg.am_id;
+    memcpy(small->msg.data, desc->msg.data, desc->msg.length);
+    ucs_mpool_put_inline(desc);
+    chan->stats.rx_copied_small++;
+    return small;
 }
 
 /* A stream that breaks its own framing is dead: drop it whole. */
@@ -189,7 +239,12 @@ static int aptus_ud_rx_inorder(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
             }
             return 1;
         }
-        aptus_ud_rx_align(chan, desc);
+        if ((chan->rx_copy_max != 0) &&
+            (desc->msg.length <= chan->rx_copy_max)) {
+            desc = aptus_ud_rx_copy_small(chan, desc);
+        } else {
+            aptus_ud_rx_align(chan, desc);
+        }
         desc->msg.peer = peer;
         aptus_ud_rx_deliver(chan, &desc->msg, is_async);
         return 1;
@@ -268,6 +323,7 @@ static int aptus_ud_rx_hold(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     if (ext == NULL) {
         return 0;
     }
+    chan->rx_held++;
     aptus_rel_rx_attach(&peer->rx, &ext->held_map);
     /* keep the held list in PSN order: packets past a hole mostly arrive
      * in order, so they go at the tail; a repaired hole between them
@@ -378,7 +434,25 @@ static void aptus_ud_rx_data(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     }
 
     verdict = aptus_rel_rx_classify(&peer->rx, pkt->psn);
+    if (ucs_unlikely((verdict == APTUS_REL_RX_HOLD) &&
+                     (chan->rx_held >= chan->rx_held_max))) {
+        chan->stats.rx_hold_limit++; /* as if lost: resent after the hole */
+        return;
+    }
     if ((verdict == APTUS_REL_RX_DELIVER) || (verdict == APTUS_REL_RX_HOLD)) {
+        if ((verdict == APTUS_REL_RX_DELIVER) && (chan->rx_copy_max != 0) &&
+            (pkt->payload_len <= chan->rx_copy_max) &&
+            ((pkt->flags & (APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST)) ==
+             (APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST)) &&
+            (chan->rx_small_spare == NULL)) {
+            /* the buffer the message will move to: at the ceiling it is
+             * not taken, as if lost, and the sender retransmits it */
+            chan->rx_small_spare = ucs_mpool_get_inline(&chan->rx_small_mp);
+            if (chan->rx_small_spare == NULL) {
+                aptus_ud_rx_pool_exhausted(chan);
+                return;
+            }
+        }
         if (aptus_ud_rx_starts_reasm(pkt->flags)) {
             if (chan->reasm_active >= chan->config.max_reasm) {
                 /* not taken: as if lost, the sender retransmits it */
@@ -423,6 +497,7 @@ static void aptus_ud_rx_data(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         while (aptus_rel_rx_pop_held(&peer->rx)) {
             held            = peer->ext->held;
             peer->ext->held = held->next;
+            chan->rx_held--;
             if (held->next == NULL) {
                 peer->ext->held_tail = NULL;
             }
@@ -586,24 +661,11 @@ static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
 static void aptus_ud_rx_refill(aptus_ud_chan_t *chan)
 {
     aptus_ud_rx_desc_t *desc;
-    const char *prefix;
 
     while (chan->rx_posted < chan->config.rx_batch) {
         desc = ucs_mpool_get_inline(&chan->rx_mp);
         if (ucs_unlikely(desc == NULL)) {
-            chan->stats.rx_pool_exhausted++;
-            if (!chan->rx_pool_reported) {
-                chan->rx_pool_reported = 1;
-                prefix = (chan->config.var_prefix != NULL) ?
-                                 chan->config.var_prefix :
-                                 "UD_SR_";
-                ucs_diag("out of receive buffers: the application holds "
-                         "received messages up to UCX_%sRX_MAX_BUFS=%u (or "
-                         "memory ran out); datagrams are dropped until it "
-                         "releases them, and peers may time out. Raise "
-                         "UCX_%sRX_MAX_BUFS.",
-                         prefix, chan->config.rx_max, prefix);
-            }
+            aptus_ud_rx_pool_exhausted(chan);
             return;
         }
         chan->rx_slots[chan->rx_posted++].buf = aptus_ud_rx_dgram(chan, desc);

@@ -347,6 +347,13 @@ static void aptus_ud_tx_post(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     aptus_ud_chan_activate(chan, peer);
 }
 
+/* The pool for a single-datagram message with this much inline payload. */
+static inline unsigned aptus_ud_tx_pool(size_t inline_len)
+{
+    return (inline_len <= APTUS_UD_TINY_PAYLOAD) ? APTUS_UD_TX_TINY
+                                                 : APTUS_UD_TX_SMALL;
+}
+
 static inline aptus_ud_tx_msg_t *aptus_ud_tx_msg_get(aptus_ud_chan_t *chan,
                                                      unsigned pool,
                                                      uint8_t am_id,
@@ -393,8 +400,8 @@ static ssize_t aptus_ud_tx_bcopy(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     }
 
     if (nfrags == 1) {
-        small = aptus_ud_tx_msg_get(chan, APTUS_UD_TX_SMALL, send->am_id,
-                                    aptus_ud_send_hdr_flags(send));
+        small = aptus_ud_tx_msg_get(chan, aptus_ud_tx_pool(length),
+                                    send->am_id, aptus_ud_send_hdr_flags(send));
         if (small != NULL) {
             memcpy(aptus_ud_tx_msg_data(chan, small),
                    aptus_ud_tx_msg_data(chan, msg), length);
@@ -429,8 +436,10 @@ static ucs_status_t aptus_ud_tx_zcopy(aptus_ud_chan_t *chan,
         return UCS_ERR_NO_RESOURCE;
     }
 
+    /* a single datagram keeps only our copy of the header inline */
     msg = aptus_ud_tx_msg_get(
-        chan, (nfrags == 1) ? APTUS_UD_TX_SMALL : APTUS_UD_TX_LARGE,
+        chan,
+        (nfrags == 1) ? aptus_ud_tx_pool(send->hdr_len) : APTUS_UD_TX_LARGE,
         send->am_id, aptus_ud_send_hdr_flags(send));
     if (msg == NULL) {
         return UCS_ERR_NO_RESOURCE;
@@ -489,8 +498,8 @@ ssize_t aptus_ud_chan_send(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         if (length > chan->single_payload) {
             return UCS_ERR_INVALID_PARAM;
         }
-        msg = aptus_ud_tx_msg_get(chan, APTUS_UD_TX_SMALL, send->am_id,
-                                  aptus_ud_send_hdr_flags(send));
+        msg = aptus_ud_tx_msg_get(chan, aptus_ud_tx_pool(length),
+                                  send->am_id, aptus_ud_send_hdr_flags(send));
         if (msg == NULL) {
             return UCS_ERR_NO_RESOURCE;
         }
@@ -525,7 +534,7 @@ ucs_status_t aptus_ud_chan_check(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
         return UCS_OK;
     }
 
-    msg = aptus_ud_tx_msg_get(chan, APTUS_UD_TX_SMALL, 0, APTUS_UD_SR_F_NOP);
+    msg = aptus_ud_tx_msg_get(chan, APTUS_UD_TX_TINY, 0, APTUS_UD_SR_F_NOP);
     if (msg == NULL) {
         return UCS_ERR_NO_RESOURCE;
     }

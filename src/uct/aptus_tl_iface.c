@@ -612,6 +612,8 @@ unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,
         { "ud_rx_bad_key", u->rx_bad_key },
         { "ud_rx_peer_limit", u->rx_peer_limit },
         { "ud_rx_reasm_limit", u->rx_reasm_limit },
+        { "ud_rx_copied_small", u->rx_copied_small },
+        { "ud_rx_hold_limit", u->rx_hold_limit },
         { "zc_serve_limit", iface->udz.stats.serve_limit },
         { "zc_busy_retries", iface->udz.stats.busy_retries },
         /* the kernel's share: the UD socket, a socket per zero-copy

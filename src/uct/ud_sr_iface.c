@@ -277,6 +277,8 @@ unsigned uct_ud_sr_iface_stats(uct_ud_sr_iface_t *iface,
                    { "rx_pool_exhausted", c->rx_pool_exhausted },
                    { "rx_peer_limit", c->rx_peer_limit },
                    { "rx_reasm_limit", c->rx_reasm_limit },
+                   { "rx_copied_small", c->rx_copied_small },
+                   { "rx_hold_limit", c->rx_hold_limit },
                    { "rx_max_bufs", iface->chan.config.rx_max },
                    { "pending_async", c->pending_async },
                    { "peer_bytes", aptus_ud_chan_peer_bytes(&iface->chan) },
@@ -450,7 +452,7 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
                             uct_ud_sr_iface_event, self);
 
     ucs_debug("ud_sr/%s: key 0x%016" PRIx64 " mtu %zu seg %zu window %u rx %u",
-              self->dev_name, self->chan.local_key, config->ud.mtu,
+              self->dev_name, self->chan.local_key, self->wire->mtu,
               config->ud.seg_size, config->ud.tx_window,
               config->ud.rx_queue_len);
     return UCS_OK;

@@ -9,14 +9,18 @@
 #include "../proto/random.h"
 #include "aptus_iface.h"
 
+#include <ucs/sys/string.h>
 #include <ucs/time/time.h>
 
 #include <string.h>
 
 ucs_config_field_t uct_ud_sr_params_table[] = {
-    { "MTU", "2048",
-      "Datagram size in bytes, UD-SR header included, as an InfiniBand UD MTU\n"
-      "(512 to 4096).",
+    { "MTU", "auto",
+      "Datagram size in bytes, UD-SR header included (512 to 65024). auto:\n"
+      "the device's MTU less the IP and UDP headers, at most 16k (on the\n"
+      "loopback 16k; never IP-fragmented on a link). Messages up to 2 KiB\n"
+      "are copied out of a larger datagram buffer on arrival, so held\n"
+      "messages cost their size, not the MTU.",
       ucs_offsetof(uct_ud_sr_params_t, mtu), UCS_CONFIG_TYPE_MEMUNITS },
 
     { "SEG_SIZE", "32k",
@@ -276,8 +280,10 @@ ucs_status_t uct_ud_sr_params_setup(const uct_ud_sr_params_t *config,
                                     size_t peer_headroom,
                                     uct_ud_sr_setup_t *setup)
 {
+    const char *dev_name = params->mode.device.dev_name;
     const char *bad;
     ucs_status_t status;
+    size_t mtu;
 
     uct_ud_sr_params_chan(
         config, UCT_IFACE_PARAM_VALUE(params, rx_headroom, RX_HEADROOM, 0),
@@ -290,11 +296,17 @@ ucs_status_t uct_ud_sr_params_setup(const uct_ud_sr_params_t *config,
         return status;
     }
     /* Refuse a bad setting up front, naming the variable. */
-    if ((config->mtu < APTUS_SOCK_DGRAM_MTU_MIN) ||
-        (config->mtu > APTUS_SOCK_DGRAM_MTU_MAX)) {
+    mtu = config->mtu;
+    if (mtu == UCS_MEMUNITS_AUTO) {
+        mtu = aptus_sock_dgram_auto_mtu(dev_name);
+        /* a datagram above the largest message would only waste memory */
+        mtu = ucs_max(ucs_min(mtu, config->seg_size + APTUS_UD_SR_HDR_LEN),
+                      APTUS_SOCK_DGRAM_MTU_MIN);
+    } else if ((mtu < APTUS_SOCK_DGRAM_MTU_MIN) ||
+               (mtu > APTUS_SOCK_DGRAM_MTU_MAX)) {
         ucs_error("%s: invalid configuration: UCX_%sMTU=%zu is out of range "
                   "[%d, %d]",
-                  tl_name, prefix, config->mtu, APTUS_SOCK_DGRAM_MTU_MIN,
+                  tl_name, prefix, mtu, APTUS_SOCK_DGRAM_MTU_MIN,
                   APTUS_SOCK_DGRAM_MTU_MAX);
         return UCS_ERR_INVALID_PARAM;
     }
@@ -304,7 +316,7 @@ ucs_status_t uct_ud_sr_params_setup(const uct_ud_sr_params_t *config,
     setup->udz.batch    = config->rx_batch;
     setup->udz.max_get  = config->zcopy_max;
     setup->udz.max_served = config->zcopy_max_served;
-    bad                 = aptus_ud_chan_config_check(&setup->chan, config->mtu);
+    bad                 = aptus_ud_chan_config_check(&setup->chan, mtu);
     if (bad == NULL) {
         bad = aptus_udz_config_check(&setup->udz);
     }
@@ -314,7 +326,7 @@ ucs_status_t uct_ud_sr_params_setup(const uct_ud_sr_params_t *config,
     }
 
     memset(&setup->wire, 0, sizeof(setup->wire));
-    setup->wire.mtu            = config->mtu;
+    setup->wire.mtu            = mtu;
     setup->wire.rx_queue_len   = config->rx_queue_len;
     setup->wire.tx_queue_len   = config->tx_window * 4;
     setup->wire.force_bufs     = config->sock_buf_force;

@@ -951,6 +951,39 @@ TEST_F(ud_chan, window_of_1024_with_multiword_sack)
     EXPECT_EQ(nullptr, pa->ext);
 }
 
+/* A window larger than the receive pool: datagrams held past a hole stop
+ * short of the pool's ceiling, so the hole itself can still be received
+ * (with no room left for it, the held ones would wait for ever). */
+TEST_F(ud_chan, held_datagrams_leave_room_to_receive_the_hole)
+{
+    m_cfg.rel.tx_window = APTUS_REL_TX_WINDOW_MAX;
+    m_cfg.rx_pool       = 64;
+    m_cfg.rx_max        = 256;
+    init_both();
+    aptus_ud_peer_t *pa = connect(m_a, m_b);
+    bool first          = true;
+    m_net.filter = [&](const fake_dgram &, const aptus_ud_sr_pkt_t &pkt) {
+        if (first && (pkt.type == APTUS_UD_SR_TYPE_DATA)) {
+            first = false;
+            return FAKE_DROP;
+        }
+        return FAKE_PASS;
+    };
+    std::vector<message> sent;
+    for (unsigned i = 0; i < 800; ++i) {
+        message m{ 1, pattern(i, 32) };
+        ASSERT_EQ((ssize_t)m.data.size(), send_bcopy(m_a, pa, 1, m.data));
+        sent.push_back(m);
+    }
+    ASSERT_TRUE(run_until([&] {
+        return (m_b.rx.size() == sent.size()) && aptus_rel_tx_is_idle(&pa->tx);
+    }));
+    EXPECT_EQ(sent, m_b.rx);
+    EXPECT_GT(m_b.chan.stats.rx_hold_limit, 0u);
+    EXPECT_LE(m_b.chan.stats.rx_held, 800u);
+    EXPECT_EQ(0u, m_b.chan.rx_held);
+}
+
 TEST_F(ud_chan, receive_pool_grows_while_the_user_holds_descriptors)
 {
     m_cfg.rx_pool  = 32;

@@ -496,6 +496,20 @@ int aptus_sock_dgram_force_bufs(aptus_dgram_wire_t *wire)
 }
 
 
+size_t aptus_sock_dgram_auto_mtu(const char *dev_name)
+{
+    size_t link = aptus_sock_netif_mtu(dev_name);
+
+    if (link == 0) {
+        return 2048;
+    }
+    if (link < APTUS_SOCK_DGRAM_MTU_MIN + APTUS_SOCK_DGRAM_IP_UDP_HDR) {
+        return APTUS_SOCK_DGRAM_MTU_MIN; /* IP fragments it: still works */
+    }
+    return ucs_min(link - APTUS_SOCK_DGRAM_IP_UDP_HDR,
+                   APTUS_SOCK_DGRAM_MTU_AUTO_MAX);
+}
+
 ucs_status_t aptus_sock_dgram_open(const char *dev_name,
                                    const aptus_sock_dgram_config_t *config,
                                    aptus_dgram_wire_t **wire_p)

@@ -33,6 +33,18 @@ typedef struct aptus_sock_dev_addr_loop {
     uint64_t net_ns;
 } UCS_S_PACKED aptus_sock_dev_addr_loop_t;
 
+size_t aptus_sock_netif_mtu(const char *dev_name)
+{
+    struct ifreq ifr;
+
+    memset(&ifr, 0, sizeof(ifr));
+    if ((ucs_netif_ioctl(dev_name, SIOCGIFMTU, &ifr) != UCS_OK) ||
+        (ifr.ifr_mtu <= 0)) {
+        return 0;
+    }
+    return (size_t)ifr.ifr_mtu;
+}
+
 static int aptus_sock_has_addr(const char *name)
 {
     struct sockaddr_storage ss;

@@ -25,6 +25,9 @@ int aptus_sock_netif_is_loopback(const char *dev_name);
 void aptus_sock_netif_caps(const char *dev_name, double *latency_p,
                            double *bandwidth_p);
 
+/* The link MTU of dev_name in bytes (IP packet), 0 when it cannot be read. */
+size_t aptus_sock_netif_mtu(const char *dev_name);
+
 /* Bulk data by zero copy on dev_name (UD-ZCopy into receive queues, a
  * one-sided copy): on loopback the measured figure, well above what
  * copy_bw (active messages, a system call per datagram and a copy on each
