@@ -180,7 +180,7 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
                                 aptus_ud_clock_t clock, uint64_t local_key)
 {
     size_t mtu = wire->mtu;
-    size_t small_elem, big_elem;
+    size_t small_elem, big_elem, elem;
     unsigned rx_pool, rx_max;
     aptus_ud_rx_desc_t *desc;
     unsigned max_frags, i;
@@ -280,27 +280,40 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
         sizeof(aptus_ud_rx_desc_t) + sizeof(void *) + config->rx_headroom, 8);
     chan->rx_dgram_offset +=
         aptus_ud_align_pad(config, chan->rx_dgram_offset + APTUS_UD_SR_HDR_LEN);
-    /* Above 2 KiB of payload per datagram, small messages are copied out
-     * into buffers of their own, and the datagram buffers are bounded by
-     * the bytes the configured counts of 2 KiB buffers would take. */
+    /* Above 2 KiB of payload per datagram, messages much smaller than a
+     * datagram are copied out into buffers of their size class, and every
+     * pool but the 2 KiB one is bounded by the bytes the configured counts
+     * of 2 KiB buffers would take. */
     small_elem = chan->rx_dgram_offset + APTUS_UD_SR_HDR_LEN +
                  APTUS_UD_TINY_PAYLOAD;
     big_elem   = chan->rx_dgram_offset + mtu;
     rx_pool    = config->rx_pool;
     rx_max     = config->rx_max;
     if (big_elem > small_elem) {
-        chan->rx_copy_max = APTUS_UD_TINY_PAYLOAD;
+        chan->rx_copy[0].max = APTUS_UD_TINY_PAYLOAD;
+        chan->rx_copy_num    = 1;
+        if (chan->single_payload / 2 > 2 * APTUS_UD_TINY_PAYLOAD) {
+            chan->rx_copy[1].max = chan->single_payload / 2;
+            chan->rx_copy_num    = 2;
+        }
         rx_pool = ucs_max(config->rx_pool * small_elem / big_elem,
                           2 * config->rx_batch);
         rx_max  = ucs_max(config->rx_max * small_elem / big_elem,
                           4 * config->rx_batch);
-        status  = ucs_mpool_init(&chan->rx_small_mp, sizeof(chan), small_elem,
-                                 0, align, config->rx_pool, config->rx_max,
-                                 &aptus_ud_rx_mpool_ops, "aptus_ud_rx_small");
+    }
+    for (i = 0; i < chan->rx_copy_num; ++i) {
+        elem   = chan->rx_dgram_offset + APTUS_UD_SR_HDR_LEN +
+                 chan->rx_copy[i].max;
+        status = ucs_mpool_init(
+            &chan->rx_copy[i].mp, sizeof(chan), elem, 0, align,
+            ucs_max(config->rx_pool * small_elem / elem, 16),
+            ucs_max(config->rx_max * small_elem / elem, 64),
+            &aptus_ud_rx_mpool_ops, (i == 0) ? "aptus_ud_rx_2k" : "aptus_ud_rx_half");
         if (status != UCS_OK) {
-            goto err_tx_large;
+            chan->rx_copy_num = i;
+            goto err_rx_copy_mp;
         }
-        *(aptus_ud_chan_t **)ucs_mpool_priv(&chan->rx_small_mp) = chan;
+        *(aptus_ud_chan_t **)ucs_mpool_priv(&chan->rx_copy[i].mp) = chan;
     }
     /* Datagrams held past holes may not take the last datagram buffers: a
      * window (1024) can exceed the ceiling, and a hole must stay receivable
@@ -312,7 +325,7 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
                             rx_pool, rx_max, &aptus_ud_rx_mpool_ops,
                             "aptus_ud_rx");
     if (status != UCS_OK) {
-        goto err_rx_small_mp;
+        goto err_rx_copy_mp;
     }
     *(aptus_ud_chan_t **)ucs_mpool_priv(&chan->rx_mp) = chan;
 
@@ -390,11 +403,10 @@ err_reasm_mp:
     ucs_mpool_cleanup(&chan->reasm_mp, 1);
 err_rx_mp:
     ucs_mpool_cleanup(&chan->rx_mp, 1);
-err_rx_small_mp:
-    if (chan->rx_copy_max != 0) {
-        ucs_mpool_cleanup(&chan->rx_small_mp, 1);
+err_rx_copy_mp:
+    for (i = 0; i < chan->rx_copy_num; ++i) {
+        ucs_mpool_cleanup(&chan->rx_copy[i].mp, 1);
     }
-err_tx_large:
     ucs_mpool_cleanup(&chan->tx_mp[APTUS_UD_TX_LARGE], 1);
 err_tx_small:
     ucs_mpool_cleanup(&chan->tx_mp[APTUS_UD_TX_SMALL], 1);
@@ -476,11 +488,11 @@ void aptus_ud_chan_cleanup(aptus_ud_chan_t *chan)
     ucs_mpool_cleanup(&chan->flush_mp, 1);
     ucs_mpool_cleanup(&chan->reasm_mp, 0);
     ucs_mpool_cleanup(&chan->rx_mp, 0);
-    if (chan->rx_copy_max != 0) {
-        if (chan->rx_small_spare != NULL) {
-            ucs_mpool_put(chan->rx_small_spare);
+    for (i = 0; i < chan->rx_copy_num; ++i) {
+        if (chan->rx_copy[i].spare != NULL) {
+            ucs_mpool_put(chan->rx_copy[i].spare);
         }
-        ucs_mpool_cleanup(&chan->rx_small_mp, 0);
+        ucs_mpool_cleanup(&chan->rx_copy[i].mp, 0);
     }
     ucs_mpool_cleanup(&chan->tx_mp[APTUS_UD_TX_LARGE], 1);
     ucs_mpool_cleanup(&chan->tx_mp[APTUS_UD_TX_SMALL], 1);

@@ -193,6 +193,7 @@ enum {
  * messages in flight, or 100,000 unexpected ones held by the application,
  * cost 2 KiB each, not the MTU). */
 #define APTUS_UD_TINY_PAYLOAD 2048
+#define APTUS_UD_RX_COPY_CLASSES 2
 
 /* A message being sent: payload inline (short, bcopy) or in the user's
  * buffers (zcopy: iov[0] is our copy of the AM header). */
@@ -320,9 +321,15 @@ struct aptus_ud_chan {
     ucs_mpool_t ext_mp;
     ucs_mpool_t tx_mp[APTUS_UD_TX_POOLS];
     ucs_mpool_t rx_mp;       /* datagram buffers, posted to the wire */
-    ucs_mpool_t rx_small_mp; /* a small message copied out of one */
-    size_t rx_copy_max;      /* copy messages up to this (0: never) */
-    struct aptus_ud_rx_desc *rx_small_spare; /* taken before a delivery */
+    /* Buffers a message much smaller than a datagram is copied into on
+     * arrival, by size class (2 KiB, half a datagram): what the user keeps
+     * costs at most 4x its size, not the MTU. */
+    struct {
+        ucs_mpool_t mp;
+        size_t max;                     /* payload it takes */
+        struct aptus_ud_rx_desc *spare; /* taken before a delivery */
+    } rx_copy[APTUS_UD_RX_COPY_CLASSES];
+    unsigned rx_copy_num;
     unsigned rx_held;     /* datagram buffers held past holes, all peers */
     unsigned rx_held_max; /* ... at most: the rest receives the holes */
     ucs_mpool_t reasm_mp;

@@ -171,20 +171,35 @@ void aptus_ud_rx_pool_exhausted(aptus_ud_chan_t *chan)
              prefix, chan->config.rx_max, prefix);
 }
 
+/* The copy class of a message of this length, or rx_copy_num: none. */
+static inline unsigned aptus_ud_rx_copy_class(const aptus_ud_chan_t *chan,
+                                              size_t length)
+{
+    unsigned cls;
+
+    for (cls = 0; cls < chan->rx_copy_num; ++cls) {
+        if (length <= chan->rx_copy[cls].max) {
+            break;
+        }
+    }
+    return cls;
+}
+
 /* A small message in a large datagram buffer moves to a small buffer of
  * its own (where a payload after the basic header lies, so aligned as the
  * user asks), and the datagram buffer goes back at once: what the user
  * keeps costs the message's size, not the MTU. Without a small buffer it
  * stays where it is. */
 static aptus_ud_rx_desc_t *aptus_ud_rx_copy_small(aptus_ud_chan_t *chan,
-                                                  aptus_ud_rx_desc_t *desc)
+                                                  aptus_ud_rx_desc_t *desc,
+                                                  unsigned cls)
 {
-    aptus_ud_rx_desc_t *small = chan->rx_small_spare;
+    aptus_ud_rx_desc_t *small = chan->rx_copy[cls].spare;
 
     if (small != NULL) {
-        chan->rx_small_spare = NULL;
+        chan->rx_copy[cls].spare = NULL;
     } else {
-        small = ucs_mpool_get_inline(&chan->rx_small_mp);
+        small = ucs_mpool_get_inline(&chan->rx_copy[cls].mp);
     }
     if (ucs_unlikely(small == NULL)) {
         /* a held packet popped at the ceiling: it keeps its buffer */
@@ -222,6 +237,7 @@ static int aptus_ud_rx_inorder(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     uint8_t flags = desc->flags & (APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST);
     aptus_ud_peer_ext_t *ext;
     aptus_ud_reasm_t *reasm;
+    unsigned cls;
 
     if (flags == (APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST)) {
         if (ucs_unlikely(desc->flags & APTUS_UD_SR_F_NOP)) {
@@ -239,9 +255,9 @@ static int aptus_ud_rx_inorder(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
             }
             return 1;
         }
-        if ((chan->rx_copy_max != 0) &&
-            (desc->msg.length <= chan->rx_copy_max)) {
-            desc = aptus_ud_rx_copy_small(chan, desc);
+        cls = aptus_ud_rx_copy_class(chan, desc->msg.length);
+        if (cls < chan->rx_copy_num) {
+            desc = aptus_ud_rx_copy_small(chan, desc, cls);
         } else {
             aptus_ud_rx_align(chan, desc);
         }
@@ -427,6 +443,7 @@ static void aptus_ud_rx_data(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
 {
     aptus_rel_rx_verdict_t verdict;
     aptus_ud_rx_desc_t *held;
+    unsigned cls;
 
     chan->stats.rx_data_dgrams++;
     if (pkt->flags & APTUS_UD_SR_F_ACK_REQ) {
@@ -440,15 +457,17 @@ static void aptus_ud_rx_data(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         return;
     }
     if ((verdict == APTUS_REL_RX_DELIVER) || (verdict == APTUS_REL_RX_HOLD)) {
-        if ((verdict == APTUS_REL_RX_DELIVER) && (chan->rx_copy_max != 0) &&
-            (pkt->payload_len <= chan->rx_copy_max) &&
+        if ((verdict == APTUS_REL_RX_DELIVER) && (chan->rx_copy_num != 0) &&
             ((pkt->flags & (APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST)) ==
              (APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST)) &&
-            (chan->rx_small_spare == NULL)) {
+            ((cls = aptus_ud_rx_copy_class(chan, pkt->payload_len)) <
+             chan->rx_copy_num) &&
+            (chan->rx_copy[cls].spare == NULL)) {
             /* the buffer the message will move to: at the ceiling it is
              * not taken, as if lost, and the sender retransmits it */
-            chan->rx_small_spare = ucs_mpool_get_inline(&chan->rx_small_mp);
-            if (chan->rx_small_spare == NULL) {
+            chan->rx_copy[cls].spare =
+                ucs_mpool_get_inline(&chan->rx_copy[cls].mp);
+            if (chan->rx_copy[cls].spare == NULL) {
                 aptus_ud_rx_pool_exhausted(chan);
                 return;
             }

@@ -86,13 +86,29 @@ ucs_status_t uct_aptus_iface_estimate_perf(uct_iface_h tl_iface,
     return UCS_OK;
 }
 
+#define UCT_APTUS_ASYNC_DRAIN_MAX 256 /* batches per wake-up */
+
+/* Receive until the socket is empty (a bounded number of batches): the
+ * event is edge-triggered, and a batch left behind would wait for the next
+ * arrival, or overflow the socket while the user computes. */
+static void uct_aptus_ud_async_drain(aptus_ud_chan_t *ud)
+{
+    unsigned i;
+
+    for (i = 0; i < UCT_APTUS_ASYNC_DRAIN_MAX; ++i) {
+        if (aptus_chan_progress(&ud->super, 1) == 0) {
+            break;
+        }
+    }
+}
+
 void uct_aptus_ud_async_timer(aptus_ud_chan_t *ud, aptus_udz_t *udz,
                               uct_aptus_async_rx_t *rx, uint64_t interval_us)
 {
     if ((ud->clock() - ud->last_sync_us) < interval_us) {
         return; /* the application is progressing: nothing to cover for */
     }
-    aptus_chan_progress(&ud->super, 1);
+    uct_aptus_ud_async_drain(ud);
     /* a peer's rendezvous over UD-ZCopy needs this side as owner */
     aptus_udz_progress_owner(udz);
     /* away for a period: from now on, datagrams wake the async thread */
@@ -106,7 +122,7 @@ void uct_aptus_ud_async_event(aptus_ud_chan_t *ud, aptus_udz_t *udz,
         return; /* a wake-up from before the user came back */
     }
     rx->events++;
-    aptus_chan_progress(&ud->super, 1);
+    uct_aptus_ud_async_drain(ud);
     aptus_udz_progress_owner(udz);
 }
 

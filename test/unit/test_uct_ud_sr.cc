@@ -180,6 +180,25 @@ TEST_F(uct_ud_sr, mtu_auto_and_explicit)
     EXPECT_EQ(8192u, attr.cap.am.max_bcopy);
 }
 
+/* At a 16 KiB datagram size a message is copied into a buffer of its size
+ * class (2 KiB, half a datagram) and intact; one above half a datagram
+ * stays in its datagram buffer. */
+TEST_F(uct_ud_sr, small_messages_leave_their_datagram_buffers)
+{
+    setup_pair();
+    std::vector<std::vector<uint8_t>> sent;
+    for (size_t len : { 8, 2000, 4000, 8000, 12000 }) {
+        sent.push_back(pattern(len, len));
+        ASSERT_EQ((ssize_t)len,
+                  uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &sent.back(), 0));
+    }
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == sent.size(); }));
+    for (size_t i = 0; i < sent.size(); ++i) {
+        EXPECT_EQ(sent[i], m_b.rx.msgs[i]) << i;
+    }
+    EXPECT_EQ(4u, stats(m_b)["rx_copied_small"]);
+}
+
 TEST_F(uct_ud_sr, bad_configuration_refused)
 {
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, { { "TX_WINDOW", "2000" } }));
