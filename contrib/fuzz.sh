@@ -1,7 +1,8 @@
 #!/bin/bash
 # UCX-Aptus fuzzing: libFuzzer targets for every parser that faces the
 # network (test/fuzz/fuzz_*.c: UD-SR datagrams, RC-SR connection bytes,
-# UD-ZCopy messages, fast-path control and blocks, the send rule grammar),
+# UD-ZCopy messages, fast-path control and blocks, the send rule grammar,
+# multicast broadcast datagrams and the protocol behind them),
 # built with clang under AddressSanitizer and UBSan, each run from its
 # corpus in the repository (test/fuzz/corpus/<target>). Ends on a table:
 # executions, crashes, corpus, coverage, time. Exits 1 on any crash (the
@@ -32,7 +33,7 @@ while [ $# -gt 0 ]; do
     shift
 done
 out=${out:-$top/build/fuzz}
-targets="ud_sr rc_sr zcopy fp send_rules"
+targets="ud_sr rc_sr zcopy fp send_rules mcast"
 cc=${CLANG:-clang}
 if ! command -v "$cc" >/dev/null 2>&1; then
     echo "fuzz: $cc not found (contrib/setup-debian.sh installs clang)" >&2

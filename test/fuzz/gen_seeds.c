@@ -6,6 +6,7 @@
  *   gen_seeds DIR
  */
 #include "proto/fp_proto.h"
+#include "proto/mcast_proto.h"
 #include "proto/rc_sr_proto.h"
 #include "proto/ud_sr_proto.h"
 #include "proto/veloblock.h"
@@ -45,17 +46,19 @@ static void ud_sr_seeds(void)
         APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST,
         APTUS_UD_SR_F_FIRST,
         APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_ACK_REQ,
-        APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_SACK |
+        APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_OPEN |
                 APTUS_UD_SR_F_CRC,
         APTUS_UD_SR_F_NOP,
         APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_INTERNAL,
     };
-    uint8_t buf[APTUS_UD_SR_HDR_MAX_LEN + 64];
+    uint8_t buf[APTUS_UD_SR_ACK_MAX_LEN + 64];
     aptus_ud_sr_pkt_t pkt;
     size_t len;
-    unsigned i;
+    unsigned i, w;
 
-    for (i = 0; i < sizeof(flags) + 2; ++i) {
+    /* DATA of each kind, ACKs with a selective map of 1 and of 16 words,
+     * and a RESET */
+    for (i = 0; i < sizeof(flags) + 3; ++i) {
         memset(&pkt, 0, sizeof(pkt));
         pkt.dest_key    = 0x1122334455667788ull;
         pkt.src_key     = 0x99aabbccddeeff01ull;
@@ -63,15 +66,23 @@ static void ud_sr_seeds(void)
         pkt.ack         = 3;
         pkt.conn_id     = i;
         pkt.am_id       = 1;
-        pkt.sack        = 0x5;
         pkt.msg_len     = 4096;
         if (i < sizeof(flags)) {
             pkt.type  = APTUS_UD_SR_TYPE_DATA;
             pkt.flags = flags[i];
+        } else if (i < sizeof(flags) + 2) {
+            pkt.type       = APTUS_UD_SR_TYPE_ACK;
+            pkt.am_id      = 0;
+            pkt.flags      = APTUS_UD_SR_F_SACK;
+            pkt.sack_words = (i == sizeof(flags)) ? 1
+                                                  : APTUS_UD_SR_SACK_WORDS_MAX;
+            for (w = 0; w < pkt.sack_words; ++w) {
+                pkt.sack[w] = 0x5a5a5a5a5a5a5a5aull << (w % 3);
+            }
+            pkt.sack[0] &= ~1ull; /* the cumulative point is never held */
         } else {
-            pkt.type  = (i == sizeof(flags)) ? APTUS_UD_SR_TYPE_ACK
-                                             : APTUS_UD_SR_TYPE_RESET;
-            pkt.flags = (i == sizeof(flags)) ? APTUS_UD_SR_F_SACK : 0;
+            pkt.type  = APTUS_UD_SR_TYPE_RESET;
+            pkt.am_id = 0;
         }
         len = aptus_ud_sr_build(buf, &pkt);
         if ((pkt.type == APTUS_UD_SR_TYPE_DATA) &&
@@ -217,6 +228,55 @@ static void send_rules_seeds(void)
     }
 }
 
+/* Every kind of multicast broadcast datagram, with the key and the size of
+ * communicator that test/fuzz/fuzz_mcast.c parses with. */
+static void mcast_seeds(void)
+{
+    static const struct {
+        uint8_t type;
+        uint16_t flags;
+        uint32_t msg_len, offset;
+        uint16_t frag, nfrag, payload_len;
+    } kinds[] = {
+        { APTUS_MC_TYPE_DATA, APTUS_MC_F_ACK, 64, 0, 0, 1, 64 },
+        { APTUS_MC_TYPE_DATA, APTUS_MC_F_ACK, 0, 0, 0, 1, 0 },
+        { APTUS_MC_TYPE_DATA, APTUS_MC_F_ACK, 600, 256, 1, 3, 256 },
+        { APTUS_MC_TYPE_DATA, APTUS_MC_F_ACK, 600, 512, 2, 3, 88 },
+        { APTUS_MC_TYPE_REPAIR, APTUS_MC_F_ACK | APTUS_MC_F_ACK_REQ, 100, 0,
+          0, 1, 100 },
+        { APTUS_MC_TYPE_ACK, APTUS_MC_F_ACK, 0, 0, 0, 0, 0 },
+        { APTUS_MC_TYPE_ACK, APTUS_MC_F_ACK | APTUS_MC_F_REPLY, 0, 0, 0, 0,
+          0 },
+        { APTUS_MC_TYPE_NACK, APTUS_MC_F_ACK, 0, 0, 0, 0, 0 },
+        { APTUS_MC_TYPE_REPORT, APTUS_MC_F_ACK, 0, 0, 0, 0, 0 },
+        { APTUS_MC_TYPE_POLL, APTUS_MC_F_ACK, 0, 0, 0, 0, 0 },
+    };
+    uint8_t buf[APTUS_MC_HDR_LEN + 256];
+    aptus_mc_hdr_t h;
+    unsigned i;
+
+    for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); ++i) {
+        memset(&h, 0, sizeof(h));
+        h.type        = kinds[i].type;
+        h.flags       = kinds[i].flags;
+        h.key         = 0x6d63617374000001ull; /* fuzz_mcast.c */
+        h.seq         = 1;
+        h.ack         = 1;
+        h.root        = (h.type == APTUS_MC_TYPE_DATA) ? 9 : 0;
+        h.sender      = 9;
+        h.msg_len     = kinds[i].msg_len;
+        h.offset      = kinds[i].offset;
+        h.frag        = kinds[i].frag;
+        h.nfrag       = kinds[i].nfrag;
+        h.payload_len = kinds[i].payload_len;
+        h.sack        = (h.type == APTUS_MC_TYPE_NACK) ? 0x6 : 0;
+        h.group_ack   = (h.type == APTUS_MC_TYPE_REPORT) ? 1 : 0;
+        aptus_mc_hdr_build(buf, &h);
+        memset(buf + APTUS_MC_HDR_LEN, 0x3c, h.payload_len);
+        put("mcast", buf, aptus_mc_len(&h));
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -229,5 +289,6 @@ int main(int argc, char **argv)
     zcopy_seeds();
     fp_seeds();
     send_rules_seeds();
+    mcast_seeds();
     return 0;
 }
