@@ -549,6 +549,7 @@ aptus_ud_peer_ext_t *aptus_ud_peer_ext_get(aptus_ud_chan_t *chan,
         ext->held      = NULL;
         ext->held_tail = NULL;
         ext->reasm     = NULL;
+        aptus_rel_rx_map_init(&ext->held_map);
         ucs_arbiter_group_init(&ext->pending);
         peer->ext = ext;
     }

@@ -50,6 +50,13 @@ static inline void *aptus_ud_reasm_data(aptus_ud_chan_t *chan,
     return UCS_PTR_BYTE_OFFSET(reasm, chan->reasm_data_offset);
 }
 
+/* The receive window's map of held datagrams, kept in the rare state (it
+ * exists whenever something is held). */
+static inline aptus_rel_rx_map_t *aptus_ud_peer_rx_map(aptus_ud_peer_t *peer)
+{
+    return (peer->ext != NULL) ? &peer->ext->held_map : NULL;
+}
+
 static inline int aptus_ud_peer_has_pending(const aptus_ud_peer_t *peer)
 {
     return (peer->ext != NULL) &&

@@ -126,7 +126,7 @@ void aptus_ud_rx_release_peer(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
         ucs_mpool_put_inline(desc);
     }
     ext->held_tail = NULL;
-    aptus_rel_rx_drop_held(&peer->rx);
+    aptus_rel_rx_drop_held(&peer->rx, &ext->held_map);
     if (ext->reasm != NULL) {
         ucs_mpool_put_inline(ext->reasm);
         ext->reasm = NULL;
@@ -340,7 +340,6 @@ static int aptus_ud_rx_hold(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         return 0;
     }
     chan->rx_held++;
-    aptus_rel_rx_attach(&peer->rx, &ext->held_map);
     /* keep the held list in PSN order: packets past a hole mostly arrive
      * in order, so they go at the tail; a repaired hole between them
      * walks the list (at most a window) */
@@ -450,7 +449,8 @@ static void aptus_ud_rx_data(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         aptus_rel_rx_request(&peer->rx, (aptus_psn_t)(pkt->psn + 1), 0);
     }
 
-    verdict = aptus_rel_rx_classify(&peer->rx, pkt->psn);
+    verdict = aptus_rel_rx_classify(&peer->rx, aptus_ud_peer_rx_map(peer),
+                                    pkt->psn);
     if (ucs_unlikely((verdict == APTUS_REL_RX_HOLD) &&
                      (chan->rx_held >= chan->rx_held_max))) {
         chan->stats.rx_hold_limit++; /* as if lost: resent after the hole */
@@ -509,11 +509,11 @@ static void aptus_ud_rx_data(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         break;
     case APTUS_REL_RX_DELIVER:
         *consumed_p = 1;
-        aptus_rel_rx_commit(&peer->rx, pkt->psn, verdict);
+        aptus_rel_rx_commit(&peer->rx, NULL, pkt->psn, verdict);
         if (!aptus_ud_rx_inorder(chan, peer, desc, is_async)) {
             return;
         }
-        while (aptus_rel_rx_pop_held(&peer->rx)) {
+        while (aptus_rel_rx_pop_held(&peer->rx, aptus_ud_peer_rx_map(peer))) {
             held            = peer->ext->held;
             peer->ext->held = held->next;
             chan->rx_held--;
@@ -530,7 +530,8 @@ static void aptus_ud_rx_data(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         return;
     }
 
-    aptus_rel_rx_commit(&peer->rx, pkt->psn, verdict);
+    aptus_rel_rx_commit(&peer->rx, aptus_ud_peer_rx_map(peer), pkt->psn,
+                        verdict);
     aptus_ud_chan_activate(chan, peer);
     aptus_ud_rx_want_ack(chan, peer);
 }

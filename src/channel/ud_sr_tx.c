@@ -151,7 +151,8 @@ void aptus_ud_tx_send_ctl(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         }
     }
     if (type == APTUS_UD_SR_TYPE_ACK) {
-        pkt.sack_words = (uint8_t)aptus_rel_rx_sack(&peer->rx, pkt.sack);
+        pkt.sack_words = (uint8_t)aptus_rel_rx_sack(
+            &peer->rx, aptus_ud_peer_rx_map(peer), pkt.sack);
         if (pkt.sack_words != 0) {
             pkt.flags |= APTUS_UD_SR_F_SACK;
         }

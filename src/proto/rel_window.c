@@ -478,23 +478,34 @@ void aptus_rel_tx_purge(aptus_rel_tx_t *tx, aptus_rel_txe_cb_t release_cb,
 
 void aptus_rel_rx_init(aptus_rel_rx_t *rx)
 {
-    rx->map        = NULL;
     rx->expected   = 0;
     rx->unacked    = 0;
     rx->reply_upto = 0;
     rx->flags      = 0;
 }
 
+void aptus_rel_rx_map_init(aptus_rel_rx_map_t *map)
+{
+    unsigned i;
+
+    for (i = 0; i < APTUS_REL_SACK_WORDS; ++i) {
+        map->bits[i] = 0;
+    }
+    map->count = 0;
+}
+
 static inline int aptus_rel_rx_is_held(const aptus_rel_rx_t *rx,
+                                       const aptus_rel_rx_map_t *map,
                                        aptus_psn_t psn)
 {
     unsigned slot = aptus_rel_rx_slot(psn);
 
-    return (rx->map != NULL) &&
-           (rx->map->bits[slot / 64] & (1ull << (slot % 64)));
+    return aptus_rel_rx_holding(rx) &&
+           (map->bits[slot / 64] & (1ull << (slot % 64)));
 }
 
 aptus_rel_rx_verdict_t aptus_rel_rx_classify(const aptus_rel_rx_t *rx,
+                                             const aptus_rel_rx_map_t *map,
                                              aptus_psn_t psn)
 {
     if (psn == rx->expected) {
@@ -506,26 +517,12 @@ aptus_rel_rx_verdict_t aptus_rel_rx_classify(const aptus_rel_rx_t *rx,
     if (aptus_psn_dist(rx->expected, psn) >= APTUS_REL_RX_WINDOW) {
         return APTUS_REL_RX_OUT_OF_WINDOW;
     }
-    return aptus_rel_rx_is_held(rx, psn) ? APTUS_REL_RX_DUPLICATE
-                                         : APTUS_REL_RX_HOLD;
+    return aptus_rel_rx_is_held(rx, map, psn) ? APTUS_REL_RX_DUPLICATE
+                                              : APTUS_REL_RX_HOLD;
 }
 
-void aptus_rel_rx_attach(aptus_rel_rx_t *rx, aptus_rel_rx_map_t *map)
-{
-    unsigned i;
-
-    if (rx->map != NULL) {
-        return;
-    }
-    for (i = 0; i < APTUS_REL_SACK_WORDS; ++i) {
-        map->bits[i] = 0;
-    }
-    map->count = 0;
-    rx->map    = map;
-}
-
-void aptus_rel_rx_commit(aptus_rel_rx_t *rx, aptus_psn_t psn,
-                         aptus_rel_rx_verdict_t verdict)
+void aptus_rel_rx_commit(aptus_rel_rx_t *rx, aptus_rel_rx_map_t *map,
+                         aptus_psn_t psn, aptus_rel_rx_verdict_t verdict)
 {
     unsigned slot;
 
@@ -535,10 +532,10 @@ void aptus_rel_rx_commit(aptus_rel_rx_t *rx, aptus_psn_t psn,
         rx->unacked++;
         break;
     case APTUS_REL_RX_HOLD:
-        /* the caller attached a map first (aptus_rel_rx_attach) */
         slot = aptus_rel_rx_slot(psn);
-        rx->map->bits[slot / 64] |= 1ull << (slot % 64);
-        rx->map->count++;
+        map->bits[slot / 64] |= 1ull << (slot % 64);
+        map->count++;
+        rx->flags |= APTUS_REL_RX_HOLDING;
         rx->unacked++;
         rx->flags |= APTUS_REL_RX_ACK_NOW; /* tell the sender about the hole */
         break;
@@ -552,13 +549,13 @@ void aptus_rel_rx_commit(aptus_rel_rx_t *rx, aptus_psn_t psn,
     }
 }
 
-unsigned aptus_rel_rx_sack(const aptus_rel_rx_t *rx, uint64_t *sack)
+unsigned aptus_rel_rx_sack(const aptus_rel_rx_t *rx,
+                           const aptus_rel_rx_map_t *map, uint64_t *sack)
 {
-    const aptus_rel_rx_map_t *map = rx->map;
     unsigned i, slot, dist, top = 0;
     uint64_t word;
 
-    if (map == NULL) {
+    if (!aptus_rel_rx_holding(rx)) {
         return 0;
     }
     for (i = 0; i < APTUS_REL_SACK_WORDS; ++i) {

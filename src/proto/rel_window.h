@@ -10,9 +10,9 @@
  *
  * The window spans up to 1024 packets. What that costs stays off idle peers:
  * the receiver's map of held packets (128 bytes) is memory the caller
- * attaches only while something is held past a hole, and the selective
- * acknowledgement carries only as many 64-bit words as reach the highest
- * held packet.
+ * keeps apart and passes in (it needs it only while something is held past
+ * a hole), and the selective acknowledgement carries only as many 64-bit
+ * words as reach the highest held packet.
  *
  * The caller owns every packet record (aptus_rel_txe_t is embedded in its
  * transmit descriptor) and every buffer; this module only decides. All times
@@ -255,24 +255,27 @@ enum {
                                        with this batch */
     APTUS_REL_RX_REPLY = 1u << 1,   /* the next explicit ACK answers a
                                        request */
-    APTUS_REL_RX_ACK_SOON = 1u << 2 /* data asked for an ACK: on the next
+    APTUS_REL_RX_ACK_SOON = 1u << 2, /* data asked for an ACK: on the next
                                        progress, unless a reply to the
                                        sender carries it first */
+    APTUS_REL_RX_HOLDING = 1u << 3  /* packets are held past a hole (the
+                                       map is in use) */
 };
 
 /* Which packets past a hole the receiver holds: a ring of bits indexed by
- * PSN modulo APTUS_REL_RX_WINDOW. The caller's memory, attached while the
- * count is above zero. */
+ * PSN modulo APTUS_REL_RX_WINDOW. The caller's memory, all zero while
+ * nothing is held (aptus_rel_rx_map_init); passed to the calls below,
+ * NULL where the caller has none, which it may only while nothing is
+ * held (!aptus_rel_rx_holding). */
 typedef struct aptus_rel_rx_map {
     uint64_t bits[APTUS_REL_SACK_WORDS];
     uint16_t count; /* packets held */
 } aptus_rel_rx_map_t;
 
 typedef struct aptus_rel_rx {
-    aptus_rel_rx_map_t *map; /* NULL while nothing is held */
-    aptus_psn_t expected;    /* next in-order PSN */
-    uint16_t unacked;        /* accepted since the last ACK sent */
-    aptus_psn_t reply_upto;  /* the request the next reply answers */
+    aptus_psn_t expected;   /* next in-order PSN */
+    uint16_t unacked;       /* accepted since the last ACK sent */
+    aptus_psn_t reply_upto; /* the request the next reply answers */
     uint8_t flags;
 } aptus_rel_rx_t;
 
@@ -285,19 +288,25 @@ typedef enum {
 
 void aptus_rel_rx_init(aptus_rel_rx_t *rx);
 
+/* Packets are held past a hole: the caller must pass its map. */
+static inline int aptus_rel_rx_holding(const aptus_rel_rx_t *rx)
+{
+    return rx->flags & APTUS_REL_RX_HOLDING;
+}
+
+/* Make map memory ready (all zero) before its first use. */
+void aptus_rel_rx_map_init(aptus_rel_rx_map_t *map);
+
 /* Classify without changing state, so the caller can check it has room
  * (a descriptor, a reassembly buffer) before it commits. */
 aptus_rel_rx_verdict_t aptus_rel_rx_classify(const aptus_rel_rx_t *rx,
+                                             const aptus_rel_rx_map_t *map,
                                              aptus_psn_t psn);
 
-/* Before committing APTUS_REL_RX_HOLD the caller attaches map memory if
- * none is attached (rx->map == NULL); it is cleared here and stays the
- * receiver's until nothing is held any more. */
-void aptus_rel_rx_attach(aptus_rel_rx_t *rx, aptus_rel_rx_map_t *map);
-
-/* Commit a verdict returned by aptus_rel_rx_classify for psn. */
-void aptus_rel_rx_commit(aptus_rel_rx_t *rx, aptus_psn_t psn,
-                         aptus_rel_rx_verdict_t verdict);
+/* Commit a verdict returned by aptus_rel_rx_classify for psn; HOLD needs
+ * the map. */
+void aptus_rel_rx_commit(aptus_rel_rx_t *rx, aptus_rel_rx_map_t *map,
+                         aptus_psn_t psn, aptus_rel_rx_verdict_t verdict);
 
 static inline unsigned aptus_rel_rx_slot(aptus_psn_t psn)
 {
@@ -306,14 +315,13 @@ static inline unsigned aptus_rel_rx_slot(aptus_psn_t psn)
 
 /* After a delivery: if the next expected packet is held, advance past it
  * and return 1 (the caller delivers the held packet with PSN expected-1).
- * The map is detached (rx->map becomes NULL) when the last one goes: the
- * caller may then reuse its memory. */
-static inline int aptus_rel_rx_pop_held(aptus_rel_rx_t *rx)
+ * When the last one goes the map is all zero again and no longer needed. */
+static inline int aptus_rel_rx_pop_held(aptus_rel_rx_t *rx,
+                                        aptus_rel_rx_map_t *map)
 {
-    aptus_rel_rx_map_t *map = rx->map;
     unsigned slot;
 
-    if (map == NULL) {
+    if (!aptus_rel_rx_holding(rx)) {
         return 0;
     }
     slot = aptus_rel_rx_slot(rx->expected);
@@ -323,22 +331,26 @@ static inline int aptus_rel_rx_pop_held(aptus_rel_rx_t *rx)
     map->bits[slot / 64] &= ~(1ull << (slot % 64));
     rx->expected++;
     if (--map->count == 0) {
-        rx->map = NULL;
+        rx->flags &= ~APTUS_REL_RX_HOLDING;
     }
     return 1;
 }
 
-/* Forget every held packet (the caller dropped them: the stream died);
- * detaches the map. */
-static inline void aptus_rel_rx_drop_held(aptus_rel_rx_t *rx)
+/* Forget every held packet (the caller dropped them: the stream died). */
+static inline void aptus_rel_rx_drop_held(aptus_rel_rx_t *rx,
+                                          aptus_rel_rx_map_t *map)
 {
-    rx->map = NULL;
+    if (aptus_rel_rx_holding(rx)) {
+        aptus_rel_rx_map_init(map);
+        rx->flags &= ~APTUS_REL_RX_HOLDING;
+    }
 }
 
 /* The selective map for an ACK: writes the words needed to reach the
  * highest held packet into sack (APTUS_REL_SACK_WORDS at most) and returns
  * how many; 0 when nothing is held. */
-unsigned aptus_rel_rx_sack(const aptus_rel_rx_t *rx, uint64_t *sack);
+unsigned aptus_rel_rx_sack(const aptus_rel_rx_t *rx,
+                           const aptus_rel_rx_map_t *map, uint64_t *sack);
 
 /* An explicit ACK must go with this batch. */
 static inline int aptus_rel_rx_ack_due(const aptus_rel_rx_t *rx,
@@ -386,7 +398,7 @@ static inline void aptus_rel_rx_acked(aptus_rel_rx_t *rx, int explicit_ack)
         aptus_psn_le(rx->reply_upto, rx->expected)) {
         rx->flags &= ~(APTUS_REL_RX_REPLY | APTUS_REL_RX_ACK_SOON);
     }
-    if ((rx->map == NULL) && !(rx->flags & APTUS_REL_RX_REPLY)) {
+    if (!aptus_rel_rx_holding(rx) && !(rx->flags & APTUS_REL_RX_REPLY)) {
         rx->flags &= ~(APTUS_REL_RX_ACK_NOW | APTUS_REL_RX_ACK_SOON);
     }
 }

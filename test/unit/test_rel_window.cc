@@ -51,6 +51,7 @@ class rel_link
     {
         aptus_rel_tx_init(&m_tx, m_now);
         aptus_rel_rx_init(&m_rx);
+        aptus_rel_rx_map_init(&m_map);
         m_tx.next_psn  = initial_psn;
         m_tx.acked_psn = initial_psn;
         m_rx.expected  = initial_psn;
@@ -81,16 +82,14 @@ class rel_link
     /* Receiver: handle one data packet; returns its verdict. */
     aptus_rel_rx_verdict_t rx(const wire_pkt &wp)
     {
-        aptus_rel_rx_verdict_t v = aptus_rel_rx_classify(&m_rx, wp.psn);
-        if (v == APTUS_REL_RX_HOLD) {
-            aptus_rel_rx_attach(&m_rx, &m_map);
-        }
-        aptus_rel_rx_commit(&m_rx, wp.psn, v);
+        aptus_rel_rx_verdict_t v =
+            aptus_rel_rx_classify(&m_rx, &m_map, wp.psn);
+        aptus_rel_rx_commit(&m_rx, &m_map, wp.psn, v);
         if (v == APTUS_REL_RX_HOLD) {
             m_held[wp.psn] = wp.id;
         } else if (v == APTUS_REL_RX_DELIVER) {
             m_delivered.push_back(wp.id);
-            while (aptus_rel_rx_pop_held(&m_rx)) {
+            while (aptus_rel_rx_pop_held(&m_rx, &m_map)) {
                 uint16_t psn = m_rx.expected - 1;
                 EXPECT_TRUE(m_held.count(psn)) << "psn " << psn;
                 m_delivered.push_back(m_held[psn]);
@@ -104,7 +103,7 @@ class rel_link
     wire_pkt make_ack()
     {
         uint64_t words[APTUS_REL_SACK_WORDS];
-        unsigned n = aptus_rel_rx_sack(&m_rx, words);
+        unsigned n = aptus_rel_rx_sack(&m_rx, &m_map, words);
         wire_pkt a{ false, 0, 0, m_rx.expected, n != 0,
                     std::vector<uint64_t>(words, words + n) };
         aptus_rel_rx_acked(&m_rx, 1);
@@ -167,7 +166,7 @@ class rel_link
     std::map<uint16_t, packet *> m_by_psn;
     std::deque<wire_pkt> m_to_rx;
     std::map<uint16_t, unsigned> m_held;
-    aptus_rel_rx_map_t m_map; /* attached while the receiver holds any */
+    aptus_rel_rx_map_t m_map; /* the receiver's map of held packets */
     std::vector<unsigned> m_delivered;
     std::vector<unsigned> m_released;
     std::vector<unsigned> m_resent;
@@ -307,7 +306,7 @@ TEST(rel_window, window_1024_sack_spans_words_and_resends_only_holes)
     /* only psn +5 arrives past the first hole: one word */
     wire_pkt p5 = l.m_to_rx[5];
     EXPECT_EQ(APTUS_REL_RX_HOLD, l.rx(p5));
-    ASSERT_NE(nullptr, l.m_rx.map);
+    ASSERT_TRUE(aptus_rel_rx_holding(&l.m_rx));
     wire_pkt a1 = l.make_ack();
     ASSERT_EQ(1u, a1.sack.size());
     EXPECT_EQ(1ull << 5, a1.sack[0]);
@@ -345,7 +344,12 @@ TEST(rel_window, window_1024_sack_spans_words_and_resends_only_holes)
     l.deliver_all();
     EXPECT_EQ(seq(0, 1024), l.m_delivered);
     EXPECT_TRUE(l.m_held.empty());
-    EXPECT_EQ(nullptr, l.m_rx.map); /* detached: the memory is free again */
+    /* nothing held: the map is all zero and free to go */
+    EXPECT_FALSE(aptus_rel_rx_holding(&l.m_rx));
+    EXPECT_EQ(0u, l.m_map.count);
+    for (uint64_t w : l.m_map.bits) {
+        EXPECT_EQ(0u, w);
+    }
     l.tx_ack(l.make_ack());
     EXPECT_EQ(seq(0, 1024), l.m_released);
     EXPECT_TRUE(aptus_rel_tx_is_idle(&l.m_tx));
@@ -383,7 +387,7 @@ TEST(rel_window, reordering_within_window_delivers_in_order)
     l.deliver_all();
     EXPECT_EQ(seq(0, 32), l.m_delivered);
     EXPECT_TRUE(l.m_held.empty());
-    EXPECT_EQ(nullptr, l.m_rx.map);
+    EXPECT_FALSE(aptus_rel_rx_holding(&l.m_rx));
 }
 
 TEST(rel_window, out_of_window_dropped)
@@ -394,7 +398,7 @@ TEST(rel_window, out_of_window_dropped)
                   false, {} };
     EXPECT_EQ(APTUS_REL_RX_OUT_OF_WINDOW, l.rx(far));
     EXPECT_TRUE(l.m_delivered.empty());
-    EXPECT_EQ(nullptr, l.m_rx.map);
+    EXPECT_FALSE(aptus_rel_rx_holding(&l.m_rx));
     wire_pkt edge{ true,  (uint16_t)(l.m_rx.expected + APTUS_REL_RX_WINDOW - 1),
                    78,    0,
                    false, {} };
@@ -742,7 +746,7 @@ class rel_window_random : public ::testing::TestWithParam<unsigned>
         EXPECT_EQ(seq(0, total), l.m_delivered);
         EXPECT_EQ(seq(0, total), l.m_released);
         EXPECT_FALSE(l.m_resent.empty());
-        EXPECT_EQ(nullptr, l.m_rx.map); /* nothing held at the end */
+        EXPECT_FALSE(aptus_rel_rx_holding(&l.m_rx)); /* none held at the end */
         /* the receiver held packets across the whole window */
         EXPECT_GT(most_held, window / 2u);
     }
