@@ -248,15 +248,20 @@ measure() {
     local warmup=$(( iters / 10 < 10 ? 10 : (iters / 10 > 1000 ? 1000 : iters / 10) ))
     local log="$OUT/logs/$level-$test-$layout-$tl-$size-$rep.log"
     local args=(-t "$test" -s "$size" -n "$iters" -w "$warmup") tls="" res
+    # a get completes only when its data is back: with one in flight the
+    # test measures the round trip, not the bandwidth tag_bw streams at
+    [ "$test" = ucp_get ] && args+=(-O 16)
     local xtl=$tl dev=lo
-    # ud_sr*: variants of ud_sr -- 4k: at the largest datagram the sock wire
-    # allows; copy: UD-ZCopy off (the paper's UD-copy)
+    # ud_sr*: variants of ud_sr -- 2k: at an InfiniBand-like 2 KiB datagram
+    # (the default follows the device: 16 KiB on the loopback); 4k: at
+    # 4 KiB; copy: UD-ZCopy off (the paper's UD-copy)
     case $tl in
     ud_sr*) xtl=ud_sr ;;
     esac
     PERF_ENV=()
     case $tl in
     *4k) PERF_ENV+=(UCX_UD_SR_MTU=4096) ;;
+    *2k) PERF_ENV+=(UCX_UD_SR_MTU=2048) ;;
     esac
     case $tl in
     ud_sr_copy*) PERF_ENV+=(UCX_UD_SR_ZCOPY=n) ;;
@@ -426,16 +431,25 @@ for s in $UCP_LAT_SIZES; do point ucp tag_lat - $s lat; done
 echo "== UCP bandwidth and message rate (tag_bw)"
 for s in $UCP_BW_SIZES; do point ucp tag_bw - $s bw; done
 
-echo "== ud_sr with 4096-byte datagrams (UCX_UD_SR_MTU=4096; default 2048 as an IB UD MTU)"
+echo "== ud_sr with 2048-byte datagrams (UCX_UD_SR_MTU=2048, as an IB UD MTU; the default follows the device)"
 for rep in $(seq $REPS); do
-    measure uct am_lat bcopy ud_sr4k 4096 $(iters_for 4096 $LAT_BUDGET $LAT_MIN $LAT_MAX) $rep
-    measure ucp tag_lat - ud_sr4k 4096 $(iters_for 4096 $LAT_BUDGET $LAT_MIN $LAT_MAX) $rep
-    measure ucp tag_bw - ud_sr4k 1048576 $(iters_for 1048576 $BW_BUDGET $BW_MIN $BW_MAX) $rep
+    measure uct am_lat bcopy ud_sr2k 4096 $(iters_for 4096 $LAT_BUDGET $LAT_MIN $LAT_MAX) $rep
+    measure ucp tag_lat - ud_sr2k 4096 $(iters_for 4096 $LAT_BUDGET $LAT_MIN $LAT_MAX) $rep
+    for s in 16384 65536 1048576; do
+        measure ucp tag_bw - ud_sr2k $s $(iters_for $s $BW_BUDGET $BW_MIN $BW_MAX) $rep
+    done
 done
-printf '  uct am_lat bcopy 4 KB p50 %s us   ucp tag_lat 4 KB p50 %s us   ucp tag_bw 1 MB %s MB/s\n' \
-    "$(combine uct am_lat bcopy ud_sr4k 4096 lat50_us)" \
-    "$(combine ucp tag_lat - ud_sr4k 4096 lat50_us)" \
-    "$(combine ucp tag_bw - ud_sr4k 1048576 bw_MBps)"
+printf '  uct am_lat bcopy 4 KB p50 %s us   ucp tag_lat 4 KB p50 %s us   ucp tag_bw 64 KB %s MB/s\n' \
+    "$(combine uct am_lat bcopy ud_sr2k 4096 lat50_us)" \
+    "$(combine ucp tag_lat - ud_sr2k 4096 lat50_us)" \
+    "$(combine ucp tag_bw - ud_sr2k 65536 bw_MBps)"
+
+echo "== UCP one-sided at 1 MB over ud_sr (ucp_put_bw, ucp_get with 16 in flight; beside its own tag_bw)"
+for rep in $(seq $REPS); do
+    for t in ucp_put_bw ucp_get; do
+        measure ucp $t - ud_sr 1048576 $(iters_for 1048576 $BW_BUDGET $BW_MIN $BW_MAX) $rep
+    done
+done
 
 # ---------------------------------------------------------------------------
 # Memory of an idle endpoint
@@ -531,20 +545,33 @@ for s in 8 1024 4096; do
             "$(combine ucp tag_lat - tcp $s $stat)" "<=tcp"
     done
 done
-row "UCT am_lat bcopy 4 KB p50 (us) @MTU 4096" \
-    "$(combine uct am_lat bcopy ud_sr4k 4096 lat50_us)" \
+row "UCT am_lat bcopy 4 KB p50 (us) @MTU 2048" \
+    "$(combine uct am_lat bcopy ud_sr2k 4096 lat50_us)" \
     "$(combine uct am_lat bcopy tcp 4096 lat50_us)" "<=tcp"
-row "UCP tag_lat 4 KB p50 (us) @MTU 4096" \
-    "$(combine ucp tag_lat - ud_sr4k 4096 lat50_us)" \
+row "UCP tag_lat 4 KB p50 (us) @MTU 2048" \
+    "$(combine ucp tag_lat - ud_sr2k 4096 lat50_us)" \
     "$(combine ucp tag_lat - tcp 4096 lat50_us)" "<=tcp"
-for s in 65536 1048576; do
+for s in 16384 65536; do
     row "UCP tag_bw $(fmt_size $s) (MB/s)" \
         "$(combine ucp tag_bw - ud_sr $s bw_MBps)" \
+        "$(combine ucp tag_bw - tcp $s bw_MBps)" ">=tcp"
+done
+row "UCP tag_bw 1 MB (MB/s)" \
+    "$(combine ucp tag_bw - ud_sr 1048576 bw_MBps)" \
+    "$(combine ucp tag_bw - tcp 1048576 bw_MBps)" "-"
+for s in 16384 65536 1048576; do
+    row "UCP tag_bw $(fmt_size $s) (MB/s) @MTU 2048" \
+        "$(combine ucp tag_bw - ud_sr2k $s bw_MBps)" \
         "$(combine ucp tag_bw - tcp $s bw_MBps)" "-"
 done
-row "UCP tag_bw 1 MB (MB/s) @MTU 4096" \
-    "$(combine ucp tag_bw - ud_sr4k 1048576 bw_MBps)" \
-    "$(combine ucp tag_bw - tcp 1048576 bw_MBps)" "-"
+# one-sided against ud_sr's own tag bandwidth (the tcp column holds it)
+tagbw=$(combine ucp tag_bw - ud_sr 1048576 bw_MBps)
+for t in ucp_put_bw ucp_get; do
+    v=$(combine ucp $t - ud_sr 1048576 bw_MBps)
+    r=$(awk -v a="$v" -v b="$tagbw" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }')
+    m=$(awk -v r="$r" 'BEGIN { if (r == "-") print "n/a"; else print (r + 0 >= 0.8) ? "yes" : "NO" }')
+    echo "UCP $t 1 MB (MB/s) vs ud_sr tag_bw,$v,$tagbw,$r,>=0.8x,$m" >> "$SUMMARY"
+done
 row "UCT am_bw bcopy 8 KB (MB/s)" \
     "$(combine uct am_bw bcopy ud_sr 8192 bw_MBps)" \
     "$(combine uct am_bw bcopy tcp 8192 bw_MBps)" "-"
