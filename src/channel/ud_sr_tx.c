@@ -380,11 +380,15 @@ static ssize_t aptus_ud_tx_bcopy(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     size_t length;
     unsigned nfrags;
 
-    /* The size is known only after packing, so pack into a large message;
-     * a result that fits one datagram moves to a small one so that large
-     * buffers are held only by large messages. */
-    msg = aptus_ud_tx_msg_get(chan, APTUS_UD_TX_LARGE, send->am_id,
-                              aptus_ud_send_hdr_flags(send));
+    /* The size is known only after packing, so pack into a buffer for the
+     * largest message (a single datagram's when one holds any message); a
+     * result that fits a smaller buffer moves there, so that large buffers
+     * are held only by large messages. */
+    msg = aptus_ud_tx_msg_get(chan,
+                              (chan->single_payload >= chan->config.max_msg)
+                                      ? APTUS_UD_TX_SMALL
+                                      : APTUS_UD_TX_LARGE,
+                              send->am_id, aptus_ud_send_hdr_flags(send));
     if (msg == NULL) {
         return UCS_ERR_NO_RESOURCE;
     }
@@ -400,7 +404,7 @@ static ssize_t aptus_ud_tx_bcopy(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         return UCS_ERR_NO_RESOURCE;
     }
 
-    if (nfrags == 1) {
+    if ((nfrags == 1) && (aptus_ud_tx_pool(length) < msg->pool)) {
         small = aptus_ud_tx_msg_get(chan, aptus_ud_tx_pool(length),
                                     send->am_id, aptus_ud_send_hdr_flags(send));
         if (small != NULL) {

@@ -17,10 +17,11 @@
 ucs_config_field_t uct_ud_sr_params_table[] = {
     { "MTU", "auto",
       "Datagram size in bytes, UD-SR header included (512 to 65024). auto:\n"
-      "the device's MTU less the IP and UDP headers, at most 16k (on the\n"
-      "loopback 16k; never IP-fragmented on a link). Messages up to 2 KiB\n"
-      "are copied out of a larger datagram buffer on arrival, so held\n"
-      "messages cost their size, not the MTU.",
+      "the device's MTU less the IP and UDP headers (never IP-fragmented on\n"
+      "a link), at most what SEG_SIZE needs: on the loopback one datagram\n"
+      "carries any message. Messages much smaller than a datagram are copied\n"
+      "into buffers of their size class on arrival, so held messages cost\n"
+      "about their size, not the MTU.",
       ucs_offsetof(uct_ud_sr_params_t, mtu), UCS_CONFIG_TYPE_MEMUNITS },
 
     { "SEG_SIZE", "32k",

@@ -507,7 +507,7 @@ size_t aptus_sock_dgram_auto_mtu(const char *dev_name)
         return APTUS_SOCK_DGRAM_MTU_MIN; /* IP fragments it: still works */
     }
     return ucs_min(link - APTUS_SOCK_DGRAM_IP_UDP_HDR,
-                   APTUS_SOCK_DGRAM_MTU_AUTO_MAX);
+                   APTUS_SOCK_DGRAM_MTU_MAX);
 }
 
 ucs_status_t aptus_sock_dgram_open(const char *dev_name,

@@ -23,15 +23,16 @@ extern "C" {
 #define APTUS_SOCK_DGRAM_MTU_MAX 65024
 /* The automatic datagram size: the link's MTU less the largest IP and UDP
  * headers (IPv6, 48 bytes), so that a datagram is never IP-fragmented (and
- * UDP GSO trains stay legal), and at most this. On the loopback (64 KiB
- * MTU), 16 KiB datagrams move 3-4x the bytes of 2 KiB ones per system
- * call and take a 4 KiB message in one datagram; larger ones gain little
- * more (contrib/bench/results) and cost receive memory. */
-#define APTUS_SOCK_DGRAM_MTU_AUTO_MAX 16384
-#define APTUS_SOCK_DGRAM_IP_UDP_HDR   48
+ * UDP GSO trains stay legal). The transport caps it at what its largest
+ * message needs: on the loopback (64 KiB MTU) one datagram then carries
+ * any active message, a 4 KiB one included, without segmentation or
+ * reassembly (tag_bw 64 KB: 2 KiB datagrams ~1.0, 16 KiB ~2.7, 32 KiB
+ * ~3.5 GB/s on the machine of contrib/bench/results). */
+#define APTUS_SOCK_DGRAM_IP_UDP_HDR 48
 
-/* The datagram size for dev_name when the user leaves it to us (see
- * APTUS_SOCK_DGRAM_MTU_AUTO_MAX); 2048 when the link MTU is unknown. */
+/* The datagram size for dev_name when the user leaves it to us (the
+ * link's, less APTUS_SOCK_DGRAM_IP_UDP_HDR, at most
+ * APTUS_SOCK_DGRAM_MTU_MAX); 2048 when the link MTU is unknown. */
 size_t aptus_sock_dgram_auto_mtu(const char *dev_name);
 
 typedef struct aptus_sock_dgram_config {
