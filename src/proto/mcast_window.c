@@ -3,6 +3,7 @@
  * mcast_window.h).
  */
 #include "mcast_window.h"
+#include "rtt.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -49,17 +50,8 @@ const char *aptus_mc_config_check(const aptus_mc_config_t *cfg,
     if (cfg->ack_delay_us == 0) {
         return "ACK_DELAY must be positive";
     }
-    if (cfg->rto_min_us == 0) {
-        return "RTO_MIN must be positive";
-    }
-    if (cfg->rto_max_us < cfg->rto_min_us) {
-        return "RTO_MAX must not be below RTO_MIN";
-    }
-    if ((cfg->rto_init_us < cfg->rto_min_us) ||
-        (cfg->rto_init_us > cfg->rto_max_us)) {
-        return "RTO_INIT must lie between RTO_MIN and RTO_MAX";
-    }
-    return NULL;
+    return aptus_rtt_bounds_check(cfg->rto_min_us, cfg->rto_max_us,
+                                  cfg->rto_init_us);
 }
 
 uint32_t aptus_mc_group_size(const aptus_mc_config_t *cfg, uint32_t comm_size)
@@ -148,17 +140,11 @@ static uint64_t aptus_mc_all_frags(uint16_t nfrag)
 
 uint32_t aptus_mc_window_rto(const aptus_mc_window_t *w)
 {
-    uint64_t rto;
+    uint64_t rto = (uint64_t)aptus_rtt_rto(w->srtt_us, w->rttvar_us,
+                                           w->cfg.rto_init_us,
+                                           w->cfg.rto_min_us, w->cfg.rto_max_us)
+                   << w->rto_backoff;
 
-    if (w->srtt_us == 0) {
-        rto = w->cfg.rto_init_us;
-    } else {
-        rto = (uint64_t)w->srtt_us + 4 * (uint64_t)w->rttvar_us;
-        if (rto < w->cfg.rto_min_us) {
-            rto = w->cfg.rto_min_us;
-        }
-    }
-    rto <<= w->rto_backoff;
     return (rto > w->cfg.rto_max_us) ? w->cfg.rto_max_us : (uint32_t)rto;
 }
 
@@ -174,25 +160,9 @@ static uint64_t aptus_mc_backed_off(const aptus_mc_window_t *w, uint8_t backoff)
  * sit on one fabric, and a co-root takes few samples of its own. */
 static void aptus_mc_rtt_sample(aptus_mc_window_t *w, uint64_t rtt)
 {
-    uint32_t r = (rtt > UINT32_MAX / 2) ? UINT32_MAX / 2 : (uint32_t)rtt;
-    uint32_t err;
-
-    if (r == 0) {
-        r = 1; /* srtt 0 means "no sample yet" */
-    }
     w->stats.rtt_samples++;
     w->rto_backoff = 0;
-    if (w->srtt_us == 0) {
-        w->srtt_us   = r;
-        w->rttvar_us = r / 2;
-        return;
-    }
-    err          = (w->srtt_us > r) ? (w->srtt_us - r) : (r - w->srtt_us);
-    w->rttvar_us = w->rttvar_us - (w->rttvar_us >> 2) + (err >> 2);
-    w->srtt_us   = w->srtt_us - (w->srtt_us >> 3) + (r >> 3);
-    if (w->srtt_us == 0) {
-        w->srtt_us = 1;
-    }
+    aptus_rtt_sample(&w->srtt_us, &w->rttvar_us, rtt);
 }
 
 /* Bit i: message have + i is held here (bit 0 never: it is missing). */

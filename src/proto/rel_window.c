@@ -2,26 +2,24 @@
  * UCX-Aptus: UD-SR reliability window (see rel_window.h).
  */
 #include "rel_window.h"
+#include "rtt.h"
 
 #define APTUS_REL_MAX_BACKOFF 16
 
 const char *aptus_rel_config_check(const aptus_rel_config_t *cfg)
 {
+    const char *bad;
+
     if ((cfg->tx_window == 0) || (cfg->tx_window > APTUS_REL_TX_WINDOW_MAX)) {
         return "TX_WINDOW must be between 1 and 1024";
     }
     if (cfg->ack_count == 0) {
         return "ACK_COUNT must be at least 1";
     }
-    if (cfg->rto_min_us == 0) {
-        return "RTO_MIN must be positive";
-    }
-    if (cfg->rto_max_us < cfg->rto_min_us) {
-        return "RTO_MAX must not be below RTO_MIN";
-    }
-    if ((cfg->rto_init_us < cfg->rto_min_us) ||
-        (cfg->rto_init_us > cfg->rto_max_us)) {
-        return "RTO_INIT must lie between RTO_MIN and RTO_MAX";
+    bad = aptus_rtt_bounds_check(cfg->rto_min_us, cfg->rto_max_us,
+                                 cfg->rto_init_us);
+    if (bad != NULL) {
+        return bad;
     }
     if (cfg->peer_timeout_us <= cfg->rto_min_us) {
         return "TIMEOUT must exceed RTO_MIN";
@@ -66,54 +64,20 @@ void aptus_rel_tx_push(aptus_rel_tx_t *tx, aptus_rel_txe_t *txe,
     txe->sends     = 1;
 }
 
-static uint32_t aptus_rel_rto_base(const aptus_rel_tx_t *tx,
-                                   const aptus_rel_config_t *cfg)
-{
-    uint64_t rto;
-
-    if (tx->srtt_us == 0) {
-        return cfg->rto_init_us;
-    }
-
-    rto = (uint64_t)tx->srtt_us + 4 * (uint64_t)tx->rttvar_us;
-    if (rto < cfg->rto_min_us) {
-        rto = cfg->rto_min_us;
-    }
-    if (rto > cfg->rto_max_us) {
-        rto = cfg->rto_max_us;
-    }
-    return (uint32_t)rto;
-}
-
 uint32_t aptus_rel_tx_rto(const aptus_rel_tx_t *tx,
                           const aptus_rel_config_t *cfg)
 {
-    uint64_t rto = (uint64_t)aptus_rel_rto_base(tx, cfg) << tx->backoff;
+    uint64_t rto = (uint64_t)aptus_rtt_rto(tx->srtt_us, tx->rttvar_us,
+                                           cfg->rto_init_us, cfg->rto_min_us,
+                                           cfg->rto_max_us)
+                   << tx->backoff;
 
     return (rto > cfg->rto_max_us) ? cfg->rto_max_us : (uint32_t)rto;
 }
 
 static void aptus_rel_rtt_sample(aptus_rel_tx_t *tx, uint64_t rtt)
 {
-    uint32_t r = (rtt > UINT32_MAX / 2) ? UINT32_MAX / 2 : (uint32_t)rtt;
-    uint32_t err;
-
-    if (r == 0) {
-        r = 1; /* srtt 0 means "no sample yet" */
-    }
-
-    if (tx->srtt_us == 0) {
-        tx->srtt_us   = r;
-        tx->rttvar_us = r / 2;
-        return;
-    }
-
-    err           = (tx->srtt_us > r) ? (tx->srtt_us - r) : (r - tx->srtt_us);
-    tx->rttvar_us = tx->rttvar_us - (tx->rttvar_us >> 2) + (err >> 2);
-    tx->srtt_us   = tx->srtt_us - (tx->srtt_us >> 3) + (r >> 3);
-    if (tx->srtt_us == 0) {
-        tx->srtt_us = 1;
-    }
+    aptus_rtt_sample(&tx->srtt_us, &tx->rttvar_us, rtt);
 }
 
 aptus_rel_ack_status_t
