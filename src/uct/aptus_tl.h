@@ -148,8 +148,10 @@ typedef struct uct_aptus_tl_copy {
 
 /* Where the last refused send waited: pending requests queue there. */
 enum {
-    UCT_APTUS_BLOCKED_UD = 0,
-    UCT_APTUS_BLOCKED_RC = 1
+    UCT_APTUS_BLOCKED_UD    = 0,
+    UCT_APTUS_BLOCKED_RC    = 1,
+    UCT_APTUS_BLOCKED_FLUSH = 2 /* a flush was refused: its request waits
+                                   whatever the windows say */
 };
 
 /* Per-peer state in front of the UD stream (the stream's headroom). */

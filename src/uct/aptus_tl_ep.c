@@ -711,7 +711,9 @@ ucs_status_t uct_aptus_tl_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
     if (ucs_arbiter_group_is_empty(&ep->pending)) {
         /* where the last send was refused decides whether a retry would
          * go through now */
-        if ((ep->flags & UCT_APTUS_EP_FENCED) &&
+        if (ep->blocked == UCT_APTUS_BLOCKED_FLUSH) {
+            room = 0; /* a refused flush never has room: it waits */
+        } else if ((ep->flags & UCT_APTUS_EP_FENCED) &&
             uct_aptus_tl_ep_fence_holds(iface, ep)) {
             room = 0;
         } else if ((ep->blocked == UCT_APTUS_BLOCKED_RC) && (ep->rc != NULL) &&
@@ -766,6 +768,7 @@ ucs_status_t uct_aptus_tl_ep_flush(uct_ep_h tl_ep, unsigned flags,
                                 aptus_pending_purge_cb,
                                 &(uct_purge_cb_args_t){ NULL, NULL });
     } else if (!uct_aptus_tl_ep_may_send(iface, ep)) {
+        ep->blocked = UCT_APTUS_BLOCKED_FLUSH;
         UCT_APTUS_LEAVE(iface);
         return UCS_ERR_NO_RESOURCE; /* after what waits */
     }
@@ -776,9 +779,16 @@ ucs_status_t uct_aptus_tl_ep_flush(uct_ep_h tl_ep, unsigned flags,
         status = aptus_chan_flush(&iface->rc.super,
                                   (aptus_chan_peer_t *)&ep->rc->link, flags,
                                   comp);
-        if ((status == UCS_ERR_NO_RESOURCE) ||
-            ((status != UCS_INPROGRESS) && UCS_STATUS_IS_ERR(status) &&
-             !(ep->rc->link.flags & APTUS_RC_LINK_EOF))) {
+        if (status == UCS_ERR_NO_RESOURCE) {
+            /* the connection is switching or has sends waiting: the
+             * caller's pending request must be taken, or it retries at
+             * once, without progress, for ever */
+            ep->blocked = UCT_APTUS_BLOCKED_FLUSH;
+            UCT_APTUS_LEAVE(iface);
+            return status;
+        }
+        if ((status != UCS_INPROGRESS) && UCS_STATUS_IS_ERR(status) &&
+            !(ep->rc->link.flags & APTUS_RC_LINK_EOF)) {
             UCT_APTUS_LEAVE(iface);
             return status;
         }
