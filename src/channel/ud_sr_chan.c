@@ -872,6 +872,7 @@ void aptus_ud_chan_tick(aptus_ud_chan_t *chan)
     aptus_ud_tx_ctx_t ctx;
     aptus_ud_peer_t *peer;
     unsigned i, resent;
+    uint64_t due;
     int probe;
 
     chan->last_tick_us = chan->now_us;
@@ -897,9 +898,13 @@ void aptus_ud_chan_tick(aptus_ud_chan_t *chan)
                 chan->stats.tx_fast_retransmits += aptus_rel_tx_fast_retransmit(
                     &peer->tx, cfg, chan->now_us, aptus_ud_tx_resend, &ctx);
             }
-            tstatus =
-                aptus_rel_tx_timer(&peer->tx, cfg, chan->now_us,
-                                   aptus_ud_tx_resend, &ctx, &resent, &probe);
+            /* one pass over the window: resends, probe, next due time */
+            tstatus = aptus_rel_tx_timer(&peer->tx, cfg, chan->now_us,
+                                         aptus_ud_tx_resend, &ctx, &resent,
+                                         &probe, &due);
+            if (due < chan->next_due_us) {
+                chan->next_due_us = due;
+            }
             chan->stats.tx_retransmits += resent;
             if (probe) {
                 aptus_ud_tx_probe(chan, peer);
@@ -933,7 +938,6 @@ void aptus_ud_chan_tick(aptus_ud_chan_t *chan)
             aptus_ud_peer_ext_try_release(chan, peer);
             continue;
         }
-        aptus_ud_chan_due(chan, peer);
         ++i;
     }
     aptus_ud_tx_batch_flush(chan);

@@ -73,19 +73,6 @@ static inline void aptus_ud_chan_activate(aptus_ud_chan_t *chan,
     }
 }
 
-/* The peer's timers (probe, timeout) may be due sooner than the next
- * tick: make progress run them then. */
-static inline void aptus_ud_chan_due(aptus_ud_chan_t *chan,
-                                     const aptus_ud_peer_t *peer)
-{
-    uint64_t due = aptus_rel_tx_next_due(&peer->tx, &chan->config.rel,
-                                         chan->now_us);
-
-    if (due < chan->next_due_us) {
-        chan->next_due_us = due;
-    }
-}
-
 static inline uint64_t aptus_ud_chan_now(aptus_ud_chan_t *chan)
 {
     chan->now_us = chan->clock();

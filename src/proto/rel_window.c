@@ -295,25 +295,14 @@ static inline uint64_t aptus_rel_probe_gap(const aptus_rel_tx_t *tx,
     return (gap < repeat) ? repeat : gap;
 }
 
-uint64_t aptus_rel_tx_next_due(const aptus_rel_tx_t *tx,
-                               const aptus_rel_config_t *cfg, uint64_t now_us)
+/* When the timer may next act, given the oldest send time of a packet not
+ * selectively acknowledged (UINT64_MAX: none). */
+static uint64_t aptus_rel_tx_due_from(const aptus_rel_tx_t *tx,
+                                      const aptus_rel_config_t *cfg,
+                                      uint64_t now_us, uint64_t oldest)
 {
-    const aptus_rel_txe_t *txe;
-    uint64_t oldest = UINT64_MAX, due, probe_due;
+    uint64_t due, probe_due;
 
-    if (tx->tail == NULL) {
-        return UINT64_MAX;
-    }
-    txe = tx->tail->next;
-    for (;;) {
-        if (!(txe->flags & APTUS_REL_TXE_SACKED) && (txe->send_time < oldest)) {
-            oldest = txe->send_time;
-        }
-        if (txe == tx->tail) {
-            break;
-        }
-        txe = txe->next;
-    }
     if (oldest == UINT64_MAX) {
         return now_us + aptus_rel_tx_rto(tx, cfg); /* all held: wait */
     }
@@ -333,18 +322,41 @@ uint64_t aptus_rel_tx_next_due(const aptus_rel_tx_t *tx,
     return due;
 }
 
+uint64_t aptus_rel_tx_next_due(const aptus_rel_tx_t *tx,
+                               const aptus_rel_config_t *cfg, uint64_t now_us)
+{
+    const aptus_rel_txe_t *txe;
+    uint64_t oldest = UINT64_MAX;
+
+    if (tx->tail == NULL) {
+        return UINT64_MAX;
+    }
+    txe = tx->tail->next;
+    for (;;) {
+        if (!(txe->flags & APTUS_REL_TXE_SACKED) && (txe->send_time < oldest)) {
+            oldest = txe->send_time;
+        }
+        if (txe == tx->tail) {
+            break;
+        }
+        txe = txe->next;
+    }
+    return aptus_rel_tx_due_from(tx, cfg, now_us, oldest);
+}
+
 aptus_rel_timer_status_t
 aptus_rel_tx_timer(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
                    uint64_t now_us, aptus_rel_txe_cb_t resend_cb, void *arg,
-                   unsigned *resent_p, int *probe_p)
+                   unsigned *resent_p, int *probe_p, uint64_t *next_due_p)
 {
     aptus_rel_txe_t *txe;
     uint64_t oldest = UINT64_MAX, probe_after;
     uint32_t silence, rto;
     unsigned count = 0;
 
-    *resent_p = 0;
-    *probe_p  = 0;
+    *resent_p   = 0;
+    *probe_p    = 0;
+    *next_due_p = UINT64_MAX;
     if (tx->tail == NULL) {
         return APTUS_REL_TIMER_IDLE;
     }
@@ -399,6 +411,11 @@ aptus_rel_tx_timer(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
         }
     }
     *resent_p = count;
+    /* what was resent now is the oldest no longer */
+    if ((count > 0) && (now_us < oldest)) {
+        oldest = now_us;
+    }
+    *next_due_p = aptus_rel_tx_due_from(tx, cfg, now_us, oldest);
     return APTUS_REL_TIMER_ARMED;
 }
 

@@ -188,11 +188,13 @@ unsigned aptus_rel_tx_fast_retransmit(aptus_rel_tx_t *tx,
  * request carrying aptus_rel_tx_probe_upto() (a tail-loss probe, in the
  * spirit of RFC 8985). An unanswered probe is repeated every such period,
  * so a lost probe, reply or retransmission costs a few RTTs, not a backed-off
- * timeout; the timeout remains for a peer that does not answer at all. */
+ * timeout; the timeout remains for a peer that does not answer at all.
+ * *next_due_p gets what aptus_rel_tx_next_due would return after the call
+ * (from the same pass over the window); UINT64_MAX when idle or failed. */
 aptus_rel_timer_status_t
 aptus_rel_tx_timer(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
                    uint64_t now_us, aptus_rel_txe_cb_t resend_cb, void *arg,
-                   unsigned *resent_p, int *probe_p);
+                   unsigned *resent_p, int *probe_p, uint64_t *next_due_p);
 
 /* Resend the oldest outstanding packet now (a probe that must be data:
  * the peer may not know the stream yet). Returns 0 when none is. */

@@ -128,8 +128,16 @@ class rel_link
     aptus_rel_timer_status_t timer(unsigned *resent, int *probe = nullptr)
     {
         int dummy;
-        return aptus_rel_tx_timer(&m_tx, &m_cfg, m_now, resend_cb, this, resent,
-                                  (probe != nullptr) ? probe : &dummy);
+        uint64_t due;
+        aptus_rel_timer_status_t st =
+            aptus_rel_tx_timer(&m_tx, &m_cfg, m_now, resend_cb, this, resent,
+                               (probe != nullptr) ? probe : &dummy, &due);
+        /* the due time from the same pass is the one a pass of its own
+         * finds (a failed peer has none: it is done) */
+        if (st != APTUS_REL_TIMER_FAILED) {
+            EXPECT_EQ(aptus_rel_tx_next_due(&m_tx, &m_cfg, m_now), due);
+        }
+        return st;
     }
 
     /* Deliver everything queued to the receiver (in order). */
