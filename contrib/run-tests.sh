@@ -7,7 +7,8 @@
 #   held unexpected messages and 64-rank all-to-all beside tcp, and the
 #   robustness campaign's short form (loss from nftables in a network
 #   namespace and the built-in fault injector, CRC, peer death, stalls,
-#   forgery, scale, fuzz, sanitizers). Ends with "N passed, M failed"; exits non-zero on any
+#   forgery, scale, fuzz, sanitizers), and the multicast MPI_Bcast library
+#   under both MPIs. Ends with "N passed, M failed"; exits non-zero on any
 #   failure.
 #
 #   contrib/run-tests.sh [--quick]   (--quick: unit tests only)
@@ -62,6 +63,9 @@ if [ $quick -eq 0 ]; then
     suite mpi-over-aptus env APTUS_MPI_TLS=aptus,self test/scripts/test_mpi_rc.sh
     suite mpi-over-rc_fp env APTUS_MPI_TLS=rc_fp,self test/scripts/test_mpi_rc.sh
     suite scale test/scripts/test_scale.sh
+    # the multicast MPI_Bcast library (libaptus_bcast), both MPIs, 2 to 16
+    # ranks, loss, no multicast, dead and silent ranks
+    suite bcast test/scripts/test_bcast.sh
     # the robustness campaign, short form: loss at 1% and 5% (nftables),
     # the injector, CRC, peer death, stalls, forgery, scale, fuzz and the
     # sanitizers, ending on its table

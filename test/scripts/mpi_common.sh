@@ -157,6 +157,8 @@ aptus_kill_leftovers() {
 #                     (e.g. ip netns exec NS)
 #   APTUS_RUN_ENV     array of VAR=VALUE set for the job (and forwarded)
 #   APTUS_RUN_TLS     UCX_TLS of the job (default ud_sr,self)
+#   APTUS_RUN_PRELOAD libraries preloaded before the module in the job only
+#                     (e.g. the multicast MPI_Bcast library)
 #   APTUS_RUN_MCA     array of Open MPI MCA NAME VALUE pairs: each replaces
 #                     the default of that name (pml ucx, pml_ucx_tls any,
 #                     pml_ucx_devices any) or is added after them; an empty
@@ -177,7 +179,7 @@ aptus_mpirun() {
     mkdir -p "$APTUS_RUN_STATS"
 
     # shellcheck disable=SC2054  # the comma in ud_sr,self is meant
-    env=(LD_PRELOAD="$APTUS_LIB${LD_PRELOAD:+ $LD_PRELOAD}"
+    env=(LD_PRELOAD="${APTUS_RUN_PRELOAD:+$APTUS_RUN_PRELOAD }$APTUS_LIB${LD_PRELOAD:+ $LD_PRELOAD}"
          UCX_TLS="${APTUS_RUN_TLS:-ud_sr,self}" UCX_NET_DEVICES=lo
          UCX_APTUS_STATS="$APTUS_RUN_STATS/stats.%p,$APTUS_RUN_STATS/stats.%p.csv"
          UCX_WARN_UNUSED_ENV_VARS=n)

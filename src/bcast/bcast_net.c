@@ -1,0 +1,387 @@
+/*
+ * UCX-Aptus: the sock wire's IP multicast (see bcast_net.h).
+ */
+#include "bcast_net.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+void aptus_bc_group_of_key(uint64_t key, struct sockaddr_in *group)
+{
+    /* mix the key so that consecutive keys spread (splitmix64 finaliser) */
+    uint64_t h = key;
+    uint8_t b1;
+
+    h ^= h >> 30;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 27;
+    h *= 0x94d049bb133111ebull;
+    h ^= h >> 31;
+
+    b1 = (uint8_t)(h >> 8);
+    if ((b1 == 0) || (b1 == 128)) {
+        b1++;
+    }
+    memset(group, 0, sizeof(*group));
+    group->sin_family      = AF_INET;
+    group->sin_addr.s_addr = htonl((239u << 24) | ((uint32_t)b1 << 16) |
+                                   ((uint32_t)(h >> 16) & 0xffffu));
+    group->sin_port        = htons((uint16_t)(10000 + (h >> 40) % 50000));
+}
+
+static void aptus_bc_err(char *err, size_t errlen, const char *what, int e)
+{
+    snprintf(err, errlen, "%s: %s", what, strerror(e));
+}
+
+/* The MTU and name of the interface that holds addr. */
+static int aptus_bc_if_of_addr(struct in_addr addr, unsigned *mtu,
+                               char *name, size_t namelen)
+{
+    struct ifaddrs *ifs, *ifa;
+    struct ifreq ifr;
+    int fd, found = 0;
+
+    if (getifaddrs(&ifs) != 0) {
+        return -errno;
+    }
+    for (ifa = ifs; ifa != NULL; ifa = ifa->ifa_next) {
+        if ((ifa->ifa_addr != NULL) && (ifa->ifa_addr->sa_family == AF_INET) &&
+            (((struct sockaddr_in*)ifa->ifa_addr)->sin_addr.s_addr ==
+             addr.s_addr)) {
+            snprintf(name, namelen, "%s", ifa->ifa_name);
+            found = 1;
+            break;
+        }
+    }
+    freeifaddrs(ifs);
+    if (!found) {
+        return -ENODEV;
+    }
+    fd = socket(AF_INET, SOCK_DGRAM, 0);
+    if (fd < 0) {
+        return -errno;
+    }
+    memset(&ifr, 0, sizeof(ifr));
+    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
+    *mtu = (ioctl(fd, SIOCGIFMTU, &ifr) == 0) ? (unsigned)ifr.ifr_mtu : 1500;
+    close(fd);
+    return 0;
+}
+
+/* The first IPv4 address of interface name. */
+static int aptus_bc_addr_of_if(const char *name, struct in_addr *addr)
+{
+    struct ifaddrs *ifs, *ifa;
+    int rc = -ENODEV;
+
+    if (getifaddrs(&ifs) != 0) {
+        return -errno;
+    }
+    for (ifa = ifs; ifa != NULL; ifa = ifa->ifa_next) {
+        if ((ifa->ifa_addr != NULL) && (ifa->ifa_addr->sa_family == AF_INET) &&
+            (strcmp(ifa->ifa_name, name) == 0)) {
+            *addr = ((struct sockaddr_in*)ifa->ifa_addr)->sin_addr;
+            rc    = 0;
+            break;
+        }
+    }
+    freeifaddrs(ifs);
+    return rc;
+}
+
+/* The first interface that is up, multicast-capable and holds an IPv4
+ * address: what a route such as "224.0.0.0/4 dev lo" (no source) means. */
+static int aptus_bc_first_mcast_if(struct in_addr *addr)
+{
+    struct ifaddrs *ifs, *ifa;
+    int rc = -ENODEV;
+
+    if (getifaddrs(&ifs) != 0) {
+        return -errno;
+    }
+    for (ifa = ifs; ifa != NULL; ifa = ifa->ifa_next) {
+        if ((ifa->ifa_addr != NULL) && (ifa->ifa_addr->sa_family == AF_INET) &&
+            ((ifa->ifa_flags & (IFF_UP | IFF_MULTICAST)) ==
+             (IFF_UP | IFF_MULTICAST))) {
+            *addr = ((struct sockaddr_in*)ifa->ifa_addr)->sin_addr;
+            rc    = 0;
+            break;
+        }
+    }
+    freeifaddrs(ifs);
+    return rc;
+}
+
+int aptus_bc_net_pick_if(const char *spec, const struct sockaddr_in *group,
+                         struct in_addr *ifaddr, unsigned *mtu, char *err,
+                         size_t errlen)
+{
+    struct sockaddr_in sa;
+    socklen_t salen = sizeof(sa);
+    char name[IF_NAMESIZE];
+    int fd, rc;
+
+    if ((spec != NULL) && (spec[0] != '\0')) {
+        if (inet_pton(AF_INET, spec, ifaddr) != 1) {
+            rc = aptus_bc_addr_of_if(spec, ifaddr);
+            if (rc < 0) {
+                snprintf(err, errlen,
+                         "APTUS_BCAST_IF=%s: not an IPv4 address nor an "
+                         "interface with one",
+                         spec);
+                return rc;
+            }
+        }
+    } else {
+        /* the source address the routing table picks for the group */
+        fd = socket(AF_INET, SOCK_DGRAM, 0);
+        if (fd < 0) {
+            rc = -errno;
+            aptus_bc_err(err, errlen, "socket", -rc);
+            return rc;
+        }
+        if (connect(fd, (const struct sockaddr*)group, sizeof(*group)) != 0) {
+            rc = -errno;
+            close(fd);
+            aptus_bc_err(err, errlen, "no route to the multicast group", -rc);
+            return rc;
+        }
+        rc = getsockname(fd, (struct sockaddr*)&sa, &salen);
+        close(fd);
+        if (rc != 0) {
+            rc = -errno;
+            aptus_bc_err(err, errlen, "getsockname", -rc);
+            return rc;
+        }
+        *ifaddr = sa.sin_addr;
+        if ((ifaddr->s_addr == htonl(INADDR_ANY)) &&
+            (aptus_bc_first_mcast_if(ifaddr) < 0)) {
+            snprintf(err, errlen, "the route to the multicast group names no "
+                                  "source address and no interface is up "
+                                  "with MULTICAST and an IPv4 address");
+            return -ENODEV;
+        }
+    }
+    rc = aptus_bc_if_of_addr(*ifaddr, mtu, name, sizeof(name));
+    if (rc < 0) {
+        snprintf(err, errlen, "no interface holds %s", inet_ntoa(*ifaddr));
+        return rc;
+    }
+    return 0;
+}
+
+static int aptus_bc_nonblock(int fd)
+{
+    int flags = fcntl(fd, F_GETFL);
+
+    return ((flags < 0) || (fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0))
+               ? -errno
+               : 0;
+}
+
+static void aptus_bc_rcvbuf(int fd, int bytes)
+{
+    /* root may pass net.core.rmem_max (the multicast of a whole window
+     * lands at once); others get what the kernel allows */
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes)) !=
+        0) {
+        (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+    }
+}
+
+int aptus_bc_net_open(aptus_bc_net_t *net, const struct sockaddr_in *group,
+                      const char *ifspec, int rcvbuf, char *err,
+                      size_t errlen)
+{
+    struct sockaddr_in sa;
+    socklen_t salen = sizeof(sa);
+    struct ip_mreq mreq;
+    unsigned char ttl = 1, loop = 1;
+    int one = 1, rc;
+
+    memset(net, 0, sizeof(*net));
+    net->mfd   = -1;
+    net->ufd   = -1;
+    net->group = *group;
+    rc = aptus_bc_net_pick_if(ifspec, group, &net->ifaddr, &net->mtu, err,
+                              errlen);
+    if (rc < 0) {
+        return rc;
+    }
+
+    /* the group member: every rank of the host binds the same group and
+     * port, so the address is shared */
+    net->mfd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (net->mfd < 0) {
+        rc = -errno;
+        aptus_bc_err(err, errlen, "socket", -rc);
+        goto fail;
+    }
+    if (setsockopt(net->mfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) !=
+        0) {
+        rc = -errno;
+        aptus_bc_err(err, errlen, "SO_REUSEADDR", -rc);
+        goto fail;
+    }
+    if (bind(net->mfd, (const struct sockaddr*)group, sizeof(*group)) != 0) {
+        rc = -errno;
+        aptus_bc_err(err, errlen, "bind to the multicast group", -rc);
+        goto fail;
+    }
+    mreq.imr_multiaddr = group->sin_addr;
+    mreq.imr_interface = net->ifaddr;
+    if (setsockopt(net->mfd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mreq,
+                   sizeof(mreq)) != 0) {
+        rc = -errno;
+        aptus_bc_err(err, errlen, "joining the multicast group", -rc);
+        goto fail;
+    }
+    aptus_bc_rcvbuf(net->mfd, rcvbuf);
+
+    /* the sender and point-to-point socket */
+    net->ufd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (net->ufd < 0) {
+        rc = -errno;
+        aptus_bc_err(err, errlen, "socket", -rc);
+        goto fail;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr   = net->ifaddr;
+    if (bind(net->ufd, (const struct sockaddr*)&sa, sizeof(sa)) != 0) {
+        rc = -errno;
+        aptus_bc_err(err, errlen, "bind to the interface", -rc);
+        goto fail;
+    }
+    if ((setsockopt(net->ufd, IPPROTO_IP, IP_MULTICAST_IF, &net->ifaddr,
+                    sizeof(net->ifaddr)) != 0) ||
+        (setsockopt(net->ufd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl,
+                    sizeof(ttl)) != 0) ||
+        (setsockopt(net->ufd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop,
+                    sizeof(loop)) != 0)) {
+        rc = -errno;
+        aptus_bc_err(err, errlen, "multicast options", -rc);
+        goto fail;
+    }
+    aptus_bc_rcvbuf(net->ufd, rcvbuf);
+    if (getsockname(net->ufd, (struct sockaddr*)&sa, &salen) != 0) {
+        rc = -errno;
+        aptus_bc_err(err, errlen, "getsockname", -rc);
+        goto fail;
+    }
+    net->self.ip   = sa.sin_addr.s_addr;
+    net->self.port = sa.sin_port;
+    if (((rc = aptus_bc_nonblock(net->mfd)) < 0) ||
+        ((rc = aptus_bc_nonblock(net->ufd)) < 0)) {
+        aptus_bc_err(err, errlen, "O_NONBLOCK", -rc);
+        goto fail;
+    }
+    return 0;
+
+fail:
+    aptus_bc_net_close(net);
+    return rc;
+}
+
+void aptus_bc_net_close(aptus_bc_net_t *net)
+{
+    if (net->mfd >= 0) {
+        close(net->mfd);
+    }
+    if (net->ufd >= 0) {
+        close(net->ufd);
+    }
+    net->mfd = net->ufd = -1;
+}
+
+static int aptus_bc_sendmsg(aptus_bc_net_t *net, const struct sockaddr_in *to,
+                            const struct iovec *iov, unsigned iovcnt)
+{
+    struct msghdr msg;
+
+    memset(&msg, 0, sizeof(msg));
+    msg.msg_name    = (void*)to;
+    msg.msg_namelen = sizeof(*to);
+    msg.msg_iov     = (struct iovec*)iov;
+    msg.msg_iovlen  = iovcnt;
+    for (;;) {
+        if (sendmsg(net->ufd, &msg, 0) >= 0) {
+            return 0;
+        }
+        if (errno != EINTR) {
+            break;
+        }
+    }
+    net->tx_errors++;
+    return -errno;
+}
+
+int aptus_bc_net_mcast(aptus_bc_net_t *net, const struct iovec *iov,
+                       unsigned iovcnt)
+{
+    return aptus_bc_sendmsg(net, &net->group, iov, iovcnt);
+}
+
+int aptus_bc_net_send(aptus_bc_net_t *net, const aptus_bc_addr_t *dst,
+                      const struct iovec *iov, unsigned iovcnt)
+{
+    struct sockaddr_in to;
+
+    memset(&to, 0, sizeof(to));
+    to.sin_family      = AF_INET;
+    to.sin_addr.s_addr = dst->ip;
+    to.sin_port        = dst->port;
+    return aptus_bc_sendmsg(net, &to, iov, iovcnt);
+}
+
+long aptus_bc_net_recv(int fd, void *buf, size_t len, aptus_bc_addr_t *src,
+                       int *truncated)
+{
+    struct sockaddr_in sa;
+    struct iovec iov = { buf, len };
+    struct msghdr msg;
+    ssize_t n;
+
+    memset(&msg, 0, sizeof(msg));
+    msg.msg_name    = &sa;
+    msg.msg_namelen = sizeof(sa);
+    msg.msg_iov     = &iov;
+    msg.msg_iovlen  = 1;
+    do {
+        n = recvmsg(fd, &msg, 0);
+    } while ((n < 0) && (errno == EINTR));
+    if (n < 0) {
+        return 0; /* EAGAIN, or an ICMP error of an earlier send */
+    }
+    if (msg.msg_flags & MSG_TRUNC) {
+        *truncated = 1;
+        return -1;
+    }
+    if (src != NULL) {
+        src->ip       = sa.sin_addr.s_addr;
+        src->port     = sa.sin_port;
+        src->reserved = 0;
+    }
+    return n;
+}
+
+const char *aptus_bc_addr_str(const aptus_bc_addr_t *addr, char *buf,
+                              size_t max)
+{
+    struct in_addr a;
+    char ip[INET_ADDRSTRLEN];
+
+    a.s_addr = addr->ip;
+    inet_ntop(AF_INET, &a, ip, sizeof(ip));
+    snprintf(buf, max, "%s:%u", ip, ntohs(addr->port));
+    return buf;
+}
