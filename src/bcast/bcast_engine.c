@@ -325,20 +325,23 @@ int aptus_bc_engine_busy(const aptus_bc_engine_t *e)
 
 /* ---- the application's calls ------------------------------------------- */
 
-/* One turn of a wait: progress; when nothing came for a while, sleep in
- * poll() on the sockets until a datagram or the next timer can be due.
- * Ranks often outnumber cores: a waiter that only yields still competes
- * with the threads it waits for (the progress threads, the MPI's own
- * polling), so a long wait gives its core away. */
-#define APTUS_BC_SPINS_BEFORE_SLEEP 64
-#define APTUS_BC_SPINS_PER_IDLE_CB  16
+/* One turn of a wait: progress, then let another thread have the core
+ * (ranks often outnumber cores). A wait that lasts (a root far ahead of a
+ * computing rank, a rank waiting for a late root) sleeps in poll() on the
+ * sockets instead, until a datagram or the next timer; not sooner, since
+ * a sleeping receiver woken by the multicast preempts the root that sent
+ * it on a crowded host. */
+#define APTUS_BC_SPIN_US           1000
+#define APTUS_BC_SPINS_PER_IDLE_CB 16
 
-static void aptus_bc_spin(aptus_bc_engine_t *e, unsigned *idle)
+static void aptus_bc_spin(aptus_bc_engine_t *e, unsigned *idle,
+                          uint64_t start_us)
 {
     struct pollfd fds[2];
     struct timespec ts;
+    uint64_t now = aptus_bc_now_us();
 
-    if (aptus_bc_engine_progress(e, aptus_bc_now_us()) > 0) {
+    if (aptus_bc_engine_progress(e, now) > 0) {
         *idle = 0;
         return;
     }
@@ -347,7 +350,8 @@ static void aptus_bc_spin(aptus_bc_engine_t *e, unsigned *idle)
     if ((e->idle_cb != NULL) && ((*idle % APTUS_BC_SPINS_PER_IDLE_CB) == 0)) {
         e->idle_cb(e->idle_arg);
     }
-    if (++(*idle) < APTUS_BC_SPINS_BEFORE_SLEEP) {
+    ++(*idle);
+    if (now - start_us < APTUS_BC_SPIN_US) {
         sched_yield();
     } else {
         fds[0].fd     = e->net.mfd;
@@ -367,6 +371,7 @@ aptus_bc_status_t aptus_bc_engine_bcast(aptus_bc_engine_t *e, const void *buf,
     aptus_bc_status_t status = APTUS_BC_OK;
     aptus_mc_status_t st;
     unsigned idle = 0;
+    uint64_t start = aptus_bc_now_us();
     uint32_t seq;
 
     pthread_mutex_lock(&e->lock);
@@ -390,11 +395,12 @@ aptus_bc_status_t aptus_bc_engine_bcast(aptus_bc_engine_t *e, const void *buf,
                                                 : APTUS_BC_ERR_ORDER;
             goto out;
         }
-        aptus_bc_spin(e, &idle); /* no credit: a slow rank holds it */
+        aptus_bc_spin(e, &idle, start); /* no credit: a slow rank holds it */
     }
     e->next++;
 out:
     e->in_call = 0;
+    e->left_us = aptus_bc_now_us();
     pthread_mutex_unlock(&e->lock);
     return status;
 }
@@ -405,6 +411,7 @@ aptus_bc_status_t aptus_bc_engine_recv(aptus_bc_engine_t *e, uint32_t root,
 {
     aptus_bc_status_t status = APTUS_BC_OK;
     unsigned idle = 0;
+    uint64_t start = aptus_bc_now_us();
     aptus_bc_msg_t *m;
 
     pthread_mutex_lock(&e->lock);
@@ -430,7 +437,7 @@ aptus_bc_status_t aptus_bc_engine_recv(aptus_bc_engine_t *e, uint32_t root,
         e->wait.buf    = buf;
         e->wait.cap    = cap;
         while (!e->wait.done && !e->failed) {
-            aptus_bc_spin(e, &idle);
+            aptus_bc_spin(e, &idle, start);
         }
         e->wait.active = 0;
         if (!e->wait.done) {
@@ -447,6 +454,7 @@ aptus_bc_status_t aptus_bc_engine_recv(aptus_bc_engine_t *e, uint32_t root,
     e->next++;
 out:
     e->in_call = 0;
+    e->left_us = aptus_bc_now_us();
     pthread_mutex_unlock(&e->lock);
     return status;
 }
@@ -455,15 +463,17 @@ int aptus_bc_engine_settle(aptus_bc_engine_t *e, uint64_t timeout_us)
 {
     uint64_t end = aptus_bc_now_us() + timeout_us;
     unsigned idle = 0;
+    uint64_t start = aptus_bc_now_us();
     int done;
 
     pthread_mutex_lock(&e->lock);
     e->in_call = 1;
     while (!(done = !aptus_bc_engine_busy(e)) && !e->failed &&
            (aptus_bc_now_us() < end)) {
-        aptus_bc_spin(e, &idle);
+        aptus_bc_spin(e, &idle, start);
     }
     e->in_call = 0;
+    e->left_us = aptus_bc_now_us();
     pthread_mutex_unlock(&e->lock);
     return done;
 }

@@ -90,6 +90,7 @@ typedef struct aptus_bc_engine {
 
     uint32_t next;          /* sequence of the next broadcast call */
     volatile int in_call;   /* the application drives progress now */
+    volatile uint64_t left_us; /* when the application's last call ended */
     int failed;
     char why[192];
 

@@ -253,15 +253,18 @@ static void aptus_bc_config_words(const aptus_mc_config_t *mc, uint32_t *w)
     w[7] = mc->rto_max_us;
 }
 
-/* While MPI_Bcast waits: let the MPI library progress too (a probe that
- * matches nothing), so that its transport keeps receiving and
+/* While MPI_Bcast waits: let the MPI library progress too (a probe, which
+ * receives nothing), so that its transport keeps receiving and
  * acknowledging; a rank that sat in MPI_Bcast for long would otherwise
- * look dead to its point-to-point peers. */
+ * look dead to its point-to-point peers. On the broadcast's own
+ * communicator: MPICH answers a probe on MPI_COMM_SELF without polling
+ * its network module. */
 static void aptus_bc_mpi_progress(void *arg)
 {
+    aptus_bc_comm_t *c = arg;
     int flag;
 
-    (void)PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &flag,
+    (void)PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->comm, &flag,
                       MPI_STATUS_IGNORE);
 }
 
@@ -402,7 +405,8 @@ static aptus_bc_comm_t *aptus_bc_comm_setup(MPI_Comm comm, int size, int rank)
     } else {
         mine.ok = 1;
     }
-    c->engine.idle_cb = aptus_bc_mpi_progress;
+    c->engine.idle_cb  = aptus_bc_mpi_progress;
+    c->engine.idle_arg = c;
     c->pack_buf = malloc(mc.max_msg);
     c->max_msg  = mc.max_msg;
 

@@ -5,11 +5,19 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #define APTUS_BC_IDLE_SLEEP_US 50000u
+
+/* An engine whose application left MPI_Bcast less than this ago is left
+ * to it: it is likely back soon and drains the sockets itself, and a
+ * thread woken by every multicast datagram would take the cores from the
+ * ranks that wait for it (ranks often outnumber cores). Due timers wait
+ * at most this long. */
+#define APTUS_BC_AWAY_US 1000u
 
 static pthread_mutex_t aptus_bc_list_lock = PTHREAD_MUTEX_INITIALIZER;
 static aptus_bc_engine_t *aptus_bc_list;
@@ -31,9 +39,16 @@ static void *aptus_bc_progress_main(void *arg)
 {
     struct pollfd *fds = NULL;
     unsigned cap = 0, n;
-    uint64_t timeout_us, drained;
+    uint64_t timeout_us, drained, now;
     struct timespec ts;
     aptus_bc_engine_t *e;
+
+    /* SCHED_BATCH: woken by a datagram, this thread does not preempt the
+     * thread that runs (on a crowded host, often the root that sent it,
+     * inside MPI_Bcast); it runs at its next turn. Unprivileged; where it
+     * is refused the thread runs as before. */
+    struct sched_param param = { 0 };
+    (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
 
     pthread_mutex_lock(&aptus_bc_list_lock);
     while (!aptus_bc_stopping) {
@@ -49,6 +64,14 @@ static void *aptus_bc_progress_main(void *arg)
                 }
             }
             if (e->in_call) {
+                continue;
+            }
+            now = aptus_bc_now_us();
+            if (now - e->left_us < APTUS_BC_AWAY_US) {
+                /* look again when it has been away long enough */
+                if (e->left_us + APTUS_BC_AWAY_US - now < timeout_us) {
+                    timeout_us = e->left_us + APTUS_BC_AWAY_US - now;
+                }
                 continue;
             }
             fds[n].fd       = e->net.mfd;
@@ -83,8 +106,11 @@ static void *aptus_bc_progress_main(void *arg)
 
         pthread_mutex_lock(&aptus_bc_list_lock);
         for (e = aptus_bc_list; e != NULL; e = e->next_engine) {
-            /* the application's thread is in a call: it progresses */
-            if (!e->in_call && (pthread_mutex_trylock(&e->lock) == 0)) {
+            /* the application's thread is in a call, or was just now:
+             * it progresses */
+            if (!e->in_call &&
+                (aptus_bc_now_us() - e->left_us >= APTUS_BC_AWAY_US) &&
+                (pthread_mutex_trylock(&e->lock) == 0)) {
                 (void)aptus_bc_engine_progress(e, aptus_bc_now_us());
                 pthread_mutex_unlock(&e->lock);
             }

@@ -14,6 +14,8 @@
  *             (the window wraps, credits hold the roots)
  *   slow      the last rank sleeps while root 0 broadcasts 3 windows' worth
  *   cycle     communicators created, used and freed again and again
+ *   threads   two threads broadcast at once, each on its own communicator
+ *             (set up concurrently), under MPI_THREAD_MULTIPLE
  *
  * Usage: bcast_check [-i ROUNDS] [-b BURST] [-k|-s RANK:COUNT] [-p PHASES]
  *                    [-v]
@@ -24,6 +26,7 @@
  *   -s  the same with SIGSTOP: the rank stays, silent, and the library's
  *       own peer timeout must end the job
  *   -p  the phases to run, comma-separated (default all)
+ *   -m  largest size of the sizes phase (default 65536)
  *   -v  a line per phase on rank 0
  *
  * Each rank prints "bcast_check rank R/N pid P: OK|FAIL ..." and rank 0 a
@@ -31,6 +34,7 @@
  */
 #include <mpi.h>
 
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -111,6 +115,8 @@ static void bcast_bytes(const char *phase, MPI_Comm comm, size_t n, int root,
     free(buf);
 }
 
+static size_t max_size = 65536;
+
 static void phase_sizes(int rounds)
 {
     static const size_t sizes[] = { 1,    7,     8,     100,   1000,  1324,
@@ -121,6 +127,9 @@ static void phase_sizes(int rounds)
 
     for (round = 0; round < rounds; ++round) {
         for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+            if (sizes[i] > max_size) {
+                continue;
+            }
             for (root = 0; root < nranks; ++root) {
                 bcast_bytes("sizes", MPI_COMM_WORLD, sizes[i], root,
                             round * 100 + (int)i);
@@ -272,6 +281,75 @@ static void phase_cycle(void)
     }
 }
 
+/* Two threads, each broadcasting on its own communicator at once (set-up
+ * included), when the MPI offers MPI_THREAD_MULTIPLE. */
+struct thread_arg {
+    MPI_Comm comm;
+    int id;
+    long errors, checked;
+};
+
+static void *thread_main(void *p)
+{
+    struct thread_arg *a = p;
+    uint8_t buf[3000];
+    int i, r, me, size;
+    size_t n, j;
+
+    MPI_Comm_rank(a->comm, &me);
+    MPI_Comm_size(a->comm, &size);
+    for (i = 0; i < 400; ++i) {
+        r = (i * (a->id + 1)) % size;
+        n = 1 + (size_t)(i * 37 + a->id * 101) % sizeof(buf);
+        if (me == r) {
+            fill(buf, n, r, i * 2 + a->id);
+        } else {
+            memset(buf, 0, n);
+        }
+        MPI_Bcast(buf, (int)n, MPI_BYTE, r, a->comm);
+        for (j = 0; j < n; ++j) {
+            if (buf[j] != value(r, i * 2 + a->id, j)) {
+                a->errors++;
+                break;
+            }
+        }
+        a->checked++;
+    }
+    return NULL;
+}
+
+static void phase_threads(int provided)
+{
+    struct thread_arg args[2];
+    pthread_t tid[2];
+    int t;
+
+    if (provided < MPI_THREAD_MULTIPLE) {
+        if (rank == 0) {
+            printf("bcast_check: threads: skipped (MPI_THREAD_MULTIPLE not "
+                   "provided)\n");
+        }
+        return;
+    }
+    for (t = 0; t < 2; ++t) {
+        MPI_Comm_dup(MPI_COMM_WORLD, &args[t].comm);
+        args[t].id      = t;
+        args[t].errors  = 0;
+        args[t].checked = 0;
+    }
+    for (t = 0; t < 2; ++t) {
+        pthread_create(&tid[t], NULL, thread_main, &args[t]);
+    }
+    for (t = 0; t < 2; ++t) {
+        pthread_join(tid[t], NULL);
+        if (args[t].errors != 0) {
+            report("threads", t, 0, 0, 0, 0);
+        }
+        checked += args[t].checked;
+        MPI_Comm_free(&args[t].comm);
+    }
+}
+
 static void kill_loop(int victim, int at, int sig)
 {
     int i;
@@ -293,14 +371,12 @@ static void kill_loop(int victim, int at, int sig)
 int main(int argc, char **argv)
 {
     int rounds = 2, burst = 2000, opt, victim = -1, at = 0, sig = SIGKILL;
-    const char *phases = "sizes,types,comms,burst,slow,cycle";
+    const char *phases = "sizes,types,comms,burst,slow,cycle,threads";
     long total_errors = 0;
+    int provided;
     double t0;
 
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    while ((opt = getopt(argc, argv, "i:b:k:s:p:v")) != -1) {
+    while ((opt = getopt(argc, argv, "i:b:k:s:p:m:v")) != -1) {
         switch (opt) {
         case 'i':
             rounds = atoi(optarg);
@@ -314,21 +390,32 @@ int main(int argc, char **argv)
         case 'k':
             if (sscanf(optarg, "%d:%d", &victim, &at) != 2) {
                 fprintf(stderr, "bcast_check: -k/-s RANK:COUNT\n");
-                MPI_Abort(MPI_COMM_WORLD, 2);
+                return 2;
             }
             break;
         case 'p':
             phases = optarg;
+            break;
+        case 'm':
+            max_size = (size_t)atol(optarg);
             break;
         case 'v':
             verbose = 1;
             break;
         default:
             fprintf(stderr, "usage: bcast_check [-i ROUNDS] [-b BURST] "
-                            "[-k|-s RANK:COUNT] [-p PHASES] [-v]\n");
-            MPI_Abort(MPI_COMM_WORLD, 2);
+                            "[-k|-s RANK:COUNT] [-p PHASES] [-m MAX] [-v]\n");
+            return 2;
         }
     }
+    /* MPI_THREAD_MULTIPLE only where the threads phase needs it: it
+     * changes how the MPI progresses */
+    MPI_Init_thread(&argc, &argv,
+                    strstr(phases, "threads") ? MPI_THREAD_MULTIPLE
+                                              : MPI_THREAD_SINGLE,
+                    &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     if (victim >= 0) {
         kill_loop(victim, at, sig);
     }
@@ -352,6 +439,7 @@ int main(int argc, char **argv)
     PHASE("burst", phase_burst(burst));
     PHASE("slow", phase_slow());
     PHASE("cycle", phase_cycle());
+    PHASE("threads", phase_threads(provided));
 
     printf("bcast_check rank %d/%d pid %d: %s checked=%ld errors=%ld\n", rank,
            nranks, (int)getpid(), (errors == 0) ? "OK" : "FAIL", checked,
