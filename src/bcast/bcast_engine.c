@@ -235,35 +235,31 @@ static void aptus_bc_dgram_in(aptus_bc_engine_t *e, long len, uint64_t now_us)
     (void)aptus_mc_window_recv(&e->w, &h, now_us);
 }
 
+/* One datagram from fd, if one waits: 1, else 0. */
+static unsigned aptus_bc_recv_one(aptus_bc_engine_t *e, int fd,
+                                  uint64_t now_us)
+{
+    int truncated = 0;
+    long len = aptus_bc_net_recv(fd, e->rxbuf, e->rxlen, NULL, &truncated);
+
+    if (len == 0) {
+        return 0;
+    }
+    if (len > 0) {
+        aptus_bc_dgram_in(e, len, now_us);
+    } else {
+        e->stats.bad++; /* larger than any datagram of the protocol */
+    }
+    return 1;
+}
+
 static unsigned aptus_bc_drain(aptus_bc_engine_t *e, uint64_t now_us)
 {
     unsigned n = 0, got;
-    int truncated;
-    long len;
 
     do {
-        got = 0;
-        truncated = 0;
-        len = aptus_bc_net_recv(e->net.mfd, e->rxbuf, e->rxlen, NULL,
-                                &truncated);
-        if (len != 0) {
-            got++;
-            if (len > 0) {
-                aptus_bc_dgram_in(e, len, now_us);
-            } else {
-                e->stats.bad++;
-            }
-        }
-        len = aptus_bc_net_recv(e->net.ufd, e->rxbuf, e->rxlen, NULL,
-                                &truncated);
-        if (len != 0) {
-            got++;
-            if (len > 0) {
-                aptus_bc_dgram_in(e, len, now_us);
-            } else {
-                e->stats.bad++;
-            }
-        }
+        got = aptus_bc_recv_one(e, e->net.mfd, now_us) +
+              aptus_bc_recv_one(e, e->net.ufd, now_us);
         n += got;
     } while ((got > 0) && (n < APTUS_BC_DRAIN_MAX));
     return n;

@@ -42,83 +42,73 @@ static void aptus_bc_err(char *err, size_t errlen, const char *what, int e)
     snprintf(err, errlen, "%s: %s", what, strerror(e));
 }
 
-/* The MTU and name of the interface that holds addr. */
-static int aptus_bc_if_of_addr(struct in_addr addr, unsigned *mtu,
-                               char *name, size_t namelen)
+typedef enum {
+    APTUS_BC_IF_BY_ADDR,    /* the interface that holds *addr */
+    APTUS_BC_IF_BY_NAME,    /* the first IPv4 address of name */
+    APTUS_BC_IF_FIRST_MCAST /* the first up, multicast-capable one */
+} aptus_bc_if_match_t;
+
+/* Look an interface up in getifaddrs(): fills *addr (and name_out, when
+ * not NULL) from the first IPv4 entry that matches (want_name: the name
+ * BY_NAME looks for); 0 or -errno. */
+static int aptus_bc_find_if(aptus_bc_if_match_t match, const char *want_name,
+                            struct in_addr *addr, char *name_out,
+                            size_t namelen)
 {
+    const unsigned want = IFF_UP | IFF_MULTICAST;
     struct ifaddrs *ifs, *ifa;
-    struct ifreq ifr;
-    int fd, found = 0;
+    struct in_addr a;
+    int rc = -ENODEV, hit;
 
     if (getifaddrs(&ifs) != 0) {
         return -errno;
     }
     for (ifa = ifs; ifa != NULL; ifa = ifa->ifa_next) {
-        if ((ifa->ifa_addr != NULL) && (ifa->ifa_addr->sa_family == AF_INET) &&
-            (((struct sockaddr_in*)ifa->ifa_addr)->sin_addr.s_addr ==
-             addr.s_addr)) {
-            snprintf(name, namelen, "%s", ifa->ifa_name);
-            found = 1;
+        if ((ifa->ifa_addr == NULL) || (ifa->ifa_addr->sa_family != AF_INET)) {
+            continue;
+        }
+        a = ((struct sockaddr_in*)ifa->ifa_addr)->sin_addr;
+        switch (match) {
+        case APTUS_BC_IF_BY_ADDR:
+            hit = (a.s_addr == addr->s_addr);
+            break;
+        case APTUS_BC_IF_BY_NAME:
+            hit = (strcmp(ifa->ifa_name, want_name) == 0);
+            break;
+        default:
+            hit = ((ifa->ifa_flags & want) == want);
+            break;
+        }
+        if (hit) {
+            *addr = a;
+            if (name_out != NULL) {
+                snprintf(name_out, namelen, "%s", ifa->ifa_name);
+            }
+            rc = 0;
             break;
         }
     }
     freeifaddrs(ifs);
-    if (!found) {
-        return -ENODEV;
-    }
-    fd = socket(AF_INET, SOCK_DGRAM, 0);
+    return rc;
+}
+
+/* The MTU of interface name (1500 when it cannot be read). */
+static unsigned aptus_bc_if_mtu(const char *name)
+{
+    struct ifreq ifr;
+    unsigned mtu = 1500;
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
     if (fd < 0) {
-        return -errno;
+        return mtu;
     }
     memset(&ifr, 0, sizeof(ifr));
     snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
-    *mtu = (ioctl(fd, SIOCGIFMTU, &ifr) == 0) ? (unsigned)ifr.ifr_mtu : 1500;
+    if (ioctl(fd, SIOCGIFMTU, &ifr) == 0) {
+        mtu = (unsigned)ifr.ifr_mtu;
+    }
     close(fd);
-    return 0;
-}
-
-/* The first IPv4 address of interface name. */
-static int aptus_bc_addr_of_if(const char *name, struct in_addr *addr)
-{
-    struct ifaddrs *ifs, *ifa;
-    int rc = -ENODEV;
-
-    if (getifaddrs(&ifs) != 0) {
-        return -errno;
-    }
-    for (ifa = ifs; ifa != NULL; ifa = ifa->ifa_next) {
-        if ((ifa->ifa_addr != NULL) && (ifa->ifa_addr->sa_family == AF_INET) &&
-            (strcmp(ifa->ifa_name, name) == 0)) {
-            *addr = ((struct sockaddr_in*)ifa->ifa_addr)->sin_addr;
-            rc    = 0;
-            break;
-        }
-    }
-    freeifaddrs(ifs);
-    return rc;
-}
-
-/* The first interface that is up, multicast-capable and holds an IPv4
- * address: what a route such as "224.0.0.0/4 dev lo" (no source) means. */
-static int aptus_bc_first_mcast_if(struct in_addr *addr)
-{
-    struct ifaddrs *ifs, *ifa;
-    int rc = -ENODEV;
-
-    if (getifaddrs(&ifs) != 0) {
-        return -errno;
-    }
-    for (ifa = ifs; ifa != NULL; ifa = ifa->ifa_next) {
-        if ((ifa->ifa_addr != NULL) && (ifa->ifa_addr->sa_family == AF_INET) &&
-            ((ifa->ifa_flags & (IFF_UP | IFF_MULTICAST)) ==
-             (IFF_UP | IFF_MULTICAST))) {
-            *addr = ((struct sockaddr_in*)ifa->ifa_addr)->sin_addr;
-            rc    = 0;
-            break;
-        }
-    }
-    freeifaddrs(ifs);
-    return rc;
+    return mtu;
 }
 
 int aptus_bc_net_pick_if(const char *spec, const struct sockaddr_in *group,
@@ -132,7 +122,7 @@ int aptus_bc_net_pick_if(const char *spec, const struct sockaddr_in *group,
 
     if ((spec != NULL) && (spec[0] != '\0')) {
         if (inet_pton(AF_INET, spec, ifaddr) != 1) {
-            rc = aptus_bc_addr_of_if(spec, ifaddr);
+            rc = aptus_bc_find_if(APTUS_BC_IF_BY_NAME, spec, ifaddr, NULL, 0);
             if (rc < 0) {
                 snprintf(err, errlen,
                          "APTUS_BCAST_IF=%s: not an IPv4 address nor an "
@@ -164,18 +154,21 @@ int aptus_bc_net_pick_if(const char *spec, const struct sockaddr_in *group,
         }
         *ifaddr = sa.sin_addr;
         if ((ifaddr->s_addr == htonl(INADDR_ANY)) &&
-            (aptus_bc_first_mcast_if(ifaddr) < 0)) {
+            (aptus_bc_find_if(APTUS_BC_IF_FIRST_MCAST, NULL, ifaddr, NULL,
+                              0) < 0)) {
             snprintf(err, errlen, "the route to the multicast group names no "
                                   "source address and no interface is up "
                                   "with MULTICAST and an IPv4 address");
             return -ENODEV;
         }
     }
-    rc = aptus_bc_if_of_addr(*ifaddr, mtu, name, sizeof(name));
+    rc = aptus_bc_find_if(APTUS_BC_IF_BY_ADDR, NULL, ifaddr, name,
+                          sizeof(name));
     if (rc < 0) {
         snprintf(err, errlen, "no interface holds %s", inet_ntoa(*ifaddr));
         return rc;
     }
+    *mtu = aptus_bc_if_mtu(name);
     return 0;
 }
 
