@@ -85,6 +85,7 @@ static void aptus_bc_op_send(void *arg, uint32_t dest, const aptus_mc_hdr_t *hdr
          (hdr->type == APTUS_MC_TYPE_POLL)) &&
         (e->waiting_since[dest] == 0)) {
         e->waiting_since[dest] = aptus_bc_now_us();
+        e->n_waiting++;
     }
     aptus_bc_tx(e, (int)dest, hdr, payload);
 }
@@ -231,7 +232,10 @@ static void aptus_bc_dgram_in(aptus_bc_engine_t *e, long len, uint64_t now_us)
         e->stats.own++; /* the multicast loops back to its sender */
         return;
     }
-    e->waiting_since[h.sender] = 0; /* it is alive */
+    if (e->waiting_since[h.sender] != 0) {
+        e->waiting_since[h.sender] = 0; /* it is alive */
+        e->n_waiting--;
+    }
     (void)aptus_mc_window_recv(&e->w, &h, now_us);
 }
 
@@ -270,8 +274,8 @@ static void aptus_bc_check_peers(aptus_bc_engine_t *e, uint64_t now_us)
 {
     uint32_t r;
 
-    if (e->failed || (e->peer_timeout_us == 0)) {
-        return;
+    if (e->failed || (e->peer_timeout_us == 0) || (e->n_waiting == 0)) {
+        return; /* nothing to look for: no pass over every rank */
     }
     for (r = 0; r < e->limits.comm_size; ++r) {
         if ((e->waiting_since[r] != 0) && (now_us > e->waiting_since[r]) &&
@@ -453,25 +457,6 @@ out:
     e->left_us = aptus_bc_now_us();
     pthread_mutex_unlock(&e->lock);
     return status;
-}
-
-int aptus_bc_engine_settle(aptus_bc_engine_t *e, uint64_t timeout_us)
-{
-    uint64_t end = aptus_bc_now_us() + timeout_us;
-    unsigned idle = 0;
-    uint64_t start = aptus_bc_now_us();
-    int done;
-
-    pthread_mutex_lock(&e->lock);
-    e->in_call = 1;
-    while (!(done = !aptus_bc_engine_busy(e)) && !e->failed &&
-           (aptus_bc_now_us() < end)) {
-        aptus_bc_spin(e, &idle, start);
-    }
-    e->in_call = 0;
-    e->left_us = aptus_bc_now_us();
-    pthread_mutex_unlock(&e->lock);
-    return done;
 }
 
 /* ---- set-up probes ----------------------------------------------------- */

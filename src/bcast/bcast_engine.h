@@ -60,6 +60,7 @@ typedef struct aptus_bc_engine {
     aptus_bc_addr_t *peers;   /* point-to-point address of every rank */
     uint64_t *waiting_since;  /* usec: a repair or poll to the rank went
                                  unanswered since then (0: none) */
+    uint32_t n_waiting;       /* ranks with waiting_since set */
     uint8_t *probe_heard;     /* set-up: a probe of the rank arrived */
     uint32_t probe_count;
     aptus_mc_limits_t limits;
@@ -133,10 +134,6 @@ unsigned aptus_bc_engine_progress(aptus_bc_engine_t *e, uint64_t now_us);
 
 /* Whether a timer may be due soon (an ACK, a repair, a report). */
 int aptus_bc_engine_busy(const aptus_bc_engine_t *e);
-
-/* Wait until every rank holds every message this rank sent or at most
- * timeout_us; returns 1 when they do. */
-int aptus_bc_engine_settle(aptus_bc_engine_t *e, uint64_t timeout_us);
 
 uint64_t aptus_bc_now_us(void);
 

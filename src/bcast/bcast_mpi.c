@@ -486,16 +486,21 @@ static aptus_bc_comm_t *aptus_bc_comm_get(MPI_Comm comm, int root)
     int inter, size, rank, found;
 
     aptus_bc_global_init();
-    if ((PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS) || inter ||
-        (PMPI_Comm_size(comm, &size) != MPI_SUCCESS) || (size < 2) ||
-        (root < 0) || (root >= size)) {
+    /* a communicator set up before: one attribute lookup per broadcast */
+    if (PMPI_Comm_get_attr(comm, aptus_bc_keyval, &c, &found) !=
+        MPI_SUCCESS) {
         return NULL;
     }
-    if ((PMPI_Comm_get_attr(comm, aptus_bc_keyval, &c, &found) !=
-         MPI_SUCCESS)) {
-        return NULL;
-    }
-    if (!found) {
+    if (found) {
+        if ((root < 0) || ((uint32_t)root >= c->size)) {
+            return NULL;
+        }
+    } else {
+        if ((PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS) || inter ||
+            (PMPI_Comm_size(comm, &size) != MPI_SUCCESS) || (size < 2) ||
+            (root < 0) || (root >= size)) {
+            return NULL;
+        }
         PMPI_Comm_rank(comm, &rank);
         c = aptus_bc_comm_setup(comm, size, rank);
         if (c == NULL) {
