@@ -25,7 +25,10 @@ envcmd=$prefix/bin/aptus-env
 echo "installed $lib and $envcmd"
 
 work=$(mktemp -d /tmp/aptus-demo.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+# MPICH's ranks in one CPU cgroup (contrib/sched-group.sh)
+. contrib/sched-group.sh
+aptus_sched_group_open || true
+trap 'rm -rf "$work"; aptus_sched_group_close' EXIT
 
 step "2. The transports UCX now has ($envcmd ucx_info -d)"
 "$envcmd" ucx_info -d 2>/dev/null | awk '
@@ -109,7 +112,8 @@ mpirun_job() { # name flavour tls np program args...
             "$work/$prog.openmpi" "$@" >"$work/$name.log" 2>&1
         rc=$?
     else
-        timeout 300 env LD_PRELOAD="$lib" "${env[@]}" mpiexec.mpich -n "$np" \
+        ${APTUS_SCHED_GROUP_RUN[@]+"${APTUS_SCHED_GROUP_RUN[@]}"} \
+            timeout 300 env LD_PRELOAD="$lib" "${env[@]}" mpiexec.mpich -n "$np" \
             "$work/$prog.mpich" "$@" >"$work/$name.log" 2>&1
         rc=$?
     fi

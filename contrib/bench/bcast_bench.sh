@@ -52,7 +52,13 @@ libdir=$(dirname "$lib")
 
 ns=aptus-bcbench-$$
 ip netns add "$ns" || { echo "bcast_bench: needs root (ip netns)" >&2; exit 2; }
-trap 'ip netns delete "$ns" 2>/dev/null' EXIT
+# MPICH's ranks in one CPU cgroup: each is a session of its own, and with
+# autogroup scheduling ranks that outnumber the cores starve (sched-group.sh)
+. "$top/contrib/sched-group.sh"
+if [[ " $mpis " == *" mpich "* ]] && ! aptus_sched_group_open; then
+    echo "# MPICH ranks in a scheduling group each ($APTUS_SCHED_GROUP_WHY)" >&2
+fi
+trap 'ip netns delete "$ns" 2>/dev/null; aptus_sched_group_close' EXIT
 ip -n "$ns" link set lo up
 ip -n "$ns" link set lo multicast on
 ip -n "$ns" route add 224.0.0.0/4 dev lo
@@ -71,7 +77,7 @@ job() {
     [ "$impl" = aptus ] && pre="${blib[$mpi]} $lib"
     local -a env=(LD_PRELOAD="$pre" UCX_TLS="$tls,self" UCX_NET_DEVICES=lo
                   UCX_WARN_UNUSED_ENV_VARS=n ${EXTRA_ENV[@]+"${EXTRA_ENV[@]}"})
-    local -a launch
+    local -a launch group=()
     if [ "$mpi" = openmpi ]; then
         launch=(mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none
                 --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any)
@@ -79,8 +85,9 @@ job() {
         launch+=(-np "$np")
     else
         launch=(mpiexec.mpich -n "$np")
+        group=(${APTUS_SCHED_GROUP_RUN[@]+"${APTUS_SCHED_GROUP_RUN[@]}"})
     fi
-    timeout -k 5 600 ip netns exec "$ns" env "${env[@]}" "${launch[@]}" \
+    ${group[@]+"${group[@]}"} timeout -k 5 600 ip netns exec "$ns" env "${env[@]}" "${launch[@]}" \
         "$out/bcast_bench_$mpi" "$@" </dev/null 2>&1 | grep '^bcast_bench '
 }
 

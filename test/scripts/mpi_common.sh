@@ -12,6 +12,8 @@
 #   APTUS_MPIS           MPI flavours to test (default "openmpi mpich")
 
 APTUS_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=../../contrib/sched-group.sh
+. "$APTUS_REPO/contrib/sched-group.sh"
 APTUS_PASSED=0
 APTUS_FAILED=0
 APTUS_SKIPPED=0
@@ -146,6 +148,20 @@ aptus_kill_leftovers() {
     fi
 }
 
+# aptus_mpich_group: the CPU cgroup of this script's MPICH jobs, made at the
+# first one (and removed at exit); where none can be made, one line says so.
+APTUS_MPICH_GROUP_TRIED=0
+aptus_mpich_group() {
+    [ "$APTUS_MPICH_GROUP_TRIED" = 1 ] && return 0
+    APTUS_MPICH_GROUP_TRIED=1
+    if aptus_sched_group_open; then
+        APTUS_CLEANUP_HOOKS+=(aptus_sched_group_close)
+    else
+        echo "# MPICH jobs run with a scheduling group per rank" \
+             "($APTUS_SCHED_GROUP_WHY): slow when ranks outnumber cores"
+    fi
+}
+
 # aptus_mpirun NAME FLAVOUR NP PROGRAM [ARGS...]
 #
 # Runs $APTUS_WORK/PROGRAM_FLAVOUR on NP ranks over ud_sr,self (or
@@ -169,7 +185,7 @@ aptus_mpirun() {
     local name=$1 flavour=$2 np=$3 prog=$4
     shift 4
     local bin=$APTUS_WORK/${prog}_$flavour t0 kv i
-    local -a env launcher fwd=() mca=() extra
+    local -a env launcher fwd=() mca=() extra group=()
 
     local tag=${name//[^A-Za-z0-9._-]/_}
     APTUS_RUN_LOG=$APTUS_WORK/$tag.log
@@ -212,8 +228,13 @@ aptus_mpirun() {
         launcher+=("${fwd[@]}" -np "$np")
         ;;
     mpich)
-        # Hydra forwards the whole environment to the ranks.
+        # Hydra forwards the whole environment to the ranks. It makes every
+        # rank a session (an autogroup) of its own: the job runs in one CPU
+        # cgroup so that oversubscribed ranks share the cores fairly
+        # (contrib/sched-group.sh).
         launcher=(mpiexec.mpich -n "$np")
+        aptus_mpich_group
+        group=(${APTUS_SCHED_GROUP_RUN[@]+"${APTUS_SCHED_GROUP_RUN[@]}"})
         ;;
     esac
 
@@ -225,6 +246,7 @@ aptus_mpirun() {
     env -u UCX_UD_SR_FAULT_DROP -u UCX_UD_SR_FAULT_DUP \
         -u UCX_UD_SR_FAULT_REORDER -u UCX_UD_SR_FAULT_DELAY \
         -u UCX_UD_SR_FAULT_SEED \
+        ${group[@]+"${group[@]}"} \
         timeout -k 10 "$APTUS_MPI_TIMEOUT" \
         ${APTUS_RUN_PREFIX[@]+"${APTUS_RUN_PREFIX[@]}"} \
         env "${env[@]}" "${launcher[@]}" "$bin" "$@" \

@@ -4,7 +4,9 @@
 # the datatype (DTP) testlist), run as a user would
 # with the multicast MPI_Bcast library preloaded, and beside it the same
 # tests without the library, in a network namespace whose loopback carries
-# multicast. MPI traffic over ud_sr,self.
+# multicast. MPI traffic over ud_sr,self; each job's ranks in one CPU
+# cgroup (contrib/sched-group.sh: Hydra makes every rank a scheduling
+# group of its own, which starves ranks that outnumber the cores).
 #
 #   test/scripts/run_mpich_bcast_suite.sh MPICH_TEST_MPI_DIR
 #
@@ -24,7 +26,10 @@ timeout=${APTUS_MPI_TIMEOUT:-120}
 
 ns=aptus-mpichbc-$$
 ip netns add "$ns" || exit 2
-trap 'ip netns delete "$ns" 2>/dev/null' EXIT
+. "$(dirname "$0")/../../contrib/sched-group.sh"
+aptus_sched_group_open ||
+    echo "# ranks in a scheduling group each ($APTUS_SCHED_GROUP_WHY)" >&2
+trap 'ip netns delete "$ns" 2>/dev/null; aptus_sched_group_close' EXIT
 ip -n "$ns" link set lo up
 ip -n "$ns" link set lo multicast on
 ip -n "$ns" route add 224.0.0.0/4 dev lo
@@ -46,7 +51,8 @@ while read -r name np rest; do
         pre=$lib
         [ $mode = with ] && pre="$blib $lib"
         rm -f "$work"/st.*
-        (cd "$coll" && timeout -k 5 "$timeout" ip netns exec "$ns" env \
+        (cd "$coll" && ${APTUS_SCHED_GROUP_RUN[@]+"${APTUS_SCHED_GROUP_RUN[@]}"} \
+            timeout -k 5 "$timeout" ip netns exec "$ns" env \
             LD_PRELOAD="$pre" UCX_TLS=ud_sr,self UCX_NET_DEVICES=lo \
             UCX_WARN_UNUSED_ENV_VARS=n APTUS_BCAST_STATS="$work/st.%p" \
             mpiexec.mpich -n "$np" "./$name" ${args[@]+"${args[@]}"}) </dev/null >"$work/$n.$name.$np.$mode.log" 2>&1
@@ -63,7 +69,7 @@ while read -r name np rest; do
     printf '%-26s %-10s %-10s %s rank-communicators  %s\n' "$name/np$np" "${res[0]}" "${res[1]}" "$served" "${args[*]:-}"
     if [ "${res[1]}" != pass ] && [ "${res[0]}" = pass ]; then
         regress=$((regress + 1))
-        sed 's/^/    | /' "$work/$name.$np.with.log" | head -n 10
+        sed 's/^/    | /' "$work/$n.$name.$np.with.log" | head -n 10
     fi
 done < <(cat "$coll/testlist" "$coll/testlist.dtp" 2>/dev/null)
 echo "logs in $work"

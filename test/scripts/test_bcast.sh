@@ -4,8 +4,8 @@
 #
 # Jobs run in network namespaces the test makes and removes: one where the
 # loopback carries multicast (lo MULTICAST, 224.0.0.0/4 routed to it), one
-# where it does not. Over ud_sr,self for the MPI's own traffic (MPICH from
-# 8 ranks: tcp,self, see run_bcast). Per MPI:
+# where it does not. Over ud_sr,self for the MPI's own traffic; MPICH's
+# ranks in one CPU cgroup (mpi_common.sh, contrib/sched-group.sh). Per MPI:
 #   - test/mpi/bcast_check at 2, 4, 8 and 16 ranks: every root, 1 B to
 #     64 KiB (past the multicast limit), named and derived datatypes, three
 #     communicators in interleaved order, a burst that wraps the window, a
@@ -136,10 +136,7 @@ bcast_mode_count() {
 
 # run_bcast NAME FLAVOUR NP NAMESPACE [ARGS...]: bcast_check with the
 # library preloaded and statistics in $STATS. The MPI's own traffic goes
-# over ud_sr, except MPICH's from 8 ranks up, which goes over UCX's tcp:
-# there (4x and more oversubscribed on a 2-core host) MPICH over ud_sr
-# with the library's threads now and then leaves a rank silent past
-# ud_sr's 30 s peer timeout (open; see the project notes).
+# over ud_sr.
 run_bcast() {
     local name=$1 flavour=$2 np=$3 ns=$4
     shift 4
@@ -207,26 +204,18 @@ for flavour in $APTUS_MPIS; do
     aptus_build "$flavour" bcast_check || continue
 
     for np in $NPS; do
-        # MPICH from 8 ranks on 2 cores: open problem (timeouts over ud_sr
-        # and over tcp), see the project notes
-        if [ "$flavour" = mpich ] && [ "$np" -ge 8 ]; then
-            skip "$flavour/bcast/np$np" "MPICH at $np ranks on this host: open problem"
-            continue
-        fi
         name=$flavour/bcast/np$np
         args=(-i 2)
         # at 16 ranks on a few cores the MPIs' own collectives (which every
         # communicator set-up uses, and which serve the sizes past the
         # multicast limit) crawl: no communicator churn and no fallback
-        # sizes there (MPICH's own 32 KiB+ broadcast over ud_sr at 8x
-        # oversubscription can leave a rank silent past ud_sr's timeout)
+        # sizes there
         [ "$np" -ge 16 ] && args=(-i 1 -b 500 -m 32768 -p sizes,types,comms,burst,slow)
         run_bcast "$name" "$flavour" "$np" "$NS" "${args[@]}"
         aptus_check_run "$name" bcast_check "$np" && check_mcast "$name" "$np"
     done
 
     for np in 4 16; do
-        [ "$flavour" = mpich ] && [ "$np" -ge 8 ] && continue
         name=$flavour/bcast/np$np/mcast-loss-5%
         nft_loss 5
         args=(-i 1)
