@@ -26,6 +26,8 @@ for c in "$top"/build*/.libs/libuct_aptus.so /usr/local/lib/libuct_aptus.so; do
     [ -z "$lib" ] && [ -f "$c" ] && lib=$c
 done
 [ -n "$lib" ] || { echo "libuct_aptus.so not found (build it, or set APTUS_LIB)" >&2; exit 2; }
+[ -f "$lib" ] || { echo "APTUS_LIB=$lib: no such file" >&2; exit 2; }
+lib=$(cd "$(dirname "$lib")" && pwd)/$(basename "$lib") # the jobs run in $dir
 py=/usr/bin/python3 # the one python3-mpi4py is installed for
 $py -c 'import mpi4py' 2>/dev/null || { echo "python3-mpi4py is not installed" >&2; exit 2; }
 
