@@ -2,8 +2,9 @@
 #
 # Why: MPICH's launcher (Hydra) starts every rank with setsid(), so every
 # rank is a session of its own, and a kernel with autogroup scheduling
-# (kernel.sched_autogroup_enabled=1, Debian's default) makes every session
-# a scheduling group that competes for the CPUs as a whole. With more ranks
+# (kernel.sched_autogroup_enabled=1, the default where it is built in)
+# makes every session a scheduling group that competes for the CPUs as a
+# whole. With more ranks
 # than cores that is not the ranks' fair share: measured with MPICH, 8 ranks
 # on 2 cores, a runnable rank got no CPU time for 5 s while another had a
 # core to itself, and MPI_Bcast calls took 1 to 17 s instead of
