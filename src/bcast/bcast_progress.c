@@ -35,6 +35,22 @@ static void aptus_bc_wake(void)
     }
 }
 
+/* fds with room for at least 'need' entries (the thread cannot go on
+ * without them: it serves every engine's repairs) */
+static struct pollfd *aptus_bc_fds_reserve(struct pollfd *fds, unsigned *cap,
+                                           unsigned need)
+{
+    if (need <= *cap) {
+        return fds;
+    }
+    *cap = 2 * need + 8;
+    fds  = realloc(fds, *cap * sizeof(*fds));
+    if (fds == NULL) {
+        abort();
+    }
+    return fds;
+}
+
 static void *aptus_bc_progress_main(void *arg)
 {
     struct pollfd *fds = NULL;
@@ -56,13 +72,7 @@ static void *aptus_bc_progress_main(void *arg)
         n = 0;
         timeout_us = APTUS_BC_IDLE_SLEEP_US;
         for (e = aptus_bc_list; e != NULL; e = e->next_engine) {
-            if (n + 3 > cap) {
-                cap = 2 * cap + 8;
-                fds = realloc(fds, cap * sizeof(*fds));
-                if (fds == NULL) {
-                    abort();
-                }
-            }
+            fds = aptus_bc_fds_reserve(fds, &cap, n + 3);
             if (e->in_call) {
                 continue;
             }
@@ -86,13 +96,7 @@ static void *aptus_bc_progress_main(void *arg)
                 pthread_mutex_unlock(&e->lock);
             }
         }
-        if (n + 1 > cap) {
-            cap = 2 * cap + 8;
-            fds = realloc(fds, cap * sizeof(*fds));
-            if (fds == NULL) {
-                abort();
-            }
-        }
+        fds = aptus_bc_fds_reserve(fds, &cap, n + 1);
         fds[n].fd       = aptus_bc_wake_fd;
         fds[n++].events = POLLIN;
         pthread_mutex_unlock(&aptus_bc_list_lock);
