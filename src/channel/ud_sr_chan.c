@@ -200,6 +200,10 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
     memset(chan, 0, sizeof(*chan));
     chan->super.ops      = &aptus_ud_chan_iface_ops;
     chan->config         = *config;
+    if ((config->tx_max_bytes == 0) || (config->tx_max_bytes > UINT32_MAX)) {
+        /* unbounded: a window of the largest datagrams stays far below */
+        chan->config.tx_max_bytes = UINT32_MAX;
+    }
     chan->wire           = wire;
     chan->async          = async;
     chan->ops            = ops;
@@ -826,7 +830,7 @@ void aptus_ud_chan_tx_progressed(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
         aptus_ud_chan_complete_flushes(chan, peer, UCS_OK);
     }
     if (aptus_ud_peer_has_pending(peer) &&
-        !aptus_rel_tx_window_full(&peer->tx, &chan->config.rel)) {
+        !aptus_ud_tx_window_full(chan, peer)) {
         ucs_arbiter_group_schedule(&chan->pending, &peer->ext->pending);
     }
 }
@@ -1055,7 +1059,7 @@ aptus_ud_pending_dispatch_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
         return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
     }
     if (!(ext->peer->flags & APTUS_UD_PEER_FAILED) &&
-        aptus_rel_tx_window_full(&ext->peer->tx, &chan->config.rel)) {
+        aptus_ud_tx_window_full(chan, ext->peer)) {
         return UCS_ARBITER_CB_RESULT_DESCHED_GROUP;
     }
 
@@ -1095,7 +1099,7 @@ ucs_status_t aptus_ud_chan_pending_add(aptus_ud_chan_t *chan,
 
     uct_pending_req_arb_group_push(&ext->pending, req);
     aptus_ud_pending_priv(req)->flags = flags;
-    if (!aptus_rel_tx_window_full(&peer->tx, &chan->config.rel)) {
+    if (!aptus_ud_tx_window_full(chan, peer)) {
         ucs_arbiter_group_schedule(&chan->pending, &ext->pending);
     }
     aptus_ud_chan_activate(chan, peer);

@@ -56,6 +56,8 @@ typedef struct aptus_ud_chan_config {
     unsigned rx_max;    /* ceiling of the receive pool (descriptors the
                            application may hold, plus those posted) */
     unsigned rx_budget; /* deferred messages delivered per progress call */
+    size_t tx_max_bytes; /* the window is full at this many payload bytes
+                            in flight too (0: datagrams alone bound it) */
     size_t am_align;    /* received payload: (data + am_align_offset) is a */
     size_t am_align_offset; /* multiple of am_align (0 or 1: no demand) */
     size_t rx_headroom;     /* bytes UCT users need before payload */
@@ -128,6 +130,8 @@ struct aptus_ud_peer {
     aptus_rel_tx_t tx;
     aptus_rel_rx_t rx;
     aptus_wire_addr_t addr; /* remote interface on the wire */
+    uint32_t tx_bytes;      /* payload bytes of the datagrams in the window
+                               (in the padding before remote_key) */
     uint64_t remote_key;    /* remote interface key (incarnation) */
     uint32_t active_idx;    /* slot in chan->active, or UINT32_MAX */
     uint16_t conn_id;

@@ -63,6 +63,26 @@ static inline int aptus_ud_peer_has_pending(const aptus_ud_peer_t *peer)
            !ucs_arbiter_group_is_empty(&peer->ext->pending);
 }
 
+/* The window is full at TX_WINDOW datagrams or at TX_WINDOW_BYTES of
+ * payload in flight. The byte bound keeps large datagrams from parking
+ * megabytes per peer in buffers and socket queues: past the caches every
+ * copy goes to memory (a full window of 32 KiB datagrams is 32 MiB). One
+ * message may pass the bound, so none is too large to send. */
+static inline int aptus_ud_tx_window_full(const aptus_ud_chan_t *chan,
+                                          const aptus_ud_peer_t *peer)
+{
+    return aptus_rel_tx_window_full(&peer->tx, &chan->config.rel) ||
+           (peer->tx_bytes >= chan->config.tx_max_bytes);
+}
+
+/* Ask for an ACK at once when either bound is half used. */
+static inline int aptus_ud_tx_want_ack(const aptus_ud_chan_t *chan,
+                                       const aptus_ud_peer_t *peer)
+{
+    return aptus_rel_tx_want_ack(&peer->tx, &chan->config.rel) ||
+           (peer->tx_bytes * 2 >= chan->config.tx_max_bytes);
+}
+
 static inline void aptus_ud_chan_activate(aptus_ud_chan_t *chan,
                                           aptus_ud_peer_t *peer)
 {

@@ -207,9 +207,12 @@ void aptus_ud_tx_batch_flush(aptus_ud_chan_t *chan)
 
 void aptus_ud_tx_release(void *arg, aptus_rel_txe_t *txe)
 {
-    aptus_ud_tx_ctx_t *ctx = arg;
-    aptus_ud_tx_msg_t *msg = aptus_ud_txe_frag(txe)->msg;
+    aptus_ud_tx_ctx_t *ctx   = arg;
+    aptus_ud_tx_frag_t *frag = aptus_ud_txe_frag(txe);
+    aptus_ud_tx_msg_t *msg   = frag->msg;
 
+    ucs_assert(ctx->peer->tx_bytes >= frag->length);
+    ctx->peer->tx_bytes -= frag->length;
     if (--msg->frags_left > 0) {
         return;
     }
@@ -324,11 +327,11 @@ static void aptus_ud_tx_post(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         offset += len;
 
         aptus_rel_tx_push(&peer->tx, &frag->rel, chan->now_us);
+        peer->tx_bytes += len;
         /* Ask for an ACK with the last datagram when the window is filling
          * up or a completion waits for it (zero-copy). */
         ack_req = (i == msg->num_frags - 1) &&
-                  ((msg->comp != NULL) ||
-                   aptus_rel_tx_want_ack(&peer->tx, &chan->config.rel));
+                  ((msg->comp != NULL) || aptus_ud_tx_want_ack(chan, peer));
         aptus_ud_tx_batch_add_frag(chan, peer, frag, ack_req);
     }
     ucs_assert(offset == msg->length);
@@ -490,7 +493,7 @@ ssize_t aptus_ud_chan_send(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
                      !(send->flags & APTUS_CHAN_SEND_F_INTERNAL))) {
         return UCS_ERR_NO_RESOURCE; /* keep order behind queued requests */
     }
-    if (ucs_unlikely(aptus_rel_tx_window_full(&peer->tx, &chan->config.rel))) {
+    if (ucs_unlikely(aptus_ud_tx_window_full(chan, peer))) {
         chan->stats.tx_window_full++;
         return UCS_ERR_NO_RESOURCE;
     }

@@ -964,6 +964,7 @@ static void aptus_udz_handle_req(aptus_udz_t *udz, aptus_ud_peer_t *peer,
     aptus_udz_put_t *put;
     uint32_t count;
 
+    udz->last_req_us = udz->ud->now_us;
     if (aptus_udz_find_put(udz, peer, msg->xfer) != NULL) {
         return; /* already serving it */
     }
@@ -1311,9 +1312,12 @@ ucs_status_t aptus_udz_internal(aptus_udz_t *udz, aptus_ud_peer_t *peer,
         return UCS_OK;
     }
     if (is_async && (msg.type != APTUS_ZC_MSG_REQ) &&
-        (msg.type != APTUS_ZC_MSG_CREDIT) && (msg.type != APTUS_ZC_MSG_PUT)) {
+        (msg.type != APTUS_ZC_MSG_CREDIT) && (msg.type != APTUS_ZC_MSG_DONE) &&
+        (msg.type != APTUS_ZC_MSG_PUT)) {
         /* completions belong to the user's thread; the owner's side (a
-         * request, its credits) is served while the user computes */
+         * request, its credits, its end) is served while the user computes.
+         * A deferred DONE would hold every later message of the stream,
+         * the next request too, until the user's next progress call. */
         return UCS_ERR_BUSY;
     }
 

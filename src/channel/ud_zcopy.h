@@ -82,6 +82,7 @@ typedef struct aptus_udz {
     ucs_list_link_t gets;    /* this side asked */
     ucs_list_link_t puts;    /* this side serves */
     unsigned num_puts;       /* on the list: at most config.max_served */
+    uint64_t last_req_us;    /* a peer last asked this side for data */
     void *bounce;            /* put_bcopy's packing buffer, on first use */
     ucs_list_link_t flushes; /* waiting for gets and writes to finish */
     ucs_list_link_t writes;   /* this side put: the target reads them */
@@ -106,6 +107,18 @@ typedef struct aptus_udz {
     aptus_ud_comp_list_t done;
     aptus_udz_stats_t stats;
 } aptus_udz_t;
+
+/* Serving window: a peer asked this side for data within this time, so
+ * more requests may follow and should not wait for the user. */
+#define APTUS_UDZ_SERVING_US 100000
+
+/* Whether peers have been reading this side's memory lately: requests then
+ * deserve the async thread's attention between the user's calls. */
+static inline int aptus_udz_serving(const aptus_udz_t *udz, uint64_t now_us)
+{
+    return (udz->last_req_us != 0) &&
+           ((now_us - udz->last_req_us) < APTUS_UDZ_SERVING_US);
+}
 
 /* The channel interface's operations of UD-ZCopy (chan.h): get and put (one
  * buffer each); the peers are UD-SR's streams, which carry its

@@ -85,6 +85,26 @@ static inline void uct_aptus_async_rx_arm(uct_aptus_async_rx_t *rx, int on)
     }
 }
 
+/* Progress calls closer together than this: the user polls, and an armed
+ * async thread would only contend for the core and the lock. */
+#define UCT_APTUS_ASYNC_POLL_GAP_US 100
+
+/* The user's progress call, the previous one at prev_us. rx is disarmed:
+ * from now on the async timer covers for a user who goes away. Except
+ * where peers read this side's memory (serving) and the calls are far
+ * apart (the user computes between them, or waits on something else, as
+ * ucx_perftest's passive side does in a 1 ms poll loop): a peer's request
+ * for a get would wait for the next call, so datagrams wake the async
+ * thread. Ranks that share cores and yield between calls are not woken
+ * for every datagram of their eager traffic. */
+static inline void uct_aptus_async_rx_progress(uct_aptus_async_rx_t *rx,
+                                               uint64_t prev_us,
+                                               uint64_t now_us, int serving)
+{
+    uct_aptus_async_rx_arm(rx, serving && ((now_us - prev_us) >=
+                                           UCT_APTUS_ASYNC_POLL_GAP_US));
+}
+
 /*
  * The devices of a transport: the sock wire's network interfaces, on the
  * memory domain of its kind (one_sided: "aptus_rc", else "aptus"), none

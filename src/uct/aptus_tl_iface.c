@@ -361,11 +361,15 @@ static unsigned uct_aptus_tl_iface_progress(uct_iface_h tl_iface)
 {
     uct_aptus_tl_iface_t *iface = ucs_derived_of(tl_iface,
                                                  uct_aptus_tl_iface_t);
+    uint64_t prev_us;
     unsigned count;
 
     UCS_ASYNC_BLOCK(iface->super.worker->async);
-    uct_aptus_async_rx_arm(&iface->async_rx, 0); /* the user is here */
-    count = aptus_chan_progress(&iface->ud.super, 0);
+    prev_us = iface->ud.last_sync_us;
+    count   = aptus_chan_progress(&iface->ud.super, 0);
+    uct_aptus_async_rx_progress(
+            &iface->async_rx, prev_us, iface->ud.last_sync_us,
+            aptus_udz_serving(&iface->udz, iface->ud.last_sync_us));
     count += aptus_chan_progress(&iface->udz.super, 0);
     if (uct_aptus_tl_rc_poll_due(iface)) {
         count += aptus_chan_progress(&iface->rc.super, 0);

@@ -105,11 +105,15 @@ static const aptus_ud_chan_ops_t uct_ud_sr_chan_ops = {
 static unsigned uct_ud_sr_iface_progress(uct_iface_h tl_iface)
 {
     uct_ud_sr_iface_t *iface = ucs_derived_of(tl_iface, uct_ud_sr_iface_t);
+    uint64_t prev_us;
     unsigned count;
 
     UCS_ASYNC_BLOCK(iface->super.worker->async);
-    uct_aptus_async_rx_arm(&iface->async_rx, 0); /* the user is here */
-    count = aptus_chan_progress(&iface->chan.super, 0);
+    prev_us = iface->chan.last_sync_us;
+    count   = aptus_chan_progress(&iface->chan.super, 0);
+    uct_aptus_async_rx_progress(
+            &iface->async_rx, prev_us, iface->chan.last_sync_us,
+            aptus_udz_serving(&iface->udz, iface->chan.last_sync_us));
     count += aptus_chan_progress(&iface->udz.super, 0);
     if (ucs_unlikely(iface->failures.num > 0)) {
         uct_aptus_failures_report(&iface->failures, &iface->super.super,

@@ -38,6 +38,15 @@ ucs_config_field_t uct_ud_sr_params_table[] = {
       "only while a hole is open.",
       ucs_offsetof(uct_ud_sr_params_t, tx_window), UCS_CONFIG_TYPE_UINT },
 
+    { "TX_WINDOW_BYTES", "4m",
+      "Payload bytes in flight per peer: the window is full at TX_WINDOW\n"
+      "datagrams or at this many bytes, whichever comes first (one message\n"
+      "may pass it). Bounds what a stream parks in buffers and socket\n"
+      "queues: a full window of large datagrams would outgrow the caches\n"
+      "and slow every copy. inf: datagrams alone bound the window.",
+      ucs_offsetof(uct_ud_sr_params_t, tx_window_bytes),
+      UCS_CONFIG_TYPE_MEMUNITS },
+
     { "RX_QUEUE_LEN", "4096",
       "Receive buffers in the static pool shared by all peers; the socket\n"
       "buffers as many datagrams and drops beyond that, like a UD queue pair.",
@@ -250,6 +259,9 @@ static void uct_ud_sr_params_chan(const uct_ud_sr_params_t *config,
     memset(chan_config, 0, sizeof(*chan_config));
     chan_config->rel.tx_window       = ucs_min(config->tx_window, UINT16_MAX);
     chan_config->rel.ack_count       = ucs_min(config->ack_count, UINT16_MAX);
+    chan_config->tx_max_bytes        = (config->tx_window_bytes == UCS_MEMUNITS_INF)
+                                               ? 0
+                                               : config->tx_window_bytes;
     chan_config->rel.rto_min_us      = uct_ud_sr_usec(config->rto_min);
     chan_config->rel.rto_max_us      = uct_ud_sr_usec(config->rto_max);
     chan_config->rel.rto_init_us     = uct_ud_sr_usec(config->rto_init);

@@ -20,6 +20,7 @@ typedef struct uct_ud_sr_params {
     size_t seg_size;
     size_t max_am_hdr;
     unsigned tx_window;
+    size_t tx_window_bytes;
     unsigned rx_queue_len;
     unsigned rx_max_bufs;
     unsigned rx_max_poll;

@@ -333,6 +333,77 @@ TEST_F(uct_ud_sr, pending_resumes_after_window_opens)
     EXPECT_EQ(UCS_OK, flush_ep(m_a.ep));
 }
 
+TEST_F(uct_ud_sr, window_bounded_by_bytes_in_flight)
+{
+    /* nothing arrives, so nothing is acknowledged: a sends until its window
+     * is full, at 64 KiB of payload well before 1024 datagrams; the
+     * message that reaches the bound still goes */
+    setup_pair({ { "FAULT_DROP", "1" }, { "TX_WINDOW_BYTES", "64k" } });
+    std::vector<uint8_t> msg = pattern(3, 16000);
+    unsigned sent            = 0;
+    while ((sent < 1024) && (uct_ep_am_bcopy(m_a.ep, 2, pack_vec, &msg, 0) > 0)) {
+        ++sent;
+    }
+    EXPECT_EQ((65536u + 16000u - 1) / 16000u, sent);
+    EXPECT_GT(stats(m_a)["window_full"], 0u);
+    EXPECT_EQ(UCS_ERR_NO_RESOURCE,
+              uct_ep_am_short(m_a.ep, 1, 0, msg.data(), 8));
+}
+
+TEST_F(uct_ud_sr, a_message_larger_than_the_byte_bound_still_goes)
+{
+    setup_pair({ { "FAULT_DROP", "1" }, { "TX_WINDOW_BYTES", "1" } });
+    std::vector<uint8_t> msg = pattern(4, 16000);
+    EXPECT_GT(uct_ep_am_bcopy(m_a.ep, 2, pack_vec, &msg, 0), 0);
+    EXPECT_EQ(UCS_ERR_NO_RESOURCE,
+              (ucs_status_t)uct_ep_am_bcopy(m_a.ep, 2, pack_vec, &msg, 0));
+}
+
+TEST_F(uct_ud_sr, byte_bound_streams_in_order_through_pending)
+{
+    /* the bound refuses and reopens as ACKs come back: every message
+     * arrives, in order, through the pending queue */
+    setup_pair({ { "TX_WINDOW_BYTES", "64k" } });
+    const unsigned n = 300;
+    struct req_t {
+        uct_pending_req_t super;
+        uct_ep_h ep;
+        std::vector<uint8_t> data;
+        int done;
+    };
+    std::vector<req_t> reqs(n);
+    unsigned direct = 0, queued = 0;
+    for (unsigned i = 0; i < n; ++i) {
+        reqs[i].ep         = m_a.ep;
+        reqs[i].data       = pattern(200 + i, 16000);
+        reqs[i].done       = 0;
+        reqs[i].super.func = [](uct_pending_req_t *self) -> ucs_status_t {
+            req_t *r    = reinterpret_cast<req_t *>(self);
+            ssize_t len = uct_ep_am_bcopy(r->ep, 2, pack_vec, &r->data, 0);
+            if (len < 0) {
+                return (ucs_status_t)len;
+            }
+            r->done = 1;
+            return UCS_OK;
+        };
+        if ((queued == 0) &&
+            (uct_ep_am_bcopy(m_a.ep, 2, pack_vec, &reqs[i].data, 0) > 0)) {
+            reqs[i].done = 1;
+            ++direct;
+            continue;
+        }
+        ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_a.ep, &reqs[i].super, 0));
+        ++queued;
+    }
+    EXPECT_LT(direct, n) << "the bound never refused";
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == n; }));
+    for (unsigned i = 0; i < n; ++i) {
+        EXPECT_TRUE(reqs[i].done);
+        EXPECT_EQ(reqs[i].data, m_b.rx.msgs[i]);
+    }
+    EXPECT_EQ(UCS_OK, flush_ep(m_a.ep));
+}
+
 TEST_F(uct_ud_sr, iface_flush_with_completion)
 {
     setup_pair();
@@ -600,6 +671,22 @@ TEST_F(uct_ud_sr, owner_serves_a_get_while_it_computes)
     expose(rb, 1000000 + 3);
     get_while_b_computes(rb, 20);
     EXPECT_EQ(1u, stats(m_a)["zc_gets"]);
+    EXPECT_EQ(UCS_OK, flush_ep(m_a.ep));
+    release(rb);
+}
+
+TEST_F(uct_ud_sr, owner_serves_get_after_get_while_it_computes)
+{
+    /* each get ends with a DONE to the owner; one deferred to the owner's
+     * progress held every later message of the stream behind it, the next
+     * request too, so a computing owner served a single get */
+    setup_pair({ { "ASYNC_INTERVAL", "2ms" } });
+    remote_buf rb;
+    expose(rb, 300000 + 7);
+    for (int i = 0; i < 3; ++i) {
+        get_while_b_computes(rb, 20);
+    }
+    EXPECT_EQ(3u, stats(m_a)["zc_gets"]);
     EXPECT_EQ(UCS_OK, flush_ep(m_a.ep));
     release(rb);
 }
