@@ -636,7 +636,11 @@ if [ $PLOTS = 1 ]; then
         # the largest ud_sr message in one datagram, marked on the plots
         DGRAM=$(ucx_info -d 2>/dev/null | awk '
             /Transport: ud_sr/ { t = 1 } /Device:/ && t == 1 { t = ($NF == "lo") ? 2 : 0 }
-            t == 2 && /am_short:/ { print $NF; exit }')
+            t == 2 && /am_short:/ {
+                v = $NF       # ucx_info prints 32K for 32768
+                m = (v ~ /K$/) ? 1024 : ((v ~ /M$/) ? 1048576 : 1)
+                sub(/[KM]$/, "", v)
+                print v * m; exit }')
         XMIN=$(tail -n +2 "$SWEEP" | cut -d, -f1 | head -1)
         XMAX=$(tail -n +2 "$SWEEP" | cut -d, -f1 | tail -1)
         gnuplot > "$OUT/logs/gnuplot.log" 2>&1 <<EOF
