@@ -6,6 +6,9 @@
 
 #include <uct/api/uct.h>
 #include <uct/base/uct_iface.h>
+#include <ucs/async/async.h>
+
+#include <pthread.h>
 
 #include "../proto/fp_ring.h"
 #include "../wire/conn.h"
@@ -83,6 +86,20 @@ static inline void uct_aptus_async_rx_arm(uct_aptus_async_rx_t *rx, int on)
                 rx->fd,
                 on ? (UCS_EVENT_SET_EVREAD | UCS_EVENT_SET_EDGE_TRIGGERED) : 0);
     }
+}
+
+/* Whether the async thread holds the async lock now (read without the
+ * lock: a hint). While it receives and serves for an armed interface, a
+ * progress call that waited for the lock would spin on a core the async
+ * thread needs, for as long as it pumps data: better return and come back. */
+static inline int uct_aptus_async_busy(const uct_aptus_async_rx_t *rx,
+                                       const ucs_async_context_t *async)
+{
+    const ucs_recursive_spinlock_t *lock = &async->thread.spinlock;
+
+    return rx->armed && (async->mode == UCS_ASYNC_MODE_THREAD_SPINLOCK) &&
+           (*(const volatile int *)&lock->count > 0) &&
+           !pthread_equal(lock->owner, pthread_self());
 }
 
 /* Progress calls closer together than this: the user polls, and an armed

@@ -108,6 +108,9 @@ static unsigned uct_ud_sr_iface_progress(uct_iface_h tl_iface)
     uint64_t prev_us;
     unsigned count;
 
+    if (uct_aptus_async_busy(&iface->async_rx, iface->super.worker->async)) {
+        return 0;
+    }
     UCS_ASYNC_BLOCK(iface->super.worker->async);
     prev_us = iface->chan.last_sync_us;
     count   = aptus_chan_progress(&iface->chan.super, 0);
