@@ -844,6 +844,11 @@ static int aptus_udz_put_pump(aptus_udz_t *udz, aptus_udz_put_t *put)
     }
 
     for (rounds = 0; rounds < 64; ++rounds) {
+        if (ucs_unlikely(udz->ud->in_async && (udz->stop_async != NULL) &&
+                         *udz->stop_async)) {
+            udz->stats.async_yields++;
+            break; /* the user's progress streams the rest */
+        }
         first_new = put->tx.next_new;
         max       = udz->max_train;
         /* a train of consecutive indices in one segmented send; one by one

@@ -64,6 +64,8 @@ typedef struct aptus_udz_stats {
     uint64_t reflect_refused; /* requests naming another node's address */
     uint64_t serve_limit;     /* requests answered "busy" at MAX_SERVED */
     uint64_t busy_retries;    /* this side's requests retried after "busy" */
+    uint64_t async_yields;    /* streams the async thread left to the user's
+                                 progress, which was waiting for the lock */
     uint64_t errors_dropped;  /* error replies with no room to wait in */
     uint64_t ctxs_open;       /* receive contexts opened (on first use) */
     uint64_t ctx_open_failed; /* ... that could not be: copy path */
@@ -83,6 +85,9 @@ typedef struct aptus_udz {
     ucs_list_link_t puts;    /* this side serves */
     unsigned num_puts;       /* on the list: at most config.max_served */
     uint64_t last_req_us;    /* a peer last asked this side for data */
+    const volatile int *stop_async; /* set while the user waits for the
+                                       async lock: the async thread stops
+                                       streaming (the user goes on) */
     void *bounce;            /* put_bcopy's packing buffer, on first use */
     ucs_list_link_t flushes; /* waiting for gets and writes to finish */
     ucs_list_link_t writes;   /* this side put: the target reads them */

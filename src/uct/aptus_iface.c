@@ -91,12 +91,13 @@ ucs_status_t uct_aptus_iface_estimate_perf(uct_iface_h tl_iface,
 /* Receive until the socket is empty (a bounded number of batches): the
  * event is edge-triggered, and a batch left behind would wait for the next
  * arrival, or overflow the socket while the user computes. */
-static void uct_aptus_ud_async_drain(aptus_ud_chan_t *ud)
+static void uct_aptus_ud_async_drain(aptus_ud_chan_t *ud,
+                                     const uct_aptus_async_rx_t *rx)
 {
     unsigned i;
 
     for (i = 0; i < UCT_APTUS_ASYNC_DRAIN_MAX; ++i) {
-        if (aptus_chan_progress(&ud->super, 1) == 0) {
+        if (rx->user_waiting || (aptus_chan_progress(&ud->super, 1) == 0)) {
             break;
         }
     }
@@ -108,7 +109,7 @@ void uct_aptus_ud_async_timer(aptus_ud_chan_t *ud, aptus_udz_t *udz,
     if ((ud->clock() - ud->last_sync_us) < interval_us) {
         return; /* the application is progressing: nothing to cover for */
     }
-    uct_aptus_ud_async_drain(ud);
+    uct_aptus_ud_async_drain(ud, rx);
     /* a peer's rendezvous over UD-ZCopy needs this side as owner */
     aptus_udz_progress_owner(udz);
     /* away for a period: from now on, datagrams wake the async thread */
@@ -122,7 +123,7 @@ void uct_aptus_ud_async_event(aptus_ud_chan_t *ud, aptus_udz_t *udz,
         return; /* a wake-up from before the user came back */
     }
     rx->events++;
-    uct_aptus_ud_async_drain(ud);
+    uct_aptus_ud_async_drain(ud, rx);
     aptus_udz_progress_owner(udz);
 }
 
@@ -136,6 +137,7 @@ void uct_aptus_async_rx_init(uct_aptus_async_rx_t *rx, const char *tl_name,
     rx->armed  = 0;
     rx->arms   = 0;
     rx->events = 0;
+    rx->user_waiting = 0;
     if (fd < 0) {
         return;
     }

@@ -8,8 +8,6 @@
 #include <uct/base/uct_iface.h>
 #include <ucs/async/async.h>
 
-#include <pthread.h>
-
 #include "../proto/fp_ring.h"
 #include "../wire/conn.h"
 
@@ -55,6 +53,8 @@ ucs_status_t uct_aptus_iface_async_check(const char *tl_name,
 typedef struct uct_aptus_async_rx {
     int fd;    /* -1: the wire has none (the timer alone covers) */
     int armed;
+    volatile int user_waiting; /* the user waits for the async lock: the
+                                  async thread stops at the next batch */
     uint64_t arms;   /* times the user went away */
     uint64_t events; /* wake-ups that found the user away */
 } uct_aptus_async_rx_t;
@@ -88,19 +88,17 @@ static inline void uct_aptus_async_rx_arm(uct_aptus_async_rx_t *rx, int on)
     }
 }
 
-/* Whether the async thread holds the async lock now (read without the
- * lock: a hint). While it receives and serves for an armed interface, a
- * progress call that waited for the lock would spin on a core the async
- * thread needs, for as long as it pumps data: better return and come back. */
-static inline int uct_aptus_async_busy(const uct_aptus_async_rx_t *rx,
-                                       const ucs_async_context_t *async)
-{
-    const ucs_recursive_spinlock_t *lock = &async->thread.spinlock;
-
-    return rx->armed && (async->mode == UCS_ASYNC_MODE_THREAD_SPINLOCK) &&
-           (*(const volatile int *)&lock->count > 0) &&
-           !pthread_equal(lock->owner, pthread_self());
-}
+/* The user's progress takes the async lock. The async thread may hold it
+ * while it receives and streams a get's data: it sees user_waiting and
+ * stops at its next batch (the user's progress goes on from there), so
+ * the user does not spin on a core the two need for as long as a stream
+ * takes. */
+#define UCT_APTUS_ASYNC_ENTER(_rx, _async) \
+    do { \
+        (_rx)->user_waiting = 1; \
+        UCS_ASYNC_BLOCK(_async); \
+        (_rx)->user_waiting = 0; \
+    } while (0)
 
 /* Progress calls closer together than this: the user polls, and an armed
  * async thread would only contend for the core and the lock. */

@@ -364,10 +364,7 @@ static unsigned uct_aptus_tl_iface_progress(uct_iface_h tl_iface)
     uint64_t prev_us;
     unsigned count;
 
-    if (uct_aptus_async_busy(&iface->async_rx, iface->super.worker->async)) {
-        return 0;
-    }
-    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    UCT_APTUS_ASYNC_ENTER(&iface->async_rx, iface->super.worker->async);
     prev_us = iface->ud.last_sync_us;
     count   = aptus_chan_progress(&iface->ud.super, 0);
     uct_aptus_async_rx_progress(
@@ -623,6 +620,7 @@ unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,
         { "ud_rx_hold_limit", u->rx_hold_limit },
         { "zc_serve_limit", iface->udz.stats.serve_limit },
         { "zc_busy_retries", iface->udz.stats.busy_retries },
+        { "zc_async_yields", iface->udz.stats.async_yields },
         /* the kernel's share: the UD socket, a socket per zero-copy
          * context opened so far, the buffer bytes granted */
         { "sock_fds", 1 + iface->udz.stats.ctxs_open },
@@ -1027,6 +1025,7 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
         goto err_ud;
     }
     aptus_ud_chan_set_internal(&self->ud, uct_aptus_tl_ud_internal, self);
+    self->udz.stop_async = &self->async_rx.user_waiting;
     /* one datagram, trailer included (RC would take more) */
     self->max_short = aptus_ud_chan_max_short(&self->ud) -
                       UCT_APTUS_TRAILER_LEN;

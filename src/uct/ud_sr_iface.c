@@ -108,10 +108,7 @@ static unsigned uct_ud_sr_iface_progress(uct_iface_h tl_iface)
     uint64_t prev_us;
     unsigned count;
 
-    if (uct_aptus_async_busy(&iface->async_rx, iface->super.worker->async)) {
-        return 0;
-    }
-    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    UCT_APTUS_ASYNC_ENTER(&iface->async_rx, iface->super.worker->async);
     prev_us = iface->chan.last_sync_us;
     count   = aptus_chan_progress(&iface->chan.super, 0);
     uct_aptus_async_rx_progress(
@@ -320,6 +317,7 @@ unsigned uct_ud_sr_iface_stats(uct_ud_sr_iface_t *iface,
                    { "puts_inline", z->puts_inline },
                    { "put_refused", z->write_refused },
                    { "zc_busy_retries", z->busy_retries },
+                   { "zc_async_yields", z->async_yields },
                    { "zc_errors_dropped", z->errors_dropped },
                    /* what the interface holds of the kernel: its socket
                     * and a socket per receive context opened so far, and
@@ -438,6 +436,7 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
     }
     self->zcopy = config->ud.zcopy;
     aptus_ud_chan_set_internal(&self->chan, uct_ud_sr_internal, self);
+    self->udz.stop_async = &self->async_rx.user_waiting;
 
     /* the bandwidth of copies, not UD-ZCopy's: under contention (halo3d,
      * 4 ranks on 2 cores) its gets stall on lost datagrams for a timer's

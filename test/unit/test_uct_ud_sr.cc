@@ -691,6 +691,47 @@ TEST_F(uct_ud_sr, owner_serves_get_after_get_while_it_computes)
     release(rb);
 }
 
+TEST_F(uct_ud_sr, owner_that_calls_progress_now_and_then_is_woken_by_requests)
+{
+    /* the owner calls progress every few hundred microseconds (a rank that
+     * tests for completion between pieces of work): while it serves, its
+     * async thread stays armed between the calls, and the two take turns
+     * streaming; every get completes whole and in order */
+    setup_pair({ { "ASYNC_INTERVAL", "2ms" }, { "MTU", "4096" } });
+    remote_buf rb;
+    expose(rb, 2000000 + 11);
+    for (int i = 0; i < 4; ++i) {
+        std::vector<uint8_t> dst(rb.data.size());
+        uct_iov_t iov = { dst.data(), dst.size(), NULL, 0, 1 };
+        test_comp c;
+        init_comp(c);
+        ASSERT_EQ(UCS_INPROGRESS,
+                  uct_ep_get_zcopy(m_a.ep, &iov, 1,
+                                   (uint64_t)(uintptr_t)rb.data.data(),
+                                   rb.rkey.rkey, &c.super));
+        ucs_time_t deadline = ucs_get_time() + ucs_time_from_sec(20);
+        ucs_time_t next_b   = ucs_get_time();
+        while ((c.done == 0) && (ucs_get_time() < deadline)) {
+            getter_progress();
+            if (ucs_get_time() >= next_b) {
+                uct_iface_progress(m_b.iface);
+                next_b = ucs_get_time() + ucs_time_from_usec(300);
+            }
+        }
+        ASSERT_EQ(1, c.done);
+        EXPECT_EQ(UCS_OK, c.status);
+        EXPECT_EQ(rb.data, dst);
+    }
+    EXPECT_EQ(4u, stats(m_a)["zc_gets"]);
+    EXPECT_EQ(0u, stats(m_a)["zc_errors"]);
+    /* calls 300 us apart while serving leave b armed (the rule of old
+     * disarmed it at every call, and its 2 ms timer never found it away):
+     * requests and credits woke its async thread */
+    EXPECT_GT(stats(m_b)["async_events"], 0u);
+    EXPECT_EQ(UCS_OK, flush_ep(m_a.ep));
+    release(rb);
+}
+
 TEST_F(uct_ud_sr, datagrams_wake_a_receiver_that_computes)
 {
     /* the owner computes for longer than the timer's period: the timer
