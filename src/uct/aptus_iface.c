@@ -116,6 +116,18 @@ void uct_aptus_ud_async_timer(aptus_ud_chan_t *ud, aptus_udz_t *udz,
     uct_aptus_async_rx_arm(rx, 1);
 }
 
+unsigned uct_aptus_ud_user_progress(aptus_ud_chan_t *ud, aptus_udz_t *udz,
+                                    uct_aptus_async_rx_t *rx)
+{
+    uint64_t prev_us = ud->last_sync_us;
+    unsigned count;
+
+    count = aptus_chan_progress(&ud->super, 0);
+    uct_aptus_async_rx_progress(rx, prev_us, ud->last_sync_us,
+                                aptus_udz_serving(udz, ud->last_sync_us));
+    return count + aptus_chan_progress(&udz->super, 0);
+}
+
 void uct_aptus_ud_async_event(aptus_ud_chan_t *ud, aptus_udz_t *udz,
                               uct_aptus_async_rx_t *rx)
 {

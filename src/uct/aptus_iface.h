@@ -68,6 +68,13 @@ struct aptus_udz;
 void uct_aptus_ud_async_timer(struct aptus_ud_chan *ud, struct aptus_udz *udz,
                               uct_aptus_async_rx_t *rx, uint64_t interval_us);
 
+/* The user's progress of a UD transport's two channels (UD-SR, then
+ * UD-ZCopy), with the async lock held: arms or disarms rx by the gap since
+ * the previous call (uct_aptus_async_rx_progress). */
+unsigned uct_aptus_ud_user_progress(struct aptus_ud_chan *ud,
+                                    struct aptus_udz *udz,
+                                    uct_aptus_async_rx_t *rx);
+
 /* rx's event: datagrams arrived while the user is away. */
 void uct_aptus_ud_async_event(struct aptus_ud_chan *ud, struct aptus_udz *udz,
                               uct_aptus_async_rx_t *rx);

@@ -361,16 +361,11 @@ static unsigned uct_aptus_tl_iface_progress(uct_iface_h tl_iface)
 {
     uct_aptus_tl_iface_t *iface = ucs_derived_of(tl_iface,
                                                  uct_aptus_tl_iface_t);
-    uint64_t prev_us;
     unsigned count;
 
     UCT_APTUS_ASYNC_ENTER(&iface->async_rx, iface->super.worker->async);
-    prev_us = iface->ud.last_sync_us;
-    count   = aptus_chan_progress(&iface->ud.super, 0);
-    uct_aptus_async_rx_progress(
-            &iface->async_rx, prev_us, iface->ud.last_sync_us,
-            aptus_udz_serving(&iface->udz, iface->ud.last_sync_us));
-    count += aptus_chan_progress(&iface->udz.super, 0);
+    count = uct_aptus_ud_user_progress(&iface->ud, &iface->udz,
+                                       &iface->async_rx);
     if (uct_aptus_tl_rc_poll_due(iface)) {
         count += aptus_chan_progress(&iface->rc.super, 0);
     }

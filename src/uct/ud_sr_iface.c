@@ -105,16 +105,11 @@ static const aptus_ud_chan_ops_t uct_ud_sr_chan_ops = {
 static unsigned uct_ud_sr_iface_progress(uct_iface_h tl_iface)
 {
     uct_ud_sr_iface_t *iface = ucs_derived_of(tl_iface, uct_ud_sr_iface_t);
-    uint64_t prev_us;
     unsigned count;
 
     UCT_APTUS_ASYNC_ENTER(&iface->async_rx, iface->super.worker->async);
-    prev_us = iface->chan.last_sync_us;
-    count   = aptus_chan_progress(&iface->chan.super, 0);
-    uct_aptus_async_rx_progress(
-            &iface->async_rx, prev_us, iface->chan.last_sync_us,
-            aptus_udz_serving(&iface->udz, iface->chan.last_sync_us));
-    count += aptus_chan_progress(&iface->udz.super, 0);
+    count = uct_aptus_ud_user_progress(&iface->chan, &iface->udz,
+                                       &iface->async_rx);
     if (ucs_unlikely(iface->failures.num > 0)) {
         uct_aptus_failures_report(&iface->failures, &iface->super.super,
                                   UCT_UD_SR_TL_NAME, iface->dev_name);

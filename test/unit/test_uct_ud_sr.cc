@@ -65,9 +65,11 @@ class uct_ud_sr : public uct_aptus_test
         ucs_async_check_miss(m_async);
     }
 
-    /* a gets all of rb while only a progresses (b computes): it must
-     * complete, whole and correct, within the deadline */
-    void get_while_b_computes(const remote_buf &rb, int deadline_sec)
+    /* a gets all of rb while only a progresses (b computes; or, given
+     * b_every_us, b calls progress that often): it must complete, whole
+     * and correct, within the deadline */
+    void get_while_b_computes(const remote_buf &rb, int deadline_sec,
+                              unsigned b_every_us = 0)
     {
         std::vector<uint8_t> dst(rb.data.size());
         uct_iov_t iov = { dst.data(), dst.size(), NULL, 0, 1 };
@@ -79,8 +81,13 @@ class uct_ud_sr : public uct_aptus_test
                                    rb.rkey.rkey, &c.super));
         ucs_time_t deadline = ucs_get_time() +
                               ucs_time_from_sec(deadline_sec);
+        ucs_time_t next_b   = ucs_get_time();
         while ((c.done == 0) && (ucs_get_time() < deadline)) {
             getter_progress();
+            if ((b_every_us > 0) && (ucs_get_time() >= next_b)) {
+                uct_iface_progress(m_b.iface);
+                next_b = ucs_get_time() + ucs_time_from_usec(b_every_us);
+            }
         }
         ASSERT_EQ(1, c.done) << "the owner served nothing without progress";
         EXPECT_EQ(UCS_OK, c.status);
@@ -701,26 +708,7 @@ TEST_F(uct_ud_sr, owner_that_calls_progress_now_and_then_is_woken_by_requests)
     remote_buf rb;
     expose(rb, 2000000 + 11);
     for (int i = 0; i < 4; ++i) {
-        std::vector<uint8_t> dst(rb.data.size());
-        uct_iov_t iov = { dst.data(), dst.size(), NULL, 0, 1 };
-        test_comp c;
-        init_comp(c);
-        ASSERT_EQ(UCS_INPROGRESS,
-                  uct_ep_get_zcopy(m_a.ep, &iov, 1,
-                                   (uint64_t)(uintptr_t)rb.data.data(),
-                                   rb.rkey.rkey, &c.super));
-        ucs_time_t deadline = ucs_get_time() + ucs_time_from_sec(20);
-        ucs_time_t next_b   = ucs_get_time();
-        while ((c.done == 0) && (ucs_get_time() < deadline)) {
-            getter_progress();
-            if (ucs_get_time() >= next_b) {
-                uct_iface_progress(m_b.iface);
-                next_b = ucs_get_time() + ucs_time_from_usec(300);
-            }
-        }
-        ASSERT_EQ(1, c.done);
-        EXPECT_EQ(UCS_OK, c.status);
-        EXPECT_EQ(rb.data, dst);
+        get_while_b_computes(rb, 20, 300);
     }
     EXPECT_EQ(4u, stats(m_a)["zc_gets"]);
     EXPECT_EQ(0u, stats(m_a)["zc_errors"]);
