@@ -34,6 +34,14 @@ void aptus_alloc_peer_init(aptus_alloc_peer_t *peer, uint64_t now_us)
     peer->window_start_us = now_us;
 }
 
+/* Time from 'then' to 'now'. The transport stamps uses with a fresh clock
+ * while it may check with the time its progress call began, so 'then' can
+ * be a little after 'now': that is "just now", never "long ago". */
+static inline uint64_t aptus_alloc_since(uint64_t now_us, uint64_t then_us)
+{
+    return ((int64_t)(now_us - then_us) > 0) ? (now_us - then_us) : 0;
+}
+
 static void aptus_alloc_set(aptus_alloc_slot_t *slot, aptus_alloc_state_t state,
                             uint64_t now_us)
 {
@@ -111,7 +119,8 @@ aptus_alloc_action_t aptus_alloc_sent(aptus_alloc_t *alloc,
 {
     aptus_alloc_kind_t kind;
 
-    if (now_us - peer->window_start_us >= alloc->config.window_us) {
+    if (aptus_alloc_since(now_us, peer->window_start_us) >=
+        alloc->config.window_us) {
         peer->window_start_us = now_us;
         peer->msgs            = 0;
         peer->small_msgs      = 0;
@@ -211,14 +220,15 @@ aptus_alloc_action_t aptus_alloc_check(aptus_alloc_t *alloc,
     for (kind = APTUS_ALLOC_KIND_LAST - 1; kind >= 0; --kind) {
         slot = &peer->slot[kind];
         if ((slot->state == APTUS_ALLOC_REQUESTED) &&
-            (now_us - slot->since_us >= cfg->request_timeout_us)) {
+            (aptus_alloc_since(now_us, slot->since_us) >=
+             cfg->request_timeout_us)) {
             alloc->stats.expired[kind]++;
             aptus_alloc_free(alloc, peer, kind, now_us, cfg->backoff_us);
             continue;
         }
         if ((slot->state != APTUS_ALLOC_GRANTED) || (cfg->idle_us == 0) ||
-            (now_us - slot->since_us < cfg->hold_us) ||
-            (now_us - slot->last_use_us < cfg->idle_us)) {
+            (aptus_alloc_since(now_us, slot->since_us) < cfg->hold_us) ||
+            (aptus_alloc_since(now_us, slot->last_use_us) < cfg->idle_us)) {
             continue;
         }
         if ((kind == APTUS_ALLOC_RC) &&

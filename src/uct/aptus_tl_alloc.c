@@ -229,6 +229,14 @@ static unsigned uct_aptus_tl_ctl_progress(uct_aptus_tl_iface_t *iface)
 static void uct_aptus_tl_act(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
                              aptus_alloc_action_t act, aptus_alloc_kind_t kind)
 {
+    static const char *act_names[] = {"none", "request", "grant", "refuse",
+                                      "open", "demote"};
+
+    if (act != APTUS_ALLOC_ACT_NONE) {
+        ucs_debug("aptus/%s: ep %p %s %s (used %u/%u)", iface->dev_name, ep,
+                  act_names[act], (kind == APTUS_ALLOC_RC) ? "rc" : "fp",
+                  iface->alloc.used[kind], iface->alloc.config.max[kind]);
+    }
     switch (act) {
     case APTUS_ALLOC_ACT_REQUEST:
         /* the peer may grant and send over its connection before its GRANT
@@ -390,6 +398,8 @@ ucs_status_t uct_aptus_tl_ctl_recv(uct_aptus_tl_iface_t *iface,
         act = aptus_alloc_answered(&iface->alloc, &ep->alloc, kind, 0, now);
         break;
     default: /* DEMOTE */
+        ucs_debug("aptus/%s: ep %p peer demoted %s", iface->dev_name, ep,
+                  (kind == APTUS_ALLOC_RC) ? "rc" : "fp");
         if (ep->alloc.slot[kind].state != APTUS_ALLOC_NONE) {
             iface->alloc.stats.demoted[kind]++;
         }

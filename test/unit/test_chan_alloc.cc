@@ -259,6 +259,34 @@ TEST(chan_alloc, idle_channels_are_demoted_with_hysteresis)
               aptus_alloc_check(&a, &a_to_b, now, &kind));
 }
 
+/* The transport checks with the time its progress call began, while the
+ * messages sent from inside that call are stamped later: a channel used
+ * "after" the check's clock was used just now, and stays (a halo exchange
+ * lost its busy connections one hold period after they came up). */
+TEST(chan_alloc, a_use_stamped_after_the_check_time_keeps_the_channel)
+{
+    two_sides t;
+    aptus_alloc_t &a = t.a, &b = t.b;
+    aptus_alloc_peer_t &a_to_b = t.a_to_b, &b_to_a = t.b_to_a;
+    uint64_t &now = t.now;
+    aptus_alloc_kind_t kind;
+    ASSERT_EQ(APTUS_ALLOC_ACT_REQUEST, send_n(a, a_to_b, 64, 100, now, kind));
+    aptus_alloc_requested(&b, &b_to_a, APTUS_ALLOC_RC, now);
+    ASSERT_EQ(APTUS_ALLOC_ACT_OPEN,
+              aptus_alloc_answered(&a, &a_to_b, APTUS_ALLOC_RC, 1, now));
+
+    for (int i = 0; i < 100; ++i) {
+        uint64_t check_at = now + t.c.hold_us / 10;
+        now               = check_at + 3; /* sent within the progress call */
+        send_n(a, a_to_b, 1, 100000, now, kind, APTUS_ALLOC_RC);
+        ASSERT_EQ(APTUS_ALLOC_ACT_NONE,
+                  aptus_alloc_check(&a, &a_to_b, check_at, &kind))
+            << "check " << i;
+    }
+    EXPECT_EQ(0u, a.stats.demoted[APTUS_ALLOC_RC]);
+    EXPECT_EQ(APTUS_ALLOC_GRANTED, a_to_b.slot[APTUS_ALLOC_RC].state);
+}
+
 TEST(chan_alloc, unanswered_request_gives_its_slot_back)
 {
     aptus_alloc_config_t c = test_config();
