@@ -15,7 +15,10 @@
 #     rule: the PASS line counts them; one may be refused while the other
 #     side's slots are held by requests in flight); with less room
 #     (MAX_RC < 2H), the cap holds, some requests are refused, and the
-#     refused peers stay on UD without losing a byte.
+#     refused peers stay on UD without losing a byte;
+#   - a heavy peer in steady use keeps its channels: with a hold period of
+#     50 ms and an idle time of 10 s, nothing is demoted (rc_demoted and
+#     fp_demoted are 0) where every heavy peer has room.
 # Jobs: 8 and 16 ranks (H=2, MAX_RC=4), 16 ranks with MAX_RC=2, and 32
 # ranks with Open MPI; and 8 ranks with 1 KB heavy messages, where the fast
 # path must carry some (no rank over MAX_FP, none without RC). The earning
@@ -41,7 +44,7 @@ APTUS_RUN_TLS=aptus,self
 check_channels() {
     local name=$1 np=$2 heavy=$3 max_rc=$4 want_fp=${5:-0} r pid f peak granted refusals
     local rc_peers why='' total_refusals=0 peaks='' connected=0
-    local fp_peak fp_stray fp_msgs total_fp=0 fp_peaks='' max_fp
+    local fp_peak fp_stray fp_msgs total_fp=0 fp_peaks='' max_fp demoted
     for ((r = 0; r < np; r++)); do
         pid=${APTUS_RUN_PIDS[$r]:-}
         f=$APTUS_RUN_STATS/stats.$pid
@@ -86,6 +89,13 @@ check_channels() {
                    grep -vc ' rc_fp_msgs=0 ')
         if [ "$fp_stray" -gt 0 ]; then
             why="${why:+$why, }rank $r: $fp_stray peers used the fast path without RC"
+        fi
+        # in use all along, past many hold periods: none may go (with
+        # less room, a request that expired is answered by a DEMOTE)
+        demoted=$(aptus_stat "$pid" rc_demoted aptus)
+        demoted=$((${demoted:-0} + $(aptus_stat "$pid" fp_demoted aptus)))
+        if [ "$max_rc" -ge $((2 * heavy)) ] && [ "$demoted" -ne 0 ]; then
+            why="${why:+$why, }rank $r: $demoted channels demoted while in use"
         fi
         connected=$((connected + rc_peers))
     done
@@ -156,7 +166,9 @@ for flavour in $APTUS_MPIS; do
         name="$flavour heavy_light np=$np H=$heavy MAX_RC=$max_rc size=$size"
         # a one-second window: on two oversubscribed cores a heavy peer
         # may not send 64 messages within the default 100 ms
-        APTUS_RUN_ENV=(UCX_APTUS_MAX_RC="$max_rc" UCX_APTUS_ALLOC_WINDOW=1s)
+        # and a short hold, so that the job outlives many hold periods
+        APTUS_RUN_ENV=(UCX_APTUS_MAX_RC="$max_rc" UCX_APTUS_ALLOC_WINDOW=1s
+                       UCX_APTUS_HOLD=50ms UCX_APTUS_IDLE=10s)
         aptus_mpirun "$name" "$flavour" "$np" heavy_light -i "$iters" -h "$heavy" -s "$size"
         if aptus_check_run "$name" heavy_light "$np"; then
             check_channels "$name" "$np" "$heavy" "$max_rc" \
