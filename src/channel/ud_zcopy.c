@@ -710,14 +710,18 @@ static void aptus_udz_get_busy(aptus_udz_t *udz, aptus_udz_get_t *get)
     udz->stats.busy_retries++;
 }
 
-static void aptus_udz_get_progress(aptus_udz_t *udz, aptus_udz_get_t *get)
+/* Returns the datagrams that arrived, and 1 more if the get completed:
+ * only what happened counts as progress, so that a caller waiting on an
+ * owner that is not running (MPI on oversubscribed cores) yields. */
+static unsigned aptus_udz_get_progress(aptus_udz_t *udz, aptus_udz_get_t *get)
 {
     uint64_t now = udz->ud->now_us, stall;
+    unsigned count;
     uint32_t edge;
 
     if (ucs_unlikely(get->busy_until_us != 0)) {
         if ((int64_t)(now - get->busy_until_us) < 0) {
-            return;
+            return 0;
         }
         get->busy_until_us  = 0;
         get->last_data_us   = now;
@@ -725,20 +729,21 @@ static void aptus_udz_get_progress(aptus_udz_t *udz, aptus_udz_get_t *get)
     }
     if (get->to_send & APTUS_UDZ_SEND_REQ) {
         aptus_udz_send_req(udz, get);
-        return;
+        return 0;
     }
     if (get->copy) {
-        return; /* data comes through the stream */
+        return 0; /* data comes through the stream */
     }
 
-    if (aptus_udz_get_recv(udz, get) > 0) {
+    count = aptus_udz_get_recv(udz, get);
+    if (count > 0) {
         get->last_data_us = now;
         get->stall_shift  = 0;
     }
     if (aptus_zc_rx_complete(&get->rx)) {
         udz->stats.zc_bytes += get->length;
         aptus_udz_get_finish(udz, get, UCS_OK, 1);
-        return;
+        return count + 1;
     }
 
     stall = aptus_udz_stall_us(udz, get);
@@ -757,6 +762,7 @@ static void aptus_udz_get_progress(aptus_udz_t *udz, aptus_udz_get_t *get)
                (get->to_send & APTUS_UDZ_SEND_CREDIT)) {
         aptus_udz_send_credit(udz, get, 0);
     }
+    return count;
 }
 
 /* ---- the owner's side ------------------------------------------------- */
@@ -1420,6 +1426,7 @@ unsigned aptus_udz_progress(aptus_udz_t *udz)
     aptus_udz_put_t *put, *ptmp;
     uint64_t now   = udz->ud->now_us;
     unsigned count = 0;
+    uint64_t sent;
 
     /* the common case of a progress call: nothing moves by key */
     if (ucs_list_is_empty(&udz->gets) && ucs_list_is_empty(&udz->puts) &&
@@ -1432,17 +1439,21 @@ unsigned aptus_udz_progress(aptus_udz_t *udz)
     {
         if (get->finished) {
             aptus_udz_send_done(udz, get); /* frees it once sent */
+            ++count;
         } else {
-            aptus_udz_get_progress(udz, get);
+            count += aptus_udz_get_progress(udz, get);
         }
-        ++count;
     }
     ucs_list_for_each_safe(put, ptmp, &udz->puts, list)
     {
         if (put->error_pending || put->copy || (put->tx.num_rtx > 0) ||
             (put->tx.next_new < put->tx.edge)) {
+            /* progress if anything went (a full socket sends nothing) */
+            sent = udz->stats.dgrams_sent + udz->stats.copy_bytes +
+                   udz->stats.errors;
             aptus_udz_put_pump(udz, put);
-            ++count;
+            count += (udz->stats.dgrams_sent + udz->stats.copy_bytes +
+                      udz->stats.errors) != sent;
         } else if ((now - put->last_heard_us) >
                    2 * (uint64_t)udz->ud->config.rel.peer_timeout_us) {
             /* the initiator went quiet for good, yet its stream lives (the
