@@ -366,6 +366,10 @@ struct aptus_ud_chan {
 
     /* completions found in async context run from the user's progress */
     int in_async;
+    /* Set by an owner whose own readiness check just found the socket
+     * empty: the next progress call does not read it (one system call
+     * fewer), then reads again. */
+    int rx_skip_poll;
     aptus_ud_comp_list_t async_comps;
 
     uint64_t now_us;

@@ -698,6 +698,10 @@ unsigned aptus_ud_rx_progress(aptus_ud_chan_t *chan, int is_async)
     aptus_ud_rx_desc_t *desc;
     unsigned i, n, posted;
 
+    if (chan->rx_skip_poll) {
+        chan->rx_skip_poll = 0;
+        return 0;
+    }
     if (ucs_unlikely(chan->rx_posted < chan->config.rx_batch)) {
         aptus_ud_rx_refill(chan);
         if (chan->rx_posted == 0) {

@@ -241,6 +241,7 @@ typedef struct uct_aptus_tl_stats {
     uint64_t fp_credit_msgs; /* explicit FP_CREDIT messages sent */
     uint64_t fp_refused_no_block; /* granted slot, no free block */
     uint64_t fp_blocks_orphaned;
+    uint64_t ud_polls_shared; /* datagram socket reads the RC check spared */
     uint64_t kept_now;     /* copies kept for a resend */
     uint64_t kept_bytes;
     unsigned max_held; /* most messages held for one peer */
@@ -299,6 +300,8 @@ typedef struct uct_aptus_tl_iface {
     aptus_fp_chan_t fpc;  /* RC-FP: blocks of MAX_FP, UD carries control */
     uint16_t fp_next_nonce;
     unsigned rc_idle_tick; /* progress calls since the connections' poll */
+    int ud_watched; /* the connections' readiness check covers UD's socket */
+    int ud_ready;   /* ... and found input there */
     uct_aptus_failures_t failures; /* to report from progress */
     uct_aptus_tl_stats_t stats;
 } uct_aptus_tl_iface_t;

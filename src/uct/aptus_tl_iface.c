@@ -364,11 +364,21 @@ static unsigned uct_aptus_tl_iface_progress(uct_iface_h tl_iface)
     unsigned count;
 
     UCT_APTUS_ASYNC_ENTER(&iface->async_rx, iface->super.worker->async);
-    count = uct_aptus_ud_user_progress(&iface->ud, &iface->udz,
-                                       &iface->async_rx);
+    count = 0;
     if (uct_aptus_tl_rc_poll_due(iface)) {
+        /* one epoll_wait covers the connections and, when watched, the
+         * datagram socket: UD's read is skipped when it has nothing, so a
+         * rank whose traffic goes over RC makes one system call per idle
+         * progress instead of two */
+        iface->ud_ready = 0;
         count += aptus_chan_progress(&iface->rc.super, 0);
+        if (iface->ud_watched && !iface->ud_ready) {
+            iface->ud.rx_skip_poll = 1;
+            iface->stats.ud_polls_shared++;
+        }
     }
+    count += uct_aptus_ud_user_progress(&iface->ud, &iface->udz,
+                                        &iface->async_rx);
     count += uct_aptus_tl_fp_progress(iface);
     if (ucs_unlikely((iface->num_resend > 0) || (iface->num_xack > 0))) {
         count += uct_aptus_tl_resend_progress(iface);
@@ -595,6 +605,7 @@ unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,
         { "ctl_sent", s->ctl_sent },
         { "ctl_received", s->ctl_received },
         { "ctl_deferred", s->ctl_deferred },
+        { "ud_polls_shared", s->ud_polls_shared },
         { "async_arms", iface->async_rx.arms },
         { "async_events", iface->async_rx.events },
         { "peers", aptus_ud_chan_num_peers(&iface->ud) },
@@ -1053,6 +1064,12 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
     uct_aptus_async_rx_init(&self->async_rx, UCT_APTUS_TL_NAME, async,
                             self->dgram->ops->event_fd(self->dgram),
                             uct_aptus_tl_iface_event, self);
+    self->ud_watched =
+        (self->conn->ops->watch_fd != NULL) &&
+        (self->dgram->ops->event_fd(self->dgram) >= 0) &&
+        (self->conn->ops->watch_fd(self->conn,
+                                   self->dgram->ops->event_fd(self->dgram),
+                                   &self->ud_ready) == UCS_OK);
 
     ucs_debug("aptus/%s: key 0x%016" PRIx64 " max_rc %u rules %s", self->dev_name,
               self->ud.local_key, config->max_rc, config->send_rules);

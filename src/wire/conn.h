@@ -169,6 +169,13 @@ typedef struct aptus_conn_wire_ops {
     /* Accept, receive, send queued bytes; calls the handlers. */
     unsigned (*progress)(aptus_conn_wire_t *wire);
 
+    /* Share this wire's readiness check with another wire's descriptor
+     * (the datagram socket): from now on, each progress call that finds
+     * input or an error on fd sets *ready_p to 1 (the caller clears it),
+     * so one system call tells whether either has something to read.
+     * NULL where the wire has no such check to share. */
+    ucs_status_t (*watch_fd)(aptus_conn_wire_t *wire, int fd, int *ready_p);
+
     /* Resources of one connection: bytes of state, kernel buffer space
      * (send + receive) its socket or queue pair may hold, and file
      * descriptors. */

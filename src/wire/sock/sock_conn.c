@@ -83,6 +83,7 @@ typedef struct aptus_sock_conn_wire {
     ucs_list_link_t conns;
     ucs_list_link_t zombies; /* closed from a handler, freed after */
     int in_progress;
+    int *watch_ready; /* watch_fd's flag; its epoll data is &watch_ready */
 } aptus_sock_conn_wire_t;
 
 static inline aptus_sock_conn_wire_t *aptus_sock_cw(aptus_conn_wire_t *wire)
@@ -769,6 +770,10 @@ static unsigned aptus_sock_conn_progress(aptus_conn_wire_t *wire)
 
     cw->in_progress = 1;
     for (i = 0; i < n; ++i) {
+        if (events[i].data.ptr == &cw->watch_ready) {
+            *cw->watch_ready = 1; /* the other wire reads it */
+            continue;
+        }
         conn = events[i].data.ptr;
         if (conn == NULL) {
             aptus_sock_conn_accept(cw);
@@ -931,6 +936,26 @@ static ucs_status_t aptus_sock_conn_write_ordered(aptus_conn_wire_t *wire,
     return aptus_sock_conn_rma_status(errno);
 }
 
+static ucs_status_t aptus_sock_conn_watch_fd(aptus_conn_wire_t *wire, int fd,
+                                             int *ready_p)
+{
+    aptus_sock_conn_wire_t *cw = aptus_sock_cw(wire);
+    struct epoll_event ev;
+
+    if (cw->watch_ready != NULL) {
+        return UCS_ERR_ALREADY_EXISTS; /* one is enough for its users */
+    }
+    memset(&ev, 0, sizeof(ev));
+    ev.events   = EPOLLIN; /* level-triggered: reported until drained */
+    ev.data.ptr = &cw->watch_ready;
+    if (epoll_ctl(cw->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        ucs_debug("sock conn: cannot watch fd %d: %m", fd);
+        return UCS_ERR_IO_ERROR;
+    }
+    cw->watch_ready = ready_p;
+    return UCS_OK;
+}
+
 static const aptus_conn_wire_ops_t aptus_sock_conn_ops = {
     .connect        = aptus_sock_conn_connect,
     .send           = aptus_sock_conn_send,
@@ -941,6 +966,7 @@ static const aptus_conn_wire_ops_t aptus_sock_conn_ops = {
     .write_imm      = aptus_sock_conn_write_imm,
     .key_reachable  = aptus_sock_conn_key_reachable,
     .progress       = aptus_sock_conn_progress,
+    .watch_fd       = aptus_sock_conn_watch_fd,
     .conn_resources = aptus_sock_conn_resources,
     .conn_close     = aptus_sock_conn_close_conn,
     .close          = aptus_sock_conn_wire_close,
