@@ -449,6 +449,57 @@ TEST_F(sock_conn, connect_and_exchange)
     EXPECT_EQ(m_b.wire->stats.tx_bytes, m_a.wire->stats.rx_bytes);
 }
 
+/* Another wire's socket joins the connections' readiness check: progress
+ * reports input there (level-triggered: until it is read) and nothing
+ * when there is none, while the connections work as before. */
+TEST_F(sock_conn, watched_fd_reports_input_with_the_connections)
+{
+    ASSERT_NO_FATAL_FAILURE(establish());
+    int rx = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+    int tx = socket(AF_INET, SOCK_DGRAM, 0);
+    ASSERT_GE(rx, 0);
+    ASSERT_GE(tx, 0);
+    m_raw.push_back(rx);
+    m_raw.push_back(tx);
+    struct sockaddr_in sin = {};
+    socklen_t len          = sizeof(sin);
+    sin.sin_family         = AF_INET;
+    sin.sin_addr.s_addr    = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(0, bind(rx, (struct sockaddr *)&sin, sizeof(sin)));
+    ASSERT_EQ(0, getsockname(rx, (struct sockaddr *)&sin, &len));
+
+    int ready = 0;
+    ASSERT_NE(nullptr, m_a.wire->ops->watch_fd);
+    ASSERT_EQ(UCS_OK, m_a.wire->ops->watch_fd(m_a.wire, rx, &ready));
+    EXPECT_EQ(UCS_ERR_ALREADY_EXISTS,
+              m_a.wire->ops->watch_fd(m_a.wire, tx, &ready));
+    for (int i = 0; i < 10; ++i) {
+        m_a.wire->ops->progress(m_a.wire);
+    }
+    EXPECT_EQ(0, ready) << "no datagram was sent";
+
+    char byte = 7;
+    ASSERT_EQ(1, sendto(tx, &byte, 1, 0, (struct sockaddr *)&sin, sizeof(sin)));
+    ucs_time_t deadline = ucs_get_time() + ucs_time_from_sec(5);
+    while (!ready && (ucs_get_time() < deadline)) {
+        m_a.wire->ops->progress(m_a.wire);
+    }
+    EXPECT_EQ(1, ready);
+    ready = 0;
+    m_a.wire->ops->progress(m_a.wire);
+    EXPECT_EQ(1, ready) << "unread input is reported again";
+    ASSERT_EQ(1, recv(rx, &byte, 1, 0));
+    ready = 0;
+    m_a.wire->ops->progress(m_a.wire);
+    EXPECT_EQ(0, ready) << "read: nothing to report";
+
+    /* the connections go on as before */
+    std::vector<uint8_t> msg = pattern(1, 100);
+    send_wait(m_ba, msg);
+    ASSERT_TRUE(wait_for([&] { return m_a.msgs.size() == 1; }));
+    EXPECT_EQ(0, ready);
+}
+
 /* Every size class up to the largest frame, one at a time, both ways. */
 TEST_F(sock_conn, sizes_up_to_max_frame)
 {
