@@ -15,6 +15,8 @@
 #include <ucs/debug/memtrack_int.h>
 #include <uct/base/uct_iface.h>
 #include <ucs/async/async.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 
 ucs_status_t uct_aptus_iface_am_alignment(const char *tl_name,
                                           const uct_iface_params_t *params,
@@ -137,6 +139,63 @@ void uct_aptus_ud_async_event(aptus_ud_chan_t *ud, aptus_udz_t *udz,
     rx->events++;
     uct_aptus_ud_async_drain(ud, rx);
     aptus_udz_progress_owner(udz);
+}
+
+ucs_status_t uct_aptus_async_timer_start(uct_aptus_async_timer_t *timer,
+                                         ucs_async_context_t *async,
+                                         double interval_sec,
+                                         ucs_async_event_cb_t cb, void *arg)
+{
+    struct itimerspec its;
+    ucs_status_t status;
+    uint64_t ns;
+
+    ns = (uint64_t)(interval_sec * 1e9);
+    if (ns == 0) {
+        ns = 1;
+    }
+    timer->fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (timer->fd < 0) {
+        ucs_error("cannot create a timerfd: %m");
+        return UCS_ERR_IO_ERROR;
+    }
+    its.it_interval.tv_sec  = ns / UCS_NSEC_PER_SEC;
+    its.it_interval.tv_nsec = ns % UCS_NSEC_PER_SEC;
+    its.it_value            = its.it_interval;
+    if (timerfd_settime(timer->fd, 0, &its, NULL) != 0) {
+        ucs_error("cannot start a timerfd: %m");
+        status = UCS_ERR_IO_ERROR;
+        goto err_close;
+    }
+    status = ucs_async_set_event_handler(
+            async->mode, timer->fd,
+            UCS_EVENT_SET_EVREAD | UCS_EVENT_SET_EDGE_TRIGGERED, cb, arg,
+            async);
+    if (status != UCS_OK) {
+        goto err_close;
+    }
+    return UCS_OK;
+
+err_close:
+    close(timer->fd);
+    timer->fd = -1;
+    return status;
+}
+
+uint64_t uct_aptus_async_timer_expired(uct_aptus_async_timer_t *timer)
+{
+    uint64_t n;
+
+    return (read(timer->fd, &n, sizeof(n)) == sizeof(n)) ? n : 0;
+}
+
+void uct_aptus_async_timer_stop(uct_aptus_async_timer_t *timer)
+{
+    if (timer->fd >= 0) {
+        ucs_async_remove_handler(timer->fd, 1);
+        close(timer->fd);
+        timer->fd = -1;
+    }
 }
 
 void uct_aptus_async_rx_init(uct_aptus_async_rx_t *rx, const char *tl_name,

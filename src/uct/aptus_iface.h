@@ -42,6 +42,30 @@ ucs_status_t uct_aptus_iface_async_check(const char *tl_name,
                                          const ucs_async_context_t *async);
 
 /*
+ * A periodic async timer on a timerfd. UCX's own timers make its async
+ * thread wait in whole milliseconds and then poll, without sleeping,
+ * through the last partial millisecond of a period (epoll_wait with a zero
+ * timeout, thousands of calls): up to a tenth of a core at a 10 ms period,
+ * in every process, which ranks sharing cores pay in time. The timerfd's
+ * readiness wakes the thread when the period is over, and it sleeps
+ * between. Edge-triggered: an expiration the handler has not consumed yet
+ * (the user held the lock) does not wake the thread again and again.
+ */
+typedef struct uct_aptus_async_timer {
+    int fd;
+} uct_aptus_async_timer_t;
+
+ucs_status_t uct_aptus_async_timer_start(uct_aptus_async_timer_t *timer,
+                                         ucs_async_context_t *async,
+                                         double interval_sec,
+                                         ucs_async_event_cb_t cb, void *arg);
+
+/* From the callback: consume the expirations, return their number. */
+uint64_t uct_aptus_async_timer_expired(uct_aptus_async_timer_t *timer);
+
+void uct_aptus_async_timer_stop(uct_aptus_async_timer_t *timer);
+
+/*
  * The datagram socket's readiness as an async event, for a transport
  * whose async timer covers for an application that computes (ud_sr,
  * aptus). Disarmed while the user progresses (no thread wakes per

@@ -291,7 +291,7 @@ typedef struct uct_aptus_tl_iface {
     uint64_t next_check_us;
     ucs_mpool_t zcomp_mp; /* am_zcopy over UD: trailer + completion */
     uct_recv_desc_t held_release;
-    int timer_id;
+    uct_aptus_async_timer_t timer;
     uct_aptus_async_rx_t async_rx;
     uint64_t async_interval_us;
     double latency;

@@ -404,6 +404,9 @@ static void uct_aptus_tl_iface_timer(int id, ucs_event_set_types_t events,
 {
     uct_aptus_tl_iface_t *iface = arg;
 
+    if (uct_aptus_async_timer_expired(&iface->timer) == 0) {
+        return; /* consumed by an earlier call */
+    }
     uct_aptus_ud_async_timer(&iface->ud, &iface->udz, &iface->async_rx,
                              iface->async_interval_us);
 }
@@ -958,7 +961,7 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
     self->max_rc_list  = 0;
     self->next_check_us = 0;
     self->dispatching  = NULL;
-    self->timer_id     = -1;
+    self->timer.fd     = -1;
     self->rma          = config->rc_rma;
     self->reorder_max  = config->reorder_max;
     self->rx_headroom =
@@ -1051,10 +1054,9 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
     self->bandwidth = aptus_sock_netif_zcopy_bw(self->dev_name,
                                                 self->copy_bandwidth);
     self->async_interval_us = setup.async_interval_us;
-    status = ucs_async_add_timer(async->mode,
-                                 ucs_time_from_sec(config->ud.async_interval),
-                                 uct_aptus_tl_iface_timer, self, async,
-                                 &self->timer_id);
+    status = uct_aptus_async_timer_start(&self->timer, async,
+                                         config->ud.async_interval,
+                                         uct_aptus_tl_iface_timer, self);
     if (status != UCS_OK) {
         ucs_error("aptus: cannot start the async timer: %s",
                   ucs_status_string(status));
@@ -1101,7 +1103,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_aptus_tl_iface_t)
     uct_aptus_stat_t stats[128];
     unsigned n;
 
-    ucs_async_remove_handler(self->timer_id, 1);
+    uct_aptus_async_timer_stop(&self->timer);
     uct_aptus_async_rx_cleanup(&self->async_rx);
 
     UCS_ASYNC_BLOCK(self->super.worker->async);

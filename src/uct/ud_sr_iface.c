@@ -125,6 +125,9 @@ static void uct_ud_sr_iface_timer(int id, ucs_event_set_types_t events,
 {
     uct_ud_sr_iface_t *iface = arg;
 
+    if (uct_aptus_async_timer_expired(&iface->timer) == 0) {
+        return; /* consumed by an earlier call */
+    }
     uct_aptus_ud_async_timer(&iface->chan, &iface->udz, &iface->async_rx,
                              iface->async_interval_us);
 }
@@ -395,7 +398,7 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
     ucs_strncpy_zero(self->dev_name, params->mode.device.dev_name,
                      sizeof(self->dev_name));
     uct_aptus_failures_init(&self->failures);
-    self->timer_id     = -1;
+    self->timer.fd     = -1;
     async              = self->super.worker->async;
     status = uct_aptus_iface_async_check(UCT_UD_SR_TL_NAME, async);
     if (status != UCS_OK) {
@@ -439,9 +442,9 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
      * goes over RC-RDMA to its busy peers, claims the get's) */
     aptus_sock_netif_caps(self->dev_name, &self->latency, &self->bandwidth);
     self->async_interval_us = setup.async_interval_us;
-    status                  = ucs_async_add_timer(
-                         async->mode, ucs_time_from_sec(config->ud.async_interval),
-                         uct_ud_sr_iface_timer, self, async, &self->timer_id);
+    status = uct_aptus_async_timer_start(&self->timer, async,
+                                         config->ud.async_interval,
+                                         uct_ud_sr_iface_timer, self);
     if (status != UCS_OK) {
         ucs_error("ud_sr: cannot start the async timer: %s",
                   ucs_status_string(status));
@@ -473,7 +476,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_ud_sr_iface_t)
     uct_aptus_stat_t stats[96];
     unsigned n;
 
-    ucs_async_remove_handler(self->timer_id, 1);
+    uct_aptus_async_timer_stop(&self->timer);
     uct_aptus_async_rx_cleanup(&self->async_rx);
 
     UCS_ASYNC_BLOCK(self->super.worker->async);

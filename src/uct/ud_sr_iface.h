@@ -47,7 +47,7 @@ typedef struct uct_ud_sr_iface {
     int zcopy;       /* get_zcopy offered to the user */
     aptus_dgram_wire_t *wire;
     char dev_name[UCT_DEVICE_NAME_MAX];
-    int timer_id;
+    uct_aptus_async_timer_t timer;
     uct_aptus_async_rx_t async_rx;
     uint64_t async_interval_us;
     double latency;

@@ -2,6 +2,7 @@
 # UCP programs over ud_sr: a peer that dies is reported through UCP's peer
 # error handling (UCP_ERR_HANDLING_MODE_PEER), both while sending to it and
 # while idle (UCP's keepalive over uct_ep_check), and nothing hangs.
+# An idle worker's async thread sleeps between its timer's periods.
 # UCP's protocol choice from what the transports declare: over aptus,
 # large tagged messages take the zero-copy rendezvous (RC-RDMA to the
 # peers with a connection) from one active message up (32 KB), not copied
@@ -27,6 +28,36 @@ if ! gcc -O2 -Wall -o "$work/ucp_peer_failure" "$top/test/ucp/ucp_peer_failure.c
     t_summary
     exit 1
 fi
+
+if ! gcc -O2 -Wall -o "$work/ucp_idle" "$top/test/ucp/ucp_idle.c" \
+        $(pkg-config --cflags --libs ucx) 2>"$work/cc.log"; then
+    t_fail "build ucp_idle ($(head -n 3 "$work/cc.log" | tr '\n' ' '))"
+fi
+
+# An idle worker's async thread sleeps between its timer's periods: UCX's
+# own timers made it wait in whole milliseconds and spin through the rest
+# of each period (at a 1.5 ms period, tens of thousands of epoll_wait calls
+# a second); a timerfd wakes it once a period (667 a second), plus the
+# worker's own progress calls (1000 a second at most).
+for tl in ud_sr aptus; do
+    if ! command -v strace >/dev/null 2>&1; then
+        t_skip "$tl idle: strace not installed"
+        continue
+    fi
+    [ -x "$work/ucp_idle" ] || continue
+    env LD_PRELOAD="$lib" UCX_TLS=$tl,self UCX_NET_DEVICES=lo \
+        UCX_UD_SR_ASYNC_INTERVAL=1.5ms UCX_APTUS_ASYNC_INTERVAL=1.5ms \
+        timeout 60 strace -f -c -e trace=epoll_wait -o "$work/idle.$tl" \
+        "$work/ucp_idle" 1 >"$work/idle.$tl.out" 2>&1
+    calls=$(awk '$NF == "epoll_wait" { print $4 }' "$work/idle.$tl" 2>/dev/null)
+    if ! grep -q ": PASS" "$work/idle.$tl.out"; then
+        t_fail "$tl idle: $(tail -n 2 "$work/idle.$tl.out" | tr '\n' ' ')"
+    elif [ -n "$calls" ] && [ "$calls" -lt 5000 ]; then
+        t_pass "$tl idle for 1 s, timer every 1.5 ms: $calls epoll_wait calls"
+    else
+        t_fail "$tl idle: ${calls:-?} epoll_wait calls in 1 s (the async thread spins)"
+    fi
+done
 
 for mode in send idle; do
     # the transport declares the peer dead after 1 s of silence; UCP sends
