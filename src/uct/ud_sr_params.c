@@ -229,7 +229,14 @@ ucs_config_field_t uct_ud_sr_params_table[] = {
 
 uint64_t uct_ud_sr_clock(void)
 {
-    return (uint64_t)ucs_time_to_usec(ucs_get_time());
+    /* called several times per progress call: a multiplication by a
+     * factor read once, not a call and a division each time */
+    static double usec_per_tick = 0;
+
+    if (ucs_unlikely(usec_per_tick == 0)) {
+        usec_per_tick = UCS_USEC_PER_SEC / ucs_get_cpu_clocks_per_sec();
+    }
+    return (uint64_t)((double)ucs_get_time() * usec_per_tick);
 }
 
 uint32_t uct_ud_sr_usec(double seconds)
