@@ -72,7 +72,8 @@ ucs_config_field_t uct_aptus_tl_iface_config_table[] = {
     { "ALLOC_WINDOW", "1s",
       "Traffic window of the earning rule: a peer earns an RC connection when\n"
       "one window holds RC_MSGS messages or RC_BYTES bytes sent to it that\n"
-      "the rule chain would send over RC (smaller ones stay on UD anyway).",
+      "the rule chain would send over RC or its fast path (those it keeps on\n"
+      "UD anyway do not count).",
       ucs_offsetof(uct_aptus_tl_iface_config_t, alloc_window),
       UCS_CONFIG_TYPE_TIME },
 

@@ -249,11 +249,14 @@ TEST_F(uct_aptus, sizes_around_the_rc_limit)
     }
 }
 
-TEST_F(uct_aptus, small_messages_earn_no_connection)
+TEST_F(uct_aptus, small_messages_earn_no_connection_without_a_fast_path_rule)
 {
-    /* by the default rules messages up to 2008 B go over UD even where
+    /* without an rc_fp rule messages up to 2008 B go over UD even where
      * there is a connection: thousands of them earn none */
-    setup_pair(eager_rc());
+    auto cfg          = eager_rc();
+    cfg["SEND_RULES"] = "{<=2008 ud_sr},{<=8192 rc_sr},{<=8192 ud_sr},"
+                        "{any rc_rdma},{any ud_zcopy}";
+    setup_pair(cfg);
     std::vector<std::vector<uint8_t>> sent;
     for (unsigned i = 0; i < 2000; ++i) {
         sent.push_back(pattern(i, 8 + i % 2000));
@@ -268,6 +271,31 @@ TEST_F(uct_aptus, small_messages_earn_no_connection)
         send(m_a, sent.back(), 1);
     }
     EXPECT_EQ(1u, stats(m_a)["rc_requested"]);
+}
+
+TEST_F(uct_aptus, small_messages_to_a_frequent_peer_earn_rc_and_a_fast_path)
+{
+    /* by the default rules the fast path takes messages up to 2 KB: a
+     * peer that gets many of them (a partner in a Bruck all-to-all) earns
+     * the connection the fast path rides on, then the fast path, and the
+     * rest go by it, in order */
+    setup_pair(eager_fp());
+    std::vector<std::vector<uint8_t>> sent;
+    for (unsigned i = 0; i < 2000; ++i) {
+        sent.push_back(pattern(i, 8 + (i * 37) % 200));
+        send(m_a, sent.back(), i % 3);
+        ASSERT_FALSE(HasFatalFailure());
+    }
+    expect_received(m_b, sent);
+    auto a = stats(m_a), b = stats(m_b);
+    EXPECT_EQ(1u, a["rc_requested"]);
+    EXPECT_EQ(1u, a["rc_now"]);
+    EXPECT_EQ(1u, a["fp_now"]);
+    EXPECT_EQ(1u, b["fp_now"]);
+    EXPECT_EQ(0u, a["rc_sr_msgs"] + a["rc_rdma_msgs"]);
+    EXPECT_GT(a["rc_fp_msgs"], 1500u);
+    EXPECT_EQ(2000u, a["rc_fp_msgs"] + a["ud_sr_msgs"]);
+    EXPECT_EQ(0u, b["rx_malformed"] + b["fp_rx_corrupt"] + b["rx_duplicates"]);
 }
 
 TEST_F(uct_aptus, ud_only_until_a_peer_earns_rc)
