@@ -66,6 +66,18 @@ struct two_sides {
         aptus_alloc_peer_init(&a_to_b, now);
         aptus_alloc_peer_init(&b_to_a, now);
     }
+
+    /* a earns a connection to b, b grants it, a opens it */
+    void rc_up()
+    {
+        aptus_alloc_kind_t kind;
+        ASSERT_EQ(APTUS_ALLOC_ACT_REQUEST,
+                  send_n(a, a_to_b, 64, 100, now, kind));
+        ASSERT_EQ(APTUS_ALLOC_ACT_GRANT,
+                  aptus_alloc_requested(&b, &b_to_a, APTUS_ALLOC_RC, now));
+        ASSERT_EQ(APTUS_ALLOC_ACT_OPEN,
+                  aptus_alloc_answered(&a, &a_to_b, APTUS_ALLOC_RC, 1, now));
+    }
 };
 
 } // namespace
@@ -266,14 +278,11 @@ TEST(chan_alloc, idle_channels_are_demoted_with_hysteresis)
 TEST(chan_alloc, a_use_stamped_after_the_check_time_keeps_the_channel)
 {
     two_sides t;
-    aptus_alloc_t &a = t.a, &b = t.b;
-    aptus_alloc_peer_t &a_to_b = t.a_to_b, &b_to_a = t.b_to_a;
-    uint64_t &now = t.now;
+    aptus_alloc_t &a            = t.a;
+    aptus_alloc_peer_t &a_to_b  = t.a_to_b;
+    uint64_t &now               = t.now;
     aptus_alloc_kind_t kind;
-    ASSERT_EQ(APTUS_ALLOC_ACT_REQUEST, send_n(a, a_to_b, 64, 100, now, kind));
-    aptus_alloc_requested(&b, &b_to_a, APTUS_ALLOC_RC, now);
-    ASSERT_EQ(APTUS_ALLOC_ACT_OPEN,
-              aptus_alloc_answered(&a, &a_to_b, APTUS_ALLOC_RC, 1, now));
+    ASSERT_NO_FATAL_FAILURE(t.rc_up());
 
     for (int i = 0; i < 100; ++i) {
         uint64_t check_at = now + t.c.hold_us / 10;

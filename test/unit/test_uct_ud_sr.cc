@@ -68,17 +68,25 @@ class uct_ud_sr : public uct_aptus_test
     /* a gets all of rb while only a progresses (b computes; or, given
      * b_every_us, b calls progress that often): it must complete, whole
      * and correct, within the deadline */
-    void get_while_b_computes(const remote_buf &rb, int deadline_sec,
-                              unsigned b_every_us = 0)
+    /* a starts a get of all of rb into dst */
+    void start_get(const remote_buf &rb, std::vector<uint8_t> &dst,
+                   test_comp &c)
     {
-        std::vector<uint8_t> dst(rb.data.size());
+        dst.resize(rb.data.size());
         uct_iov_t iov = { dst.data(), dst.size(), NULL, 0, 1 };
-        test_comp c;
         init_comp(c);
         ASSERT_EQ(UCS_INPROGRESS,
                   uct_ep_get_zcopy(m_a.ep, &iov, 1,
                                    (uint64_t)(uintptr_t)rb.data.data(),
                                    rb.rkey.rkey, &c.super));
+    }
+
+    void get_while_b_computes(const remote_buf &rb, int deadline_sec,
+                              unsigned b_every_us = 0)
+    {
+        std::vector<uint8_t> dst;
+        test_comp c;
+        ASSERT_NO_FATAL_FAILURE(start_get(rb, dst, c));
         ucs_time_t deadline = ucs_get_time() +
                               ucs_time_from_sec(deadline_sec);
         ucs_time_t next_b   = ucs_get_time();
@@ -708,14 +716,9 @@ TEST_F(uct_ud_sr, a_get_waiting_for_its_owner_is_not_progress)
     setup_pair({ { "ASYNC_INTERVAL", "10s" } });
     remote_buf rb;
     expose(rb, 300000 + 3);
-    std::vector<uint8_t> dst(rb.data.size());
-    uct_iov_t iov = { dst.data(), dst.size(), NULL, 0, 1 };
+    std::vector<uint8_t> dst;
     test_comp c;
-    init_comp(c);
-    ASSERT_EQ(UCS_INPROGRESS,
-              uct_ep_get_zcopy(m_a.ep, &iov, 1,
-                               (uint64_t)(uintptr_t)rb.data.data(),
-                               rb.rkey.rkey, &c.super));
+    ASSERT_NO_FATAL_FAILURE(start_get(rb, dst, c));
     unsigned reported = 0;
     for (int i = 0; i < 2000; ++i) {
         reported += uct_iface_progress(m_a.iface);
