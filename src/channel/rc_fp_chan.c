@@ -270,7 +270,7 @@ void aptus_fp_chan_block_key(const aptus_fp_chan_t *chan,
 {
     key->address = (uintptr_t)block->mem;
     key->length  = chan->geom.size;
-    key->pid     = getpid();
+    key->pid     = aptus_conn_pid();
     key->host_id = chan->wire->host_id;
 }
 

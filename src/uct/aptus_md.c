@@ -241,7 +241,7 @@ uct_aptus_md_mkey_pack(uct_md_h md, uct_mem_h memh,
         rkey.token   = region->token;
     }
     rkey.host_id = aptus_conn_reach_id(); /* host and PID namespace */
-    rkey.pid     = getpid();
+    rkey.pid     = aptus_conn_pid();
     rkey.flags   = ucs_derived_of(md, uct_aptus_md_t)->one_sided
                        ? UCT_APTUS_RKEY_FLAG_SAME_HOST
                        : 0;

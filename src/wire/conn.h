@@ -18,6 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 
 #ifdef __cplusplus
@@ -56,6 +57,10 @@ typedef struct aptus_mem_key {
  * is carried (remote keys, fast-path grants, the wire's own): two
  * processes compare equal only when both hold. */
 uint64_t aptus_conn_reach_id(void);
+
+/* This process's pid without a system call each time (a remote key names
+ * it on every rendezvous); a forked child gets its own. */
+pid_t aptus_conn_pid(void);
 
 /* A piece of an ordered write: length local bytes to remote_addr. */
 typedef struct aptus_conn_piece {

@@ -53,6 +53,27 @@ uint64_t reach_id_in_new_pid_namespace()
 
 } // namespace
 
+TEST(reach, a_forked_child_knows_its_own_pid)
+{
+    ASSERT_EQ(getpid(), aptus_conn_pid());
+    int fds[2];
+    ASSERT_EQ(0, pipe(fds));
+    pid_t child = fork();
+    if (child == 0) {
+        /* the parent's pid was cached: the child must not name it */
+        pid_t seen[2] = { aptus_conn_pid(), getpid() };
+        _exit(write(fds[1], seen, sizeof(seen)) == sizeof(seen) ? 0 : 1);
+    }
+    close(fds[1]);
+    pid_t seen[2] = { 0, 0 };
+    EXPECT_EQ((ssize_t)sizeof(seen), read(fds[0], seen, sizeof(seen)));
+    close(fds[0]);
+    waitpid(child, NULL, 0);
+    EXPECT_EQ(child, seen[1]);
+    EXPECT_EQ(seen[1], seen[0]);
+    EXPECT_EQ(getpid(), aptus_conn_pid());
+}
+
 TEST(reach, another_pid_namespace_is_another_reach)
 {
     uint64_t here = aptus_conn_reach_id();

@@ -39,6 +39,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -398,6 +399,31 @@ static int aptus_sock_conn_key_reachable(aptus_conn_wire_t *wire,
     return key->host_id == wire->host_id;
 }
 
+static pid_t aptus_conn_pid_cached; /* 0: not known in this process */
+
+static void aptus_conn_pid_forget(void)
+{
+    aptus_conn_pid_cached = 0; /* the child of a fork */
+}
+
+static void aptus_conn_pid_init(void)
+{
+    (void)pthread_atfork(NULL, NULL, aptus_conn_pid_forget);
+}
+
+pid_t aptus_conn_pid(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pid_t pid = __atomic_load_n(&aptus_conn_pid_cached, __ATOMIC_RELAXED);
+
+    if (ucs_unlikely(pid == 0)) {
+        (void)pthread_once(&once, aptus_conn_pid_init);
+        pid = getpid();
+        __atomic_store_n(&aptus_conn_pid_cached, pid, __ATOMIC_RELAXED);
+    }
+    return pid;
+}
+
 uint64_t aptus_conn_reach_id(void)
 {
     /* A process's own PID namespace never changes (unshare changes its
@@ -407,7 +433,7 @@ uint64_t aptus_conn_reach_id(void)
      * would hand it the parent's). */
     static uint64_t id;
     static pid_t id_pid;
-    pid_t pid = getpid();
+    pid_t pid = aptus_conn_pid();
     struct stat st;
     uint64_t ns = 0;
 
