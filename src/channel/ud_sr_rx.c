@@ -65,8 +65,18 @@ static void aptus_ud_rx_deliver(aptus_ud_chan_t *chan, aptus_ud_rx_msg_t *msg,
 {
     /* Anything already waiting goes first: order is per peer, and the queue
      * is shared, so keep it strictly FIFO. */
-    if (ucs_queue_is_empty(&chan->deferred) &&
-        (aptus_ud_rx_deliver_now(chan, msg, is_async) == UCS_OK)) {
+    if (ucs_queue_is_empty(&chan->deferred)) {
+        if (aptus_ud_rx_deliver_now(chan, msg, is_async) == UCS_OK) {
+            return;
+        }
+    } else if ((msg->am_id & APTUS_UD_AM_INTERNAL) &&
+               (aptus_ud_rx_deliver_now(chan, msg, 1) == UCS_OK)) {
+        /* Behind messages that wait for the user's progress, an internal
+         * message is offered as in async context: what may not wait is
+         * handled now. A put must land before the stream acknowledges it
+         * (the writer's flush promises that a read of this memory, by a
+         * connection's one-sided read too, sees it); queued, it was
+         * acknowledged and not written. The rest queues behind. */
         return;
     }
     chan->stats.rx_deferred++;

@@ -762,6 +762,54 @@ TEST_F(uct_ud_sr, owner_that_calls_progress_now_and_then_is_woken_by_requests)
     release(rb);
 }
 
+TEST_F(uct_ud_sr, a_put_behind_deferred_messages_lands_before_its_ack)
+{
+    /* b computes: its async thread receives and acknowledges while the
+     * active messages wait for b's progress. A put that arrives behind
+     * them must still be in b's memory when a's flush completes (aptus
+     * reads it back over a connection, one-sided, right after); it waited
+     * in their queue, acknowledged and not written (MPI one-sided over
+     * aptus read 5 stale bytes after MPI_Win_flush). */
+    setup_pair({ { "ASYNC_INTERVAL", "1ms" } });
+    remote_buf rb;
+    expose(rb, 4096, 5);
+    const uint64_t base = (uint64_t)(uintptr_t)rb.data.data();
+    ucs_time_t deadline = ucs_get_time() + ucs_time_from_sec(10);
+    while ((stats(m_b)["async_arms"] == 0) && (ucs_get_time() < deadline)) {
+        getter_progress(); /* b is away */
+    }
+    ASSERT_GT(stats(m_b)["async_arms"], 0u) << "the timer never armed";
+
+    for (uint64_t i = 0; i < 10; ++i) {
+        ucs_status_t st;
+        while ((st = uct_ep_am_short(m_a.ep, 1, i, &i, sizeof(i))) ==
+               UCS_ERR_NO_RESOURCE) {
+            getter_progress();
+        }
+        ASSERT_EQ(UCS_OK, st);
+    }
+    std::vector<uint8_t> s8 = pattern(31, 8);
+    ASSERT_EQ(UCS_OK, uct_ep_put_short(m_a.ep, s8.data(), s8.size(),
+                                       base + 100, rb.rkey.rkey));
+    test_comp c;
+    init_comp(c);
+    ucs_status_t status = uct_ep_flush(m_a.ep, 0, &c.super);
+    deadline = ucs_get_time() + ucs_time_from_sec(10);
+    while ((status == UCS_INPROGRESS) && (c.done == 0) &&
+           (ucs_get_time() < deadline)) {
+        getter_progress(); /* only a: b's async thread acknowledges */
+    }
+    ASSERT_TRUE((status == UCS_OK) || (c.done > 0)) << "flush did not end";
+    EXPECT_GT(stats(m_b)["rx_deferred"], 0u) << "nothing waited for b";
+    EXPECT_EQ(0u, m_b.rx.msgs.size());
+    EXPECT_TRUE(std::equal(s8.begin(), s8.end(), rb.data.begin() + 100))
+        << "acknowledged, flushed, and not in memory";
+
+    /* b comes back: its messages arrive, in order */
+    ASSERT_TRUE(wait_for([&] { return m_b.rx.msgs.size() == 10; }));
+    release(rb);
+}
+
 TEST_F(uct_ud_sr, datagrams_wake_a_receiver_that_computes)
 {
     /* the owner computes for longer than the timer's period: the timer
