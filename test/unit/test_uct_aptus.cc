@@ -783,7 +783,12 @@ TEST_F(uct_aptus, flush_covers_every_channel)
 
 TEST_F(uct_aptus, pending_requests_resume_on_either_channel)
 {
-    setup_pair(eager_rc());
+    /* no async timer within the test: the peers' async threads would
+     * acknowledge while neither calls progress, and a slow run (ASan) could
+     * send all 3000 without ever finding the window full */
+    auto cfg              = eager_rc();
+    cfg["ASYNC_INTERVAL"] = "10s";
+    setup_pair(cfg);
     struct req {
         uct_pending_req_t super;
         uct_ep_h ep;
