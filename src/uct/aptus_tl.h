@@ -11,11 +11,14 @@
  *
  * An endpoint is a UD stream: the UCT endpoint and the per-peer state of
  * aptus live in the stream's headroom, so a peer the process only hears
- * from has the same state. Every active message ends in a 4-byte trailer
- * with the peer's sequence number, shared by all channels; the receiver
- * delivers in that order, holding early arrivals (a copy) until the gap
- * is filled. A trailer, not a header, leaves the user's headroom and
- * alignment of received data exactly as the channels give them.
+ * from has the same state. Every active message ends in an 8-byte trailer:
+ * its sequence number, shared by all channels, and the sender's own
+ * receive point (every message of the peer's before it is in). The
+ * receiver delivers in sequence order, holding early arrivals (a copy)
+ * until the gap is filled, and drops the copies it keeps of messages sent
+ * over RC that the receive point confirms. A trailer, not a header, leaves
+ * the user's headroom and alignment of received data exactly as the
+ * channels give them.
  */
 #ifndef UCT_APTUS_TL_H_
 #define UCT_APTUS_TL_H_
@@ -29,6 +32,7 @@
 #include "../channel/rc_fp_chan.h"
 #include "../proto/send_rules.h"
 #include "../proto/xorder.h"
+#include "../proto/le.h"
 
 #include <uct/base/uct_iface.h>
 #include <ucs/datastruct/arbiter.h>
@@ -37,7 +41,7 @@
 
 #define UCT_APTUS_TL_NAME          "aptus"
 #define UCT_APTUS_TL_CONFIG_PREFIX "APTUS_"
-#define UCT_APTUS_TRAILER_LEN      4
+#define UCT_APTUS_TRAILER_LEN      8
 /* The UD stream's internal message id of the allocation protocol. */
 #define UCT_APTUS_CTL_MSG_ID 2
 #define UCT_APTUS_CTL_LEN    8
@@ -181,6 +185,16 @@ struct uct_aptus_tl_ep {
     aptus_ud_peer_t peer;
 };
 
+/* A message's trailer: its sequence number, then the receive point. */
+static inline void uct_aptus_tl_trailer_pack(void *trailer,
+                                             const uct_aptus_tl_ep_t *ep)
+{
+    uint8_t *p = (uint8_t *)trailer;
+
+    aptus_put32(p, ep->xtx.next);
+    aptus_put32(p + 4, ep->xrx.next);
+}
+
 static inline uct_aptus_tl_ep_t *uct_aptus_tl_ep_of_peer(aptus_ud_peer_t *peer)
 {
     return ucs_container_of(peer, uct_aptus_tl_ep_t, peer);
@@ -238,6 +252,7 @@ typedef struct uct_aptus_tl_stats {
                               over UD */
     uint64_t resent;       /* messages sent again over UD */
     uint64_t xacks_sent;
+    uint64_t xacks_spared; /* XACKs owed that a trailer carried instead */
     uint64_t fp_credit_msgs; /* explicit FP_CREDIT messages sent */
     uint64_t fp_refused_no_block; /* granted slot, no free block */
     uint64_t fp_blocks_orphaned;

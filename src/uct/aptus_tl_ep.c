@@ -170,7 +170,7 @@ uct_aptus_tl_select_after_fp(uct_aptus_tl_iface_t *iface,
 typedef struct uct_aptus_tl_pack {
     uct_pack_callback_t cb;
     void *arg;
-    uint32_t seq;
+    const uct_aptus_tl_ep_t *ep;
 } uct_aptus_tl_pack_t;
 
 static size_t uct_aptus_tl_pack_bcopy(void *dest, void *arg)
@@ -178,7 +178,7 @@ static size_t uct_aptus_tl_pack_bcopy(void *dest, void *arg)
     uct_aptus_tl_pack_t *p = arg;
     size_t length          = p->cb(dest, p->arg);
 
-    aptus_put32(UCS_PTR_BYTE_OFFSET(dest, length), p->seq);
+    uct_aptus_tl_trailer_pack(UCS_PTR_BYTE_OFFSET(dest, length), p->ep);
     return length + UCT_APTUS_TRAILER_LEN;
 }
 
@@ -186,7 +186,7 @@ typedef struct uct_aptus_tl_short {
     uint64_t header;
     const void *payload;
     unsigned length;
-    uint32_t seq;
+    const uct_aptus_tl_ep_t *ep;
 } uct_aptus_tl_short_t;
 
 static size_t uct_aptus_tl_pack_short(void *dest, void *arg)
@@ -198,8 +198,8 @@ static size_t uct_aptus_tl_pack_short(void *dest, void *arg)
         memcpy(UCS_PTR_BYTE_OFFSET(dest, sizeof(s->header)), s->payload,
                s->length);
     }
-    aptus_put32(UCS_PTR_BYTE_OFFSET(dest, sizeof(s->header) + s->length),
-                s->seq);
+    uct_aptus_tl_trailer_pack(
+            UCS_PTR_BYTE_OFFSET(dest, sizeof(s->header) + s->length), s->ep);
     return sizeof(s->header) + s->length + UCT_APTUS_TRAILER_LEN;
 }
 
@@ -239,6 +239,11 @@ static inline void uct_aptus_tl_ep_result(uct_aptus_tl_iface_t *iface,
 {
     if (ucs_likely((ret >= 0) || (ret == UCS_INPROGRESS))) {
         ep->xtx.next++;
+        if (ucs_unlikely(ep->rc_rx_unacked > 0)) {
+            /* its trailer confirmed them: no XACK of their own */
+            ep->rc_rx_unacked = 0;
+            iface->stats.xacks_spared++;
+        }
         uct_aptus_tl_ep_sent(iface, ep, chan, size);
     } else if (ret == UCS_ERR_NO_RESOURCE) {
         ep->blocked = (chan == APTUS_CHAN_RC_SR) ? UCT_APTUS_BLOCKED_RC
@@ -275,7 +280,7 @@ ucs_status_t uct_aptus_tl_ep_am_short(uct_ep_h tl_ep, uint8_t id,
                    : uct_aptus_tl_select(iface, ep, APTUS_RULE_EAGER_CHANS,
                                          size);
     if (chan == APTUS_CHAN_RC_FP) {
-        aptus_put32(trailer, ep->xtx.next);
+        uct_aptus_tl_trailer_pack(trailer, ep);
         iov[0].iov_base = (void *)payload;
         iov[0].iov_len  = length;
         iov[1].iov_base = trailer;
@@ -289,7 +294,7 @@ ucs_status_t uct_aptus_tl_ep_am_short(uct_ep_h tl_ep, uint8_t id,
     }
     if ((chan == APTUS_CHAN_RC_SR) &&
         ((link = uct_aptus_tl_ep_rc_link(iface, ep)) != NULL)) {
-        aptus_put32(trailer, ep->xtx.next);
+        uct_aptus_tl_trailer_pack(trailer, ep);
         iov[0].iov_base = (void *)payload;
         iov[0].iov_len  = length;
         iov[1].iov_base = trailer;
@@ -304,7 +309,7 @@ ucs_status_t uct_aptus_tl_ep_am_short(uct_ep_h tl_ep, uint8_t id,
         s.header = header;
         s.payload = payload;
         s.length = length;
-        s.seq    = ep->xtx.next;
+        s.ep     = ep;
         aptus_chan_send_pack(&send, id, uct_aptus_tl_pack_short, &s);
         ret = aptus_chan_send(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer, &send);
         if (ret > 0) {
@@ -357,7 +362,7 @@ ssize_t uct_aptus_tl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     }
     p.cb  = pack_cb;
     p.arg = arg;
-    p.seq = ep->xtx.next;
+    p.ep  = ep;
     if (ucs_likely(uct_aptus_tl_ep_allocated(iface, ep) ==
                    APTUS_RULE_UD_CHANS)) {
         /* only UD to choose from: pack straight into the datagram */
@@ -454,7 +459,7 @@ ucs_status_t uct_aptus_tl_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     chan = uct_aptus_tl_select(iface, ep, APTUS_RULE_EAGER_CHANS, size);
     if (chan == APTUS_CHAN_RC_FP) {
         /* in the peer's block when the call returns */
-        aptus_put32(trailer, ep->xtx.next);
+        uct_aptus_tl_trailer_pack(trailer, ep);
         liov[iovcnt].iov_base = trailer;
         liov[iovcnt].iov_len  = sizeof(trailer);
         ret = uct_aptus_tl_fp_send(iface, ep, id, header, header_length, liov,
@@ -467,7 +472,7 @@ ucs_status_t uct_aptus_tl_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     if ((chan == APTUS_CHAN_RC_SR) &&
         ((link = uct_aptus_tl_ep_rc_link(iface, ep)) != NULL)) {
         /* the connection has the bytes when the call returns */
-        aptus_put32(trailer, ep->xtx.next);
+        uct_aptus_tl_trailer_pack(trailer, ep);
         liov[iovcnt].iov_base = trailer;
         liov[iovcnt].iov_len  = sizeof(trailer);
         aptus_chan_send_iov(&send, id, header, header_length, liov,
@@ -487,7 +492,7 @@ ucs_status_t uct_aptus_tl_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
         zc->comp.count  = 1;
         zc->comp.status = UCS_OK;
         zc->user        = comp;
-        aptus_put32(zc->trailer, ep->xtx.next);
+        uct_aptus_tl_trailer_pack(zc->trailer, ep);
         liov[iovcnt].iov_base = zc->trailer;
         liov[iovcnt].iov_len  = sizeof(zc->trailer);
         aptus_chan_send_iov(&send, id, header, header_length, liov,

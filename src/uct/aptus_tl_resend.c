@@ -2,9 +2,11 @@
  * UCX-Aptus: aptus messages survive a broken RC connection.
  *
  * The sender keeps a copy of every active message it sends over RC until
- * the receiver confirms, over the UD stream, that every message before a
- * sequence number is in (XACK: after 16 messages over RC, or 1 ms after
- * the first unconfirmed one). When the connection breaks while the peer
+ * the receiver confirms that every message before a sequence number is
+ * in: the trailer of any message back carries it; with nothing going back,
+ * an XACK over the UD stream does (after 16 messages over RC, or 10 ms
+ * after the first unconfirmed one: a confirmation frees memory, it holds
+ * up nothing). When the connection breaks while the peer
  * lives, the copies go again over UD, in order, before anything new; the
  * receiver drops those it had already by their sequence numbers. So a
  * failed connection costs a resend, not a message, and none arrives twice.
@@ -19,7 +21,7 @@
 #include <string.h>
 
 #define UCT_APTUS_XACK_COUNT 16 /* RC messages per XACK */
-#define UCT_APTUS_XACK_MS    1  /* longest wait of the first one */
+#define UCT_APTUS_XACK_MS    10 /* longest wait of the first one */
 
 static uint32_t uct_aptus_tl_now_ms(void)
 {

@@ -112,6 +112,13 @@ ucs_status_t uct_aptus_tl_rx(uct_aptus_tl_iface_t *iface,
     length -= UCT_APTUS_TRAILER_LEN;
     seq     = aptus_get32(UCS_PTR_BYTE_OFFSET(data, length));
     uct_aptus_tl_ep_init_state(iface, ep);
+    if (!ucs_queue_is_empty(&ep->rc_unacked)) {
+        /* the peer's receive point confirms what we sent over RC: an
+         * earlier one (a late or resent message) confirms less, no harm */
+        uct_aptus_tl_xack_recv(iface, ep,
+                               aptus_get32(UCS_PTR_BYTE_OFFSET(data,
+                                                               length + 4)));
+    }
 
     if (ucs_likely(seq == ep->xrx.next)) {
         aptus_xorder_rx_arrive(&ep->xrx, seq, NULL);

@@ -193,8 +193,8 @@ TEST_F(uct_aptus, capabilities)
     EXPECT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_PENDING);
     EXPECT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE);
     EXPECT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_EP_CHECK);
-    /* every active message carries the 4-byte trailer inside the limits */
-    EXPECT_EQ(iface(m_a)->ud.config.max_msg - 4, attr.cap.am.max_bcopy);
+    /* every active message carries the 8-byte trailer inside the limits */
+    EXPECT_EQ(iface(m_a)->ud.config.max_msg - 8, attr.cap.am.max_bcopy);
     EXPECT_EQ(iface(m_a)->max_short, attr.cap.am.max_short);
     EXPECT_EQ(sizeof(uct_aptus_tl_iface_addr_t), attr.iface_addr_len);
 }
@@ -1009,11 +1009,56 @@ TEST_F(uct_aptus, copies_kept_for_a_resend_are_confirmed)
     auto sent = send_mixed(m_a, 1000, 13);
     expect_received(m_b, sent);
     ASSERT_GT(stats(m_a)["rc_sr_msgs"], 100u);
-    /* after 16 messages, or 1 ms after the first, the receiver confirms */
+    /* one way: after 16 messages, or 10 ms after the first, the receiver
+     * confirms with an XACK of its own */
     ASSERT_TRUE(wait_for([&] { return stats(m_a)["kept_now"] == 0; }));
     EXPECT_EQ(0u, stats(m_a)["kept_bytes"]);
     EXPECT_GT(stats(m_b)["xacks_sent"], 0u);
     EXPECT_LT(stats(m_b)["xacks_sent"], stats(m_a)["rc_sr_msgs"] / 4);
+}
+
+TEST_F(uct_aptus, replies_carry_the_confirmations)
+{
+    /* Issue: every 16 messages over RC cost an XACK datagram and its UD
+     * ACK, even when the peer answered each one: LAMMPS at 16 ranks sent
+     * one XACK per three RC messages. A message's trailer carries its
+     * sender's receive point, so in an exchange the replies confirm. */
+    setup_pair(eager_rc());
+    auto sent_ab = send_mixed(m_a, 100, 15); /* earns the connection */
+    expect_received(m_b, sent_ab);
+    ASSERT_EQ(1u, stats(m_a)["rc_now"]);
+    auto before_a = stats(m_a), before_b = stats(m_b);
+    std::vector<std::vector<uint8_t>> sent_ba;
+    const unsigned rounds = 400;
+    for (unsigned i = 0; i < rounds; ++i) {
+        /* RC's size by the default rules, both ways */
+        sent_ab.push_back(pattern(150000 + i, 3000 + i));
+        send(m_a, sent_ab.back(), 1 + i % 2);
+        ASSERT_TRUE(wait_for(
+                [&] { return rx_count(m_b) == sent_ab.size(); }));
+        sent_ba.push_back(pattern(160000 + i, 4000 + i));
+        send(m_b, sent_ba.back(), 1 + i % 2);
+        ASSERT_TRUE(wait_for(
+                [&] { return rx_count(m_a) == sent_ba.size(); }));
+    }
+    expect_received(m_b, sent_ab);
+    expect_received(m_a, sent_ba);
+    auto a = stats(m_a), b = stats(m_b);
+    ASSERT_EQ(rounds, a["rc_sr_msgs"] - before_a["rc_sr_msgs"]);
+    ASSERT_EQ(rounds, b["rc_sr_msgs"] - before_b["rc_sr_msgs"]);
+    /* each reply confirmed what came before it: one message at most waits
+     * for a confirmation, and the XACKs are those of stalls past 10 ms
+     * (without the trailer's receive point: 25 each at least) */
+    EXPECT_LE(a["kept_now"], 1u);
+    EXPECT_LE(b["kept_now"], 1u);
+    EXPECT_GT(a["xacks_spared"] - before_a["xacks_spared"], rounds / 2);
+    EXPECT_GT(b["xacks_spared"] - before_b["xacks_spared"], rounds / 2);
+    EXPECT_LT(a["xacks_sent"] - before_a["xacks_sent"], rounds / 32);
+    EXPECT_LT(b["xacks_sent"] - before_b["xacks_sent"], rounds / 32);
+    /* the last one: by an XACK when nothing answers it */
+    ASSERT_TRUE(wait_for([&] {
+        return (stats(m_a)["kept_now"] == 0) && (stats(m_b)["kept_now"] == 0);
+    }));
 }
 
 TEST_F(uct_aptus, receiver_that_stops_progressing_for_seconds)
