@@ -316,18 +316,40 @@ static int aptus_rule_cond_holds(const aptus_rule_cond_t *cond, uint64_t size,
     }
 }
 
+/* A data channel's rule also places the active messages of its sizes
+ * that the user sends eagerly (UCP sends up to UD's largest message so,
+ * beyond the eager rules' 8 KB): over the connection's send/receive, or
+ * UD's, as the paper's rendezvous went over the connection or UD. */
+static aptus_rule_chan_t aptus_rule_chan_of_kind(aptus_rule_chan_t chan,
+                                                 unsigned kind)
+{
+    if (kind != APTUS_RULE_EAGER_CHANS) {
+        return chan;
+    }
+    switch (chan) {
+    case APTUS_RULE_RC_RDMA:
+        return APTUS_RULE_RC_SR;
+    case APTUS_RULE_UD_ZCOPY:
+        return APTUS_RULE_UD_SR;
+    default:
+        return chan;
+    }
+}
+
 aptus_rule_chan_t aptus_rule_chain_select(const aptus_rule_chain_t *chain,
                                           unsigned kind, uint64_t size,
                                           unsigned peers, unsigned allocated,
                                           unsigned *rule_p)
 {
     unsigned usable = (allocated | APTUS_RULE_UD_CHANS) & kind;
+    aptus_rule_chan_t chan;
     unsigned i, c;
 
     for (i = 0; i < chain->num_rules; ++i) {
         const aptus_rule_t *rule = &chain->rules[i];
 
-        if (!(APTUS_RULE_BIT(rule->chan) & usable)) {
+        chan = aptus_rule_chan_of_kind((aptus_rule_chan_t)rule->chan, kind);
+        if (!(APTUS_RULE_BIT(chan) & usable)) {
             continue;
         }
         for (c = 0; c < rule->num_conds; ++c) {
@@ -337,7 +359,7 @@ aptus_rule_chan_t aptus_rule_chain_select(const aptus_rule_chain_t *chain,
         }
         if (c == rule->num_conds) {
             *rule_p = i;
-            return (aptus_rule_chan_t)rule->chan;
+            return chan;
         }
     }
     *rule_p = chain->num_rules;

@@ -25,9 +25,13 @@
  *   {any rc_rdma},{any ud_zcopy}
  *
  * Eager channels (rc_fp, rc_sr, ud_sr) carry active messages; data
- * channels (rc_rdma, ud_zcopy) carry rendezvous and RMA data. A message
- * only considers the rules of its kind; when none applies it goes over the
- * UD channel of its kind.
+ * channels (rc_rdma, ud_zcopy) carry rendezvous and RMA data. Rendezvous
+ * data only considers the rules of data channels. An active message
+ * considers every rule, a data channel's as its eager twin on the same
+ * link (rc_rdma: rc_sr, ud_zcopy: ud_sr): the paper moved messages above
+ * the eager rules by rendezvous over the peer's connection or UD, where
+ * UCP sends them eagerly up to UD's largest message. When no rule applies
+ * a message goes over the UD channel of its kind.
  */
 #ifndef APTUS_SEND_RULES_H_
 #define APTUS_SEND_RULES_H_

@@ -296,6 +296,7 @@ void uct_aptus_tl_ep_sent(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
     aptus_alloc_kind_t used, kind;
     aptus_alloc_action_t act;
     unsigned rule, rc_chans;
+    aptus_rule_chan_t would;
 
     ep->tx_msgs[chan]++;
     ep->tx_bytes[chan] += size;
@@ -327,14 +328,16 @@ void uct_aptus_tl_ep_sent(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
                      (iface->alloc.config.fp_msgs > 0))
                             ? APTUS_RULE_BIT(APTUS_RULE_RC_FP)
                             : 0);
-        if (!(APTUS_RULE_BIT(aptus_rule_chain_select(
-                  &iface->rules,
-                  (chan == APTUS_CHAN_UD_ZCOPY) ? APTUS_RULE_DATA_CHANS
-                                                : APTUS_RULE_EAGER_CHANS,
-                  size, aptus_ud_chan_num_peers(&iface->ud),
-                  APTUS_RULE_UD_CHANS | rc_chans, &rule)) &
-              rc_chans)) {
-            return;
+        would = aptus_rule_chain_select(
+                &iface->rules,
+                (chan == APTUS_CHAN_UD_ZCOPY) ? APTUS_RULE_DATA_CHANS
+                                              : APTUS_RULE_EAGER_CHANS,
+                size, aptus_ud_chan_num_peers(&iface->ud),
+                APTUS_RULE_UD_CHANS | rc_chans, &rule);
+        if (!(APTUS_RULE_BIT(would) & rc_chans) ||
+            ((would == APTUS_RULE_RC_SR) &&
+             (size + UCT_APTUS_TRAILER_LEN > iface->rc.config.max_msg))) {
+            return; /* UD would carry it anyway */
         }
         used = APTUS_ALLOC_KIND_LAST;
     }

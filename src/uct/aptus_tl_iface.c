@@ -117,8 +117,11 @@ ucs_config_field_t uct_aptus_tl_iface_config_table[] = {
       ucs_offsetof(uct_aptus_tl_iface_config_t, reorder_max),
       UCS_CONFIG_TYPE_UINT },
 
-    { "RC_SEG_SIZE", "8k",
-      "Largest active message over an RC connection, UCT header included.",
+    { "RC_SEG_SIZE", "32k",
+      "Largest active message over an RC connection, UCT header included;\n"
+      "larger ones go over UD. The connections' receive buffers, a pool\n"
+      "shared by all of them that grows with use up to RC_RX_QUEUE_LEN, are\n"
+      "this large.",
       ucs_offsetof(uct_aptus_tl_iface_config_t, rc_seg_size),
       UCS_CONFIG_TYPE_MEMUNITS },
 

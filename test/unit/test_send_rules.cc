@@ -83,12 +83,26 @@ TEST(send_rules, first_applicable_rule_with_an_allocated_channel_wins)
     EXPECT_EQ(0u, rule);
     EXPECT_EQ(APTUS_RULE_RC_SR,
               aptus_rule_chain_select(&chain, eager, 2049, 8, rc | fp, &rule));
-    /* a data channel never carries an eager message, nor the reverse */
-    EXPECT_EQ(APTUS_RULE_UD_SR,
+    /* an eager message above the eager rules goes by a data channel's
+     * rule over that link's eager channel: RC-SR with a connection, UD-SR
+     * without */
+    EXPECT_EQ(APTUS_RULE_RC_SR,
               aptus_rule_chain_select(&chain, eager, 9000, 8, rc | fp, &rule));
-    EXPECT_EQ(chain.num_rules, rule); /* no rule: UD of its kind */
+    EXPECT_EQ(4u, rule); /* {any rc_rdma} */
+    EXPECT_EQ(APTUS_RULE_UD_SR,
+              aptus_rule_chain_select(&chain, eager, 9000, 8, 0, &rule));
+    EXPECT_EQ(5u, rule); /* {any ud_zcopy} */
+    /* and a chain without data rules leaves it to UD of its kind */
+    aptus_rule_chain_t eager_only =
+            parse_ok("{<=2048 rc_fp},{<=8192 rc_sr},{<=8192 ud_sr}");
+    EXPECT_EQ(APTUS_RULE_UD_SR, aptus_rule_chain_select(&eager_only, eager,
+                                                        9000, 8, rc, &rule));
+    EXPECT_EQ(eager_only.num_rules, rule);
+    /* rendezvous data never goes by an eager channel's rule */
     EXPECT_EQ(APTUS_RULE_RC_RDMA,
               aptus_rule_chain_select(&chain, data, 10, 8, rc, &rule));
+    EXPECT_EQ(APTUS_RULE_UD_ZCOPY,
+              aptus_rule_chain_select(&eager_only, data, 10, 8, rc, &rule));
 }
 
 TEST(send_rules, peer_count_conditions)

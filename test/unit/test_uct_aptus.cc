@@ -221,16 +221,51 @@ TEST_F(uct_aptus, bad_configuration_refused)
     close(e);
 }
 
+TEST_F(uct_aptus, large_eager_messages_go_over_the_connection)
+{
+    /* Issue: UCP sends aptus's active messages eagerly up to UD's largest
+     * (32 KB), and the rules' data channels never applied to them: LAMMPS
+     * at 16 ranks sent 19,299 messages of 16-32 KB to its heavy peers over
+     * UD. The {any rc_rdma} rule now puts them on the connection when it
+     * holds them (RC_SEG_SIZE), and UD takes them otherwise. */
+    for (const char *seg : { "32k", "8k" }) {
+        auto cfg           = eager_rc();
+        cfg["RC_SEG_SIZE"] = seg;
+        setup_pair(cfg);
+        auto sent = send_mixed(m_a, 100, 16); /* earns the connection */
+        expect_received(m_b, sent);
+        ASSERT_EQ(1u, stats(m_a)["rc_now"]);
+        auto before = stats(m_a);
+        for (unsigned i = 0; i < 30; ++i) {
+            sent.push_back(pattern(170000 + i, 9000 + i * 777));
+            send(m_a, sent.back(), 1 + i % 2);
+            ASSERT_FALSE(HasFatalFailure()) << seg << " " << i;
+        }
+        expect_received(m_b, sent);
+        auto a = stats(m_a);
+        unsigned over_rc = (strcmp(seg, "32k") == 0) ? 30 : 0;
+        EXPECT_EQ(over_rc, a["rc_sr_msgs"] - before["rc_sr_msgs"]) << seg;
+        EXPECT_EQ(30 - over_rc, a["ud_sr_msgs"] - before["ud_sr_msgs"])
+                << seg;
+        EXPECT_EQ(0u, stats(m_b)["rx_duplicates"] + stats(m_b)["rx_malformed"]);
+        close(m_a);
+        close(m_b);
+        m_a.rx.msgs.clear();
+        m_b.rx.msgs.clear();
+    }
+}
+
 TEST_F(uct_aptus, sizes_around_the_rc_limit)
 {
-    /* up to 8192 B (UCT header included) go over RC by the default rules,
-     * a trailer on top; one byte more goes over UD; and a rule that allows
-     * more than an RC message holds sends those over UD */
+    /* up to 8192 B (UCT header included) go over RC by the rules, a
+     * trailer on top; one byte more goes over UD; and a rule that allows
+     * more than an RC message holds (RC_SEG_SIZE) sends those over UD */
     for (const char *rules :
          { "{<=2008 ud_sr},{<=8192 rc_sr},{any ud_sr}",
            "{<=64k rc_sr},{any ud_sr}" }) {
-        auto cfg          = eager_rc();
-        cfg["SEND_RULES"] = rules;
+        auto cfg           = eager_rc();
+        cfg["SEND_RULES"]  = rules;
+        cfg["RC_SEG_SIZE"] = "8k";
         setup_pair(cfg);
         auto sent = send_mixed(m_a, 100, 11); /* earns the connection */
         for (size_t len = 8180; len <= 8200; ++len) {
@@ -321,11 +356,11 @@ TEST_F(uct_aptus, mixed_sizes_in_order_while_rc_appears)
     EXPECT_EQ(1u, b["rc_granted"]);
     EXPECT_EQ(1u, a["rc_now"]);
     EXPECT_EQ(1u, b["rc_now"]);
-    /* by the default rules: small and large messages over UD, the middle
-     * sizes over RC once it is there, the small ones over the fast path
-     * once the peer earned one */
-    EXPECT_GT(a["rc_sr_msgs"], 1000u);
-    EXPECT_GT(a["ud_sr_msgs"], 600u);
+    /* by the default rules: everything over UD until the connection is
+     * there, then small messages over UD until the fast path comes, the
+     * others over RC (above 8 KB by {any rc_rdma}) */
+    EXPECT_GT(a["rc_sr_msgs"], 1800u);
+    EXPECT_GT(a["ud_sr_msgs"], 16u);
     EXPECT_EQ(3000u, a["rc_sr_msgs"] + a["ud_sr_msgs"] + a["rc_fp_msgs"]);
     EXPECT_EQ(0u, b["rx_duplicates"] + b["rx_malformed"] +
                       b["rx_unknown_link"] + b["rx_reorder_full"]);
