@@ -106,11 +106,15 @@ static void uct_aptus_ud_async_drain(aptus_ud_chan_t *ud,
 }
 
 void uct_aptus_ud_async_timer(aptus_ud_chan_t *ud, aptus_udz_t *udz,
-                              uct_aptus_async_rx_t *rx, uint64_t interval_us)
+                              uct_aptus_async_rx_t *rx,
+                              uct_aptus_async_timer_t *timer)
 {
-    if ((ud->clock() - ud->last_sync_us) < interval_us) {
-        return; /* the application is progressing: nothing to cover for */
+    if ((ud->clock() - ud->last_sync_us) < timer->base_us) {
+        /* the application is progressing: nothing to cover for */
+        uct_aptus_async_timer_backoff(timer);
+        return;
     }
+    uct_aptus_async_timer_reset(timer);
     uct_aptus_ud_async_drain(ud, rx);
     /* a peer's rendezvous over UD-ZCopy needs this side as owner */
     aptus_udz_progress_owner(udz);
@@ -141,28 +145,56 @@ void uct_aptus_ud_async_event(aptus_ud_chan_t *ud, aptus_udz_t *udz,
     aptus_udz_progress_owner(udz);
 }
 
+static int uct_aptus_async_timer_set(uct_aptus_async_timer_t *timer,
+                                     uint64_t period_us)
+{
+    uint64_t ns = ucs_max(period_us, 1) * UCS_NSEC_PER_USEC;
+    struct itimerspec its;
+
+    its.it_interval.tv_sec  = ns / UCS_NSEC_PER_SEC;
+    its.it_interval.tv_nsec = ns % UCS_NSEC_PER_SEC;
+    its.it_value            = its.it_interval;
+    if (timerfd_settime(timer->fd, 0, &its, NULL) != 0) {
+        return -1;
+    }
+    timer->period_us = period_us;
+    return 0;
+}
+
+void uct_aptus_async_timer_backoff(uct_aptus_async_timer_t *timer)
+{
+    ++timer->wakeups;
+    if (timer->period_us < timer->max_us) {
+        /* a failure keeps the shorter period: more wake-ups, no harm */
+        (void)uct_aptus_async_timer_set(
+                timer, ucs_min(timer->period_us * 2, timer->max_us));
+    }
+}
+
+void uct_aptus_async_timer_reset(uct_aptus_async_timer_t *timer)
+{
+    ++timer->wakeups;
+    if (timer->period_us != timer->base_us) {
+        (void)uct_aptus_async_timer_set(timer, timer->base_us);
+    }
+}
+
 ucs_status_t uct_aptus_async_timer_start(uct_aptus_async_timer_t *timer,
                                          ucs_async_context_t *async,
-                                         double interval_sec,
+                                         uint64_t base_us, uint64_t max_us,
                                          ucs_async_event_cb_t cb, void *arg)
 {
-    struct itimerspec its;
     ucs_status_t status;
-    uint64_t ns;
 
-    ns = (uint64_t)(interval_sec * 1e9);
-    if (ns == 0) {
-        ns = 1;
-    }
+    timer->base_us = ucs_max(base_us, 1);
+    timer->max_us  = ucs_max(max_us, timer->base_us);
+    timer->wakeups = 0;
     timer->fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     if (timer->fd < 0) {
         ucs_error("cannot create a timerfd: %m");
         return UCS_ERR_IO_ERROR;
     }
-    its.it_interval.tv_sec  = ns / UCS_NSEC_PER_SEC;
-    its.it_interval.tv_nsec = ns % UCS_NSEC_PER_SEC;
-    its.it_value            = its.it_interval;
-    if (timerfd_settime(timer->fd, 0, &its, NULL) != 0) {
+    if (uct_aptus_async_timer_set(timer, timer->base_us) != 0) {
         ucs_error("cannot start a timerfd: %m");
         status = UCS_ERR_IO_ERROR;
         goto err_close;

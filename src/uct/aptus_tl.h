@@ -308,7 +308,6 @@ typedef struct uct_aptus_tl_iface {
     uct_recv_desc_t held_release;
     uct_aptus_async_timer_t timer;
     uct_aptus_async_rx_t async_rx;
-    uint64_t async_interval_us;
     double latency;
     double bandwidth;      /* of the get: RC-RDMA or UD-ZCopy */
     double copy_bandwidth; /* of active messages */

@@ -412,7 +412,7 @@ static void uct_aptus_tl_iface_timer(int id, ucs_event_set_types_t events,
         return; /* consumed by an earlier call */
     }
     uct_aptus_ud_async_timer(&iface->ud, &iface->udz, &iface->async_rx,
-                             iface->async_interval_us);
+                             &iface->timer);
 }
 
 /* Datagrams arrived while the user computes (armed by the timer). */
@@ -614,6 +614,7 @@ unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,
         { "ctl_received", s->ctl_received },
         { "ctl_deferred", s->ctl_deferred },
         { "ud_polls_shared", s->ud_polls_shared },
+        { "async_wakeups", iface->timer.wakeups },
         { "async_arms", iface->async_rx.arms },
         { "async_events", iface->async_rx.events },
         { "peers", aptus_ud_chan_num_peers(&iface->ud) },
@@ -1061,9 +1062,9 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
     /* the rendezvous' get is zero copy (RC-RDMA, or UD-ZCopy, the slower) */
     self->bandwidth = aptus_sock_netif_zcopy_bw(self->dev_name,
                                                 self->copy_bandwidth);
-    self->async_interval_us = setup.async_interval_us;
     status = uct_aptus_async_timer_start(&self->timer, async,
-                                         config->ud.async_interval,
+                                         setup.async_interval_us,
+                                         setup.async_max_us,
                                          uct_aptus_tl_iface_timer, self);
     if (status != UCS_OK) {
         ucs_error("aptus: cannot start the async timer: %s",

@@ -129,7 +129,7 @@ static void uct_ud_sr_iface_timer(int id, ucs_event_set_types_t events,
         return; /* consumed by an earlier call */
     }
     uct_aptus_ud_async_timer(&iface->chan, &iface->udz, &iface->async_rx,
-                             iface->async_interval_us);
+                             &iface->timer);
 }
 
 /* Datagrams arrived while the user computes (armed by the timer). */
@@ -261,6 +261,7 @@ unsigned uct_ud_sr_iface_stats(uct_ud_sr_iface_t *iface,
                    { "rx_held", c->rx_held },
                    { "rx_out_of_window", c->rx_out_of_window },
                    { "rx_deferred", c->rx_deferred },
+                   { "async_wakeups", iface->timer.wakeups },
                    { "async_arms", iface->async_rx.arms },
                    { "async_events", iface->async_rx.events },
                    { "rx_bad_key", c->rx_bad_key },
@@ -441,9 +442,9 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
      * period each, and eager messages are faster (aptus, whose rendezvous
      * goes over RC-RDMA to its busy peers, claims the get's) */
     aptus_sock_netif_caps(self->dev_name, &self->latency, &self->bandwidth);
-    self->async_interval_us = setup.async_interval_us;
     status = uct_aptus_async_timer_start(&self->timer, async,
-                                         config->ud.async_interval,
+                                         setup.async_interval_us,
+                                         setup.async_max_us,
                                          uct_ud_sr_iface_timer, self);
     if (status != UCS_OK) {
         ucs_error("ud_sr: cannot start the async timer: %s",

@@ -49,7 +49,6 @@ typedef struct uct_ud_sr_iface {
     char dev_name[UCT_DEVICE_NAME_MAX];
     uct_aptus_async_timer_t timer;
     uct_aptus_async_rx_t async_rx;
-    uint64_t async_interval_us;
     double latency;
     double bandwidth;
     uct_aptus_failures_t failures; /* to report from progress */

@@ -96,6 +96,14 @@ ucs_config_field_t uct_ud_sr_params_table[] = {
       ucs_offsetof(uct_ud_sr_params_t, async_interval),
       UCS_CONFIG_TYPE_TIME },
 
+    { "ASYNC_INTERVAL_MAX", "100ms",
+      "While the application calls progress, the async timer's interval\n"
+      "doubles at each expiration that finds it did, up to this (never\n"
+      "below ASYNC_INTERVAL); back to ASYNC_INTERVAL once it is away. Every\n"
+      "expiration wakes a thread that takes a core from a rank sharing it.",
+      ucs_offsetof(uct_ud_sr_params_t, async_interval_max),
+      UCS_CONFIG_TYPE_TIME },
+
     { "PROBE_MIN", "20us",
       "Earliest tail-loss probe: data unacknowledged for two smoothed round\n"
       "trips (at least this long) makes the sender ask the receiver what it\n"
@@ -364,5 +372,7 @@ ucs_status_t uct_ud_sr_params_setup(const uct_ud_sr_params_t *config,
         return UCS_ERR_INVALID_PARAM;
     }
     setup->async_interval_us = uct_ud_sr_usec(config->async_interval);
+    setup->async_max_us      = ucs_max(setup->async_interval_us,
+                                       uct_ud_sr_usec(config->async_interval_max));
     return UCS_OK;
 }

@@ -30,6 +30,7 @@ typedef struct uct_ud_sr_params {
     unsigned rx_max_reasm;
     double timer_tick;
     double async_interval;
+    double async_interval_max;
     double probe_min;
     double rto_min;
     double rto_max;
@@ -59,6 +60,7 @@ typedef struct uct_ud_sr_setup {
     aptus_ud_chan_config_t chan;
     aptus_udz_config_t udz;
     uint64_t async_interval_us;
+    uint64_t async_max_us; /* at least async_interval_us */
 } uct_ud_sr_setup_t;
 
 /* Translate and check the settings. A bad one is refused with an error

@@ -690,6 +690,39 @@ TEST_F(uct_ud_sr, owner_serves_a_get_while_it_computes)
     release(rb);
 }
 
+TEST_F(uct_ud_sr, async_timer_wakes_rarely_while_the_user_progresses)
+{
+    /* Issue: 16 ranks sharing 2 cores each woke its async thread every
+     * 10 ms although all of them called progress all the time; every
+     * wake-up took a core from a rank (LAMMPS: 5% of the loop time). The
+     * period doubles while the user progresses, and comes back to
+     * ASYNC_INTERVAL once the user is away. */
+    setup_pair({ { "ASYNC_INTERVAL", "2ms" },
+                 { "ASYNC_INTERVAL_MAX", "64ms" } });
+    uint64_t w0     = stats(m_b)["async_wakeups"];
+    ucs_time_t end = ucs_get_time() + ucs_time_from_sec(1.0);
+    while (ucs_get_time() < end) {
+        uct_iface_progress(m_a.iface);
+        uct_iface_progress(m_b.iface);
+        ucs_async_check_miss(m_async); /* as UCP's worker progress */
+    }
+    uint64_t w1 = stats(m_b)["async_wakeups"];
+    /* every 2 ms: 500; doubling up to 64 ms: 6 + 874 / 64, about 20 */
+    EXPECT_GE(w1 - w0, 5u);
+    EXPECT_LT(w1 - w0, 50u);
+    EXPECT_EQ(0u, stats(m_b)["async_arms"]);
+
+    /* b goes away: within one long period its timer finds it so, and from
+     * then on comes every 2 ms again (and arms the socket) */
+    end = ucs_get_time() + ucs_time_from_sec(0.5);
+    while (ucs_get_time() < end) {
+        getter_progress(); /* a only */
+    }
+    uint64_t w2 = stats(m_b)["async_wakeups"];
+    EXPECT_GT(w2 - w1, 100u); /* (500 - 64) / 2 = 218 at most */
+    EXPECT_GE(stats(m_b)["async_arms"], 1u);
+}
+
 TEST_F(uct_ud_sr, owner_serves_get_after_get_while_it_computes)
 {
     /* each get ends with a DONE to the owner; one deferred to the owner's
