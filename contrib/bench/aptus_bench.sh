@@ -22,7 +22,8 @@
 #   contrib/bench/aptus_bench.sh [OUTDIR]
 #   APTUS_LIB   libuct_aptus.so (default: build/.libs/libuct_aptus.so)
 #   BENCH_NPS   job sizes (default "4 8 16")
-#   BENCH_REPS  runs per point, the best is kept (default 3)
+#   BENCH_REPS  runs per point, the configurations taking turns; the best
+#               is kept, the median shown beside it (default 3)
 #   BENCH_WORKS workloads (default "halo3d a2a_small lammps")
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -73,52 +74,48 @@ tls_of() {
     esac
 }
 
-# run CONFIG NP WORKLOAD: prints "time_us rss_kb" of the best of $reps
-# runs; the statistics of the best run stay in $out/stats-CONFIG-NP-WORKLOAD
-run() {
-    local config=$1 np=$2 work=$3 rep best_t= best_rss= t rss log st
-    for ((rep = 0; rep < reps; rep++)); do
-        st=$out/stats.tmp
-        rm -rf "$st"
-        mkdir -p "$st"
-        log=$out/log-$config-$np-$work.$rep
-        local -a cmd
-        case $work in
-        halo3d)    cmd=("$out/halo3d" -n 128 -i 100 -w 10) ;;
-        a2a_small) cmd=("$out/a2a_small" -b 64 -i 1000 -w 50) ;;
-        lammps)    cmd=(/usr/bin/time -f "maxrss_kb=%M" lmp -in "$out/in.lj"
-                        -log none -echo none) ;;
-        esac
-        timeout 600 mpirun.openmpi --allow-run-as-root --oversubscribe \
-            --bind-to none --mca pml ucx --mca pml_ucx_tls any \
-            --mca pml_ucx_devices any --mca osc ^ucx \
-            -x LD_PRELOAD="$lib" -x UCX_TLS="$(tls_of "$config")" \
-            -x UCX_NET_DEVICES=lo -x UCX_WARN_UNUSED_ENV_VARS=n \
-            -x UCX_UD_SR_ZCOPY="$([ "$config" = UD-copy ] && echo n || echo y)" \
-            -x UCX_APTUS_STATS="$st/s.%p" -np "$np" \
-            "${cmd[@]}" >"$log" 2>&1
-        case $work in
-        lammps)
-            t=$(sed -n 's/^Loop time of \([0-9.]*\) on.*/\1/p' "$log" |
-                awk '{ printf "%.0f", $1 * 1e6 }')
-            rss=$(sed -n 's/^maxrss_kb=//p' "$log" | sort -n | tail -1)
-            ;;
-        *)
-            t=$(sed -n 's/.*time_per_iter_us=\([0-9.]*\).*OK$/\1/p' "$log")
-            rss=$(sed -n 's/.*max_rss_kb=\([0-9]*\).*/\1/p' "$log")
-            ;;
-        esac
-        if [ -z "$t" ]; then
-            continue
-        fi
-        if [ -z "$best_t" ] || awk -v a="$t" -v b="$best_t" 'BEGIN { exit !(a < b) }'; then
-            best_t=$t
-            best_rss=$rss
-            rm -rf "$out/stats-$config-$np-$work"
-            mv "$st" "$out/stats-$config-$np-$work"
-        fi
-    done
-    echo "${best_t:-NA} ${best_rss:-NA}"
+# run_once CONFIG NP WORKLOAD REP: one run; prints "time_us rss_kb" (NA
+# when it failed) and leaves its statistics in $out/stats.tmp
+run_once() {
+    local config=$1 np=$2 work=$3 rep=$4 t rss log st=$out/stats.tmp
+    rm -rf "$st"
+    mkdir -p "$st"
+    log=$out/log-$config-$np-$work.$rep
+    local -a cmd
+    case $work in
+    halo3d)    cmd=("$out/halo3d" -n 128 -i 100 -w 10) ;;
+    a2a_small) cmd=("$out/a2a_small" -b 64 -i 1000 -w 50) ;;
+    lammps)    cmd=(/usr/bin/time -f "maxrss_kb=%M" lmp -in "$out/in.lj"
+                    -log none -echo none) ;;
+    esac
+    timeout 600 mpirun.openmpi --allow-run-as-root --oversubscribe \
+        --bind-to none --mca pml ucx --mca pml_ucx_tls any \
+        --mca pml_ucx_devices any --mca osc ^ucx \
+        -x LD_PRELOAD="$lib" -x UCX_TLS="$(tls_of "$config")" \
+        -x UCX_NET_DEVICES=lo -x UCX_WARN_UNUSED_ENV_VARS=n \
+        -x UCX_UD_SR_ZCOPY="$([ "$config" = UD-copy ] && echo n || echo y)" \
+        -x UCX_APTUS_STATS="$st/s.%p" -np "$np" \
+        "${cmd[@]}" >"$log" 2>&1
+    case $work in
+    lammps)
+        t=$(sed -n 's/^Loop time of \([0-9.]*\) on.*/\1/p' "$log" |
+            awk '{ printf "%.0f", $1 * 1e6 }')
+        rss=$(sed -n 's/^maxrss_kb=//p' "$log" | sort -n | tail -1)
+        ;;
+    *)
+        t=$(sed -n 's/.*time_per_iter_us=\([0-9.]*\).*OK$/\1/p' "$log")
+        rss=$(sed -n 's/.*max_rss_kb=\([0-9]*\).*/\1/p' "$log")
+        ;;
+    esac
+    echo "${t:-NA} ${rss:-NA}"
+}
+
+# median of the numbers on stdin (NA when none)
+median() {
+    sort -g | awk '{ v[NR] = $1 } END {
+        if (NR == 0) print "NA"
+        else if (NR % 2) print v[(NR + 1) / 2]
+        else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
 # aptus_channels DIR: "ud_sr rc_sr rc_rdma ud_zcopy max_rc_per_rank rc_fp"
@@ -139,16 +136,34 @@ aptus_channels() {
 works=${BENCH_WORKS:-halo3d a2a_small lammps}
 [ $have_lmp = 1 ] || works=${works/lammps/}
 csv=$out/results.csv
-echo "workload,np,config,time_us,rel_to_rc,max_rss_kb,rss_rel_to_ud,ud_sr_msgs,rc_sr_msgs,rc_rdma_msgs,ud_zcopy_msgs,rc_per_rank,rc_fp_msgs" >"$csv"
-printf '%-10s %3s %-8s %12s %7s %11s %7s  %s\n' workload np config \
-    "time(us)" "vs RC" "rss(KB)" "vs UD" "aptus channels (msgs) / RC per rank"
+echo "workload,np,config,time_us,rel_to_rc,max_rss_kb,rss_rel_to_ud,ud_sr_msgs,rc_sr_msgs,rc_rdma_msgs,ud_zcopy_msgs,rc_per_rank,rc_fp_msgs,time_med_us" >"$csv"
+printf '%-10s %3s %-8s %12s %7s %12s %11s %7s  %s\n' workload np config \
+    "time(us)" "vs RC" "median(us)" "rss(KB)" "vs UD" \
+    "aptus channels (msgs) / RC per rank"
 for work in $works; do
     for np in $nps; do
-        declare -A T=() R=()
-        for config in $configs; do
-            read -r T[$config] R[$config] < <(run "$config" "$np" "$work")
+        # the configurations take turns within each repetition, so that
+        # a drift of the machine falls on all of them alike; the best run
+        # counts (its statistics are kept), the median is shown beside it
+        declare -A T=() R=() ALL=()
+        for ((rep = 0; rep < reps; rep++)); do
+            for config in $configs; do
+                read -r t rss < <(run_once "$config" "$np" "$work" "$rep")
+                [ "$t" = NA ] && continue
+                ALL[$config]+="$t "
+                if [ -z "${T[$config]:-}" ] ||
+                   awk -v a="$t" -v b="${T[$config]}" 'BEGIN { exit !(a < b) }'; then
+                    T[$config]=$t
+                    R[$config]=$rss
+                    rm -rf "$out/stats-$config-$np-$work"
+                    mv "$out/stats.tmp" "$out/stats-$config-$np-$work"
+                fi
+            done
         done
         for config in $configs; do
+            T[$config]=${T[$config]:-NA}
+            R[$config]=${R[$config]:-NA}
+            med=$(printf '%s\n' ${ALL[$config]:-} | median)
             rel=$(awk -v a="${T[$config]}" -v b="${T[RC]}" \
                   'BEGIN { if (a == "NA" || b == "NA" || b == 0) print "NA"; else printf "%.2f", a / b }')
             rrel=$(awk -v a="${R[$config]}" -v b="${R[UD]}" \
@@ -160,11 +175,12 @@ for work in $works; do
                 read -r a b c d e f <<<"$ch"
                 chtxt="ud_sr=$a rc_sr=$b rc_rdma=$c ud_zcopy=$d rc_fp=$f, RC/rank<=$e"
             fi
-            printf '%-10s %3s %-8s %12s %7s %11s %7s  %s\n' "$work" "$np" \
-                "$config" "${T[$config]}" "$rel" "${R[$config]}" "$rrel" "$chtxt"
-            echo "$work,$np,$config,${T[$config]},$rel,${R[$config]},$rrel,${ch// /,}" >>"$csv"
+            printf '%-10s %3s %-8s %12s %7s %12s %11s %7s  %s\n' "$work" "$np" \
+                "$config" "${T[$config]}" "$rel" "$med" "${R[$config]}" "$rrel" \
+                "$chtxt"
+            echo "$work,$np,$config,${T[$config]},$rel,${R[$config]},$rrel,${ch// /,},$med" >>"$csv"
         done
-        unset T R
+        unset T R ALL
     done
 done
 # channel usage by message size (aptus-sizes lines of the Aptus runs)

@@ -23,9 +23,11 @@
 #define UCT_APTUS_XACK_COUNT 16 /* RC messages per XACK */
 #define UCT_APTUS_XACK_MS    10 /* longest wait of the first one */
 
-static uint32_t uct_aptus_tl_now_ms(void)
+/* The clock of the last progress call or UD send: confirmations wait
+ * milliseconds, and a read of the clock per call would cost more. */
+static uint32_t uct_aptus_tl_now_ms(const uct_aptus_tl_iface_t *iface)
 {
-    return (uint32_t)(uct_ud_sr_clock() / 1000);
+    return (uint32_t)(iface->ud.now_us / 1000);
 }
 
 void uct_aptus_tl_rc_keep(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
@@ -111,7 +113,7 @@ void uct_aptus_tl_rc_received(uct_aptus_tl_iface_t *iface,
                               uct_aptus_tl_ep_t *ep)
 {
     if (ep->rc_rx_unacked++ == 0) {
-        ep->rc_rx_since_ms = uct_aptus_tl_now_ms();
+        ep->rc_rx_since_ms = uct_aptus_tl_now_ms(iface);
         if (!(ep->flags & UCT_APTUS_EP_XACK) &&
             uct_aptus_tl_list_add(&iface->xack_list, &iface->num_xack,
                                   &iface->max_xack, ep)) {
@@ -200,7 +202,7 @@ unsigned uct_aptus_tl_resend_progress(uct_aptus_tl_iface_t *iface)
         }
     }
     if (iface->num_xack > 0) {
-        now_ms = uct_aptus_tl_now_ms();
+        now_ms = uct_aptus_tl_now_ms(iface);
     }
     for (i = 0; i < iface->num_xack;) {
         ep = iface->xack_list[i];
