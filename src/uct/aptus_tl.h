@@ -322,9 +322,18 @@ typedef struct uct_aptus_tl_iface {
 
 extern ucs_config_field_t uct_aptus_tl_iface_config_table[];
 
-/* Set up a peer's state on first use. */
-void uct_aptus_tl_ep_init_state(uct_aptus_tl_iface_t *iface,
-                                uct_aptus_tl_ep_t *ep);
+/* Set up a peer's state on first use (once per peer; inline: every
+ * message asks). */
+void uct_aptus_tl_ep_init_state_slow(uct_aptus_tl_iface_t *iface,
+                                     uct_aptus_tl_ep_t *ep);
+
+static inline void uct_aptus_tl_ep_init_state(uct_aptus_tl_iface_t *iface,
+                                              uct_aptus_tl_ep_t *ep)
+{
+    if (ucs_unlikely(!(ep->flags & UCT_APTUS_EP_INITED))) {
+        uct_aptus_tl_ep_init_state_slow(iface, ep);
+    }
+}
 
 /* Which of the peer's channels may carry a message now (a mask of
  * APTUS_RULE_BIT). */

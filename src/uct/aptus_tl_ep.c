@@ -35,12 +35,9 @@ static inline uct_aptus_tl_ep_t *uct_aptus_tl_ep(uct_ep_h tl_ep)
     return ucs_derived_of(tl_ep, uct_aptus_tl_ep_t);
 }
 
-void uct_aptus_tl_ep_init_state(uct_aptus_tl_iface_t *iface,
-                                uct_aptus_tl_ep_t *ep)
+void uct_aptus_tl_ep_init_state_slow(uct_aptus_tl_iface_t *iface,
+                                     uct_aptus_tl_ep_t *ep)
 {
-    if (ucs_likely(ep->flags & UCT_APTUS_EP_INITED)) {
-        return;
-    }
     aptus_xorder_tx_init(&ep->xtx);
     aptus_xorder_rx_init(&ep->xrx, iface->reorder_max);
     aptus_alloc_peer_init(&ep->alloc, uct_ud_sr_clock());

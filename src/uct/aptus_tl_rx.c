@@ -103,7 +103,7 @@ ucs_status_t uct_aptus_tl_rx(uct_aptus_tl_iface_t *iface,
     aptus_xorder_entry_t *entry;
     uct_aptus_tl_held_t *held;
     ucs_status_t status;
-    aptus_xseq_t seq;
+    aptus_xseq_t seq, ack;
 
     if (ucs_unlikely(length < UCT_APTUS_TRAILER_LEN)) {
         iface->stats.rx_malformed++;
@@ -115,9 +115,13 @@ ucs_status_t uct_aptus_tl_rx(uct_aptus_tl_iface_t *iface,
     if (!ucs_queue_is_empty(&ep->rc_unacked)) {
         /* the peer's receive point confirms what we sent over RC: an
          * earlier one (a late or resent message) confirms less, no harm */
-        uct_aptus_tl_xack_recv(iface, ep,
-                               aptus_get32(UCS_PTR_BYTE_OFFSET(data,
-                                                               length + 4)));
+        ack = aptus_get32(UCS_PTR_BYTE_OFFSET(data, length + 4));
+        if (aptus_xseq_lt(ucs_queue_head_elem_non_empty(&ep->rc_unacked,
+                                                        uct_aptus_tl_copy_t,
+                                                        queue)->seq,
+                          ack)) {
+            uct_aptus_tl_xack_recv(iface, ep, ack);
+        }
     }
 
     if (ucs_likely(seq == ep->xrx.next)) {
