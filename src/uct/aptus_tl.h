@@ -305,6 +305,10 @@ typedef struct uct_aptus_tl_iface {
     unsigned max_rc_list;
     uint64_t next_check_us;
     ucs_mpool_t zcomp_mp; /* am_zcopy over UD: trailer + completion */
+    ucs_mpool_t keep_mp;  /* copies kept for a resend, one RC message
+                             each: pages are touched as far as a copy
+                             goes, and a malloc and free per message over
+                             RC cost more than the copy */
     uct_recv_desc_t held_release;
     uct_aptus_async_timer_t timer;
     uct_aptus_async_rx_t async_rx;

@@ -1025,6 +1025,14 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
     if (status != UCS_OK) {
         goto err_bounce;
     }
+    status = ucs_mpool_init(&self->keep_mp, 0,
+                            sizeof(uct_aptus_tl_copy_t) + config->rc_seg_size +
+                                    UCT_APTUS_TRAILER_LEN,
+                            0, 8, 16, UINT_MAX, &aptus_mpool_plain_ops,
+                            "aptus_rc_copies");
+    if (status != UCS_OK) {
+        goto err_zcomp;
+    }
 
     status = aptus_sock_dgram_open(self->dev_name, &setup.wire, &self->dgram);
     if (status != UCS_OK) {
@@ -1098,6 +1106,8 @@ err_ud:
 err_dgram:
     self->dgram->ops->close(self->dgram);
 err_mpool:
+    ucs_mpool_cleanup(&self->keep_mp, 0);
+err_zcomp:
     ucs_mpool_cleanup(&self->zcomp_mp, 0);
 err_bounce:
     ucs_arbiter_cleanup(&self->pending);
@@ -1131,6 +1141,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_aptus_tl_iface_t)
     aptus_rc_chan_cleanup(&self->rc);
     self->conn->ops->close(self->conn);
     uct_aptus_tl_fp_cleanup(self); /* a late write from a peer now fails */
+    ucs_mpool_cleanup(&self->keep_mp, 1);
     ucs_mpool_cleanup(&self->zcomp_mp, 1);
     ucs_arbiter_cleanup(&self->pending);
     kh_destroy_inplace(uct_aptus_rc_peers, &self->rc_peers);

@@ -38,7 +38,9 @@ void uct_aptus_tl_rc_keep(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
     uint8_t *p;
     unsigned i;
 
-    copy = ucs_malloc(sizeof(*copy) + length, "uct_aptus_rc_copy");
+    /* the connection took it: it holds no more than an element does */
+    ucs_assertv(length <= iface->rc.config.max_msg, "length %zu", length);
+    copy = ucs_mpool_get_inline(&iface->keep_mp);
     if (copy == NULL) {
         /* without it a broken connection would lose the message: the
          * peer fails then, as before copies were kept */
@@ -72,7 +74,7 @@ static void uct_aptus_tl_copy_free(uct_aptus_tl_iface_t *iface,
 {
     iface->stats.kept_now--;
     iface->stats.kept_bytes -= copy->length;
-    ucs_free(copy);
+    ucs_mpool_put_inline(copy);
 }
 
 void uct_aptus_tl_xack_recv(uct_aptus_tl_iface_t *iface,
