@@ -100,7 +100,9 @@ run_once() {
     lammps)
         t=$(sed -n 's/^Loop time of \([0-9.]*\) on.*/\1/p' "$log" |
             awk '{ printf "%.0f", $1 * 1e6 }')
-        rss=$(sed -n 's/^maxrss_kb=//p' "$log" | sort -n | tail -1)
+        # ranks' lines may run into each other: every number, wherever
+        rss=$(grep -o 'maxrss_kb=[0-9]*' "$log" | cut -d= -f2 | sort -n |
+              tail -1)
         ;;
     *)
         t=$(sed -n 's/.*time_per_iter_us=\([0-9.]*\).*OK$/\1/p' "$log")
