@@ -732,7 +732,19 @@ static unsigned aptus_udz_get_progress(aptus_udz_t *udz, aptus_udz_get_t *get)
         return 0;
     }
     if (get->copy) {
-        return 0; /* data comes through the stream */
+        /* data comes through the stream. An owner at MAX_SERVED whose
+         * stream to us was full dropped its "busy" answer: with nothing
+         * heard for a stall, ask again (an owner serving it ignores a
+         * repeated request). 100,000 gets of 128 KB in flight (MPICH's
+         * manyget) hung here for good. */
+        stall = aptus_udz_stall_us(udz, get);
+        if ((now - get->last_data_us) >= stall) {
+            get->last_data_us = now;
+            get->stall_shift++;
+            udz->stats.stalls++;
+            aptus_udz_send_req(udz, get);
+        }
+        return 0;
     }
 
     count = aptus_udz_get_recv(udz, get);
@@ -1393,7 +1405,9 @@ ucs_status_t aptus_udz_internal(aptus_udz_t *udz, aptus_ud_peer_t *peer,
             break;
         }
         memcpy(get->dest + msg.copy.offset, msg.copy.data, msg.copy.length);
-        get->copied += msg.copy.length;
+        get->copied      += msg.copy.length;
+        get->last_data_us = udz->ud->now_us;
+        get->stall_shift  = 0;
         if (get->copied == get->length) {
             udz->stats.copy_bytes += get->length;
             aptus_udz_get_finish(udz, get, UCS_OK, 0);

@@ -723,6 +723,52 @@ TEST_F(uct_ud_sr, async_timer_wakes_rarely_while_the_user_progresses)
     EXPECT_GE(stats(m_b)["async_arms"], 1u);
 }
 
+TEST_F(uct_ud_sr, gets_the_owner_turned_away_with_its_stream_full_complete)
+{
+    /* Issue: a get on the copy-based path (no receive context left) that
+     * an owner at ZCOPY_MAX_SERVED turned away while its stream to the
+     * initiator was full waited for good: MPICH's manyget with 1200 gets
+     * of 128 KB in flight hung (the owner had dropped 82 "busy" answers);
+     * here, without the fix, 11 of the 12 complete. Now such a get asks
+     * again after a stall. */
+    setup_pair({ { "ZCOPY_MAX_SERVED", "1" }, { "ZCOPY_CONTEXTS", "1" },
+                 { "TX_WINDOW", "16" } });
+    remote_buf rb;
+    expose(rb, 256 * 1024 + 5);
+    const int n = 12;
+    std::vector<std::vector<uint8_t>> dst(n);
+    std::vector<test_comp> c(n);
+    for (int i = 0; i < n; ++i) {
+        ASSERT_NO_FATAL_FAILURE(start_get(rb, dst[i], c[i]));
+    }
+    for (int i = 0; i < 100; ++i) {
+        uct_iface_progress(m_a.iface); /* the requests go */
+    }
+    /* b serves the first until its stream to a is full (a acknowledges
+     * nothing meanwhile), and must turn the others away */
+    ucs_time_t end = ucs_get_time() + ucs_time_from_sec(0.2);
+    while (ucs_get_time() < end) {
+        uct_iface_progress(m_b.iface);
+    }
+    ucs_time_t deadline = ucs_get_time() + ucs_time_from_sec(30);
+    int done;
+    do {
+        progress();
+        done = 0;
+        for (int i = 0; i < n; ++i) {
+            done += c[i].done;
+        }
+    } while ((done < n) && (ucs_get_time() < deadline));
+    ASSERT_EQ(n, done);
+    for (int i = 0; i < n; ++i) {
+        EXPECT_EQ(UCS_OK, c[i].status) << i;
+        EXPECT_EQ(rb.data, dst[i]) << i;
+    }
+    EXPECT_GT(stats(m_b)["zc_serve_limit"], 0u);
+    EXPECT_EQ(UCS_OK, flush_ep(m_a.ep));
+    release(rb);
+}
+
 TEST_F(uct_ud_sr, owner_serves_get_after_get_while_it_computes)
 {
     /* each get ends with a DONE to the owner; one deferred to the owner's
