@@ -44,6 +44,49 @@ static unsigned aptus_ud_max_frags(const aptus_ud_chan_config_t *config,
                                 single);
 }
 
+/* The smallest datagram a peer's size may be: one that still carries the
+ * largest message within the window (SEG_SIZE must fit TX_WINDOW
+ * datagrams whatever the path). */
+static size_t aptus_ud_min_dg(const aptus_ud_chan_config_t *config,
+                              size_t wire_mtu)
+{
+    size_t lo = APTUS_UD_PATH_UNKNOWN, hi = wire_mtu, mid;
+
+    if (lo >= hi) {
+        return wire_mtu;
+    }
+    while (lo < hi) { /* fewest bytes whose fragment count fits */
+        mid = lo + (hi - lo) / 2;
+        if (aptus_ud_max_frags(config, mid) <= config->rel.tx_window) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    return lo;
+}
+
+unsigned aptus_ud_chan_dg_class(aptus_ud_chan_t *chan, size_t mtu)
+{
+    aptus_ud_dg_class_t *c;
+    unsigned i;
+
+    mtu = ucs_min(ucs_max(mtu, chan->min_dg), chan->wire->mtu);
+    for (i = 0; i < chan->num_dg_class; ++i) {
+        if (chan->dg_class[i].mtu == mtu) {
+            return i;
+        }
+    }
+    if (chan->num_dg_class == APTUS_UD_DG_CLASSES) {
+        return 1; /* the smallest size, always safe */
+    }
+    c         = &chan->dg_class[chan->num_dg_class];
+    c->mtu    = (uint32_t)mtu;
+    c->single = (uint32_t)(mtu - aptus_ud_hdr_overhead(&chan->config));
+    c->first  = (uint32_t)aptus_ud_first_payload(mtu);
+    return chan->num_dg_class++;
+}
+
 const char *aptus_ud_chan_config_check(const aptus_ud_chan_config_t *config,
                                        size_t wire_mtu)
 {
@@ -213,7 +256,15 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
     chan->single_payload = mtu - aptus_ud_hdr_overhead(config);
     chan->first_payload  = aptus_ud_first_payload(mtu);
     chan->frag_payload   = chan->single_payload;
-    max_frags            = aptus_ud_max_frags(config, mtu);
+    /* class 0: the wire's own size; class 1: the smallest, for streams
+     * whose peer named no size yet */
+    chan->min_dg         = aptus_ud_min_dg(config, mtu);
+    aptus_ud_chan_dg_class(chan, mtu);
+    if (aptus_ud_chan_dg_class(chan, APTUS_UD_PATH_UNKNOWN) == 0) {
+        chan->dg_class[1] = chan->dg_class[0];
+        chan->num_dg_class = 2;
+    }
+    max_frags            = aptus_ud_max_frags(config, chan->min_dg);
 
     kh_init_inplace(aptus_ud_peers, &chan->peers);
     ucs_queue_head_init(&chan->deferred);
@@ -553,6 +604,7 @@ aptus_ud_peer_ext_t *aptus_ud_peer_ext_get(aptus_ud_chan_t *chan,
         ext->held      = NULL;
         ext->held_tail = NULL;
         ext->reasm     = NULL;
+        ext->path_probe = 0;
         aptus_rel_rx_map_init(&ext->held_map);
         ucs_arbiter_group_init(&ext->pending);
         peer->ext = ext;
@@ -565,7 +617,7 @@ void aptus_ud_peer_ext_try_release(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
     aptus_ud_peer_ext_t *ext = peer->ext;
 
     if ((ext == NULL) || (ext->held != NULL) || (ext->reasm != NULL) ||
-        !ucs_arbiter_group_is_empty(&ext->pending)) {
+        (ext->path_probe != 0) || !ucs_arbiter_group_is_empty(&ext->pending)) {
         return;
     }
     ucs_arbiter_group_cleanup(&ext->pending);
@@ -620,6 +672,7 @@ aptus_ud_peer_t *aptus_ud_chan_peer_create(aptus_ud_chan_t *chan,
     peer->remote_key = remote_key;
     peer->conn_id    = conn_id;
     peer->active_idx = UINT32_MAX;
+    peer->flags      = 1u << APTUS_UD_PEER_CLASS_SHIFT; /* size unknown */
     aptus_rel_tx_init(&peer->tx, chan->now_us);
     aptus_rel_rx_init(&peer->rx);
 
@@ -642,9 +695,46 @@ static inline int aptus_ud_chan_is_hint(const aptus_ud_chan_t *chan,
            !memcmp(chan->connect_hint.addr.raw, addr->raw, APTUS_WIRE_ADDR_LEN);
 }
 
+void aptus_ud_chan_set_class(aptus_ud_peer_t *peer, unsigned cls)
+{
+    peer->flags = (uint16_t)((peer->flags &
+                              ((1u << APTUS_UD_PEER_CLASS_SHIFT) - 1)) |
+                             (cls << APTUS_UD_PEER_CLASS_SHIFT));
+}
+
+/* Start the search for the largest datagram the path to peer carries:
+ * data goes at a size every link takes while probes of the size both ends
+ * take (then Ethernet's) are answered, or not. */
+static void aptus_ud_chan_path_start(aptus_ud_chan_t *chan,
+                                     aptus_ud_peer_t *peer, size_t want)
+{
+    aptus_ud_peer_ext_t *ext;
+    size_t base = ucs_min(want, APTUS_UD_PATH_BASE);
+
+    if ((chan->wire->flags & APTUS_DGRAM_WIRE_F_LOCAL) || (want <= base)) {
+        aptus_ud_chan_set_class(peer, aptus_ud_chan_dg_class(chan, want));
+        return;
+    }
+    if (aptus_ud_peer_mtu(chan, peer) >= ucs_min(want, chan->wire->mtu)) {
+        return; /* known already (a second endpoint on the stream) */
+    }
+    ext = aptus_ud_peer_ext_get(chan, peer);
+    if (ext == NULL) {
+        aptus_ud_chan_set_class(peer, aptus_ud_chan_dg_class(chan, base));
+        return; /* no memory to search: the safe size */
+    }
+    aptus_ud_chan_set_class(peer, aptus_ud_chan_dg_class(chan, base));
+    ext->path_want   = (uint16_t)ucs_min(want, chan->wire->mtu);
+    ext->path_probe  = ext->path_want;
+    ext->path_tries  = 0;
+    ext->path_due_us = chan->now_us;
+    chan->next_due_us = chan->now_us;
+    aptus_ud_chan_activate(chan, peer);
+}
+
 ucs_status_t aptus_ud_chan_peer_connect(aptus_ud_chan_t *chan,
                                         const aptus_wire_addr_t *addr,
-                                        uint64_t remote_key,
+                                        uint64_t remote_key, size_t remote_mtu,
                                         aptus_ud_peer_t **peer_p)
 {
     aptus_ud_peer_t *peer = NULL;
@@ -680,6 +770,8 @@ ucs_status_t aptus_ud_chan_peer_connect(aptus_ud_chan_t *chan,
     }
 
     peer->flags = (peer->flags | APTUS_UD_PEER_USER) & ~APTUS_UD_PEER_USER_GONE;
+    aptus_ud_chan_path_start(chan, peer,
+                             ucs_min(remote_mtu, chan->wire->mtu));
     *peer_p = peer;
     return UCS_OK;
 }
@@ -851,6 +943,7 @@ void aptus_ud_chan_peer_fail(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     aptus_ud_rx_release_peer(chan, peer);
     aptus_ud_chan_deactivate(chan, peer);
     if (peer->ext != NULL) {
+        peer->ext->path_probe = 0;
         /* pending requests are the user's to purge; let them run (and fail) */
         if (!ucs_arbiter_group_is_empty(&peer->ext->pending)) {
             ucs_arbiter_group_schedule(&chan->pending, &peer->ext->pending);
@@ -867,6 +960,66 @@ void aptus_ud_chan_peer_invalidate(aptus_ud_chan_t *chan,
                                    aptus_ud_peer_t *peer)
 {
     aptus_ud_chan_peer_fail(chan, peer, UCS_ERR_ENDPOINT_TIMEOUT);
+}
+
+/* A probe is due, or the size being probed is given up. */
+static void aptus_ud_chan_path_timer(aptus_ud_chan_t *chan,
+                                     aptus_ud_peer_t *peer)
+{
+    aptus_ud_peer_ext_t *ext = peer->ext;
+    char buf[64];
+
+    if (chan->now_us < ext->path_due_us) {
+        goto out;
+    }
+    if (ext->path_tries < APTUS_UD_PATH_TRIES) {
+        aptus_ud_tx_path_probe(chan, peer, ext->path_probe);
+        ext->path_due_us = chan->now_us +
+                           ((uint64_t)APTUS_UD_PATH_PROBE_US << ext->path_tries);
+        ext->path_tries++;
+        chan->stats.path_probes++;
+        goto out;
+    }
+
+    /* every probe of this size lost while the stream lives: the path drops
+     * it (a switch or a hop with a smaller MTU than both ends) */
+    chan->stats.path_lost++;
+    ucs_diag("ud_sr: %s drops datagrams of %u bytes (both ends take %u); "
+             "using %zu",
+             chan->wire->ops->addr_str(&peer->addr, buf, sizeof(buf)),
+             ext->path_probe, ext->path_want,
+             (ext->path_probe > APTUS_UD_PATH_ETHERNET) &&
+                     (aptus_ud_peer_mtu(chan, peer) < APTUS_UD_PATH_ETHERNET)
+                 ? (size_t)APTUS_UD_PATH_ETHERNET
+                 : aptus_ud_peer_mtu(chan, peer));
+    if ((ext->path_probe > APTUS_UD_PATH_ETHERNET) &&
+        (aptus_ud_peer_mtu(chan, peer) < APTUS_UD_PATH_ETHERNET)) {
+        ext->path_probe  = APTUS_UD_PATH_ETHERNET; /* jumbo frames lost */
+        ext->path_tries  = 0;
+        ext->path_due_us = chan->now_us;
+    } else {
+        ext->path_probe = 0;
+        return;
+    }
+
+out:
+    if (ext->path_due_us < chan->next_due_us) {
+        chan->next_due_us = ext->path_due_us;
+    }
+}
+
+void aptus_ud_chan_path_confirmed(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                                  size_t size)
+{
+    aptus_ud_peer_ext_t *ext = peer->ext;
+
+    if ((ext == NULL) || (ext->path_probe == 0) || (size != ext->path_probe)) {
+        return; /* stale, duplicated, or not asked for */
+    }
+    aptus_ud_chan_set_class(peer, aptus_ud_chan_dg_class(chan, size));
+    ext->path_probe = 0;
+    chan->stats.path_raised++;
+    aptus_ud_peer_ext_try_release(chan, peer);
 }
 
 void aptus_ud_chan_tick(aptus_ud_chan_t *chan)
@@ -935,9 +1088,14 @@ void aptus_ud_chan_tick(aptus_ud_chan_t *chan)
             }
         }
 
+        if (ucs_unlikely((peer->ext != NULL) && peer->ext->path_probe)) {
+            aptus_ud_chan_path_timer(chan, peer);
+        }
+
         if (aptus_rel_tx_is_idle(&peer->tx) &&
             !aptus_rel_rx_has_unacked(&peer->rx) &&
-            ((peer->ext == NULL) || (peer->ext->held == NULL))) {
+            ((peer->ext == NULL) ||
+             ((peer->ext->held == NULL) && (peer->ext->path_probe == 0)))) {
             aptus_ud_chan_deactivate(chan, peer);
             aptus_ud_peer_ext_try_release(chan, peer);
             continue;
@@ -1239,7 +1397,7 @@ static ucs_status_t aptus_ud_iface_peer_connect(aptus_chan_t *chan,
     const aptus_ud_remote_t *r = remote;
 
     return aptus_ud_chan_peer_connect(ucs_derived_of(chan, aptus_ud_chan_t),
-                                      r->addr, r->remote_key,
+                                      r->addr, r->remote_key, r->mtu,
                                       (aptus_ud_peer_t **)peer_p);
 }
 

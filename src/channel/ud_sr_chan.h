@@ -119,6 +119,31 @@ enum {
                                      the OPEN flag) */
 };
 
+/* A peer's datagram size is one of the channel's size classes, named by
+ * index in the top bits of its flags (so it costs the peer no bytes). */
+#define APTUS_UD_PEER_CLASS_SHIFT 10
+#define APTUS_UD_DG_CLASSES       64
+
+/* Datagram sizes of the path search: the first size used towards a peer
+ * on a link (IPv6's minimum MTU less IP and UDP headers), and Ethernet's,
+ * tried when a jumbo size is lost on the way. */
+#define APTUS_UD_PATH_BASE     1232
+#define APTUS_UD_PATH_ETHERNET 1452
+/* Size for streams a peer opened before an endpoint here named its size
+ * (they carry ACKs and control messages until then). */
+#define APTUS_UD_PATH_UNKNOWN  512
+/* A probe goes this many times, PATH_PROBE_US apart doubling, before the
+ * size is given up as lost on the path. */
+#define APTUS_UD_PATH_TRIES    4
+#define APTUS_UD_PATH_PROBE_US 20000
+#define APTUS_UD_PATH_PAD_MAX  65536 /* the largest probe */
+
+typedef struct aptus_ud_dg_class {
+    uint32_t mtu;    /* datagram bytes */
+    uint32_t single; /* payload of a one-datagram message */
+    uint32_t first;  /* payload of the first of several (the others: single) */
+} aptus_ud_dg_class_t;
+
 /*
  * Per-peer state: the whole cost of a peer that is not sending. A plain
  * object: the owner keeps what it needs in the config's peer_headroom
@@ -146,6 +171,10 @@ struct aptus_ud_peer_ext {
     aptus_rel_rx_map_t held_map; /* the window's map of them */
     struct aptus_ud_reasm *reasm;  /* message being reassembled */
     ucs_arbiter_group_t pending;   /* uct_pending_req_t waiting for window */
+    uint64_t path_due_us; /* the next probe goes then */
+    uint16_t path_probe;  /* datagram size being probed, 0: none */
+    uint16_t path_want;   /* the size both ends take (the search's top) */
+    uint8_t path_tries;   /* probes of path_probe sent */
 };
 
 /* Common head of a received message awaiting delivery. */
@@ -230,6 +259,11 @@ typedef struct aptus_ud_chan_stats {
     uint64_t rx_hold_limit;     /* a datagram past a hole not held: the
                                    receive buffers left must take holes */
     uint64_t peers_created, peers_failed, peers_reclaimed;
+    uint64_t path_probes;     /* path probes sent */
+    uint64_t path_raised;     /* a peer's datagram size went up: confirmed */
+    uint64_t path_lost;       /* a size lost on the path: every probe of it
+                                 went unanswered, a smaller one is used */
+    uint64_t path_replies;    /* probes of peers answered */
     uint64_t pending_dispatched, pending_async, checks;
 } aptus_ud_chan_stats_t;
 
@@ -310,6 +344,11 @@ struct aptus_ud_chan {
     size_t single_payload; /* payload of a one-datagram msg */
     size_t first_payload;  /* ...of the first of several */
     size_t frag_payload;   /* ...of the others */
+    /* datagram sizes towards peers (class 0: the wire's own), see
+     * APTUS_UD_PEER_CLASS_SHIFT */
+    aptus_ud_dg_class_t dg_class[APTUS_UD_DG_CLASSES];
+    unsigned num_dg_class;
+    size_t min_dg; /* no class is smaller (SEG_SIZE fits TX_WINDOW) */
 
     khash_t(aptus_ud_peers) peers;
     aptus_ud_peer_t **active; /* peers with timers or ACKs due */
@@ -388,6 +427,9 @@ extern const aptus_chan_ops_t aptus_ud_chan_iface_ops;
 typedef struct aptus_ud_remote {
     const aptus_wire_addr_t *addr;
     uint64_t remote_key; /* the interface's identity */
+    size_t mtu;          /* the largest datagram it takes (its address
+                            says); the smaller of the two ends' is used
+                            once the path is seen to carry it */
 } aptus_ud_remote_t;
 
 /* Returns NULL if the configuration fits the wire, else a message. */
@@ -427,8 +469,21 @@ ssize_t aptus_ud_chan_send_internal(aptus_ud_chan_t *chan,
  * lowest stream that has no endpoint yet, created if needed. */
 ucs_status_t aptus_ud_chan_peer_connect(aptus_ud_chan_t *chan,
                                         const aptus_wire_addr_t *addr,
-                                        uint64_t remote_key,
+                                        uint64_t remote_key, size_t remote_mtu,
                                         aptus_ud_peer_t **peer_p);
+
+/* The datagram size class of peer, and its size in bytes. */
+static inline const aptus_ud_dg_class_t *
+aptus_ud_peer_class(const aptus_ud_chan_t *chan, const aptus_ud_peer_t *peer)
+{
+    return &chan->dg_class[peer->flags >> APTUS_UD_PEER_CLASS_SHIFT];
+}
+
+static inline size_t aptus_ud_peer_mtu(const aptus_ud_chan_t *chan,
+                                       const aptus_ud_peer_t *peer)
+{
+    return aptus_ud_peer_class(chan, peer)->mtu;
+}
 
 /* The endpoint is gone; data already accepted is still delivered. */
 void aptus_ud_chan_peer_disconnect(aptus_ud_chan_t *chan,

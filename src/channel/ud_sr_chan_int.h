@@ -135,6 +135,18 @@ void aptus_ud_tx_resend(void *arg, aptus_rel_txe_t *txe);
 void aptus_ud_tx_batch_flush(aptus_ud_chan_t *chan);
 /* Ask the peer for an acknowledgement of everything outstanding. */
 void aptus_ud_tx_probe(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer);
+/* A path probe of size bytes, and the answer to one that arrived. */
+void aptus_ud_tx_path_probe(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                            size_t size);
+void aptus_ud_tx_path_reply(aptus_ud_chan_t *chan,
+                            const aptus_wire_addr_t *dst, uint64_t dest_key,
+                            uint16_t conn_id, size_t size);
+/* ud_sr_chan.c: the size class of mtu bytes (made if new); a peer's. */
+unsigned aptus_ud_chan_dg_class(aptus_ud_chan_t *chan, size_t mtu);
+void aptus_ud_chan_set_class(aptus_ud_peer_t *peer, unsigned cls);
+/* A probe of size bytes was answered: the path carries it. */
+void aptus_ud_chan_path_confirmed(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                                  size_t size);
 void aptus_ud_tx_send_ctl(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
                           uint8_t type, int ack_req);
 void aptus_ud_tx_purge(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,

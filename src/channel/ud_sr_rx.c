@@ -568,6 +568,27 @@ static void aptus_ud_rx_reset_unknown(aptus_ud_chan_t *chan,
     aptus_ud_tx_batch_flush(chan); /* the batch points at ghost.addr */
 }
 
+/* A path probe is answered whatever the stream's state (it changes none,
+ * and the answer is smaller than the probe); an answer raises the size of
+ * the stream that asked. */
+static void aptus_ud_rx_path(aptus_ud_chan_t *chan,
+                             const aptus_wire_addr_t *src,
+                             const aptus_ud_sr_pkt_t *pkt)
+{
+    aptus_ud_peer_t *peer;
+
+    if (!(pkt->flags & APTUS_UD_SR_F_REPLY)) {
+        chan->stats.path_replies++;
+        aptus_ud_tx_path_reply(chan, src, pkt->src_key, pkt->conn_id,
+                               pkt->psn);
+        return;
+    }
+    peer = aptus_ud_chan_peer_lookup(chan, src, pkt->src_key, pkt->conn_id);
+    if (peer != NULL) {
+        aptus_ud_chan_path_confirmed(chan, peer, pkt->psn);
+    }
+}
+
 /* Returns 1 if the datagram's descriptor was kept. */
 static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
                               size_t length, const aptus_wire_addr_t *src,
@@ -593,6 +614,11 @@ static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
     }
     if (ucs_unlikely(pkt.dest_key != chan->local_key)) {
         chan->stats.rx_bad_key++; /* stray, stale or forged */
+        return 0;
+    }
+    if (ucs_unlikely((pkt.type == APTUS_UD_SR_TYPE_ACK) &&
+                     (pkt.flags & APTUS_UD_SR_F_PATH))) {
+        aptus_ud_rx_path(chan, src, &pkt);
         return 0;
     }
     if (ucs_unlikely((pkt.type == APTUS_UD_SR_TYPE_DATA) &&

@@ -172,6 +172,52 @@ void aptus_ud_tx_send_ctl(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     }
 }
 
+/* Zeros that pad path probes (bss: no page is used until read). */
+static uint8_t aptus_ud_path_pad[APTUS_UD_PATH_PAD_MAX];
+
+static void aptus_ud_tx_path(aptus_ud_chan_t *chan,
+                             const aptus_wire_addr_t *dst, uint64_t dest_key,
+                             uint16_t conn_id, size_t size, int reply)
+{
+    uint8_t hdr[APTUS_UD_SR_HDR_LEN];
+    struct iovec iov[2];
+    aptus_ud_sr_pkt_t pkt;
+    aptus_dgram_tx_t tx;
+    unsigned sent;
+
+    memset(&pkt, 0, sizeof(pkt));
+    pkt.dest_key = dest_key;
+    pkt.src_key  = chan->local_key;
+    pkt.psn      = (uint16_t)size;
+    pkt.type     = APTUS_UD_SR_TYPE_ACK;
+    pkt.flags    = APTUS_UD_SR_F_PATH | (reply ? APTUS_UD_SR_F_REPLY : 0);
+    pkt.conn_id  = conn_id;
+    iov[0].iov_base = hdr;
+    iov[0].iov_len  = aptus_ud_sr_build(hdr, &pkt);
+    iov[1].iov_base = aptus_ud_path_pad;
+    iov[1].iov_len  = reply ? 0 : size - iov[0].iov_len;
+    tx.dst          = dst;
+    tx.iov          = iov;
+    tx.iovcnt       = reply ? 1 : 2;
+    aptus_ud_tx_batch_flush(chan); /* in order behind what is built */
+    (void)chan->wire->ops->send(chan->wire, &tx, 1, &sent);
+}
+
+void aptus_ud_tx_path_probe(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                            size_t size)
+{
+    ucs_assert(size <= APTUS_UD_PATH_PAD_MAX);
+    aptus_ud_tx_path(chan, &peer->addr, peer->remote_key, peer->conn_id, size,
+                     0);
+}
+
+void aptus_ud_tx_path_reply(aptus_ud_chan_t *chan,
+                            const aptus_wire_addr_t *dst, uint64_t dest_key,
+                            uint16_t conn_id, size_t size)
+{
+    aptus_ud_tx_path(chan, dst, dest_key, conn_id, size, 1);
+}
+
 void aptus_ud_tx_probe(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
 {
     aptus_ud_tx_ctx_t ctx;
@@ -283,15 +329,15 @@ static inline uint8_t aptus_ud_send_hdr_flags(const aptus_chan_send_t *send)
                                                       : 0;
 }
 
-/* Split length bytes into fragments; returns their number. */
-static inline unsigned aptus_ud_tx_num_frags(aptus_ud_chan_t *chan,
+/* Split length bytes into fragments of the peer's size; returns their
+ * number. */
+static inline unsigned aptus_ud_tx_num_frags(const aptus_ud_dg_class_t *cls,
                                              size_t length)
 {
-    if (length <= chan->single_payload) {
+    if (length <= cls->single) {
         return 1;
     }
-    return 1 +
-           ucs_div_round_up(length - chan->first_payload, chan->frag_payload);
+    return 1 + ucs_div_round_up(length - cls->first, cls->single);
 }
 
 static inline unsigned aptus_ud_tx_room(aptus_ud_chan_t *chan,
@@ -304,6 +350,7 @@ static inline unsigned aptus_ud_tx_room(aptus_ud_chan_t *chan,
 static void aptus_ud_tx_post(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
                              aptus_ud_tx_msg_t *msg)
 {
+    const aptus_ud_dg_class_t *cls = aptus_ud_peer_class(chan, peer);
     aptus_ud_tx_frag_t *frag;
     size_t offset = 0, len;
     unsigned i;
@@ -316,9 +363,9 @@ static void aptus_ud_tx_post(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         frag->flags  = 0;
         if (i == 0) {
             frag->flags |= APTUS_UD_SR_F_FIRST;
-            len = (msg->num_frags == 1) ? msg->length : chan->first_payload;
+            len = (msg->num_frags == 1) ? msg->length : cls->first;
         } else {
-            len = ucs_min(chan->frag_payload, msg->length - offset);
+            len = ucs_min(cls->single, msg->length - offset);
         }
         if (i == msg->num_frags - 1) {
             frag->flags |= APTUS_UD_SR_F_LAST;
@@ -388,7 +435,8 @@ static ssize_t aptus_ud_tx_bcopy(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
      * result that fits a smaller buffer moves there, so that large buffers
      * are held only by large messages. */
     msg = aptus_ud_tx_msg_get(chan,
-                              (chan->single_payload >= chan->config.max_msg)
+                              (aptus_ud_peer_class(chan, peer)->single >=
+                               chan->config.max_msg)
                                       ? APTUS_UD_TX_SMALL
                                       : APTUS_UD_TX_LARGE,
                               send->am_id, aptus_ud_send_hdr_flags(send));
@@ -400,7 +448,7 @@ static ssize_t aptus_ud_tx_bcopy(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     ucs_assertv(length <= chan->config.max_msg, "packed %zu > max %zu", length,
                 chan->config.max_msg);
 
-    nfrags = aptus_ud_tx_num_frags(chan, length);
+    nfrags = aptus_ud_tx_num_frags(aptus_ud_peer_class(chan, peer), length);
     if (nfrags > aptus_ud_tx_room(chan, peer)) {
         ucs_mpool_put_inline(msg);
         chan->stats.tx_window_full++;
@@ -438,7 +486,7 @@ static ucs_status_t aptus_ud_tx_zcopy(aptus_ud_chan_t *chan,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    nfrags = aptus_ud_tx_num_frags(chan, length);
+    nfrags = aptus_ud_tx_num_frags(aptus_ud_peer_class(chan, peer), length);
     if (nfrags > aptus_ud_tx_room(chan, peer)) {
         chan->stats.tx_window_full++;
         return UCS_ERR_NO_RESOURCE;
@@ -479,6 +527,38 @@ static ucs_status_t aptus_ud_tx_zcopy(aptus_ud_chan_t *chan,
     return (msg->comp == NULL) ? UCS_OK : UCS_INPROGRESS;
 }
 
+static ssize_t aptus_ud_tx_copy_split(aptus_ud_chan_t *chan,
+                                      aptus_ud_peer_t *peer,
+                                      const aptus_chan_send_t *send,
+                                      size_t length)
+{
+    unsigned nfrags =
+        aptus_ud_tx_num_frags(aptus_ud_peer_class(chan, peer), length);
+    aptus_ud_tx_msg_t *msg;
+    void *data;
+
+    if (nfrags > aptus_ud_tx_room(chan, peer)) {
+        chan->stats.tx_window_full++;
+        return UCS_ERR_NO_RESOURCE;
+    }
+    msg = aptus_ud_tx_msg_get(chan, APTUS_UD_TX_LARGE, send->am_id,
+                              aptus_ud_send_hdr_flags(send));
+    if (msg == NULL) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    data = aptus_ud_tx_msg_data(chan, msg);
+    if (send->hdr_len > 0) {
+        memcpy(data, send->hdr, send->hdr_len);
+    }
+    memcpy(UCS_PTR_BYTE_OFFSET(data, send->hdr_len), send->copy.buffer,
+           send->copy.length); /* longer than a datagram: never empty */
+    msg->length     = length;
+    msg->num_frags  = nfrags;
+    msg->frags_left = nfrags;
+    aptus_ud_tx_post(chan, peer, msg);
+    return UCS_OK;
+}
+
 ssize_t aptus_ud_chan_send(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
                            const aptus_chan_send_t *send)
 {
@@ -503,8 +583,13 @@ ssize_t aptus_ud_chan_send(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     switch (send->kind) {
     case APTUS_CHAN_SEND_COPY:
         length = send->hdr_len + send->copy.length;
-        if (length > chan->single_payload) {
-            return UCS_ERR_INVALID_PARAM;
+        if (ucs_unlikely(length > aptus_ud_peer_class(chan, peer)->single)) {
+            /* a short message of the wire's size to a peer whose path
+             * takes smaller datagrams */
+            if (length > chan->single_payload) {
+                return UCS_ERR_INVALID_PARAM;
+            }
+            return aptus_ud_tx_copy_split(chan, peer, send, length);
         }
         msg = aptus_ud_tx_msg_get(chan, aptus_ud_tx_pool(length),
                                   send->am_id, aptus_ud_send_hdr_flags(send));

@@ -446,7 +446,7 @@ static void aptus_udz_send_req(aptus_udz_t *udz, aptus_udz_get_t *get)
     } else {
         memcpy(msg.req.ctx_addr, get->ctx->rxq->addr.raw, APTUS_ZC_ADDR_LEN);
         msg.req.ctx_key   = get->ctx->key;
-        msg.req.payload   = udz->payload;
+        msg.req.payload   = get->rx.payload;
         msg.req.edge      = aptus_zc_rx_edge(&get->rx);
         get->rx.edge_sent = msg.req.edge;
     }
@@ -462,7 +462,7 @@ ucs_status_t aptus_udz_get(aptus_udz_t *udz, aptus_ud_peer_t *peer, void *dest,
                            uint64_t token, uct_completion_t *comp)
 {
     aptus_udz_get_t *get;
-    uint32_t count;
+    uint32_t count, payload;
 
     if (peer->flags & APTUS_UD_PEER_FAILED) {
         return UCS_ERR_ENDPOINT_TIMEOUT;
@@ -493,7 +493,11 @@ ucs_status_t aptus_udz_get(aptus_udz_t *udz, aptus_ud_peer_t *peer, void *dest,
         if (get->ctx == NULL) {
             udz->stats.pool_empty++; /* fall back: copy through the stream */
         } else {
-            count = aptus_zc_count(length, udz->payload);
+            /* datagrams of the size the path to the peer carries */
+            payload = (uint32_t)ucs_min(udz->payload,
+                                        aptus_ud_peer_mtu(udz->ud, peer) -
+                                                APTUS_ZC_HDR_LEN);
+            count   = aptus_zc_count(length, payload);
             get->bitmap =
                 ucs_malloc(aptus_zc_bitmap_words(count) * sizeof(uint64_t),
                            "aptus_udz_bitmap");
@@ -502,7 +506,7 @@ ucs_status_t aptus_udz_get(aptus_udz_t *udz, aptus_ud_peer_t *peer, void *dest,
             } else {
                 get->ctx->get = get;
                 get->copy     = 0;
-                aptus_zc_rx_init(&get->rx, length, udz->payload,
+                aptus_zc_rx_init(&get->rx, length, payload,
                                  udz->config.window, get->bitmap);
                 get->expect = 0;
             }
@@ -592,7 +596,7 @@ static void aptus_udz_gather(const struct iovec *iov, unsigned iovcnt,
  */
 static unsigned aptus_udz_get_recv(aptus_udz_t *udz, aptus_udz_get_t *get)
 {
-    const size_t seg_full  = APTUS_ZC_HDR_LEN + udz->payload;
+    const size_t seg_full  = APTUS_ZC_HDR_LEN + get->rx.payload;
     aptus_dgram_rxv_t *rxv = &udz->rxv[0];
     struct iovec *iov      = udz->rx_iov;
     uint32_t j, start, idx, nslots, nstaged, last_index;

@@ -119,6 +119,24 @@ aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
         }
         break;
     case APTUS_UD_SR_TYPE_ACK:
+        if (pkt->flags & APTUS_UD_SR_F_PATH) {
+            /* a path probe (psn: its own length, padding after the
+             * header) or its answer (psn: the length that arrived) */
+            if ((pkt->flags & ~(APTUS_UD_SR_F_PATH | APTUS_UD_SR_F_REPLY)) ||
+                (pkt->am_id != 0)) {
+                return APTUS_UD_SR_PARSE_BAD_FLAGS;
+            }
+            if ((pkt->flags & APTUS_UD_SR_F_REPLY)
+                    ? ((len != APTUS_UD_SR_HDR_LEN) ||
+                       (pkt->psn < APTUS_UD_SR_HDR_LEN))
+                    : (pkt->psn != len)) {
+                return APTUS_UD_SR_PARSE_BAD_LENGTH;
+            }
+            pkt->payload     = p + APTUS_UD_SR_HDR_LEN;
+            pkt->payload_len = len - APTUS_UD_SR_HDR_LEN;
+            return APTUS_UD_SR_PARSE_OK;
+        }
+        /* fall through */
     case APTUS_UD_SR_TYPE_RESET:
         /* an ACK may ask for one back (flush polls the peer) */
         if ((pkt->flags &
@@ -226,7 +244,9 @@ int aptus_ud_sr_snprint(const aptus_ud_sr_pkt_t *pkt, char *buf, size_t max)
                     "%s conn %u psn %u ack %u am %u%s%s%s%s%s%s%s%s len %zu"
                     " sack 0x%llx%s msg_len %u",
                     type, pkt->conn_id, pkt->psn, pkt->ack, pkt->am_id,
-                    (pkt->flags & APTUS_UD_SR_F_FIRST) ? " FIRST" : "",
+                    !(pkt->flags & APTUS_UD_SR_F_FIRST)    ? ""
+                    : (pkt->type == APTUS_UD_SR_TYPE_DATA) ? " FIRST"
+                                                           : " PATH",
                     (pkt->flags & APTUS_UD_SR_F_LAST) ? " LAST" : "",
                     (pkt->flags & APTUS_UD_SR_F_ACK_REQ) ? " ACK_REQ" : "",
                     !(pkt->flags & APTUS_UD_SR_F_SACK)     ? ""

@@ -31,6 +31,12 @@
  *           the request's coverage, "every PSN before this was sent".
  * ack:      cumulative acknowledgement of the reverse stream: the next PSN
  *           the sender of this packet expects. Carried by every packet.
+ * Path probes (ACK with PATH): a datagram of the size the sender wants to
+ *           use on the path, psn = its whole length, the rest padding; it
+ *           touches no stream. The receiver answers with ACK PATH|REPLY,
+ *           psn = the length it received, no payload: that size crosses
+ *           the path (packetization-layer path MTU discovery, as in
+ *           RFC 8899, since a switch that drops large frames says nothing).
  * Extensions, 8 bytes each so that every header is a multiple of 8 and the
  * payload stays 8-byte aligned in the receive buffer:
  *   SACK      uint64[n] on an ACK only, the rest of the datagram: the
@@ -74,6 +80,8 @@ typedef enum {
 
 enum {
     APTUS_UD_SR_F_FIRST   = 1u << 0,  /* first fragment of a message */
+    APTUS_UD_SR_F_PATH    = 1u << 0,  /* ACK: a path probe, or with REPLY
+                                         its answer (no other flag) */
     APTUS_UD_SR_F_LAST    = 1u << 1,  /* last fragment of a message */
     APTUS_UD_SR_F_ACK_REQ = 1u << 2,  /* acknowledge at once */
     APTUS_UD_SR_F_SACK    = 1u << 3,  /* ACK: SACK extension present */

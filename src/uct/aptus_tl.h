@@ -117,6 +117,7 @@ typedef struct uct_aptus_tl_iface_addr {
     uint16_t rc_port; /* network byte order */
     uint64_t key;
     uint16_t rc_credits;
+    uint16_t ud_mtu; /* the largest datagram it takes */
 } UCS_S_PACKED uct_aptus_tl_iface_addr_t;
 
 typedef struct uct_aptus_tl_ep uct_aptus_tl_ep_t;

@@ -907,6 +907,7 @@ ucs_status_t uct_aptus_tl_ep_create(const uct_ep_params_t *params,
     iface->ud.now_us = iface->ud.clock();
     remote.addr       = &addr;
     remote.remote_key = iface_addr->key;
+    remote.mtu        = iface_addr->ud_mtu;
     status = aptus_chan_peer_connect(&iface->ud.super, &remote, NULL,
                                      (aptus_chan_peer_t **)&peer);
     if (status == UCS_OK) {

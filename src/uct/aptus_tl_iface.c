@@ -513,6 +513,7 @@ static ucs_status_t uct_aptus_tl_iface_get_address(uct_iface_h tl_iface,
     aaddr->rc_port    = iface->rc.config.local_port;
     aaddr->key        = iface->ud.local_key;
     aaddr->rc_credits = iface->rc.config.credits;
+    aaddr->ud_mtu     = (uint16_t)iface->dgram->mtu;
     return UCS_OK;
 }
 
@@ -633,6 +634,9 @@ unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,
         { "zc_reflect_refused", iface->udz.stats.reflect_refused },
         { "ud_rx_bad_key", u->rx_bad_key },
         { "ud_rx_peer_limit", u->rx_peer_limit },
+        { "ud_path_probes", u->path_probes },
+        { "ud_path_raised", u->path_raised },
+        { "ud_path_lost", u->path_lost },
         { "ud_rx_reasm_limit", u->rx_reasm_limit },
         { "ud_rx_copied_small", u->rx_copied_small },
         { "ud_rx_hold_limit", u->rx_hold_limit },

@@ -8,6 +8,7 @@
 
 #include "rc_fp.h"
 #include "aptus_iface.h"
+#include "../wire/sock/sock_netif.h"
 
 #include <ucs/sys/math.h>
 #include <ucs/sys/sys.h>
@@ -585,10 +586,16 @@ static ucs_status_t uct_rc_fp_iface_query(uct_iface_h tl_iface,
     attr->cap.am.max_bcopy -= APTUS_FP_TRAILER_LEN;
     attr->cap.am.max_zcopy -= APTUS_FP_TRAILER_LEN;
     attr->cap.am.max_iov   -= 1;
-    /* a small message costs a store into the peer's memory, no system
-     * call on either side */
-    attr->latency.c = ucs_min(attr->latency.c, 300e-9);
-    attr->overhead  = 1e-6;
+    /* A small message costs a store into the peer's memory, no system
+     * call on either side: only where every peer of the device is on this
+     * host (a loopback device). On a link, peers on other hosts get RC-SR
+     * and its figures; UCP picks lanes from these, so they must hold for
+     * every peer the device reaches. */
+    if (aptus_sock_netif_is_loopback(
+            ucs_derived_of(tl_iface, uct_rc_sr_iface_t)->dev_name)) {
+        attr->latency.c = ucs_min(attr->latency.c, 300e-9);
+        attr->overhead  = 1e-6;
+    }
     return UCS_OK;
 }
 

@@ -85,6 +85,7 @@ ucs_status_t uct_ud_sr_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
 
     remote.addr       = &addr;
     remote.remote_key = iface_addr->key;
+    remote.mtu        = iface_addr->mtu;
     UCT_UD_SR_ENTER(iface);
     iface->chan.now_us = iface->chan.clock();
     status = aptus_chan_peer_connect(&iface->chan.super, &remote, NULL,

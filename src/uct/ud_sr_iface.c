@@ -220,6 +220,7 @@ static ucs_status_t uct_ud_sr_iface_get_address(uct_iface_h tl_iface,
 
     uaddr->port = aptus_sock_wire_addr_port(&iface->wire->addr);
     uaddr->key  = iface->chan.local_key;
+    uaddr->mtu  = (uint16_t)iface->wire->mtu;
     return UCS_OK;
 }
 
@@ -279,6 +280,10 @@ unsigned uct_ud_sr_iface_stats(uct_ud_sr_iface_t *iface,
                    { "max_streams_per_peer", APTUS_UD_MAX_CONN },
                    { "rx_pool_exhausted", c->rx_pool_exhausted },
                    { "rx_peer_limit", c->rx_peer_limit },
+                   { "path_probes", c->path_probes },
+                   { "path_raised", c->path_raised },
+                   { "path_lost", c->path_lost },
+                   { "path_replies", c->path_replies },
                    { "rx_reasm_limit", c->rx_reasm_limit },
                    { "rx_copied_small", c->rx_copied_small },
                    { "rx_hold_limit", c->rx_hold_limit },

@@ -26,6 +26,7 @@ typedef struct uct_ud_sr_iface_config {
 typedef struct uct_ud_sr_iface_addr {
     uint16_t port; /* network byte order */
     uint64_t key;
+    uint16_t mtu; /* the largest datagram it takes */
 } UCS_S_PACKED uct_ud_sr_iface_addr_t;
 
 /* The endpoint: a UD-SR peer (stream) with the UCT endpoint in the

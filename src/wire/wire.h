@@ -136,9 +136,14 @@ typedef struct aptus_dgram_wire_ops {
     int (*same_node)(const aptus_wire_addr_t *a, const aptus_wire_addr_t *b);
 } aptus_dgram_wire_ops_t;
 
+/* Every peer of the wire is on this host (a loopback device): a datagram
+ * that both ends take crosses the path, so nothing needs probing. */
+#define APTUS_DGRAM_WIRE_F_LOCAL 1u
+
 struct aptus_dgram_wire {
     const aptus_dgram_wire_ops_t *ops;
     size_t mtu;           /* largest datagram, bytes */
+    unsigned flags;       /* APTUS_DGRAM_WIRE_F_* */
     size_t seg_max_bytes; /* send_seg limit; 0: none */
     unsigned seg_max_count;
     aptus_wire_addr_t addr; /* this wire's own address */

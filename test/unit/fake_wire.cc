@@ -246,6 +246,8 @@ fake_wire *fake_net::create(size_t mtu, bool seg)
     memset(&fw->super, 0, sizeof(fw->super));
     fw->super.ops = &fake_ops;
     fw->super.mtu = mtu;
+    /* like a loopback device: tests of the path search clear it */
+    fw->super.flags = APTUS_DGRAM_WIRE_F_LOCAL;
     if (seg) {
         fw->super.seg_max_bytes = 65507;
         fw->super.seg_max_count = 64;

@@ -206,6 +206,8 @@ TEST_P(chan_conformance, a_peer_made_through_the_table_carries_messages)
         aptus_ud_peer_t *p = (aptus_ud_peer_t *)peer(m_a);
         ud.addr            = &p->addr;
         ud.remote_key      = p->remote_key;
+        ud.mtu             = aptus_ud_peer_mtu(
+            ucs_derived_of(chan(m_a), aptus_ud_chan_t), p);
         remote             = &ud;
     } else {
         auto *ia = (const uct_rc_sr_iface_addr_t *)m_b.iface_addr.data();

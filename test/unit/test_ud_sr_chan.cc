@@ -137,7 +137,8 @@ class ud_chan : public ::testing::Test
     {
         aptus_ud_peer_t *peer = nullptr;
         EXPECT_EQ(UCS_OK, aptus_ud_chan_peer_connect(
-                              &from.chan, &to.wire->super.addr, to.key, &peer));
+                              &from.chan, &to.wire->super.addr, to.key,
+                              to.wire->super.mtu, &peer));
         return peer;
     }
 
@@ -844,7 +845,7 @@ TEST_F(ud_chan, peer_state_is_constant_and_returns_to_idle)
         aptus_ud_peer_t *p;
         ASSERT_EQ(UCS_OK,
                   aptus_ud_chan_peer_connect(&m_a.chan, &fake_addr(100000 + i),
-                                             0x77777777, &p));
+                                             0x77777777, 2048, &p));
         peers.push_back(p);
         if (i == 0) {
             idle_one = aptus_ud_chan_peer_bytes(&m_a.chan);
@@ -1304,4 +1305,153 @@ TEST_F(ud_chan, lost_datagram_recovered_within_round_trips_not_ticks)
     EXPECT_LT(fake_net::now - start, m_cfg.tick_us) << "srtt " << p->tx.srtt_us;
     EXPECT_GE(m_a.chan.stats.tx_probes, 1u);
     EXPECT_EQ(0u, m_a.chan.stats.tx_retransmits);
+}
+
+/* Path MTU: a peer's datagrams are the smaller of the two ends' sizes, and
+ * only once a probe of that size crossed; a size the path drops (a switch
+ * with a smaller MTU than both ends, which says nothing) is given up for
+ * Ethernet's, and no message is lost on the way. */
+class ud_chan_path : public ud_chan
+{
+  public:
+    void init_path(size_t mtu_a, size_t mtu_b)
+    {
+        init(m_a, 0xaaaa0001, mtu_a);
+        init(m_b, 0xbbbb0002, mtu_b);
+        m_a.wire->super.flags = 0; /* a link, not a loopback device */
+        m_b.wire->super.flags = 0;
+    }
+
+    /* The network: nothing above path_max bytes crosses, nor anything
+     * larger than the receiver takes; the largest that crossed is kept. */
+    void filter(size_t path_max)
+    {
+        m_net.filter = [this, path_max](const fake_dgram &d,
+                                        const aptus_ud_sr_pkt_t &) {
+            auto it       = m_net.wires.find(d.to);
+            size_t rx_mtu = (it != m_net.wires.end()) ? it->second->super.mtu
+                                                      : SIZE_MAX;
+            if ((d.data.size() > path_max) || (d.data.size() > rx_mtu)) {
+                ++m_dropped_large;
+                return FAKE_DROP;
+            }
+            if (d.from == m_a.wire->id) {
+                m_largest_a = std::max(m_largest_a, d.data.size());
+            }
+            return FAKE_PASS;
+        };
+    }
+
+    void send_and_check(aptus_ud_peer_t *p, unsigned n, size_t len)
+    {
+        std::vector<message> sent;
+        for (unsigned i = 0; i < n; ++i) {
+            message m{ (uint8_t)(i % 30), pattern(i, len + i) };
+            while (send_bcopy(m_a, p, m.am_id, m.data) == UCS_ERR_NO_RESOURCE) {
+                round();
+            }
+            sent.push_back(m);
+        }
+        ASSERT_TRUE(run_until([&] { return m_b.rx.size() == sent.size(); }));
+        EXPECT_EQ(sent, m_b.rx);
+        EXPECT_TRUE(m_a.failed.empty());
+    }
+
+    size_t m_largest_a     = 0;
+    unsigned m_dropped_large = 0;
+};
+
+TEST_F(ud_chan_path, mixed_mtus_use_the_smaller_end)
+{
+    init_path(8952, 1452);
+    filter(SIZE_MAX);
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    connect(m_b, m_a);
+    /* until the probe is answered, a size every link takes */
+    EXPECT_EQ(APTUS_UD_PATH_BASE, aptus_ud_peer_mtu(&m_a.chan, p));
+
+    send_and_check(p, 40, 6000);
+    EXPECT_EQ(1452u, aptus_ud_peer_mtu(&m_a.chan, p));
+    EXPECT_LE(m_largest_a, 1452u);
+    EXPECT_EQ(0u, m_dropped_large);
+    EXPECT_EQ(1u, m_a.chan.stats.path_raised);
+    EXPECT_EQ(0u, m_a.chan.stats.path_lost);
+    EXPECT_GE(m_b.chan.stats.path_replies, 1u);
+
+    /* a short message of the sender's own size is split for this peer */
+    std::vector<uint8_t> big = pattern(7, aptus_ud_chan_max_short(&m_a.chan) - 8);
+    m_b.rx.clear();
+    ASSERT_EQ(UCS_OK, send_short(m_a, p, 5, 0x1122334455667788ull, big));
+    ASSERT_TRUE(run_until([&] { return m_b.rx.size() == 1; }));
+    EXPECT_EQ(big.size() + 8, m_b.rx[0].data.size());
+    EXPECT_EQ(big, std::vector<uint8_t>(m_b.rx[0].data.begin() + 8,
+                                        m_b.rx[0].data.end()));
+}
+
+TEST_F(ud_chan_path, both_jumbo_path_drops_large_falls_back)
+{
+    init_path(8952, 8952);
+    filter(1500); /* a switch at 1500 between two 9000-byte devices */
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    connect(m_b, m_a);
+
+    send_and_check(p, 60, 7000); /* sent at once, while probes are lost */
+    ASSERT_TRUE(run_until([&] { return m_a.chan.stats.path_raised == 1; }));
+    EXPECT_EQ((size_t)APTUS_UD_PATH_ETHERNET, aptus_ud_peer_mtu(&m_a.chan, p));
+    EXPECT_EQ(1u, m_a.chan.stats.path_lost);
+    EXPECT_EQ((uint64_t)APTUS_UD_PATH_TRIES + 1, m_a.chan.stats.path_probes);
+    /* only the probes of the jumbo size were lost */
+    EXPECT_EQ((unsigned)APTUS_UD_PATH_TRIES * 2, m_dropped_large);
+    m_b.rx.clear();
+    send_and_check(p, 20, 7000);
+    EXPECT_LE(m_largest_a, (size_t)APTUS_UD_PATH_ETHERNET);
+}
+
+TEST_F(ud_chan_path, unanswered_probe_is_retried_then_kept_small)
+{
+    init_path(1452, 1452);
+    m_net.filter = [](const fake_dgram &d, const aptus_ud_sr_pkt_t &) {
+        return (d.data.size() > APTUS_UD_PATH_BASE) ? FAKE_DROP : FAKE_PASS;
+    };
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    connect(m_b, m_a);
+    send_and_check(p, 10, 3000);
+    ASSERT_TRUE(run_until([&] { return m_a.chan.stats.path_lost == 1; }));
+    EXPECT_EQ((size_t)APTUS_UD_PATH_BASE, aptus_ud_peer_mtu(&m_a.chan, p));
+    EXPECT_EQ((uint64_t)APTUS_UD_PATH_TRIES, m_a.chan.stats.path_probes);
+    /* the search is over: the peer falls idle and its extra state goes */
+    ASSERT_TRUE(run_until([&] { return p->ext == nullptr; }));
+}
+
+TEST_F(ud_chan_path, stale_or_forged_answers_raise_nothing)
+{
+    init_path(8952, 8952);
+    filter(1500);
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    /* an answer for a size nobody probes, from the right peer */
+    aptus_ud_tx_path_reply(&m_b.chan, &m_a.wire->super.addr, m_a.key,
+                           p->conn_id, 4000);
+    /* an answer for the probed size, keys right, from another address */
+    aptus_ud_chan_t *a = &m_a.chan;
+    fake_wire *other   = m_net.create(8952);
+    uint8_t hdr[APTUS_UD_SR_HDR_LEN];
+    aptus_ud_sr_pkt_t pkt;
+    memset(&pkt, 0, sizeof(pkt));
+    pkt.dest_key = m_a.key;
+    pkt.src_key  = m_b.key;
+    pkt.psn      = 8952;
+    pkt.type     = APTUS_UD_SR_TYPE_ACK;
+    pkt.flags    = APTUS_UD_SR_F_PATH | APTUS_UD_SR_F_REPLY;
+    pkt.conn_id  = p->conn_id;
+    struct iovec iov = { hdr, aptus_ud_sr_build(hdr, &pkt) };
+    aptus_dgram_tx_t tx = { &m_a.wire->super.addr, &iov, 1 };
+    unsigned sent;
+    other->super.ops->send(&other->super, &tx, 1, &sent);
+    EXPECT_EQ(1u, sent);
+    for (int i = 0; i < 5; ++i) {
+        round();
+    }
+    EXPECT_EQ(0u, a->stats.path_raised);
+    EXPECT_EQ((size_t)APTUS_UD_PATH_BASE, aptus_ud_peer_mtu(a, p));
+    other->super.ops->close(&other->super);
 }

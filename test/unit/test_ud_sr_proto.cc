@@ -186,9 +186,14 @@ TEST(ud_sr_proto, rejects_malformed)
     buf                 = build(a, payload);
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH,
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
-    a.flags = APTUS_UD_SR_F_FIRST;
+    a.flags = APTUS_UD_SR_F_LAST;
     buf     = build(a, {});
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_FLAGS,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    /* FIRST's bit on an ACK is a path probe: its length must match */
+    a.flags = APTUS_UD_SR_F_FIRST;
+    buf     = build(a, {});
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH,
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
 
     /* a no-op is one whole datagram without payload or AM id */
@@ -367,6 +372,12 @@ TEST(ud_sr_proto, fuzz_mutations)
                     ASSERT_EQ(0u, q.payload_len);
                     ASSERT_EQ(0u, q.am_id);
                 }
+            } else if ((q.type == APTUS_UD_SR_TYPE_ACK) &&
+                       ((q.flags & (APTUS_UD_SR_F_PATH |
+                                    APTUS_UD_SR_F_REPLY)) ==
+                        APTUS_UD_SR_F_PATH)) {
+                ASSERT_EQ(q.flags, APTUS_UD_SR_F_PATH); /* nothing else */
+                ASSERT_EQ((size_t)q.psn, buf.size()); /* padding probed */
             } else {
                 ASSERT_EQ(0u, q.payload_len);
                 ASSERT_EQ(0, q.flags & APTUS_UD_SR_F_NOP);
@@ -387,4 +398,57 @@ TEST(ud_sr_proto, fuzz_mutations)
         delete[] copy;
     }
     EXPECT_GT(accepted, 1000u); /* the fuzzer reached the accepting paths */
+}
+
+/* A path probe is exactly as long as its psn says (the padding is what
+ * is probed); its answer carries nothing; neither mixes with other flags. */
+TEST(ud_sr_proto, path_probe_and_answer)
+{
+    aptus_ud_sr_pkt_t p = {};
+    aptus_ud_sr_pkt_t out;
+    p.dest_key          = 1;
+    p.src_key           = 2;
+    p.type              = APTUS_UD_SR_TYPE_ACK;
+    p.flags             = APTUS_UD_SR_F_PATH;
+    p.psn               = 1452;
+    std::vector<uint8_t> probe = build(p, std::vector<uint8_t>(1452 - 24));
+    ASSERT_EQ(APTUS_UD_SR_PARSE_OK,
+              aptus_ud_sr_parse(probe.data(), probe.size(), 1, &out));
+    EXPECT_EQ(1452u, out.psn);
+    EXPECT_EQ(1452u - 24, out.payload_len);
+    /* cut short on the way, or claiming another size */
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH,
+              aptus_ud_sr_parse(probe.data(), probe.size() - 8, 1, &out));
+    p.psn = 1400;
+    probe = build(p, std::vector<uint8_t>(1452 - 24));
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH,
+              aptus_ud_sr_parse(probe.data(), probe.size(), 1, &out));
+
+    p.flags = APTUS_UD_SR_F_PATH | APTUS_UD_SR_F_REPLY;
+    std::vector<uint8_t> answer = build(p, {});
+    ASSERT_EQ(APTUS_UD_SR_PARSE_OK,
+              aptus_ud_sr_parse(answer.data(), answer.size(), 1, &out));
+    EXPECT_EQ(1400u, out.psn);
+    answer = build(p, std::vector<uint8_t>(8));
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH,
+              aptus_ud_sr_parse(answer.data(), answer.size(), 1, &out));
+    p.psn  = 10; /* shorter than a header: no datagram was that size */
+    answer = build(p, {});
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH,
+              aptus_ud_sr_parse(answer.data(), answer.size(), 1, &out));
+
+    p.psn = 24;
+    for (uint8_t extra : { APTUS_UD_SR_F_ACK_REQ, APTUS_UD_SR_F_SACK,
+                           APTUS_UD_SR_F_CRC }) {
+        p.flags = APTUS_UD_SR_F_PATH | extra;
+        std::vector<uint8_t> bad = build(p, {});
+        EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_FLAGS,
+                  aptus_ud_sr_parse(bad.data(), bad.size(), 1, &out))
+            << (int)extra;
+    }
+    p.type  = APTUS_UD_SR_TYPE_RESET;
+    p.flags = APTUS_UD_SR_F_PATH;
+    std::vector<uint8_t> reset = build(p, {});
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_FLAGS,
+              aptus_ud_sr_parse(reset.data(), reset.size(), 1, &out));
 }

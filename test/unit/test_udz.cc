@@ -142,7 +142,8 @@ class udz : public ::testing::TestWithParam<wire_mode>
     {
         aptus_ud_peer_t *peer = nullptr;
         EXPECT_EQ(UCS_OK, aptus_ud_chan_peer_connect(
-                              &from.chan, &to.wire->super.addr, to.key, &peer));
+                              &from.chan, &to.wire->super.addr, to.key,
+                              to.wire->super.mtu, &peer));
         return peer;
     }
 

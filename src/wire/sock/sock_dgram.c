@@ -537,6 +537,11 @@ ucs_status_t aptus_sock_dgram_open(const char *dev_name,
     }
     sock->super.ops = &aptus_sock_dgram_ops;
     sock->super.mtu = config->mtu;
+    /* on a loopback device every peer is on this host: what both ends
+     * take crosses, and nothing needs probing */
+    sock->super.flags = aptus_sock_netif_is_loopback(dev_name)
+                                ? APTUS_DGRAM_WIRE_F_LOCAL
+                                : 0;
     aptus_fault_init(&sock->fault, &config->fault);
     for (i = 0; i < APTUS_SOCK_BATCH; ++i) {
         struct msghdr *m        = &sock->rx_msgs[i].msg_hdr;
