@@ -8,7 +8,10 @@
  * operation on it waits (UCS_ERR_NO_RESOURCE) while active messages sent
  * before it are still queued there, so every operation on a link happens
  * in the order it was issued. On the sock wire the data moves with
- * process_vm_writev/readv and is in place when the call returns.
+ * process_vm_writev/readv and is in place when the call returns, for a
+ * peer on this host; for a peer on another host it is carried over the
+ * link's connection (over_conn) and completes later, through the caller's
+ * completion, once the data is in place at the target.
  */
 #ifndef APTUS_RC_RDMA_CHAN_H_
 #define APTUS_RC_RDMA_CHAN_H_
@@ -25,11 +28,19 @@ typedef struct aptus_rc_rdma_stats {
     uint64_t gets;
     uint64_t get_bytes;
     uint64_t refused; /* outside the key's region, or unreachable */
+    uint64_t conn_puts; /* carried over the connection (another host) */
+    uint64_t conn_gets;
 } aptus_rc_rdma_stats_t;
 
 typedef struct aptus_rc_rdma_chan {
     aptus_chan_t super;
     aptus_rc_chan_t *rc; /* whose links carry the operations */
+    /* Carry operations over the connection where the wire cannot reach
+     * the memory directly. Off: those are refused (UCS_ERR_UNREACHABLE),
+     * for an owner that has another way (aptus: UD-ZCopy) and whose
+     * messages may take other channels than the data. */
+    int over_conn;
+    ucs_mpool_t req_mp; /* operations in flight over connections */
     aptus_rc_rdma_stats_t stats;
 } aptus_rc_rdma_chan_t;
 
@@ -37,22 +48,30 @@ typedef struct aptus_rc_rdma_chan {
  * peers are RC-SR's links, pending requests wait on them. */
 extern const aptus_chan_ops_t aptus_rc_rdma_chan_iface_ops;
 
-void aptus_rc_rdma_chan_init(aptus_rc_rdma_chan_t *rdma, aptus_rc_chan_t *rc);
+ucs_status_t aptus_rc_rdma_chan_init(aptus_rc_rdma_chan_t *rdma,
+                                     aptus_rc_chan_t *rc, int over_conn);
+void aptus_rc_rdma_chan_cleanup(aptus_rc_rdma_chan_t *rdma);
 
 /* Write iov to [remote_addr, +length) of key's region on the link's peer.
- * UCS_OK: done; UCS_ERR_NO_RESOURCE: wait (earlier messages queued);
- * UCS_ERR_INVALID_ADDR: outside the region, nothing moved; or the link's
+ * UCS_OK: done (over a connection: iov is free, the flush tells when the
+ * data is in place, unless comp is given); UCS_INPROGRESS: comp runs when
+ * it is; UCS_ERR_NO_RESOURCE: wait (earlier messages queued);
+ * UCS_ERR_INVALID_ADDR: outside the region, nothing moved;
+ * UCS_ERR_UNREACHABLE: another host and not over_conn; or the link's
  * error. A zero-length operation does nothing and ignores the key. */
 ucs_status_t aptus_rc_rdma_put(aptus_rc_rdma_chan_t *rdma,
                                aptus_rc_link_t *link, const struct iovec *iov,
                                unsigned iovcnt, uint64_t remote_addr,
-                               const aptus_mem_key_t *key);
+                               const aptus_mem_key_t *key,
+                               uct_completion_t *comp);
 
-/* Read [remote_addr, +length) of key's region into iov, as put. */
+/* Read [remote_addr, +length) of key's region into iov, as put; over a
+ * connection only with comp (else UCS_ERR_UNREACHABLE). */
 ucs_status_t aptus_rc_rdma_get(aptus_rc_rdma_chan_t *rdma,
                                aptus_rc_link_t *link, const struct iovec *iov,
                                unsigned iovcnt, uint64_t remote_addr,
-                               const aptus_mem_key_t *key);
+                               const aptus_mem_key_t *key,
+                               uct_completion_t *comp);
 
 #ifdef __cplusplus
 }

@@ -26,6 +26,15 @@ static size_t aptus_rc_link_backlog(const aptus_rc_link_t *link)
                                 : link->conn->wire->ops->backlog(link->conn);
 }
 
+/* Reads carried over the connection, not complete yet. */
+static unsigned aptus_rc_link_reads(const aptus_rc_link_t *link)
+{
+    return ((link->conn == NULL) ||
+            (link->conn->wire->ops->reads_outstanding == NULL))
+                   ? 0
+                   : link->conn->wire->ops->reads_outstanding(link->conn);
+}
+
 static int aptus_rc_link_idle(const aptus_rc_link_t *link)
 {
     return (aptus_rc_link_backlog(link) == 0) &&
@@ -486,6 +495,10 @@ static void aptus_rc_chan_writable(void *arg, aptus_conn_t *conn)
         return;
     }
     link->am_queued = 0;
+    if (aptus_rc_link_reads(link) > 0) {
+        aptus_rc_link_schedule(chan, link);
+        return; /* flushes wait for the reads too */
+    }
     aptus_rc_link_complete_flushes(link, UCS_OK);
     aptus_rc_link_schedule(chan, link);
 }
@@ -910,10 +923,12 @@ ucs_status_t aptus_rc_chan_flush(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
         APTUS_RC_LINK_FAILED) {
         return link->error; /* broken, not closed in order */
     }
-    if (aptus_rc_link_backlog(link) == 0) {
-        /* everything is in the connection (puts and gets complete at
-         * once); a connection the peer closed in order has nothing left to
-         * flush */
+    if ((aptus_rc_link_backlog(link) == 0) &&
+        (aptus_rc_link_reads(link) == 0)) {
+        /* everything is in the connection (puts complete at once, gets at
+         * once on this host and when their bytes are in, over the
+         * connection); a connection the peer closed in order has nothing
+         * left to flush */
         return UCS_OK;
     }
     flush = ucs_malloc(sizeof(*flush), "aptus_rc_flush");
@@ -933,6 +948,7 @@ ucs_status_t aptus_rc_chan_flush_all(aptus_rc_chan_t *chan)
     {
         if ((link->flags & APTUS_RC_LINK_USER) &&
             ((aptus_rc_link_backlog(link) > 0) ||
+             (aptus_rc_link_reads(link) > 0) ||
              aptus_rc_link_waiting(chan, link))) {
             return UCS_INPROGRESS;
         }

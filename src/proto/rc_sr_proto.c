@@ -32,6 +32,28 @@ aptus_frame_result_t aptus_frame_parse(const uint8_t *buf, size_t avail,
             return APTUS_FRAME_BAD;
         }
         break;
+    case APTUS_FRAME_TYPE_WRITE:
+        if ((frame->length <= APTUS_FRAME_WRITE_HDR_LEN) ||
+            (frame->length > max_len)) {
+            return APTUS_FRAME_BAD;
+        }
+        break;
+    case APTUS_FRAME_TYPE_READ_REQ:
+        if (frame->length != APTUS_FRAME_READ_REQ_LEN) {
+            return APTUS_FRAME_BAD;
+        }
+        break;
+    case APTUS_FRAME_TYPE_READ_RESP:
+        if ((frame->length == 0) || (frame->length > max_len)) {
+            return APTUS_FRAME_BAD;
+        }
+        break;
+    case APTUS_FRAME_TYPE_READ_ERR:
+    case APTUS_FRAME_TYPE_FENCE_ACK:
+        if (frame->length != 0) {
+            return APTUS_FRAME_BAD;
+        }
+        break;
     default:
         return APTUS_FRAME_BAD;
     }

@@ -61,6 +61,25 @@ extern "C" {
 #define APTUS_FRAME_TYPE_MSG 0
 #define APTUS_FRAME_TYPE_IMM 1
 #define APTUS_FRAME_IMM_LEN  4
+/* One-sided operations carried over the connection (a peer on another
+ * host, where the wire cannot reach memory directly): what an RC queue
+ * pair does in hardware.
+ *   WRITE     address u64, token u64, then the data (at least 1 byte)
+ *   READ_REQ  address u64, length u64, token u64
+ *   READ_RESP the next bytes of the oldest read not yet answered in full
+ *   READ_ERR  no body: the oldest such read was refused (outside the
+ *             registered region named by the token)
+ *   READ_REQ of length 0 is a fence: answered by FENCE_ACK (no body) in
+ *             its turn, once every write before it is in place, so that a
+ *             write completes when the peer has it, as on RC.
+ * The target serves reads in the order they came. */
+#define APTUS_FRAME_TYPE_WRITE     2
+#define APTUS_FRAME_TYPE_READ_REQ  3
+#define APTUS_FRAME_TYPE_READ_RESP 4
+#define APTUS_FRAME_TYPE_READ_ERR  5
+#define APTUS_FRAME_TYPE_FENCE_ACK 6
+#define APTUS_FRAME_WRITE_HDR_LEN  16
+#define APTUS_FRAME_READ_REQ_LEN   24
 
 #define APTUS_RC_HDR_LEN     4
 #define APTUS_RC_HELLO_LEN   32

@@ -352,13 +352,10 @@ static ucs_status_t uct_aptus_rkey_unpack(uct_component_t *component,
     uct_aptus_rkey_t *rkey;
     uct_aptus_rkey_t packed;
 
+    /* a key of another host unpacks too: whether an operation reaches the
+     * memory directly or over the connection is the wire's answer for the
+     * peer it goes to */
     memcpy(&packed, rkey_buffer, sizeof(packed));
-    if ((packed.flags & UCT_APTUS_RKEY_FLAG_SAME_HOST) &&
-        (packed.host_id != aptus_conn_reach_id())) {
-        /* one-sided access needs the same host and PID namespace: UCP
-         * falls back to another protocol */
-        return UCS_ERR_UNREACHABLE;
-    }
     rkey = ucs_malloc(sizeof(*rkey), "uct_aptus_rkey");
     if (rkey == NULL) {
         return UCS_ERR_NO_MEMORY;

@@ -21,11 +21,10 @@
 #include <ucs/type/spinlock.h>
 
 #define UCT_APTUS_COMPONENT_NAME "aptus"
-/* Two memory domains: "aptus" keys are usable from any host (the owner
- * serves the data, as UD-ZCopy does); "aptus_rc" keys name memory that
- * peers reach one-sided, so only peers on the owner's host can use them
- * (rkey_unpack elsewhere answers UCS_ERR_UNREACHABLE and UCP picks another
- * way). */
+/* Two memory domains: "aptus" keys are served by their owner (UD-ZCopy);
+ * "aptus_rc" keys name memory that peers reach one-sided: directly from
+ * the owner's host, over the connection from another (the wire decides
+ * per peer; keys unpack anywhere). */
 #define UCT_APTUS_MD_NAME    "aptus"
 #define UCT_APTUS_RC_MD_NAME "aptus_rc"
 
@@ -101,6 +100,7 @@ static inline void uct_aptus_rkey_to_chan_key(const uct_aptus_rkey_t *rkey,
     key->mem.address = rkey->address;
     key->mem.length  = rkey->length;
     key->mem.host_id = rkey->host_id;
+    key->mem.token   = rkey->token;
     key->mem.pid     = rkey->pid;
     key->token       = rkey->token;
 }

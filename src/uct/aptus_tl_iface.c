@@ -929,7 +929,15 @@ uct_aptus_tl_iface_rc_init(uct_aptus_tl_iface_t *iface,
         iface->conn->ops->close(iface->conn);
         return status;
     }
-    aptus_rc_rdma_chan_init(&iface->rdma, &iface->rc);
+    /* a peer on another host gets its one-sided operations over UD-ZCopy:
+     * the data and the messages that announce it may take different
+     * channels here, so nothing may complete before the data is in place */
+    status = aptus_rc_rdma_chan_init(&iface->rdma, &iface->rc, 0);
+    if (status != UCS_OK) {
+        aptus_rc_chan_cleanup(&iface->rc);
+        iface->conn->ops->close(iface->conn);
+        return status;
+    }
     return UCS_OK;
 }
 
@@ -1103,6 +1111,7 @@ err_fp:
 err_rc:
     aptus_rc_chan_cleanup(&self->rc);
     self->conn->ops->close(self->conn);
+    aptus_rc_rdma_chan_cleanup(&self->rdma);
 err_udz:
     aptus_udz_cleanup(&self->udz);
 err_ud:
@@ -1144,6 +1153,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_aptus_tl_iface_t)
     self->dgram->ops->close(self->dgram);
     aptus_rc_chan_cleanup(&self->rc);
     self->conn->ops->close(self->conn);
+    aptus_rc_rdma_chan_cleanup(&self->rdma);
     uct_aptus_tl_fp_cleanup(self); /* a late write from a peer now fails */
     ucs_mpool_cleanup(&self->keep_mp, 1);
     ucs_mpool_cleanup(&self->zcomp_mp, 1);

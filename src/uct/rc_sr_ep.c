@@ -186,13 +186,17 @@ ucs_status_t uct_rc_sr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     return status;
 }
 
-/* One-sided operations are the RC-RDMA channel's, over the link. */
+/* One-sided operations are the RC-RDMA channel's, over the link: done when
+ * the call returns for a peer on this host, later for one on another
+ * (comp, or the iface's sink when the user gave none: the flush waits). */
 static ucs_status_t uct_rc_sr_ep_rma(uct_ep_h tl_ep, const struct iovec *iov,
                                      unsigned iovcnt, uint64_t remote_addr,
-                                     uct_rkey_t rkey, int is_write)
+                                     uct_rkey_t rkey, int is_write,
+                                     uct_completion_t *comp)
 {
     uct_rc_sr_iface_t *iface = uct_rc_sr_ep_iface(tl_ep);
     aptus_chan_key_t key;
+    ucs_status_t status;
     unsigned i;
 
     for (i = 0; (i < iovcnt) && (iov[i].iov_len == 0); ++i) {
@@ -201,13 +205,43 @@ static ucs_status_t uct_rc_sr_ep_rma(uct_ep_h tl_ep, const struct iovec *iov,
         return UCS_OK; /* as in UCX: nothing to move, the rkey may be a dummy */
     }
     uct_aptus_rkey_to_chan_key((const uct_aptus_rkey_t *)rkey, &key);
-    /* in place when the call returns: no completion */
-    return is_write ? aptus_chan_put(&iface->rdma.super,
-                                     uct_rc_sr_ep_cpeer(tl_ep), iov, iovcnt,
-                                     remote_addr, &key, NULL)
-                    : aptus_chan_get(&iface->rdma.super,
-                                     uct_rc_sr_ep_cpeer(tl_ep), iov, iovcnt,
-                                     remote_addr, &key, NULL);
+    status = is_write ? aptus_chan_put(&iface->rdma.super,
+                                       uct_rc_sr_ep_cpeer(tl_ep), iov, iovcnt,
+                                       remote_addr, &key,
+                                       (comp != NULL) ? comp : &iface->sink)
+                      : aptus_chan_get(&iface->rdma.super,
+                                       uct_rc_sr_ep_cpeer(tl_ep), iov, iovcnt,
+                                       remote_addr, &key,
+                                       (comp != NULL) ? comp : &iface->sink);
+    if ((status == UCS_INPROGRESS) && (comp == NULL)) {
+        return UCS_OK; /* the user asked to learn it from the flush */
+    }
+    return status;
+}
+
+/* get_bcopy over a connection: the bytes land in a buffer of their own and
+ * are unpacked when they are in. */
+typedef struct uct_rc_sr_get_bcopy {
+    uct_completion_t comp;
+    uct_unpack_callback_t unpack_cb;
+    void *arg;
+    uct_completion_t *user_comp;
+    size_t length;
+    uint8_t data[];
+} uct_rc_sr_get_bcopy_t;
+
+static void uct_rc_sr_get_bcopy_done(uct_completion_t *self)
+{
+    uct_rc_sr_get_bcopy_t *get = ucs_container_of(self, uct_rc_sr_get_bcopy_t,
+                                                  comp);
+
+    if (self->status == UCS_OK) {
+        get->unpack_cb(get->arg, get->data, get->length);
+    }
+    if (get->user_comp != NULL) {
+        uct_invoke_completion(get->user_comp, self->status);
+    }
+    ucs_free(get);
 }
 
 ucs_status_t uct_rc_sr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
@@ -217,7 +251,7 @@ ucs_status_t uct_rc_sr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
     struct iovec iov = { (void *)buffer, length };
 
     UCT_CHECK_LENGTH(length, 0, UCT_RC_SR_PUT_MAX_SHORT, "put_short");
-    return uct_rc_sr_ep_rma(tl_ep, &iov, 1, remote_addr, rkey, 1);
+    return uct_rc_sr_ep_rma(tl_ep, &iov, 1, remote_addr, rkey, 1, NULL);
 }
 
 ssize_t uct_rc_sr_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
@@ -233,7 +267,7 @@ ssize_t uct_rc_sr_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
     }
     iov.iov_base = iface->bounce;
     iov.iov_len  = pack_cb(iface->bounce, arg);
-    status       = uct_rc_sr_ep_rma(tl_ep, &iov, 1, remote_addr, rkey, 1);
+    status       = uct_rc_sr_ep_rma(tl_ep, &iov, 1, remote_addr, rkey, 1, NULL);
     return (status == UCS_OK) ? (ssize_t)iov.iov_len : status;
 }
 
@@ -246,7 +280,7 @@ ucs_status_t uct_rc_sr_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     UCT_CHECK_IOV_SIZE(iovcnt, (size_t)APTUS_RC_MAX_IOV,
                        "uct_rc_sr_ep_put_zcopy");
     return uct_rc_sr_ep_rma(tl_ep, liov, uct_rc_sr_ep_iov(iov, iovcnt, liov),
-                            remote_addr, rkey, 1);
+                            remote_addr, rkey, 1, comp);
 }
 
 ucs_status_t uct_rc_sr_ep_get_bcopy(uct_ep_h tl_ep,
@@ -256,13 +290,35 @@ ucs_status_t uct_rc_sr_ep_get_bcopy(uct_ep_h tl_ep,
 {
     uct_rc_sr_iface_t *iface = uct_rc_sr_ep_iface(tl_ep);
     struct iovec iov         = { iface->bounce, length };
+    uct_rc_sr_get_bcopy_t *get;
+    aptus_chan_key_t key;
     ucs_status_t status;
 
     UCT_CHECK_LENGTH(length, 0, iface->chan.config.max_msg, "get_bcopy");
     UCT_SKIP_ZERO_LENGTH(length);
-    status = uct_rc_sr_ep_rma(tl_ep, &iov, 1, remote_addr, rkey, 0);
-    if (status == UCS_OK) {
-        unpack_cb(arg, iface->bounce, length);
+    uct_aptus_rkey_to_chan_key((const uct_aptus_rkey_t *)rkey, &key);
+    if (iface->wire->ops->key_reachable(iface->wire, &key.mem)) {
+        status = uct_rc_sr_ep_rma(tl_ep, &iov, 1, remote_addr, rkey, 0, NULL);
+        if (status == UCS_OK) {
+            unpack_cb(arg, iface->bounce, length);
+        }
+        return status;
+    }
+    get = ucs_malloc(sizeof(*get) + length, "uct_rc_sr_get_bcopy");
+    if (get == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    get->comp.func   = uct_rc_sr_get_bcopy_done;
+    get->comp.count  = 1;
+    get->comp.status = UCS_OK;
+    get->unpack_cb   = unpack_cb;
+    get->arg         = arg;
+    get->user_comp   = comp;
+    get->length      = length;
+    iov.iov_base     = get->data;
+    status = uct_rc_sr_ep_rma(tl_ep, &iov, 1, remote_addr, rkey, 0, &get->comp);
+    if (status != UCS_INPROGRESS) {
+        ucs_free(get);
     }
     return status;
 }
@@ -276,7 +332,7 @@ ucs_status_t uct_rc_sr_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     UCT_CHECK_IOV_SIZE(iovcnt, (size_t)APTUS_RC_MAX_IOV,
                        "uct_rc_sr_ep_get_zcopy");
     return uct_rc_sr_ep_rma(tl_ep, liov, uct_rc_sr_ep_iov(iov, iovcnt, liov),
-                            remote_addr, rkey, 0);
+                            remote_addr, rkey, 0, comp);
 }
 
 ucs_status_t uct_rc_sr_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,

@@ -387,6 +387,11 @@ unsigned uct_rc_sr_iface_stats(uct_rc_sr_iface_t *iface,
                     { "gets", d->gets },
                     { "get_bytes", d->get_bytes },
                     { "rma_refused", d->refused },
+                    { "conn_puts", d->conn_puts },
+                    { "conn_gets", d->conn_gets },
+                    { "conn_served", w->conn_served },
+                    { "conn_served_bytes", w->conn_served_bytes },
+                    { "conn_refused", w->conn_refused },
                     { "tx_credit_msgs", c->tx_credits },
                     { "rx_credit_msgs", c->rx_credits },
                     { "no_credits", c->no_credits },
@@ -515,6 +520,19 @@ static ucs_status_t uct_rc_sr_iface_copy_mpool_init(uct_rc_sr_iface_t *iface)
                           "uct_rc_sr_rx_copy");
 }
 
+static void uct_rc_sr_iface_sink_done(uct_completion_t *self)
+{
+    self->count = INT_MAX; /* never runs out */
+}
+
+/* A peer on another host names memory over the connection: served only
+ * inside a live registration with that token. */
+static int uct_rc_sr_iface_mem_check(void *arg, uint64_t token,
+                                     uint64_t address, uint64_t length)
+{
+    return uct_aptus_md_check_region(arg, token, address, length);
+}
+
 UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
                            const uct_iface_params_t *params,
                            const uct_iface_config_t *tl_config)
@@ -613,6 +631,9 @@ UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
                         APTUS_FRAME_HDR_LEN + APTUS_RC_HDR_LEN -
                         self->rx_headroom;
 
+    self->sink.func   = uct_rc_sr_iface_sink_done;
+    self->sink.count  = INT_MAX;
+    self->sink.status = UCS_OK;
     self->bounce = ucs_malloc(config->seg_size, "uct_rc_sr_bounce");
     if (self->bounce == NULL) {
         return UCS_ERR_NO_MEMORY;
@@ -629,6 +650,9 @@ UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
     wire_config.max_backlog = config->tx_backlog;
     wire_config.handlers    = &aptus_rc_chan_wire_handlers;
     wire_config.arg         = &self->chan;
+    /* peers on other hosts reach registered memory over the connection */
+    wire_config.mem_check   = uct_rc_sr_iface_mem_check;
+    wire_config.mem_arg     = ucs_derived_of(md, uct_aptus_md_t);
     status = aptus_sock_conn_open(self->dev_name, &wire_config, &self->wire);
     if (status != UCS_OK) {
         goto err_bounce;
@@ -652,7 +676,11 @@ UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
     if (status != UCS_OK) {
         goto err_copy_mpool;
     }
-    aptus_rc_rdma_chan_init(&self->rdma, &self->chan);
+    status = aptus_rc_rdma_chan_init(&self->rdma, &self->chan, 1);
+    if (status != UCS_OK) {
+        aptus_rc_chan_cleanup(&self->chan);
+        goto err_copy_mpool;
+    }
 
     aptus_sock_netif_caps(self->dev_name, &self->latency, &self->bandwidth);
     if (self->rma && aptus_sock_netif_is_loopback(self->dev_name)) {
@@ -692,7 +720,8 @@ UCS_CLASS_CLEANUP_FUNC(uct_rc_sr_iface_t)
                               n);
     }
     aptus_rc_chan_cleanup(&self->chan);
-    self->wire->ops->close(self->wire);
+    self->wire->ops->close(self->wire); /* what is in flight is cancelled */
+    aptus_rc_rdma_chan_cleanup(&self->rdma);
     ucs_mpool_cleanup(&self->rx_copy_mp, 1);
     uct_aptus_failures_cleanup(&self->failures);
     ucs_free(self->bounce);

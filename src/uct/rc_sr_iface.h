@@ -72,6 +72,9 @@ typedef struct uct_rc_sr_iface {
     uint64_t rx_pool_empty_seen; /* wire's rx_pool_empty, last looked at */
     int rx_pool_full_reported;
     void *bounce; /* bcopy staging, seg_size bytes */
+    /* completion of operations over a connection that the user gave none
+     * for (the flush tells when they are done): it never fires */
+    uct_completion_t sink;
     double latency;
     double bandwidth;
     aptus_rc_conn_resources_t conn_res; /* of the last connection opened */

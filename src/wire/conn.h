@@ -48,8 +48,17 @@ typedef struct aptus_mem_key {
     uint64_t address;
     uint64_t length;
     uint64_t host_id;
+    uint64_t token; /* the registration's secret (over the connection) */
     uint32_t pid;
 } aptus_mem_key_t;
+
+/* A read carried over the connection: done runs once, in the order reads
+ * were issued on the connection, with UCS_OK, UCS_ERR_INVALID_ADDR (the
+ * target refused the range), or the connection's error (UCS_ERR_CANCELED
+ * when it was closed here). */
+typedef struct aptus_conn_rma_req {
+    void (*done)(struct aptus_conn_rma_req *req, ucs_status_t status);
+} aptus_conn_rma_req_t;
 
 /* Whose memory a process can reach by pid (process_vm_readv/writev):
  * those of its host and its PID namespace -- across namespaces a pid names
@@ -70,6 +79,11 @@ typedef struct aptus_conn_piece {
 } aptus_conn_piece_t;
 
 #define APTUS_CONN_MAX_PIECES 4
+/* Reads one connection may have outstanding; a target serves no more
+ * (and cuts a connection that asks for more). */
+#define APTUS_CONN_MAX_READS 64
+/* Gather entries of one read or write over the connection. */
+#define APTUS_CONN_RMA_MAX_IOV 8
 
 typedef struct aptus_conn_handlers {
     /* A peer connected to this wire's listening address. */
@@ -104,6 +118,12 @@ typedef struct aptus_conn_wire_config {
                             refused (messages beyond credits never queue) */
     const aptus_conn_handlers_t *handlers;
     void *arg;
+    /* Whether [address, +length) lies in memory registered here under
+     * token: a peer's one-sided operation over the connection is served
+     * only then. NULL: none is served. */
+    int (*mem_check)(void *arg, uint64_t token, uint64_t address,
+                     uint64_t length);
+    void *mem_arg;
 } aptus_conn_wire_config_t;
 
 typedef struct aptus_conn_wire_stats {
@@ -127,6 +147,13 @@ typedef struct aptus_conn_wire_stats {
     uint64_t read_bytes;
     uint64_t imms;
     uint64_t refused; /* one-sided operations refused */
+    uint64_t conn_writes;     /* writes carried over connections */
+    uint64_t conn_write_bytes;
+    uint64_t conn_reads;      /* reads carried over connections */
+    uint64_t conn_read_bytes;
+    uint64_t conn_served;     /* peers' reads served here */
+    uint64_t conn_served_bytes;
+    uint64_t conn_refused;    /* peers' operations outside any region */
 } aptus_conn_wire_stats_t;
 
 typedef struct aptus_conn_wire_ops {
@@ -168,8 +195,28 @@ typedef struct aptus_conn_wire_ops {
                                   const aptus_conn_piece_t *pieces,
                                   unsigned count);
 
-    /* Whether one-sided operations can reach memory behind key. */
+    /* Whether write and read reach memory behind key directly. */
     int (*key_reachable)(aptus_conn_wire_t *wire, const aptus_mem_key_t *key);
+
+    /* The same carried over the connection, for memory the wire cannot
+     * reach directly (a peer on another host): the target serves them
+     * from its progress into or out of memory registered under the key's
+     * token (config.mem_check). A write's bytes are the connection's when
+     * the call returns, in order with the messages around it; it completes
+     * through req->done (optional) once the target has them in place; a
+     * read through req->done when its bytes are in. Both count in
+     * reads_outstanding until then. UCS_ERR_NO_RESOURCE: the backlog is
+     * full, or APTUS_CONN_MAX_READS are outstanding; nothing was taken. */
+    ucs_status_t (*write_conn)(aptus_conn_t *conn, const aptus_mem_key_t *key,
+                               uint64_t remote_addr, const struct iovec *iov,
+                               unsigned iovcnt, aptus_conn_rma_req_t *req);
+    ucs_status_t (*read_conn)(aptus_conn_t *conn, const aptus_mem_key_t *key,
+                              uint64_t remote_addr, const struct iovec *iov,
+                              unsigned iovcnt, aptus_conn_rma_req_t *req);
+
+    /* Reads issued on conn not yet complete (a flush waits for them; the
+     * writable handler runs when the last completes). */
+    unsigned (*reads_outstanding)(aptus_conn_t *conn);
 
     /* Accept, receive, send queued bytes; calls the handlers. */
     unsigned (*progress)(aptus_conn_wire_t *wire);

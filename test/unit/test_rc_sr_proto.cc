@@ -10,6 +10,7 @@ extern "C" {
 #include "proto/rc_sr_proto.h"
 }
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <sys/mman.h>
@@ -214,8 +215,32 @@ TEST(rc_sr_proto, frame_bad)
     aptus_frame_hdr_pack(hdr, APTUS_FRAME_TYPE_MSG, 0);
     EXPECT_EQ(APTUS_FRAME_OK, aptus_frame_parse(hdr, sizeof(hdr), 0, &f));
 
+    /* one-sided frames: each with the lengths it may have */
+    struct {
+        unsigned type;
+        size_t ok, bad;
+    } rma[] = { { APTUS_FRAME_TYPE_WRITE, 17, 16 },
+                { APTUS_FRAME_TYPE_WRITE, 1000, 1001 }, /* max 1000 */
+                { APTUS_FRAME_TYPE_READ_REQ, 24, 25 },
+                { APTUS_FRAME_TYPE_READ_RESP, 1, 0 },
+                { APTUS_FRAME_TYPE_READ_RESP, 1000, 1001 },
+                { APTUS_FRAME_TYPE_READ_ERR, 0, 4 },
+                { APTUS_FRAME_TYPE_FENCE_ACK, 0, 1 } };
+    for (const auto &r : rma) {
+        std::vector<uint8_t> ok = frame_bytes(r.type,
+                                              std::vector<uint8_t>(r.ok, 1));
+        std::vector<uint8_t> bad = frame_bytes(r.type,
+                                               std::vector<uint8_t>(r.bad, 1));
+        EXPECT_EQ(APTUS_FRAME_OK, aptus_frame_parse(ok.data(), ok.size(), 1000,
+                                                    &f))
+            << "type " << r.type << " len " << r.ok;
+        EXPECT_EQ(APTUS_FRAME_BAD, aptus_frame_parse(bad.data(), bad.size(),
+                                                     1000, &f))
+            << "type " << r.type << " len " << r.bad;
+    }
+
     /* every unknown type, whatever the length */
-    for (unsigned type = 2; type < 256; ++type) {
+    for (unsigned type = APTUS_FRAME_TYPE_FENCE_ACK + 1; type < 256; ++type) {
         for (size_t len : { (size_t)0, (size_t)4, (size_t)50 }) {
             std::vector<uint8_t> buf =
                 frame_bytes(type, std::vector<uint8_t>(len, 1));
@@ -664,7 +689,16 @@ static void check_frame(const uint8_t *buf, size_t avail, size_t max_len,
     size_t length = word & 0xffffff;
     bool valid =
         ((type == APTUS_FRAME_TYPE_MSG) && (length <= max_len)) ||
-        ((type == APTUS_FRAME_TYPE_IMM) && (length == APTUS_FRAME_IMM_LEN));
+        ((type == APTUS_FRAME_TYPE_IMM) && (length == APTUS_FRAME_IMM_LEN)) ||
+        ((type == APTUS_FRAME_TYPE_WRITE) &&
+         (length > APTUS_FRAME_WRITE_HDR_LEN) && (length <= max_len)) ||
+        ((type == APTUS_FRAME_TYPE_READ_REQ) &&
+         (length == APTUS_FRAME_READ_REQ_LEN)) ||
+        ((type == APTUS_FRAME_TYPE_READ_RESP) && (length > 0) &&
+         (length <= max_len)) ||
+        (((type == APTUS_FRAME_TYPE_READ_ERR) ||
+          (type == APTUS_FRAME_TYPE_FENCE_ACK)) &&
+         (length == 0));
     if (!valid) {
         ASSERT_EQ(APTUS_FRAME_BAD, r);
         return;
@@ -677,10 +711,10 @@ static void check_frame(const uint8_t *buf, size_t avail, size_t max_len,
     ASSERT_LE(APTUS_FRAME_HDR_LEN + f.length, avail);
     ASSERT_EQ(type, f.type);
     ASSERT_EQ(length, f.length);
-    if (f.type == APTUS_FRAME_TYPE_MSG) {
-        ASSERT_LE(f.length, max_len);
-    } else {
+    if (f.type == APTUS_FRAME_TYPE_IMM) {
         ASSERT_EQ((size_t)APTUS_FRAME_IMM_LEN, f.length);
+    } else {
+        ASSERT_LE(f.length, std::max(max_len, (size_t)APTUS_FRAME_READ_REQ_LEN));
     }
     ASSERT_EQ(buf + APTUS_FRAME_HDR_LEN, f.payload);
     ++*ok_count;

@@ -555,34 +555,148 @@ TEST_F(uct_rc_sr, out_of_bounds_key_refused)
     release(rb);
 }
 
-TEST_F(uct_rc_sr, remote_keys_of_another_host_are_unreachable)
+/* A key of another host unpacks, and the operations go over the
+ * connection: the target serves them from its progress into or out of the
+ * registration the token names (both ends are in this process; the key's
+ * host is edited so that the wire cannot reach the memory directly). */
+class uct_rc_sr_over_conn : public uct_rc_sr
 {
+  public:
+    void remote_key(remote_buf &rb)
+    {
+        uct_aptus_rkey_t packed;
+        memcpy(&packed, rb.packed.data(), sizeof(packed));
+        EXPECT_TRUE(packed.flags & UCT_APTUS_RKEY_FLAG_SAME_HOST);
+        packed.host_id ^= 0x1234;
+        memcpy(rb.packed.data(), &packed, sizeof(packed));
+        uct_rkey_release(m_component, &rb.rkey);
+        ASSERT_EQ(UCS_OK,
+                  uct_rkey_unpack(m_component, rb.packed.data(), &rb.rkey));
+    }
+
+    ucs_status_t wait_comp(test_comp &c, ucs_status_t status)
+    {
+        if (status != UCS_INPROGRESS) {
+            return status;
+        }
+        EXPECT_TRUE(wait_for([&] { return c.done > 0; }));
+        return c.status;
+    }
+};
+
+TEST_F(uct_rc_sr_over_conn, put_and_get_over_the_connection)
+{
+    setup_pair();
     remote_buf rb;
-    expose(rb, 4096);
+    expose(rb, 256 * 1024, 6);
+    remote_key(rb);
+    uint64_t base = (uint64_t)(uintptr_t)rb.data.data();
+
+    /* larger than a frame, gathered from three pieces */
+    std::vector<uint8_t> z = pattern(4, 100000);
+    uct_iov_t iov[3]       = { { z.data(), 10, NULL, 0, 1 },
+                               { z.data() + 10, 60000, NULL, 0, 1 },
+                               { z.data() + 60010, 39990, NULL, 0, 1 } };
+    test_comp c;
+    init_comp(c);
+    ucs_status_t status = uct_ep_put_zcopy(m_a.ep, iov, 3, base + 1000,
+                                           rb.rkey.rkey, &c.super);
+    /* complete only once the target has the bytes in place */
+    ASSERT_EQ(UCS_INPROGRESS, status);
+    EXPECT_EQ(UCS_OK, wait_comp(c, status));
+    EXPECT_EQ(0, memcmp(rb.data.data() + 1000, z.data(), z.size()));
+
+    std::vector<uint8_t> s = pattern(5, 64);
+    ASSERT_EQ(UCS_OK, uct_ep_put_short(m_a.ep, s.data(), s.size(), base,
+                                       rb.rkey.rkey));
+    ASSERT_EQ(UCS_OK, flush_ep(m_a.ep)); /* the flush waits for it */
+    EXPECT_EQ(0, memcmp(rb.data.data(), s.data(), s.size()));
+
+    std::vector<uint8_t> zg(150000);
+    uct_iov_t giov[2] = { { zg.data(), 70000, NULL, 0, 1 },
+                          { zg.data() + 70000, 80000, NULL, 0, 1 } };
+    init_comp(c);
+    status = uct_ep_get_zcopy(m_a.ep, giov, 2, base + 500, rb.rkey.rkey,
+                              &c.super);
+    ASSERT_EQ(UCS_INPROGRESS, status);
+    EXPECT_EQ(UCS_OK, wait_comp(c, status));
+    EXPECT_EQ(0, memcmp(zg.data(), rb.data.data() + 500, zg.size()));
+
+    std::vector<uint8_t> got;
+    init_comp(c);
+    status = uct_ep_get_bcopy(m_a.ep, unpack_vec, &got, 5000, base + 1000,
+                              rb.rkey.rkey, &c.super);
+    EXPECT_EQ(UCS_OK, wait_comp(c, status));
+    EXPECT_EQ(std::vector<uint8_t>(z.begin(), z.begin() + 5000), got);
+
+    /* many reads at once: more than a connection may have outstanding */
+    std::vector<std::vector<uint8_t>> many(200, std::vector<uint8_t>(1000));
+    std::vector<test_comp> comps(many.size());
+    unsigned issued = 0, refused = 0;
+    for (size_t i = 0; i < many.size(); ++i) {
+        uct_iov_t one = { many[i].data(), 1000, NULL, 0, 1 };
+        init_comp(comps[i]);
+        while ((status = uct_ep_get_zcopy(m_a.ep, &one, 1, base + i * 1000,
+                                          rb.rkey.rkey, &comps[i].super)) ==
+               UCS_ERR_NO_RESOURCE) {
+            ++refused;
+            progress();
+        }
+        ASSERT_EQ(UCS_INPROGRESS, status);
+        ++issued;
+    }
+    EXPECT_GT(refused, 0u); /* APTUS_CONN_MAX_READS held them back */
+    ASSERT_EQ(UCS_OK, flush_ep(m_a.ep)); /* ... and waits for all */
+    for (size_t i = 0; i < many.size(); ++i) {
+        EXPECT_EQ(1, comps[i].done);
+        EXPECT_EQ(0, memcmp(many[i].data(), rb.data.data() + i * 1000, 1000));
+    }
+
+    EXPECT_EQ(2u, stats(m_a)["conn_puts"]);
+    EXPECT_EQ(202u, stats(m_a)["conn_gets"]);
+    EXPECT_EQ(202u, stats(m_b)["conn_served"]); /* reads; fences aside */
+    EXPECT_EQ(0u, stats(m_a)["links_failed"]);
+    release(rb);
+}
+
+TEST_F(uct_rc_sr_over_conn, target_refuses_what_no_registration_covers)
+{
+    setup_pair();
+    remote_buf rb;
+    expose(rb, 8192, 6);
+    uint64_t base = (uint64_t)(uintptr_t)rb.data.data();
     uct_aptus_rkey_t packed;
     memcpy(&packed, rb.packed.data(), sizeof(packed));
-    EXPECT_TRUE(packed.flags & UCT_APTUS_RKEY_FLAG_SAME_HOST);
-    packed.host_id ^= 0x1234;
-    uct_rkey_bundle_t bundle;
-    EXPECT_EQ(UCS_ERR_UNREACHABLE,
-              uct_rkey_unpack(m_component, &packed, &bundle));
+    packed.token ^= 1; /* a guessed token: the target knows no such region */
+    memcpy(rb.packed.data(), &packed, sizeof(packed));
+    remote_key(rb);
 
-    /* keys of the "aptus" domain (served by their owner) work anywhere */
-    uct_md_config_t *md_config;
-    uct_md_h md;
-    ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, NULL, NULL, &md_config));
-    ASSERT_EQ(UCS_OK, uct_md_open(m_component, "aptus", md_config, &md));
-    uct_config_release(md_config);
-    uct_mem_h memh;
-    ASSERT_EQ(UCS_OK, uct_md_mem_reg(md, rb.data.data(), 4096,
-                                     UCT_MD_MEM_ACCESS_ALL, &memh));
-    ASSERT_EQ(UCS_OK, uct_md_mkey_pack(md, memh, &packed));
-    EXPECT_FALSE(packed.flags & UCT_APTUS_RKEY_FLAG_SAME_HOST);
-    packed.host_id ^= 0x1234;
-    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &packed, &bundle));
-    uct_rkey_release(m_component, &bundle);
-    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(md, memh));
-    uct_md_close(md);
+    /* beyond the key's bounds: refused here, nothing sent */
+    std::vector<uint8_t> buf(100);
+    uct_iov_t one = { buf.data(), buf.size(), NULL, 0, 1 };
+    test_comp c;
+    init_comp(c);
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+              uct_ep_get_zcopy(m_a.ep, &one, 1, base + 8150, rb.rkey.rkey,
+                               &c.super));
+
+    /* a read the target refuses fails alone; the connection stays */
+    ucs_status_t status = uct_ep_get_zcopy(m_a.ep, &one, 1, base, rb.rkey.rkey,
+                                           &c.super);
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR, wait_comp(c, status));
+    EXPECT_EQ(1u, stats(m_b)["conn_refused"]);
+    std::vector<uint8_t> d = pattern(2, 50);
+    ASSERT_EQ(UCS_OK, uct_ep_am_short(m_a.ep, 1, 0, d.data(), d.size()));
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == 1; }));
+
+    /* a write there is a remote access error: the connection is cut, as
+     * an RC queue pair goes to error, and nothing was written */
+    std::vector<uint8_t> before = rb.data;
+    init_comp(c);
+    status = uct_ep_put_zcopy(m_a.ep, &one, 1, base, rb.rkey.rkey, &c.super);
+    EXPECT_NE(UCS_OK, wait_comp(c, status));
+    EXPECT_EQ(before, rb.data);
+    EXPECT_EQ(2u, stats(m_b)["conn_refused"]);
     release(rb);
 }
 

@@ -12,13 +12,16 @@
  * their state and their socket.
  *
  * One-sided operations are process_vm_writev/readv into the process named
- * by the key, inside the key's bounds; peers on other hosts are refused.
+ * by the key, inside the key's bounds, for peers on this host; for a peer
+ * on another host they are frames on its connection (sock_conn_rma.c) that
+ * the target serves into or out of its registered memory.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
 
 #include "sock_conn.h"
+#include "sock_conn_int.h"
 #include "sock_dgram.h"
 #include "sock_netif.h"
 #include "../../base/aptus_mpool.h"
@@ -45,57 +48,6 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
-
-#define APTUS_SOCK_CONN_EVENTS   32
-#define APTUS_SOCK_CONN_MAX_IOV  16
-#define APTUS_SOCK_CONN_READS    4 /* full-buffer reads per progress */
-#define APTUS_SOCK_CONN_BACKLOG  1024
-#define APTUS_SOCK_CONN_COALESCE 512 /* frames sent from one buffer */
-
-enum {
-    APTUS_SOCK_CONN_CONNECTING = UCS_BIT(0),
-    APTUS_SOCK_CONN_BROKEN     = UCS_BIT(1), /* no more sends */
-    APTUS_SOCK_CONN_REPORTED   = UCS_BIT(2), /* failed handler called */
-    APTUS_SOCK_CONN_CLOSED     = UCS_BIT(3)
-};
-
-typedef struct aptus_sock_conn {
-    aptus_conn_t super;
-    int fd;
-    unsigned flags;
-    uint32_t events;          /* registered with epoll */
-    aptus_conn_buf_t *rx_buf; /* a frame half received, or NULL */
-    size_t rx_off;            /* where its first unconsumed byte is */
-    size_t rx_len;            /* bytes in the receive area */
-    uint8_t *txq;             /* bytes the socket did not take yet */
-    size_t txq_off;
-    size_t txq_len;
-    size_t txq_cap;
-    ucs_list_link_t list; /* wire->conns, then wire->zombies */
-} aptus_sock_conn_t;
-
-typedef struct aptus_sock_conn_wire {
-    aptus_conn_wire_t super;
-    aptus_conn_wire_config_t config;
-    int listen_fd;
-    int epfd;
-    ucs_mpool_t rx_mp;
-    size_t area_size; /* receive area: frame header + largest frame */
-    ucs_list_link_t conns;
-    ucs_list_link_t zombies; /* closed from a handler, freed after */
-    int in_progress;
-    int *watch_ready; /* watch_fd's flag; its epoll data is &watch_ready */
-} aptus_sock_conn_wire_t;
-
-static inline aptus_sock_conn_wire_t *aptus_sock_cw(aptus_conn_wire_t *wire)
-{
-    return ucs_derived_of(wire, aptus_sock_conn_wire_t);
-}
-
-static inline aptus_sock_conn_t *aptus_sock_conn(aptus_conn_t *conn)
-{
-    return ucs_derived_of(conn, aptus_sock_conn_t);
-}
 
 void aptus_conn_buf_release(aptus_conn_buf_t *buf)
 {
@@ -145,7 +97,7 @@ static void aptus_sock_conn_set_events(aptus_sock_conn_t *conn, uint32_t events)
 }
 
 /* The connection broke: stop watching it and tell the owner, once. */
-static void aptus_sock_conn_fail(aptus_sock_conn_t *conn, ucs_status_t status)
+void aptus_sock_conn_fail(aptus_sock_conn_t *conn, ucs_status_t status)
 {
     aptus_sock_conn_wire_t *cw = aptus_sock_cw(conn->super.wire);
 
@@ -154,6 +106,7 @@ static void aptus_sock_conn_fail(aptus_sock_conn_t *conn, ucs_status_t status)
     }
     conn->flags |= APTUS_SOCK_CONN_BROKEN | APTUS_SOCK_CONN_REPORTED;
     (void)epoll_ctl(cw->epfd, EPOLL_CTL_DEL, conn->fd, NULL);
+    aptus_sock_rma_cleanup(conn, status);
     if (status == UCS_ERR_NOT_CONNECTED) {
         cw->super.stats.peer_closes++;
     } else {
@@ -195,6 +148,7 @@ static aptus_sock_conn_t *aptus_sock_conn_new(aptus_sock_conn_wire_t *cw,
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     conn->super.wire = &cw->super;
     conn->super.user = user;
+    aptus_sock_rma_init(conn);
     conn->fd         = fd;
     conn->flags      = flags;
     conn->events     = EPOLLIN | EPOLLRDHUP;
@@ -295,7 +249,7 @@ static ucs_status_t aptus_sock_conn_queue(aptus_sock_conn_t *conn,
     return UCS_OK;
 }
 
-static ucs_status_t aptus_sock_conn_send_frame(aptus_sock_conn_t *conn,
+ucs_status_t aptus_sock_conn_send_frame(aptus_sock_conn_t *conn,
                                                unsigned type,
                                                const struct iovec *iov,
                                                unsigned iovcnt, int force)
@@ -642,6 +596,12 @@ static void aptus_sock_conn_writable(aptus_sock_conn_t *conn)
     conn->txq     = NULL;
     conn->txq_off = conn->txq_len = conn->txq_cap = 0;
     aptus_sock_conn_set_events(conn, conn->events & ~EPOLLOUT);
+    if (conn->rma.serve_count > 0) {
+        aptus_sock_rma_serve(conn); /* the peer's reads go on */
+        if (conn->txq_len > 0) {
+            return;
+        }
+    }
     cw->config.handlers->writable(cw->config.arg, &conn->super);
 }
 
@@ -706,8 +666,11 @@ static int aptus_sock_conn_rx_frames(aptus_sock_conn_wire_t *cw,
         if (frame.type == APTUS_FRAME_TYPE_MSG) {
             h->recv(cw->config.arg, &conn->super, (void *)frame.payload,
                     frame.length, conn->rx_buf, conn->rx_off == 0);
-        } else {
+        } else if (frame.type == APTUS_FRAME_TYPE_IMM) {
             h->imm(cw->config.arg, &conn->super, aptus_get32(frame.payload));
+        } else if (!aptus_sock_rma_frame(conn, frame.type, frame.payload,
+                                         frame.length)) {
+            return 0; /* failed for it */
         }
         conn->rx_off += APTUS_FRAME_HDR_LEN + frame.length;
         if (conn->flags & (APTUS_SOCK_CONN_REPORTED | APTUS_SOCK_CONN_CLOSED)) {
@@ -778,6 +741,7 @@ static void aptus_sock_conn_free(aptus_sock_conn_t *conn)
         aptus_conn_buf_release(conn->rx_buf);
     }
     ucs_free(conn->txq);
+    ucs_free(conn->rma.serve);
     ucs_free(conn);
 }
 
@@ -847,6 +811,9 @@ static void aptus_sock_conn_resources(aptus_conn_t *tl_conn,
     len = sizeof(rcvbuf);
     (void)getsockopt(conn->fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &len);
     *state_bytes_p = sizeof(*conn) + conn->txq_cap +
+                     ((conn->rma.serve != NULL)
+                              ? APTUS_CONN_MAX_READS * sizeof(*conn->rma.serve)
+                              : 0) +
                      ((conn->rx_buf != NULL) ? cw->super.rx_buf_size : 0);
     *kernel_bytes_p = (size_t)sndbuf + (size_t)rcvbuf;
     *fds_p          = 1;
@@ -862,6 +829,7 @@ static void aptus_sock_conn_close_conn(aptus_conn_t *tl_conn)
     }
     close(conn->fd);
     conn->flags |= APTUS_SOCK_CONN_CLOSED | APTUS_SOCK_CONN_BROKEN;
+    aptus_sock_rma_cleanup(conn, UCS_ERR_CANCELED);
     conn->super.user = NULL; /* a handler below the close sees it is gone */
     ucs_list_del(&conn->list);
     cw->super.num_conns--;
@@ -991,6 +959,9 @@ static const aptus_conn_wire_ops_t aptus_sock_conn_ops = {
     .read           = aptus_sock_conn_read,
     .write_imm      = aptus_sock_conn_write_imm,
     .key_reachable  = aptus_sock_conn_key_reachable,
+    .write_conn     = aptus_sock_conn_write_conn,
+    .read_conn      = aptus_sock_conn_read_conn,
+    .reads_outstanding = aptus_sock_conn_reads_outstanding,
     .progress       = aptus_sock_conn_progress,
     .watch_fd       = aptus_sock_conn_watch_fd,
     .conn_resources = aptus_sock_conn_resources,

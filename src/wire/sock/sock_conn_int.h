@@ -1,0 +1,116 @@
+/*
+ * UCX-Aptus: the sock wire's connection objects, shared by its connection
+ * files (sock_conn.c: connections and framing; sock_conn_rma.c: one-sided
+ * operations carried over a connection).
+ */
+#ifndef APTUS_SOCK_CONN_INT_H_
+#define APTUS_SOCK_CONN_INT_H_
+
+#include "../conn.h"
+
+#include <ucs/datastruct/list.h>
+#include <ucs/datastruct/mpool.h>
+#include <ucs/datastruct/queue.h>
+#include <ucs/sys/compiler_def.h>
+
+/* A peer's read being served here, in arrival order. */
+typedef struct aptus_sock_serve {
+    uint64_t address;
+    uint64_t length; /* 0: answered with a frame without body */
+    uint64_t offset; /* bytes sent so far */
+    unsigned answer; /* that frame: READ_ERR, or FENCE_ACK for a fence */
+} aptus_sock_serve_t;
+
+/* One-sided operations carried over one connection. */
+typedef struct aptus_sock_rma {
+    ucs_queue_head_t reads; /* this side's reads, in issue order */
+    unsigned num_reads;
+    unsigned serve_head;       /* the peer's reads: a ring of */
+    unsigned serve_count;      /* APTUS_CONN_MAX_READS, allocated when the */
+    aptus_sock_serve_t *serve; /* first arrives */
+} aptus_sock_rma_t;
+
+#define APTUS_SOCK_CONN_EVENTS   32
+#define APTUS_SOCK_CONN_MAX_IOV  16
+#define APTUS_SOCK_CONN_READS    4 /* full-buffer reads per progress */
+#define APTUS_SOCK_CONN_BACKLOG  1024
+#define APTUS_SOCK_CONN_COALESCE 512 /* frames sent from one buffer */
+
+enum {
+    APTUS_SOCK_CONN_CONNECTING = UCS_BIT(0),
+    APTUS_SOCK_CONN_BROKEN     = UCS_BIT(1), /* no more sends */
+    APTUS_SOCK_CONN_REPORTED   = UCS_BIT(2), /* failed handler called */
+    APTUS_SOCK_CONN_CLOSED     = UCS_BIT(3)
+};
+
+typedef struct aptus_sock_conn {
+    aptus_conn_t super;
+    int fd;
+    unsigned flags;
+    uint32_t events;          /* registered with epoll */
+    aptus_conn_buf_t *rx_buf; /* a frame half received, or NULL */
+    size_t rx_off;            /* where its first unconsumed byte is */
+    size_t rx_len;            /* bytes in the receive area */
+    uint8_t *txq;             /* bytes the socket did not take yet */
+    size_t txq_off;
+    size_t txq_len;
+    size_t txq_cap;
+    ucs_list_link_t list; /* wire->conns, then wire->zombies */
+    aptus_sock_rma_t rma; /* one-sided operations carried over it */
+} aptus_sock_conn_t;
+
+typedef struct aptus_sock_conn_wire {
+    aptus_conn_wire_t super;
+    aptus_conn_wire_config_t config;
+    int listen_fd;
+    int epfd;
+    ucs_mpool_t rx_mp;
+    size_t area_size; /* receive area: frame header + largest frame */
+    ucs_list_link_t conns;
+    ucs_list_link_t zombies; /* closed from a handler, freed after */
+    int in_progress;
+    int *watch_ready; /* watch_fd's flag; its epoll data is &watch_ready */
+} aptus_sock_conn_wire_t;
+
+static inline aptus_sock_conn_wire_t *aptus_sock_cw(aptus_conn_wire_t *wire)
+{
+    return ucs_derived_of(wire, aptus_sock_conn_wire_t);
+}
+
+static inline aptus_sock_conn_t *aptus_sock_conn(aptus_conn_t *conn)
+{
+    return ucs_derived_of(conn, aptus_sock_conn_t);
+}
+
+void aptus_sock_conn_fail(aptus_sock_conn_t *conn, ucs_status_t status);
+
+/* Send one frame of type gathered from iov; force: whatever the backlog
+ * (what must follow what was sent, in full). */
+ucs_status_t aptus_sock_conn_send_frame(aptus_sock_conn_t *conn,
+                                        unsigned type, const struct iovec *iov,
+                                        unsigned iovcnt, int force);
+
+/* sock_conn_rma.c */
+void aptus_sock_rma_init(aptus_sock_conn_t *conn);
+/* A one-sided frame arrived; 0 when the connection was failed for it. */
+int aptus_sock_rma_frame(aptus_sock_conn_t *conn, unsigned type,
+                         const uint8_t *payload, size_t length);
+/* Send what the backlog has room for of the peer's reads. */
+void aptus_sock_rma_serve(aptus_sock_conn_t *conn);
+/* The connection is gone: reads complete with status, serving stops. */
+void aptus_sock_rma_cleanup(aptus_sock_conn_t *conn, ucs_status_t status);
+ucs_status_t aptus_sock_conn_write_conn(aptus_conn_t *conn,
+                                        const aptus_mem_key_t *key,
+                                        uint64_t remote_addr,
+                                        const struct iovec *iov,
+                                        unsigned iovcnt,
+                                        aptus_conn_rma_req_t *req);
+ucs_status_t aptus_sock_conn_read_conn(aptus_conn_t *conn,
+                                       const aptus_mem_key_t *key,
+                                       uint64_t remote_addr,
+                                       const struct iovec *iov,
+                                       unsigned iovcnt,
+                                       aptus_conn_rma_req_t *req);
+unsigned aptus_sock_conn_reads_outstanding(aptus_conn_t *conn);
+
+#endif
