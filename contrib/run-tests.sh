@@ -3,7 +3,8 @@
 #   set-up (packages, UCX headers), build, unit tests, the same under
 #   AddressSanitizer+UBSan, ucx_perftest over ud_sr, rc_sr and aptus, MPI jobs with
 #   Open MPI and MPICH over ud_sr, rc_sr and aptus (one-sided too; heavy
-#   and light peers at 8 to 32 ranks with the channel caps checked), 100,000
+#   and light peers at 8 to 32 ranks with the channel caps checked), the
+#   cross-host suite on a cluster in a box (test_cluster.sh), 100,000
 #   held unexpected messages and 64-rank all-to-all beside tcp, and the
 #   robustness campaign's short form (loss from nftables in a network
 #   namespace and the built-in fault injector, CRC, peer death, stalls,
@@ -63,6 +64,11 @@ if [ $quick -eq 0 ]; then
     suite mpi-over-aptus env APTUS_MPI_TLS=aptus,self test/scripts/test_mpi_rc.sh
     suite mpi-over-rc_fp env APTUS_MPI_TLS=rc_fp,self test/scripts/test_mpi_rc.sh
     suite scale test/scripts/test_scale.sh
+    # between hosts: a cluster in a box (network namespaces with their own
+    # PID namespaces on a bridge), every transport and host setting (MTU
+    # 1500, 9000, mixed, a black hole at 1500, 1% loss) at least once,
+    # both MPIs, and ucx_perftest between two hosts
+    suite cluster test/scripts/test_cluster.sh "$top/build/cluster"
     # the multicast MPI_Bcast library (libaptus_bcast), both MPIs, 2 to 16
     # ranks, loss, no multicast, dead and silent ranks
     suite bcast test/scripts/test_bcast.sh
