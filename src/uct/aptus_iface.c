@@ -10,6 +10,7 @@
 #include "../channel/ud_zcopy.h"
 #include "../wire/sock/sock_netif.h"
 
+#include <ucs/sys/string.h>
 #include <ucs/sys/math.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
@@ -289,7 +290,7 @@ void uct_aptus_failures_cleanup(uct_aptus_failures_t *failures)
 }
 
 int uct_aptus_failures_add(uct_aptus_failures_t *failures, const char *tl_name,
-                           uct_ep_h ep, ucs_status_t status)
+                           uct_ep_h ep, ucs_status_t status, const char *peer)
 {
     uct_aptus_failure_t *items;
 
@@ -306,6 +307,8 @@ int uct_aptus_failures_add(uct_aptus_failures_t *failures, const char *tl_name,
     }
     failures->items[failures->num].ep     = ep;
     failures->items[failures->num].status = status;
+    ucs_strncpy_zero(failures->items[failures->num].peer, peer,
+                     sizeof(failures->items[failures->num].peer));
     failures->num++;
     return 1;
 }
@@ -333,11 +336,19 @@ void uct_aptus_failures_report(uct_aptus_failures_t *failures,
      * at a time */
     while (failures->num > 0) {
         failure = failures->items[--failures->num];
-        if (uct_iface_handle_ep_err(iface, failure.ep, failure.status) !=
+        if (uct_iface_handle_ep_err(iface, failure.ep, failure.status) ==
             UCS_OK) {
-            ucs_error("%s/%s: unhandled peer failure: %s", tl_name, dev_name,
-                      ucs_status_string(failure.status));
+            continue;
         }
+        if (failure.status == UCS_ERR_ENDPOINT_TIMEOUT) {
+            ucs_fatal("%s/%s: endpoint %p to %s: unhandled timeout error (the "
+                      "peer stopped answering; without an error handler "
+                      "nothing could go on)",
+                      tl_name, dev_name, failure.ep, failure.peer);
+        }
+        ucs_error("%s/%s: endpoint %p to %s: unhandled peer failure: %s",
+                  tl_name, dev_name, failure.ep, failure.peer,
+                  ucs_status_string(failure.status));
     }
 }
 

@@ -185,6 +185,7 @@ ucs_status_t uct_aptus_iface_query_devices(uct_md_h md, int one_sided,
 typedef struct uct_aptus_failure {
     uct_ep_h ep;
     ucs_status_t status;
+    char peer[64]; /* who, for a failure nobody handles */
 } uct_aptus_failure_t;
 
 typedef struct uct_aptus_failures {
@@ -196,14 +197,19 @@ typedef struct uct_aptus_failures {
 void uct_aptus_failures_init(uct_aptus_failures_t *failures);
 void uct_aptus_failures_cleanup(uct_aptus_failures_t *failures);
 
-/* Queue a report; 0 when there is no memory for it (said in the log). */
+/* Queue a report; peer names the other end for the log. 0 when there is
+ * no memory for it (said in the log). */
 int uct_aptus_failures_add(uct_aptus_failures_t *failures, const char *tl_name,
-                           uct_ep_h ep, ucs_status_t status);
+                           uct_ep_h ep, ucs_status_t status, const char *peer);
 
 /* The endpoint goes away: its queued reports with it. */
 void uct_aptus_failures_forget(uct_aptus_failures_t *failures, uct_ep_h ep);
 
-/* Hand every queued report to iface's error handler. */
+/* Hand every queued report to iface's error handler. A timeout nobody
+ * handles ends the process with the transport, device and peer named, as
+ * UCX's ud does: ranks that wait for a dead peer would wait for ever, and
+ * the launcher ends a job whose process died. Other unhandled failures
+ * (a peer that closed or reset its side) are logged. */
 void uct_aptus_failures_report(uct_aptus_failures_t *failures,
                                uct_iface_h iface, const char *tl_name,
                                const char *dev_name);

@@ -157,13 +157,17 @@ void uct_aptus_tl_iface_queue_failure(uct_aptus_tl_iface_t *iface,
                                       ucs_status_t status)
 {
     uct_aptus_tl_ep_t *ep = uct_aptus_tl_ep_of_peer(peer);
+    char addr[48], who[64];
 
     if (!(ep->flags & UCT_APTUS_EP_USER) ||
         (peer->flags & APTUS_UD_PEER_REPORTED)) {
         return;
     }
+    snprintf(who, sizeof(who), "%s stream %u",
+             iface->dgram->ops->addr_str(&peer->addr, addr, sizeof(addr)),
+             peer->conn_id);
     if (uct_aptus_failures_add(&iface->failures, UCT_APTUS_TL_NAME,
-                               &ep->super.super, status)) {
+                               &ep->super.super, status, who)) {
         peer->flags |= APTUS_UD_PEER_REPORTED;
     }
 }

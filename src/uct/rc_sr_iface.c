@@ -214,9 +214,14 @@ static void uct_rc_sr_peer_failed(void *arg, aptus_rc_link_t *link,
         uct_rc_fp_link_failed(ucs_derived_of(iface, uct_rc_fp_iface_t), link,
                               status);
     }
+    char who[64];
+
+    snprintf(who, sizeof(who), "interface 0x%016" PRIx64 " port %u",
+             link->peer_key, ntohs(link->peer_port));
     uct_aptus_failures_add(
         &iface->failures, iface->tl_name,
-        &ucs_container_of(link, uct_rc_sr_ep_t, link)->super.super, status);
+        &ucs_container_of(link, uct_rc_sr_ep_t, link)->super.super, status,
+        who);
 }
 
 void uct_rc_sr_iface_forget_ep(uct_rc_sr_iface_t *iface, uct_rc_sr_ep_t *ep)

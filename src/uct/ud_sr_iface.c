@@ -48,13 +48,18 @@ static ucs_status_t uct_ud_sr_deliver(void *arg, aptus_ud_peer_t *peer,
 void uct_ud_sr_iface_queue_failure(uct_ud_sr_iface_t *iface,
                                    aptus_ud_peer_t *peer, ucs_status_t status)
 {
+    char addr[48], who[64];
+
     if (!(peer->flags & APTUS_UD_PEER_USER) ||
         (peer->flags & APTUS_UD_PEER_REPORTED)) {
         return;
     }
+    snprintf(who, sizeof(who), "%s stream %u",
+             iface->wire->ops->addr_str(&peer->addr, addr, sizeof(addr)),
+             peer->conn_id);
     if (uct_aptus_failures_add(&iface->failures, UCT_UD_SR_TL_NAME,
                                &uct_ud_sr_ep_of_peer(peer)->super.super,
-                               status)) {
+                               status, who)) {
         peer->flags |= APTUS_UD_PEER_REPORTED;
     }
 }

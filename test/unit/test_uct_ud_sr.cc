@@ -1559,3 +1559,33 @@ TEST_F(uct_ud_sr, put_short_bcopy_zcopy_and_get_bcopy)
     setup_pair();
     check_rma_round_trip([this](entity &e) { return stats(e); });
 }
+
+/* A timeout nobody handles ends the process, naming the transport, the
+ * device and the peer, as UCX's ud does: ranks waiting for a dead peer
+ * would otherwise wait for ever, and a launcher ends a job whose process
+ * died. */
+TEST_F(uct_ud_sr, unhandled_timeout_ends_the_process)
+{
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_DEATH(
+        {
+            m_tweak_params = [](uct_iface_params_t &p) {
+                p.field_mask &= ~(UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
+                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS);
+                p.err_handler = NULL;
+            };
+            setup_pair({ { "TIMEOUT", "300ms" },
+                         { "RTO_MIN", "1ms" },
+                         { "RTO_MAX", "20ms" } });
+            std::vector<uint8_t> data = pattern(1, 64);
+            uct_ep_destroy(m_b.ep);
+            m_b.ep = nullptr;
+            uct_iface_close(m_b.iface);
+            m_b.iface = nullptr;
+            uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &data, 0);
+            wait_for([] { return false; }, 10);
+        },
+        "ud_sr/lo: endpoint 0x[0-9a-f]+ to 127\\.0\\.0\\.1:[0-9]+ stream 0: "
+        "unhandled timeout error");
+}

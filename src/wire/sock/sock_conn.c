@@ -218,13 +218,16 @@ static ucs_status_t aptus_sock_conn_queue(aptus_sock_conn_t *conn,
         total += iov[i].iov_len;
     }
     total -= skip;
-    if (conn->txq_off > 0) {
+    need = conn->txq_len + total;
+    if ((need > conn->txq_cap) && (conn->txq_off > 0)) {
+        /* what was sent goes only when room is needed: moving the rest at
+         * every frame would copy a long backlog once per frame */
         memmove(conn->txq, conn->txq + conn->txq_off,
                 conn->txq_len - conn->txq_off);
         conn->txq_len -= conn->txq_off;
         conn->txq_off = 0;
+        need = conn->txq_len + total;
     }
-    need = conn->txq_len + total;
     if (need > conn->txq_cap) {
         cap = ucs_max(need, conn->txq_cap * 2);
         txq = ucs_realloc(conn->txq, cap, "aptus_sock_conn_txq");

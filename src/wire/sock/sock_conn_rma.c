@@ -120,9 +120,41 @@ static ucs_status_t aptus_sock_rma_request(aptus_sock_conn_t *conn,
     rd->length   = length;
     rd->received = 0;
     rd->iovcnt   = iovcnt;
-    memcpy(rd->iov, iov, iovcnt * sizeof(*iov));
+    if (iovcnt > 0) { /* a fence has none */
+        memcpy(rd->iov, iov, iovcnt * sizeof(*iov));
+    }
     ucs_queue_push(&conn->rma.reads, &rd->queue);
     conn->rma.num_reads++;
+    return UCS_OK;
+}
+
+/* Whether an operation of iov to remote_addr may start now (its length in
+ * *length_p): UCS_OK, or why not, with nothing sent. */
+static ucs_status_t aptus_sock_rma_admit(aptus_sock_conn_t *conn,
+                                         const aptus_mem_key_t *key,
+                                         uint64_t remote_addr,
+                                         const struct iovec *iov,
+                                         unsigned iovcnt, size_t *length_p)
+{
+    aptus_sock_conn_wire_t *cw = aptus_sock_cw(conn->super.wire);
+    size_t length;
+
+    if (conn->flags & APTUS_SOCK_CONN_BROKEN) {
+        return UCS_ERR_CONNECTION_RESET;
+    }
+    if (iovcnt > APTUS_CONN_RMA_MAX_IOV) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    length = aptus_sock_rma_length(iov, iovcnt);
+    if ((length == 0) || !aptus_sock_rma_in_key(key, remote_addr, length)) {
+        cw->super.stats.refused++;
+        return UCS_ERR_INVALID_ADDR;
+    }
+    if ((conn->rma.num_reads >= APTUS_CONN_MAX_READS) ||
+        (aptus_sock_rma_queued(conn) >= cw->config.max_backlog)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    *length_p = length;
     return UCS_OK;
 }
 
@@ -142,20 +174,10 @@ ucs_status_t aptus_sock_conn_write_conn(aptus_conn_t *tl_conn,
     ucs_status_t status;
     unsigned n;
 
-    if (conn->flags & APTUS_SOCK_CONN_BROKEN) {
-        return UCS_ERR_CONNECTION_RESET;
-    }
-    if (iovcnt > APTUS_CONN_RMA_MAX_IOV) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-    length = aptus_sock_rma_length(iov, iovcnt);
-    if (!aptus_sock_rma_in_key(key, remote_addr, length)) {
-        cw->super.stats.refused++;
-        return UCS_ERR_INVALID_ADDR;
-    }
-    if ((conn->rma.num_reads >= APTUS_CONN_MAX_READS) ||
-        (aptus_sock_rma_queued(conn) >= cw->config.max_backlog)) {
-        return UCS_ERR_NO_RESOURCE;
+    status = aptus_sock_rma_admit(conn, key, remote_addr, iov, iovcnt,
+                                  &length);
+    if (status != UCS_OK) {
+        return status;
     }
 
     /* all frames or none: once the first is the connection's, the rest
@@ -194,20 +216,10 @@ ucs_status_t aptus_sock_conn_read_conn(aptus_conn_t *tl_conn,
     ucs_status_t status;
     size_t length;
 
-    if (conn->flags & APTUS_SOCK_CONN_BROKEN) {
-        return UCS_ERR_CONNECTION_RESET;
-    }
-    if (iovcnt > APTUS_CONN_RMA_MAX_IOV) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-    length = aptus_sock_rma_length(iov, iovcnt);
-    if ((length == 0) || !aptus_sock_rma_in_key(key, remote_addr, length)) {
-        cw->super.stats.refused++;
-        return UCS_ERR_INVALID_ADDR;
-    }
-    if ((conn->rma.num_reads >= APTUS_CONN_MAX_READS) ||
-        (aptus_sock_rma_queued(conn) >= cw->config.max_backlog)) {
-        return UCS_ERR_NO_RESOURCE;
+    status = aptus_sock_rma_admit(conn, key, remote_addr, iov, iovcnt,
+                                  &length);
+    if (status != UCS_OK) {
+        return status;
     }
     status = aptus_sock_rma_request(conn, remote_addr, length, key->token,
                                     iov, iovcnt, req);
