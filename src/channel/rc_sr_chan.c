@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
+#include <ucs/time/time.h>
 
 #include <string.h>
 
@@ -115,11 +116,40 @@ static void aptus_rc_accepted_free(aptus_rc_chan_t *chan, aptus_rc_link_t *link)
          * accepted one of its own */
         link->switch_to->flags &= ~APTUS_RC_LINK_CLAIMED;
     }
+    if (!(link->flags & (APTUS_RC_LINK_USER | APTUS_RC_LINK_GREETED))) {
+        chan->num_half_open--;
+    }
     link->conn->wire->ops->conn_close(link->conn);
     ucs_list_del(&link->list);
     chan->num_accepted_links--;
     ucs_arbiter_group_cleanup(&link->pending);
     ucs_free(link);
+}
+
+/* Close connections accepted and never greeted: the oldest (first in the
+ * list) while there are more than max, and every one older than the
+ * greeting timeout. */
+static void aptus_rc_chan_drop_half_open(aptus_rc_chan_t *chan, unsigned max,
+                                         ucs_time_t now)
+{
+    ucs_time_t timeout = ucs_time_from_msec(APTUS_RC_GREETING_TIMEOUT_MS);
+    aptus_rc_link_t *link, *tmp;
+
+    ucs_list_for_each_safe(link, tmp, &chan->links, list)
+    {
+        if (chan->num_half_open == 0) {
+            break;
+        }
+        if (link->flags & (APTUS_RC_LINK_USER | APTUS_RC_LINK_GREETED)) {
+            continue;
+        }
+        if ((chan->num_half_open <= max) &&
+            (now - link->accepted_at < timeout)) {
+            break; /* the rest came later */
+        }
+        chan->stats.half_open_dropped++;
+        aptus_rc_accepted_free(chan, link);
+    }
 }
 
 /* The link's connection is gone. A peer that closed an idle connection in
@@ -229,10 +259,15 @@ static void aptus_rc_chan_accepted(void *arg, aptus_conn_t *conn)
     }
     /* no credits to send until the peer's HELLO grants some */
     aptus_rc_link_init(link, 0, 0, chan->config.credits);
-    link->conn = conn;
-    conn->user = link;
+    link->conn        = conn;
+    link->accepted_at = ucs_get_time();
+    conn->user        = link;
     ucs_list_add_tail(&chan->links, &link->list);
     chan->num_accepted_links++;
+    if (++chan->num_half_open > APTUS_RC_MAX_HALF_OPEN) {
+        aptus_rc_chan_drop_half_open(chan, APTUS_RC_MAX_HALF_OPEN,
+                                     link->accepted_at);
+    }
 }
 
 static void aptus_rc_chan_bad_msg(aptus_rc_chan_t *chan, aptus_rc_link_t *link)
@@ -372,6 +407,7 @@ static void aptus_rc_chan_recv(void *arg, aptus_conn_t *conn, void *data,
             return;
         }
         link->flags |= APTUS_RC_LINK_GREETED;
+        chan->num_half_open--;
         link->tx_limit  = hello.credits;
         link->fc.tx     = hello.credits;
         link->peer_key  = hello.src_key;
@@ -986,6 +1022,15 @@ ucs_status_t aptus_rc_chan_check(aptus_rc_chan_t *chan, aptus_rc_link_t *link)
 unsigned aptus_rc_chan_progress(aptus_rc_chan_t *chan)
 {
     unsigned count = chan->wire->ops->progress(chan->wire);
+    ucs_time_t now;
+
+    if (ucs_unlikely(chan->num_half_open > 0)) {
+        now = ucs_get_time();
+        if (now >= chan->next_greet_check) {
+            aptus_rc_chan_drop_half_open(chan, APTUS_RC_MAX_HALF_OPEN, now);
+            chan->next_greet_check = now + ucs_time_from_msec(100);
+        }
+    }
 
     if (!ucs_arbiter_is_empty(&chan->pending)) {
         ucs_arbiter_dispatch(&chan->pending, 1, aptus_rc_pending_dispatch_cb,

@@ -66,7 +66,16 @@ typedef struct aptus_rc_chan_stats {
     uint64_t shared;   /* endpoints that took a peer's connection */
     uint64_t switched; /* ... after both had connected at once */
     uint64_t stale_switch_acks; /* for merges given up before they ended */
+    uint64_t half_open_dropped; /* accepted, never greeted: closed (the
+                                   oldest past APTUS_RC_MAX_HALF_OPEN, or
+                                   after APTUS_RC_GREETING_TIMEOUT_MS) */
 } aptus_rc_chan_stats_t;
+
+/* Connections accepted and not greeted yet (HELLO) that an interface keeps,
+ * each a descriptor: beyond it the oldest goes; none waits longer than the
+ * greeting timeout. A peer's HELLO goes out with its connect. */
+#define APTUS_RC_MAX_HALF_OPEN        64
+#define APTUS_RC_GREETING_TIMEOUT_MS  5000
 
 typedef struct aptus_rc_link {
     aptus_conn_t *conn;
@@ -81,6 +90,7 @@ typedef struct aptus_rc_link {
     uint16_t tag;     /* the owner's name for the peer, sent in HELLO: only
                          links with the same tag are shared or merged */
     uint32_t conn_id; /* the initiating side's name for the connection */
+    ucs_time_t accepted_at; /* an accepted link not greeted yet: since */
     struct aptus_rc_link *switch_to; /* SWITCHING: the accepted link */
     ucs_status_t error;
     ucs_arbiter_group_t pending; /* uct_pending_req_t waiting for credits */
@@ -120,6 +130,8 @@ struct aptus_rc_chan {
     ucs_list_link_t links;
     unsigned num_user_links;
     unsigned num_accepted_links;
+    unsigned num_half_open;     /* accepted, not greeted */
+    ucs_time_t next_greet_check; /* when the oldest may time out */
     aptus_rc_link_t *dispatching; /* its pending group is being dispatched:
                                      its requests may send */
     uint32_t next_conn_id;

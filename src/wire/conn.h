@@ -147,6 +147,7 @@ typedef struct aptus_conn_wire_stats {
     uint64_t read_bytes;
     uint64_t imms;
     uint64_t refused; /* one-sided operations refused */
+    uint64_t accept_paused; /* out of descriptors: accepting paused */
     uint64_t conn_writes;     /* writes carried over connections */
     uint64_t conn_write_bytes;
     uint64_t conn_reads;      /* reads carried over connections */

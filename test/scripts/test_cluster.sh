@@ -148,6 +148,13 @@ fi
 . "$TOP/test/scripts/mpi_common.sh"
 aptus_setup
 LIB=$APTUS_LIB
+# what was measured: the commit and the library, taken at the start
+commit=$(git -C "$TOP" rev-parse --short HEAD 2>/dev/null || echo unknown)
+dirty=
+if [ -n "$(git -C "$TOP" status --porcelain -- src 2>/dev/null)" ]; then
+    dirty=" (with uncommitted changes under src/)"
+fi
+lib_built=$(date -u -r "$LIB" '+%Y-%m-%d %H:%M UTC' 2>/dev/null)
 
 echo "# $hosts hosts x $ranks ranks, ${#CELLS[@]} MPI cells, job limit ${cell_timeout}s," \
      "ucx_perftest in: $perf_settings"
@@ -567,16 +574,15 @@ perf_table() {
     done
 }
 
-commit=$(git -C "$TOP" rev-parse --short HEAD 2>/dev/null || echo unknown)
-dirty=
-if [ -n "$(git -C "$TOP" status --porcelain -- src 2>/dev/null)" ]; then
-    dirty=" (with uncommitted changes under src/)"
-fi
 {
     echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') on commit $commit$dirty," \
-         "library $LIB, $(nproc) cores; $hosts hosts x $ranks ranks" \
+         "library $LIB (built $lib_built), $(nproc) cores; $hosts hosts x $ranks ranks" \
          "($np ranks), alltoall ${A2A_ARGS[*]}, job limit ${cell_timeout}s;" \
          "\`test/scripts/test_cluster.sh$ARGS_GIVEN\`."
+    echo
+    echo "Times and figures come from $(nproc) cores shared by all ranks" \
+         "(and whatever else runs): for pass/FAIL and rough comparison, not" \
+         "benchmarks."
     echo
     echo "MPI all-to-all (wall time of the whole job, launch included; in" \
          "brackets tcp's in the same setting under the same MPI):"

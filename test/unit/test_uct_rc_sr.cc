@@ -16,6 +16,7 @@ extern "C" {
 }
 
 #include <cinttypes>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 namespace
@@ -1491,4 +1492,94 @@ TEST_F(uct_rc_sr, interface_close_at_every_step_of_a_merge)
             close(m_b);
         }
     }
+}
+
+/* Connections that never greet cost a descriptor each: at most
+ * APTUS_RC_MAX_HALF_OPEN are kept (the oldest go first), none past the
+ * greeting timeout, and the real peer goes on. */
+TEST_F(uct_rc_sr, half_open_connections_are_bounded)
+{
+    setup_pair();
+    aptus_conn_wire_t *wire = iface(m_b)->wire;
+    struct sockaddr_storage ss;
+    socklen_t len;
+    aptus_sock_addr_from_wire(&wire->addr, &ss, &len);
+    unsigned base = wire->num_conns;
+
+    const unsigned n = 300;
+    std::vector<int> socks;
+    for (unsigned i = 0; i < n; ++i) {
+        int s = socket(ss.ss_family, SOCK_STREAM, 0);
+        ASSERT_EQ(0, ::connect(s, (struct sockaddr *)&ss, len));
+        socks.push_back(s);
+        if (i % 32 == 0) {
+            progress();
+        }
+    }
+    ASSERT_TRUE(wait_for([&] {
+        return stats(m_b)["accepts"] >= n + 1; /* and the pair's own */
+    }));
+    EXPECT_LE(wire->num_conns, base + APTUS_RC_MAX_HALF_OPEN);
+    EXPECT_EQ(n - APTUS_RC_MAX_HALF_OPEN, stats(m_b)["half_open_dropped"]);
+    /* the oldest went first: the first connection is closed */
+    char c;
+    ASSERT_TRUE(
+        wait_for([&] { return recv(socks[0], &c, 1, MSG_DONTWAIT) == 0; }));
+
+    /* after the greeting timeout none is left */
+    ASSERT_TRUE(wait_for([&] { return wire->num_conns == base; },
+                         APTUS_RC_GREETING_TIMEOUT_MS / 1000.0 + 10));
+    EXPECT_EQ((uint64_t)n, stats(m_b)["half_open_dropped"]);
+    for (int s : socks) {
+        ::close(s);
+    }
+
+    std::vector<uint8_t> d = pattern(1, 200);
+    ASSERT_GT(uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &d, 0), 0);
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == 1; }));
+}
+
+/* Out of descriptors, accepting pauses instead of spinning on accept()
+ * (one warning, then a count), and resumes once there are some again. */
+TEST_F(uct_rc_sr, out_of_descriptors_pauses_accepting)
+{
+    setup_pair();
+    aptus_conn_wire_t *wire = iface(m_b)->wire;
+    struct sockaddr_storage ss;
+    socklen_t len;
+    aptus_sock_addr_from_wire(&wire->addr, &ss, &len);
+
+    struct rlimit old;
+    ASSERT_EQ(0, getrlimit(RLIMIT_NOFILE, &old));
+    /* a peer's connection waits to be accepted */
+    int s = socket(ss.ss_family, SOCK_STREAM, 0);
+    ASSERT_EQ(0, ::connect(s, (struct sockaddr *)&ss, len));
+    /* use up the descriptors below a low limit */
+    std::vector<int> fill;
+    struct rlimit low = old;
+    int probe         = dup(0);
+    ASSERT_GE(probe, 0);
+    low.rlim_cur = probe + 4;
+    ::close(probe);
+    ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &low));
+    for (int fd; (fd = dup(0)) >= 0;) {
+        fill.push_back(fd);
+    }
+
+    uint64_t accepts = stats(m_b)["accepts"];
+    ucs_time_t end   = ucs_get_time() + ucs_time_from_msec(350);
+    while (ucs_get_time() < end) {
+        progress();
+    }
+    uint64_t paused = stats(m_b)["accept_paused"];
+    EXPECT_GE(paused, 1u);
+    EXPECT_LE(paused, 5u); /* once per pause, not once per progress call */
+    EXPECT_EQ(accepts, stats(m_b)["accepts"]);
+
+    for (int fd : fill) {
+        ::close(fd);
+    }
+    ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &old));
+    ASSERT_TRUE(wait_for([&] { return stats(m_b)["accepts"] > accepts; }));
+    ::close(s);
 }

@@ -537,6 +537,35 @@ static ucs_status_t aptus_sock_conn_write_imm(aptus_conn_t *tl_conn,
                                       1);
 }
 
+static void aptus_sock_conn_listen_events(aptus_sock_conn_wire_t *cw,
+                                          uint32_t events)
+{
+    struct epoll_event ev;
+
+    memset(&ev, 0, sizeof(ev));
+    ev.events   = events;
+    ev.data.ptr = NULL; /* the listening socket */
+    (void)epoll_ctl(cw->epfd, EPOLL_CTL_MOD, cw->listen_fd, &ev);
+}
+
+/* Out of descriptors: a pending connection stays readable on the
+ * listening socket, and a level-triggered poll would spin on accept().
+ * Stop watching it for a while; say so once, count the rest. */
+static void aptus_sock_conn_accept_pause(aptus_sock_conn_wire_t *cw)
+{
+    if (!cw->accept_warned) {
+        ucs_warn("sock conn: accept() failed: %m; not accepting for %d ms "
+                 "(counted as accept_paused; raise the descriptor limit, "
+                 "ulimit -n)",
+                 APTUS_SOCK_CONN_ACCEPT_PAUSE_MS);
+        cw->accept_warned = 1;
+    }
+    cw->super.stats.accept_paused++;
+    aptus_sock_conn_listen_events(cw, 0);
+    cw->accept_resume = ucs_get_time() +
+                        ucs_time_from_msec(APTUS_SOCK_CONN_ACCEPT_PAUSE_MS);
+}
+
 static void aptus_sock_conn_accept(aptus_sock_conn_wire_t *cw)
 {
     aptus_sock_conn_t *conn;
@@ -545,8 +574,11 @@ static void aptus_sock_conn_accept(aptus_sock_conn_wire_t *cw)
     for (;;) {
         fd = accept4(cw->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if ((errno != EAGAIN) && (errno != EWOULDBLOCK) &&
-                (errno != EINTR) && (errno != ECONNABORTED)) {
+            if ((errno == EMFILE) || (errno == ENFILE) || (errno == ENOBUFS) ||
+                (errno == ENOMEM)) {
+                aptus_sock_conn_accept_pause(cw);
+            } else if ((errno != EAGAIN) && (errno != EWOULDBLOCK) &&
+                       (errno != EINTR) && (errno != ECONNABORTED)) {
                 ucs_warn("sock conn: accept() failed: %m");
             }
             return;
@@ -756,6 +788,11 @@ static unsigned aptus_sock_conn_progress(aptus_conn_wire_t *wire)
     unsigned count = 0;
     int i, n;
 
+    if (ucs_unlikely(cw->accept_resume != 0) &&
+        (ucs_get_time() >= cw->accept_resume)) {
+        cw->accept_resume = 0;
+        aptus_sock_conn_listen_events(cw, EPOLLIN);
+    }
     n = epoll_wait(cw->epfd, events, APTUS_SOCK_CONN_EVENTS, 0);
     if (n <= 0) {
         return 0;

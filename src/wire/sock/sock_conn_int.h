@@ -12,6 +12,7 @@
 #include <ucs/datastruct/mpool.h>
 #include <ucs/datastruct/queue.h>
 #include <ucs/sys/compiler_def.h>
+#include <ucs/time/time.h>
 
 /* A peer's read being served here, in arrival order. */
 typedef struct aptus_sock_serve {
@@ -35,6 +36,7 @@ typedef struct aptus_sock_rma {
 #define APTUS_SOCK_CONN_READS    4 /* full-buffer reads per progress */
 #define APTUS_SOCK_CONN_BACKLOG  1024
 #define APTUS_SOCK_CONN_COALESCE 512 /* frames sent from one buffer */
+#define APTUS_SOCK_CONN_ACCEPT_PAUSE_MS 100 /* out of descriptors */
 
 enum {
     APTUS_SOCK_CONN_CONNECTING = UCS_BIT(0),
@@ -70,6 +72,8 @@ typedef struct aptus_sock_conn_wire {
     ucs_list_link_t zombies; /* closed from a handler, freed after */
     int in_progress;
     int *watch_ready; /* watch_fd's flag; its epoll data is &watch_ready */
+    ucs_time_t accept_resume; /* accepting paused until then (0: not) */
+    int accept_warned;        /* the pause was said once */
 } aptus_sock_conn_wire_t;
 
 static inline aptus_sock_conn_wire_t *aptus_sock_cw(aptus_conn_wire_t *wire)
