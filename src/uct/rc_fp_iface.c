@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #define UCT_RC_FP_CONFIG_PREFIX "RC_FP_"
+#define UCT_RC_FP_WIRE_POLL_MAX 1024
 
 static const char *uct_rc_fp_mode_names[] = {
     [APTUS_FP_VELOBLOCK]        = "veloblock",
@@ -74,7 +75,8 @@ ucs_config_field_t uct_rc_fp_iface_config_table[] = {
       "system call on the sock wire) on one progress call in this many;\n"
       "the blocks on every one. Above 1, small messages gain a little\n"
       "latency, and credits and grants over RC-SR arrive later: with few\n"
-      "slots (original_reduced) the fast path then runs dry more often.",
+      "slots (original_reduced) the fast path then runs dry more often\n"
+      "(1 to 1024).",
       ucs_offsetof(uct_rc_fp_iface_config_t, wire_poll),
       UCS_CONFIG_TYPE_UINT },
 
@@ -638,9 +640,12 @@ static UCS_CLASS_INIT_FUNC(uct_rc_fp_iface_t, uct_md_h md, uct_worker_h worker,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    if (config->wire_poll == 0) {
+    if ((config->wire_poll == 0) ||
+        (config->wire_poll > UCT_RC_FP_WIRE_POLL_MAX)) {
+        /* -1 reads as 4294967295: the connections would never be polled */
         ucs_error("rc_fp: invalid configuration: UCX_" UCT_RC_FP_CONFIG_PREFIX
-                  "WIRE_POLL must be at least 1");
+                  "WIRE_POLL=%u is out of range [1, %u]",
+                  config->wire_poll, UCT_RC_FP_WIRE_POLL_MAX);
         return UCS_ERR_INVALID_PARAM;
     }
     self->max_channels = config->max_channels;

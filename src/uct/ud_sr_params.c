@@ -12,6 +12,7 @@
 #include <ucs/sys/string.h>
 #include <ucs/time/time.h>
 
+#include <math.h>
 #include <string.h>
 
 ucs_config_field_t uct_ud_sr_params_table[] = {
@@ -84,23 +85,24 @@ ucs_config_field_t uct_ud_sr_params_table[] = {
 
     { "TIMER_TICK", "200us",
       "Timer granularity: longest delay of an explicit ACK, and how often\n"
-      "retransmission timeouts are checked.",
+      "retransmission timeouts are checked (1us to 1s).",
       ucs_offsetof(uct_ud_sr_params_t, timer_tick),
       UCS_CONFIG_TYPE_TIME },
 
     { "ASYNC_INTERVAL", "10ms",
       "Interval of the async timer that receives, acknowledges and "
       "retransmits\n"
-      "while the application does not call progress. Shorter intervals wake a\n"
-      "thread more often and cost latency on busy cores.",
+      "while the application does not call progress (100us to 10s). Shorter\n"
+      "intervals wake a thread more often and cost latency on busy cores.",
       ucs_offsetof(uct_ud_sr_params_t, async_interval),
       UCS_CONFIG_TYPE_TIME },
 
     { "ASYNC_INTERVAL_MAX", "100ms",
       "While the application calls progress, the async timer's interval\n"
       "doubles at each expiration that finds it did, up to this (never\n"
-      "below ASYNC_INTERVAL); back to ASYNC_INTERVAL once it is away. Every\n"
-      "expiration wakes a thread that takes a core from a rank sharing it.",
+      "below ASYNC_INTERVAL, at most 60s); back to ASYNC_INTERVAL once it is\n"
+      "away. Every expiration wakes a thread that takes a core from a rank\n"
+      "sharing it.",
       ucs_offsetof(uct_ud_sr_params_t, async_interval_max),
       UCS_CONFIG_TYPE_TIME },
 
@@ -110,26 +112,31 @@ ucs_config_field_t uct_ud_sr_params_table[] = {
       "has, so a lost datagram is resent after about one round trip more.\n"
       "Timers are checked at each progress call when a probe is due, not only\n"
       "at TIMER_TICK. Before the first round-trip sample, and for repeats of\n"
-      "an unanswered probe, the wait is at least twice TIMER_TICK.",
+      "an unanswered probe, the wait is at least twice TIMER_TICK. 0: no\n"
+      "probes (at most 10s).",
       ucs_offsetof(uct_ud_sr_params_t, probe_min), UCS_CONFIG_TYPE_TIME },
 
     { "RTO_MIN", "20ms",
       "Smallest retransmission timeout. Lost datagrams are normally found\n"
       "sooner, by selective ACKs and tail probes (after two round trips); the\n"
       "timeout is for a peer that answers nothing, and set well above the\n"
-      "time a busy host may keep a receiver off the CPU.",
+      "time a busy host may keep a receiver off the CPU (100us to 60s).",
       ucs_offsetof(uct_ud_sr_params_t, rto_min), UCS_CONFIG_TYPE_TIME },
 
-    { "RTO_MAX", "500ms", "Largest retransmission timeout (after backoff).",
+    { "RTO_MAX", "500ms",
+      "Largest retransmission timeout (after backoff; RTO_MIN to 1h).",
       ucs_offsetof(uct_ud_sr_params_t, rto_max), UCS_CONFIG_TYPE_TIME },
 
     { "RTO_INIT", "20ms",
-      "Retransmission timeout before the first round-trip measurement.",
+      "Retransmission timeout before the first round-trip measurement\n"
+      "(between RTO_MIN and RTO_MAX).",
       ucs_offsetof(uct_ud_sr_params_t, rto_init), UCS_CONFIG_TYPE_TIME },
 
     { "TIMEOUT", "30s",
       "A peer silent this long while data to it is unacknowledged is declared\n"
-      "failed; the error handler is called and its operations fail.",
+      "failed; the error handler is called and its operations fail (at\n"
+      "least 1ms; inf: never, in effect 71 minutes). Without an error\n"
+      "handler the process ends, naming the peer.",
       ucs_offsetof(uct_ud_sr_params_t, timeout), UCS_CONFIG_TYPE_TIME },
 
     { "CRC", "n", "End-to-end CRC-32C of every payload, checked on receipt.",
@@ -185,7 +192,8 @@ ucs_config_field_t uct_ud_sr_params_table[] = {
       ucs_offsetof(uct_ud_sr_params_t, fault_delay),
       UCS_CONFIG_TYPE_DOUBLE },
 
-    { "FAULT_DELAY_TIME", "1ms", "Fault injector: delay of a delayed datagram.",
+    { "FAULT_DELAY_TIME", "1ms",
+      "Fault injector: delay of a delayed datagram (0 to 10s).",
       ucs_offsetof(uct_ud_sr_params_t, fault_delay_time),
       UCS_CONFIG_TYPE_TIME },
 
@@ -302,6 +310,48 @@ static void uct_ud_sr_params_chan(const uct_ud_sr_params_t *config,
     chan_config->peer_headroom    = peer_headroom;
 }
 
+/* The range of a time setting, in seconds. */
+typedef struct uct_ud_sr_time_range {
+    const char *name;
+    double value;
+    double min;
+    double max;
+} uct_ud_sr_time_range_t;
+
+/* Times are refused outside their range before they become microseconds:
+ * a negative one would wrap, a zero tick or interval would spin, a huge
+ * one would stop the timers. */
+static int uct_ud_sr_params_check_times(const uct_ud_sr_params_t *config,
+                                        const char *tl_name,
+                                        const char *prefix)
+{
+    const uct_ud_sr_time_range_t ranges[] = {
+        { "TIMER_TICK", config->timer_tick, 1e-6, 1.0 },
+        { "ASYNC_INTERVAL", config->async_interval, 100e-6, 10.0 },
+        { "ASYNC_INTERVAL_MAX", config->async_interval_max, 100e-6, 60.0 },
+        { "PROBE_MIN", config->probe_min, 0.0, 10.0 },
+        { "RTO_MIN", config->rto_min, 100e-6, 60.0 },
+        { "RTO_MAX", config->rto_max, config->rto_min, 3600.0 },
+        { "RTO_INIT", config->rto_init, 100e-6, 3600.0 },
+        { "TIMEOUT", config->timeout, 1e-3, INFINITY },
+        { "FAULT_DELAY_TIME", config->fault_delay_time, 0.0, 10.0 },
+    };
+    unsigned i;
+
+    for (i = 0; i < sizeof(ranges) / sizeof(ranges[0]); ++i) {
+        /* written so that NaN fails too */
+        if (!((ranges[i].value >= ranges[i].min) &&
+              (ranges[i].value <= ranges[i].max))) {
+            ucs_error("%s: invalid configuration: UCX_%s%s=%gs is out of "
+                      "range [%gs, %gs]",
+                      tl_name, prefix, ranges[i].name, ranges[i].value,
+                      ranges[i].min, ranges[i].max);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 ucs_status_t uct_ud_sr_params_setup(const uct_ud_sr_params_t *config,
                                     const char *tl_name, const char *prefix,
                                     const uct_iface_params_t *params,
@@ -313,6 +363,9 @@ ucs_status_t uct_ud_sr_params_setup(const uct_ud_sr_params_t *config,
     ucs_status_t status;
     size_t mtu;
 
+    if (!uct_ud_sr_params_check_times(config, tl_name, prefix)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
     uct_ud_sr_params_chan(
         config, UCT_IFACE_PARAM_VALUE(params, rx_headroom, RX_HEADROOM, 0),
         peer_headroom, &setup->chan);

@@ -325,4 +325,6 @@ TEST_F(uct_rc_fp, bad_settings_are_refused)
     EXPECT_NE(UCS_OK, open(m_a, { { "BLOCK_SIZE", "16" } }));
     EXPECT_NE(UCS_OK, open(m_a, { { "MAX_CHANNELS", "0" } }));
     EXPECT_NE(UCS_OK, open(m_a, { { "WIRE_POLL", "0" } }));
+    EXPECT_NE(UCS_OK, open(m_a, { { "WIRE_POLL", "-1" } })); /* 4294967295 */
+    EXPECT_NE(UCS_OK, open(m_a, { { "WIRE_POLL", "1025" } }));
 }

@@ -224,6 +224,27 @@ TEST_F(uct_ud_sr, bad_configuration_refused)
               open(m_a, { { "RTO_MIN", "1s" }, { "RTO_MAX", "10ms" } }));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, { { "ZCOPY_WINDOW", "2" } }));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, { { "ZCOPY_MAX", "0" } }));
+    /* times: negative, zero where it would spin, beyond what a timer can
+     * mean, out of order with each other */
+    for (auto bad : std::vector<std::pair<const char *, const char *>>{
+             { "TIMER_TICK", "-1" },      { "TIMER_TICK", "0" },
+             { "TIMER_TICK", "1000s" },   { "ASYNC_INTERVAL", "0" },
+             { "ASYNC_INTERVAL", "-5ms" }, { "ASYNC_INTERVAL_MAX", "-1" },
+             { "PROBE_MIN", "-1us" },     { "RTO_MIN", "-1" },
+             { "RTO_MIN", "0" },          { "RTO_MAX", "1ms" },
+             { "RTO_INIT", "1us" },       { "RTO_INIT", "-1" },
+             { "TIMEOUT", "-1" },         { "TIMEOUT", "0" },
+             { "FAULT_DELAY_TIME", "-1ms" } }) {
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, { { bad.first, bad.second } }))
+            << bad.first << "=" << bad.second;
+    }
+    /* the edges that mean something */
+    for (auto good : std::vector<std::pair<const char *, const char *>>{
+             { "PROBE_MIN", "0" }, { "TIMEOUT", "inf" } }) {
+        ASSERT_EQ(UCS_OK, open(m_a, { { good.first, good.second } }))
+            << good.first << "=" << good.second;
+        close(m_a);
+    }
     /* a value UCX cannot parse is refused when the configuration is set */
     uct_iface_config_t *config;
     ASSERT_EQ(UCS_OK,
