@@ -205,6 +205,20 @@ int uct_aptus_failures_add(uct_aptus_failures_t *failures, const char *tl_name,
 /* The endpoint goes away: its queued reports with it. */
 void uct_aptus_failures_forget(uct_aptus_failures_t *failures, uct_ep_h ep);
 
+/* A flush that must be asked again: run the async handlers the async
+ * thread found the context busy for (a timer event missed while this
+ * thread held the lock). Its edge-triggered timerfd then fires again; a
+ * caller that polls the flush without progress would otherwise wait on a
+ * timer that never comes back. */
+static inline ucs_status_t uct_aptus_flush_return(ucs_async_context_t *async,
+                                                  ucs_status_t status)
+{
+    if (status == UCS_INPROGRESS) {
+        ucs_async_check_miss(async);
+    }
+    return status;
+}
+
 /* Hand every queued report to iface's error handler. A timeout nobody
  * handles ends the process with the transport, device and peer named, as
  * UCX's ud does: ranks that wait for a dead peer would wait for ever, and

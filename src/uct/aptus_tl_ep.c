@@ -756,8 +756,21 @@ void uct_aptus_tl_ep_pending_purge(uct_ep_h tl_ep,
     UCT_APTUS_LEAVE(iface);
 }
 
+static ucs_status_t uct_aptus_tl_ep_do_flush(uct_ep_h tl_ep,
+                                                  unsigned flags,
+                                                  uct_completion_t *comp);
+
 ucs_status_t uct_aptus_tl_ep_flush(uct_ep_h tl_ep, unsigned flags,
                                    uct_completion_t *comp)
+{
+    return uct_aptus_flush_return(
+        uct_aptus_tl_ep_iface(tl_ep)->super.worker->async,
+        uct_aptus_tl_ep_do_flush(tl_ep, flags, comp));
+}
+
+static ucs_status_t uct_aptus_tl_ep_do_flush(uct_ep_h tl_ep,
+                                                  unsigned flags,
+                                                  uct_completion_t *comp)
 {
     uct_aptus_tl_iface_t *iface = uct_aptus_tl_ep_iface(tl_ep);
     uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep(tl_ep);

@@ -449,7 +449,7 @@ static ucs_status_t uct_aptus_tl_iface_flush(uct_iface_h tl_iface,
         status = UCS_INPROGRESS;
     }
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
-    return status;
+    return uct_aptus_flush_return(iface->super.worker->async, status);
 }
 
 /* ---- attributes and addresses ----------------------------------------- */

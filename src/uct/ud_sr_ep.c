@@ -360,7 +360,7 @@ ucs_status_t uct_ud_sr_ep_flush(uct_ep_h tl_ep, unsigned flags,
                                    uct_ud_sr_ep_cpeer(tl_ep));
     }
     UCT_UD_SR_LEAVE(iface);
-    return status;
+    return uct_aptus_flush_return(iface->super.worker->async, status);
 }
 
 ucs_status_t uct_ud_sr_ep_fence(uct_ep_h tl_ep, unsigned flags)

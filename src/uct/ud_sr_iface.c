@@ -162,7 +162,7 @@ static ucs_status_t uct_ud_sr_iface_flush(uct_iface_h tl_iface, unsigned flags,
         }
     }
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
-    return status;
+    return uct_aptus_flush_return(iface->super.worker->async, status);
 }
 
 static ucs_status_t uct_ud_sr_iface_query(uct_iface_h tl_iface,
