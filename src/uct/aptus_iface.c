@@ -276,6 +276,39 @@ ucs_status_t uct_aptus_iface_async_check(const char *tl_name,
     return UCS_OK;
 }
 
+static void uct_aptus_bcopy_get_done(uct_completion_t *self)
+{
+    uct_aptus_bcopy_get_t *get = ucs_container_of(self, uct_aptus_bcopy_get_t,
+                                                  comp);
+
+    if (self->status == UCS_OK) {
+        get->unpack_cb(get->arg, get->data, get->length);
+    }
+    if (get->user_comp != NULL) {
+        uct_invoke_completion(get->user_comp, self->status);
+    }
+    ucs_free(get);
+}
+
+uct_aptus_bcopy_get_t *uct_aptus_bcopy_get_new(uct_unpack_callback_t unpack_cb,
+                                               void *arg, size_t length,
+                                               uct_completion_t *user_comp)
+{
+    uct_aptus_bcopy_get_t *get = ucs_malloc(sizeof(*get) + length,
+                                            "uct_aptus_bcopy_get");
+
+    if (get != NULL) {
+        get->comp.func   = uct_aptus_bcopy_get_done;
+        get->comp.count  = 1;
+        get->comp.status = UCS_OK;
+        get->unpack_cb   = unpack_cb;
+        get->arg         = arg;
+        get->user_comp   = user_comp;
+        get->length      = length;
+    }
+    return get;
+}
+
 void uct_aptus_failures_init(uct_aptus_failures_t *failures)
 {
     failures->items = NULL;

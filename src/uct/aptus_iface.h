@@ -205,6 +205,23 @@ int uct_aptus_failures_add(uct_aptus_failures_t *failures, const char *tl_name,
 /* The endpoint goes away: its queued reports with it. */
 void uct_aptus_failures_forget(uct_aptus_failures_t *failures, uct_ep_h ep);
 
+/* A get_bcopy whose bytes arrive later: they land in data, and when comp
+ * completes they are unpacked (on success), the user's completion runs
+ * and the object is freed. The caller frees it itself if the operation
+ * did not start (anything but UCS_INPROGRESS). */
+typedef struct uct_aptus_bcopy_get {
+    uct_completion_t comp;
+    uct_unpack_callback_t unpack_cb;
+    void *arg;
+    uct_completion_t *user_comp;
+    size_t length;
+    uint8_t data[];
+} uct_aptus_bcopy_get_t;
+
+uct_aptus_bcopy_get_t *uct_aptus_bcopy_get_new(uct_unpack_callback_t unpack_cb,
+                                               void *arg, size_t length,
+                                               uct_completion_t *user_comp);
+
 /* A flush that must be asked again: run the async handlers the async
  * thread found the context busy for (a timer event missed while this
  * thread held the lock). Its edge-triggered timerfd then fires again; a

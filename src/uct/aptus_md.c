@@ -113,6 +113,12 @@ int uct_aptus_md_check_region(uct_aptus_md_t *md, uint64_t token,
     return ok;
 }
 
+int uct_aptus_md_check_region_cb(void *md, uint64_t token, uint64_t address,
+                                 uint64_t length)
+{
+    return uct_aptus_md_check_region(md, token, address, length);
+}
+
 /* rcache callbacks: a region enters or leaves the cache */
 static ucs_status_t uct_aptus_rcache_mem_reg(void *context,
                                              ucs_rcache_t *rcache, void *arg,

@@ -83,6 +83,11 @@ static inline int uct_aptus_md_is_one_sided(uct_md_h md)
 int uct_aptus_md_check_region(uct_aptus_md_t *md, uint64_t token,
                               uint64_t address, uint64_t length);
 
+/* The same with the domain as a callback's argument (what UD-ZCopy and the
+ * sock wire's one-sided operations over a connection take). */
+int uct_aptus_md_check_region_cb(void *md, uint64_t token, uint64_t address,
+                                 uint64_t length);
+
 /* Whether [address, address + length) lies inside the unpacked key's
  * region (checked by the initiator before it asks). */
 static inline int uct_aptus_rkey_covers(const uct_aptus_rkey_t *rkey,

@@ -6,22 +6,13 @@
 #endif
 
 #include "aptus_rma.h"
+#include "aptus_iface.h"
 
 #include <uct/base/uct_iface.h>
 
 #include <ucs/debug/memtrack_int.h>
 
 #include <inttypes.h>
-
-/* A buffered get in flight: the bounce buffer follows. */
-typedef struct uct_aptus_rma_get {
-    uct_completion_t comp;
-    uct_unpack_callback_t unpack_cb;
-    void *arg;
-    uct_completion_t *user_comp;
-    size_t length;
-    uint8_t data[];
-} uct_aptus_rma_get_t;
 
 size_t uct_aptus_rma_max_put_short(const aptus_udz_t *udz)
 {
@@ -122,27 +113,13 @@ ucs_status_t uct_aptus_rma_put_short(aptus_udz_t *udz, aptus_ud_peer_t *peer,
     return uct_aptus_rma_put(udz, peer, op, buffer, length, remote_addr, rkey);
 }
 
-static void uct_aptus_rma_get_done(uct_completion_t *self)
-{
-    uct_aptus_rma_get_t *get = ucs_container_of(self, uct_aptus_rma_get_t,
-                                                comp);
-
-    if (self->status == UCS_OK) {
-        get->unpack_cb(get->arg, get->data, get->length);
-    }
-    if (get->user_comp != NULL) {
-        uct_invoke_completion(get->user_comp, self->status);
-    }
-    ucs_free(get);
-}
-
 ucs_status_t uct_aptus_rma_get_bcopy(aptus_udz_t *udz, aptus_ud_peer_t *peer,
                                      uct_unpack_callback_t unpack_cb,
                                      void *arg, size_t length,
                                      uint64_t remote_addr, uct_rkey_t rkey,
                                      uct_completion_t *comp)
 {
-    uct_aptus_rma_get_t *get;
+    uct_aptus_bcopy_get_t *get;
     ucs_status_t status;
 
     UCT_CHECK_LENGTH(length, 0, uct_aptus_rma_max_bcopy(udz), "get_bcopy");
@@ -152,17 +129,10 @@ ucs_status_t uct_aptus_rma_get_bcopy(aptus_udz_t *udz, aptus_ud_peer_t *peer,
     if (!uct_aptus_rma_check("get_bcopy", rkey, remote_addr, length)) {
         return UCS_ERR_INVALID_PARAM;
     }
-    get = ucs_malloc(sizeof(*get) + length, "aptus_rma_get");
+    get = uct_aptus_bcopy_get_new(unpack_cb, arg, length, comp);
     if (get == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
-    get->comp.func   = uct_aptus_rma_get_done;
-    get->comp.count  = 1;
-    get->comp.status = UCS_OK;
-    get->unpack_cb   = unpack_cb;
-    get->arg         = arg;
-    get->user_comp   = comp;
-    get->length      = length;
     udz->ud->now_us  = udz->ud->clock();
     status = aptus_udz_get(udz, peer, get->data, length, remote_addr,
                            ((const uct_aptus_rkey_t *)rkey)->token,

@@ -245,12 +245,6 @@ static ucs_status_t uct_aptus_tl_ud_internal(void *arg, aptus_ud_peer_t *peer,
                                  length);
 }
 
-static int uct_aptus_tl_check_region(void *arg, uint64_t token,
-                                     uint64_t address, uint64_t length)
-{
-    return uct_aptus_md_check_region(arg, token, address, length);
-}
-
 static const aptus_ud_chan_ops_t uct_aptus_tl_ud_ops = {
     .deliver     = uct_aptus_tl_ud_deliver,
     .peer_failed = uct_aptus_tl_ud_peer_failed,
@@ -1063,7 +1057,7 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
         goto err_dgram;
     }
     status = aptus_udz_init(&self->udz, &self->ud, &setup.udz,
-                            uct_aptus_tl_check_region,
+                            uct_aptus_md_check_region_cb,
                             ucs_derived_of(md, uct_aptus_md_t));
     if (status != UCS_OK) {
         goto err_ud;

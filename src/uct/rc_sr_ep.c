@@ -219,31 +219,6 @@ static ucs_status_t uct_rc_sr_ep_rma(uct_ep_h tl_ep, const struct iovec *iov,
     return status;
 }
 
-/* get_bcopy over a connection: the bytes land in a buffer of their own and
- * are unpacked when they are in. */
-typedef struct uct_rc_sr_get_bcopy {
-    uct_completion_t comp;
-    uct_unpack_callback_t unpack_cb;
-    void *arg;
-    uct_completion_t *user_comp;
-    size_t length;
-    uint8_t data[];
-} uct_rc_sr_get_bcopy_t;
-
-static void uct_rc_sr_get_bcopy_done(uct_completion_t *self)
-{
-    uct_rc_sr_get_bcopy_t *get = ucs_container_of(self, uct_rc_sr_get_bcopy_t,
-                                                  comp);
-
-    if (self->status == UCS_OK) {
-        get->unpack_cb(get->arg, get->data, get->length);
-    }
-    if (get->user_comp != NULL) {
-        uct_invoke_completion(get->user_comp, self->status);
-    }
-    ucs_free(get);
-}
-
 ucs_status_t uct_rc_sr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
                                     unsigned length, uint64_t remote_addr,
                                     uct_rkey_t rkey)
@@ -290,7 +265,7 @@ ucs_status_t uct_rc_sr_ep_get_bcopy(uct_ep_h tl_ep,
 {
     uct_rc_sr_iface_t *iface = uct_rc_sr_ep_iface(tl_ep);
     struct iovec iov         = { iface->bounce, length };
-    uct_rc_sr_get_bcopy_t *get;
+    uct_aptus_bcopy_get_t *get;
     aptus_chan_key_t key;
     ucs_status_t status;
 
@@ -304,18 +279,13 @@ ucs_status_t uct_rc_sr_ep_get_bcopy(uct_ep_h tl_ep,
         }
         return status;
     }
-    get = ucs_malloc(sizeof(*get) + length, "uct_rc_sr_get_bcopy");
+    /* over a connection: the bytes land in a buffer of their own and are
+     * unpacked when they are in */
+    get = uct_aptus_bcopy_get_new(unpack_cb, arg, length, comp);
     if (get == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
-    get->comp.func   = uct_rc_sr_get_bcopy_done;
-    get->comp.count  = 1;
-    get->comp.status = UCS_OK;
-    get->unpack_cb   = unpack_cb;
-    get->arg         = arg;
-    get->user_comp   = comp;
-    get->length      = length;
-    iov.iov_base     = get->data;
+    iov.iov_base = get->data;
     status = uct_rc_sr_ep_rma(tl_ep, &iov, 1, remote_addr, rkey, 0, &get->comp);
     if (status != UCS_INPROGRESS) {
         ucs_free(get);

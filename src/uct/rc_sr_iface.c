@@ -532,14 +532,6 @@ static void uct_rc_sr_iface_sink_done(uct_completion_t *self)
     self->count = INT_MAX; /* never runs out */
 }
 
-/* A peer on another host names memory over the connection: served only
- * inside a live registration with that token. */
-static int uct_rc_sr_iface_mem_check(void *arg, uint64_t token,
-                                     uint64_t address, uint64_t length)
-{
-    return uct_aptus_md_check_region(arg, token, address, length);
-}
-
 UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
                            const uct_iface_params_t *params,
                            const uct_iface_config_t *tl_config)
@@ -658,7 +650,7 @@ UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
     wire_config.handlers    = &aptus_rc_chan_wire_handlers;
     wire_config.arg         = &self->chan;
     /* peers on other hosts reach registered memory over the connection */
-    wire_config.mem_check   = uct_rc_sr_iface_mem_check;
+    wire_config.mem_check   = uct_aptus_md_check_region_cb;
     wire_config.mem_arg     = ucs_derived_of(md, uct_aptus_md_t);
     status = aptus_sock_conn_open(self->dev_name, &wire_config, &self->wire);
     if (status != UCS_OK) {

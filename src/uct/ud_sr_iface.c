@@ -96,12 +96,6 @@ static ucs_status_t uct_ud_sr_internal(void *arg, aptus_ud_peer_t *peer,
     return aptus_udz_internal(&iface->udz, peer, data, length, is_async);
 }
 
-static int uct_ud_sr_check_region(void *arg, uint64_t token, uint64_t address,
-                                  uint64_t length)
-{
-    return uct_aptus_md_check_region(arg, token, address, length);
-}
-
 static const aptus_ud_chan_ops_t uct_ud_sr_chan_ops = {
     .deliver     = uct_ud_sr_deliver,
     .peer_failed = uct_ud_sr_peer_failed,
@@ -438,7 +432,7 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
     /* peers may ask this interface for data even when it does not use
      * zero copy itself, so the channel is always there */
     status = aptus_udz_init(&self->udz, &self->chan, &setup.udz,
-                            uct_ud_sr_check_region,
+                            uct_aptus_md_check_region_cb,
                             ucs_derived_of(md, uct_aptus_md_t));
     if (status != UCS_OK) {
         goto err_chan;
