@@ -7,6 +7,7 @@
 
 #include "ud_sr_chan_int.h"
 #include "chan_pending.h"
+#include "../proto/random.h"
 
 #include <inttypes.h>
 #include <ucs/debug/memtrack_int.h>
@@ -267,6 +268,7 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
     max_frags            = aptus_ud_max_frags(config, chan->min_dg);
 
     kh_init_inplace(aptus_ud_peers, &chan->peers);
+    kh_init_inplace(aptus_ud_opening, &chan->opening_per_addr);
     ucs_queue_head_init(&chan->deferred);
     ucs_queue_head_init(&chan->flush_reqs);
     ucs_arbiter_init(&chan->pending);
@@ -472,6 +474,7 @@ err_ext_mp:
 err_peer_mp:
     ucs_mpool_cleanup(&chan->peer_mp, 1);
 err:
+    kh_destroy_inplace(aptus_ud_opening, &chan->opening_per_addr);
     kh_destroy_inplace(aptus_ud_peers, &chan->peers);
     return status;
 }
@@ -554,6 +557,8 @@ void aptus_ud_chan_cleanup(aptus_ud_chan_t *chan)
     ucs_mpool_cleanup(&chan->tx_mp[APTUS_UD_TX_TINY], 1);
     ucs_mpool_cleanup(&chan->ext_mp, 1);
     ucs_mpool_cleanup(&chan->peer_mp, 1);
+    ucs_free(chan->opening);
+    kh_destroy_inplace(aptus_ud_opening, &chan->opening_per_addr);
     kh_destroy_inplace(aptus_ud_peers, &chan->peers);
 }
 
@@ -617,7 +622,8 @@ void aptus_ud_peer_ext_try_release(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
     aptus_ud_peer_ext_t *ext = peer->ext;
 
     if ((ext == NULL) || (ext->held != NULL) || (ext->reasm != NULL) ||
-        (ext->path_probe != 0) || !ucs_arbiter_group_is_empty(&ext->pending)) {
+        (ext->path_probe != 0) || (peer->flags & APTUS_UD_PEER_OPENING) ||
+        !ucs_arbiter_group_is_empty(&ext->pending)) {
         return;
     }
     ucs_arbiter_group_cleanup(&ext->pending);
@@ -673,6 +679,11 @@ aptus_ud_peer_t *aptus_ud_chan_peer_create(aptus_ud_chan_t *chan,
     peer->conn_id    = conn_id;
     peer->active_idx = UINT32_MAX;
     peer->flags      = 1u << APTUS_UD_PEER_CLASS_SHIFT; /* size unknown */
+    peer->local_token = aptus_ud_chan_token(chan);
+    if (peer->local_token == 0) {
+        ucs_mpool_put(elem);
+        return NULL; /* no randomness from the OS: no incarnation */
+    }
     aptus_rel_tx_init(&peer->tx, chan->now_us);
     aptus_rel_rx_init(&peer->rx);
 
@@ -684,6 +695,136 @@ aptus_ud_peer_t *aptus_ud_chan_peer_create(aptus_ud_chan_t *chan,
     ucs_assert(ret != UCS_KH_PUT_KEY_PRESENT);
     (void)iter;
     chan->stats.peers_created++;
+    return peer;
+}
+
+uint32_t aptus_ud_chan_token(aptus_ud_chan_t *chan)
+{
+    uint32_t token;
+
+    do {
+        if (chan->num_tokens == 0) {
+            if (aptus_random_bytes(chan->tokens, sizeof(chan->tokens)) != 0) {
+                ucs_error("ud_sr: no random token from the OS: %m");
+                return 0;
+            }
+            chan->num_tokens = APTUS_UD_TOKEN_BATCH;
+        }
+        token = chan->tokens[--chan->num_tokens];
+    } while (token == 0);
+    return token;
+}
+
+static uint64_t aptus_ud_addr_hash(const aptus_wire_addr_t *addr)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    unsigned i;
+
+    for (i = 0; i < APTUS_WIRE_ADDR_LEN; ++i) {
+        h = (h ^ addr->raw[i]) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+void aptus_ud_chan_opening_leave(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
+{
+    khiter_t iter;
+
+    ucs_assert(peer->flags & APTUS_UD_PEER_OPENING);
+    chan->opening[peer->ext->opening_idx] = NULL;
+    peer->flags &= ~APTUS_UD_PEER_OPENING;
+    chan->num_opening--;
+    iter = kh_get(aptus_ud_opening, &chan->opening_per_addr,
+                  aptus_ud_addr_hash(&peer->addr));
+    if ((iter != kh_end(&chan->opening_per_addr)) &&
+        (--kh_val(&chan->opening_per_addr, iter) == 0)) {
+        kh_del(aptus_ud_opening, &chan->opening_per_addr, iter);
+    }
+    aptus_ud_peer_ext_try_release(chan, peer);
+}
+
+/* Room for one more unconfirmed stream: the oldest goes when the ring is
+ * full (of streams or of holes they left). */
+static int aptus_ud_chan_opening_room(aptus_ud_chan_t *chan)
+{
+    aptus_ud_peer_t *oldest;
+
+    if (chan->opening == NULL) {
+        chan->opening = ucs_calloc(APTUS_UD_OPENING_MAX, sizeof(*chan->opening),
+                                   "aptus_ud_opening");
+        if (chan->opening == NULL) {
+            return 0;
+        }
+    }
+    while ((chan->opening_span > 0) &&
+           ((chan->opening_span == APTUS_UD_OPENING_MAX) ||
+            (chan->opening[chan->opening_head] == NULL))) {
+        oldest = chan->opening[chan->opening_head];
+        if (oldest != NULL) {
+            /* its opener, if genuine, opens again */
+            chan->stats.open_evicted++;
+            oldest->flags |= APTUS_UD_PEER_QUIET;
+            aptus_ud_chan_peer_fail(chan, oldest, UCS_ERR_CONNECTION_RESET);
+        }
+        chan->opening_head = (chan->opening_head + 1) % APTUS_UD_OPENING_MAX;
+        chan->opening_span--;
+    }
+    return 1;
+}
+
+aptus_ud_peer_t *aptus_ud_chan_peer_open(aptus_ud_chan_t *chan,
+                                         const aptus_wire_addr_t *addr,
+                                         uint64_t remote_key, uint16_t conn_id,
+                                         uint32_t remote_token)
+{
+    uint64_t hash = aptus_ud_addr_hash(addr);
+    aptus_ud_peer_ext_t *ext;
+    aptus_ud_peer_t *peer;
+    khiter_t iter;
+    unsigned slot;
+    int ret;
+
+    iter = kh_get(aptus_ud_opening, &chan->opening_per_addr, hash);
+    if ((iter != kh_end(&chan->opening_per_addr)) &&
+        (kh_val(&chan->opening_per_addr, iter) >= APTUS_UD_OPENING_PER_ADDR)) {
+        chan->stats.open_refused++;
+        return NULL;
+    }
+    if (!aptus_ud_chan_opening_room(chan)) {
+        chan->stats.rx_peer_limit++;
+        return NULL;
+    }
+    iter = kh_put(aptus_ud_opening, &chan->opening_per_addr, hash, &ret);
+    if (ret == UCS_KH_PUT_FAILED) {
+        chan->stats.rx_peer_limit++;
+        return NULL;
+    }
+    if (ret != UCS_KH_PUT_KEY_PRESENT) {
+        kh_val(&chan->opening_per_addr, iter) = 0;
+    }
+
+    peer = aptus_ud_chan_peer_create(chan, addr, remote_key, conn_id);
+    ext  = (peer != NULL) ? aptus_ud_peer_ext_get(chan, peer) : NULL;
+    if (ext == NULL) {
+        chan->stats.rx_peer_limit++; /* MAX_PEERS, or out of memory */
+        if (peer != NULL) {
+            peer->flags |= APTUS_UD_PEER_QUIET;
+            aptus_ud_chan_peer_fail(chan, peer, UCS_ERR_NO_MEMORY);
+        }
+        if (kh_val(&chan->opening_per_addr, iter) == 0) {
+            kh_del(aptus_ud_opening, &chan->opening_per_addr, iter);
+        }
+        return NULL;
+    }
+
+    kh_val(&chan->opening_per_addr, iter)++;
+    slot = (chan->opening_head + chan->opening_span) % APTUS_UD_OPENING_MAX;
+    chan->opening[slot] = peer;
+    chan->opening_span++;
+    chan->num_opening++;
+    ext->opening_idx = slot;
+    peer->flags |= APTUS_UD_PEER_OPENING;
+    peer->remote_token = remote_token;
     return peer;
 }
 
@@ -770,6 +911,9 @@ ucs_status_t aptus_ud_chan_peer_connect(aptus_ud_chan_t *chan,
     }
 
     peer->flags = (peer->flags | APTUS_UD_PEER_USER) & ~APTUS_UD_PEER_USER_GONE;
+    if (peer->flags & APTUS_UD_PEER_OPENING) {
+        aptus_ud_chan_opening_leave(chan, peer); /* the user holds it now */
+    }
     aptus_ud_chan_path_start(chan, peer,
                              ucs_min(remote_mtu, chan->wire->mtu));
     *peer_p = peer;
@@ -938,6 +1082,9 @@ void aptus_ud_chan_peer_fail(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
               peer->remote_key, ucs_status_string(status));
     peer->flags |= APTUS_UD_PEER_FAILED;
     chan->stats.peers_failed++;
+    if (peer->flags & APTUS_UD_PEER_OPENING) {
+        aptus_ud_chan_opening_leave(chan, peer);
+    }
     aptus_ud_tx_purge(chan, peer, status);
     aptus_ud_chan_complete_flushes(chan, peer, status);
     aptus_ud_rx_release_peer(chan, peer);

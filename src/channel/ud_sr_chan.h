@@ -105,24 +105,26 @@ typedef struct aptus_ud_chan_ops {
 } aptus_ud_chan_ops_t;
 
 enum {
-    APTUS_UD_PEER_USER     = 1u << 0, /* handed out as a UCT endpoint */
-    APTUS_UD_PEER_FAILED   = 1u << 1, /* dead stream: tombstone */
-    APTUS_UD_PEER_IN_ACK   = 1u << 2, /* on this batch's immediate-ACK list */
-    APTUS_UD_PEER_FLUSH    = 1u << 3, /* has flush requests waiting */
-    APTUS_UD_PEER_REPORTED = 1u << 4, /* failure queued for the user */
-    APTUS_UD_PEER_IN_SOON  = 1u << 5, /* on the next-progress ACK list */
-    APTUS_UD_PEER_QUIET    = 1u << 6, /* failed by the user's own cancel */
-    APTUS_UD_PEER_DEAD     = 1u << 7, /* on the reclaim list */
+    APTUS_UD_PEER_USER      = 1u << 0, /* handed out as a UCT endpoint */
+    APTUS_UD_PEER_FAILED    = 1u << 1, /* dead stream: tombstone */
+    APTUS_UD_PEER_IN_ACK    = 1u << 2, /* on this batch's immediate-ACK list */
+    APTUS_UD_PEER_FLUSH     = 1u << 3, /* has flush requests waiting */
+    APTUS_UD_PEER_REPORTED  = 1u << 4, /* failure queued for the user */
+    APTUS_UD_PEER_IN_SOON   = 1u << 5, /* on the next-progress ACK list */
+    APTUS_UD_PEER_QUIET     = 1u << 6, /* failed by the user's own cancel */
+    APTUS_UD_PEER_DEAD      = 1u << 7, /* on the reclaim list */
     APTUS_UD_PEER_USER_GONE = 1u << 8, /* its endpoint was destroyed */
-    APTUS_UD_PEER_HEARD = 1u << 9 /* the remote side has the stream: it
-                                     sent on it (until then data goes with
-                                     the OPEN flag) */
+    APTUS_UD_PEER_HEARD     = 1u << 9, /* confirmed: a datagram came with this
+                                          side's token and the remote's, so
+                                          both ends know the incarnation */
+    APTUS_UD_PEER_OPENING = 1u << 10   /* opened by the remote, unconfirmed,
+                                          no endpoint: in chan->opening */
 };
 
 /* A peer's datagram size is one of the channel's size classes, named by
  * index in the top bits of its flags (so it costs the peer no bytes). */
-#define APTUS_UD_PEER_CLASS_SHIFT 10
-#define APTUS_UD_DG_CLASSES       64
+#define APTUS_UD_PEER_CLASS_SHIFT 11
+#define APTUS_UD_DG_CLASSES       32
 
 /* Datagram sizes of the path search: the first size used towards a peer
  * on a link (IPv6's minimum MTU less IP and UDP headers), and Ethernet's,
@@ -161,6 +163,8 @@ struct aptus_ud_peer {
     uint32_t active_idx;    /* slot in chan->active, or UINT32_MAX */
     uint16_t conn_id;
     uint16_t flags;
+    uint32_t local_token;  /* this side's incarnation of the stream */
+    uint32_t remote_token; /* the remote side's; 0 until it is known */
 };
 
 /* Rare per-peer state, allocated only while in use. */
@@ -175,6 +179,7 @@ struct aptus_ud_peer_ext {
     uint16_t path_probe;  /* datagram size being probed, 0: none */
     uint16_t path_want;   /* the size both ends take (the search's top) */
     uint8_t path_tries;   /* probes of path_probe sent */
+    uint32_t opening_idx; /* with APTUS_UD_PEER_OPENING: its ring slot */
 };
 
 /* Common head of a received message awaiting delivery. */
@@ -264,6 +269,19 @@ typedef struct aptus_ud_chan_stats {
     uint64_t path_lost;       /* a size lost on the path: every probe of it
                                  went unanswered, a smaller one is used */
     uint64_t path_replies;    /* probes of peers answered */
+    /* Incarnations (see ud_sr_proto.h): */
+    uint64_t rx_opening;      /* data asking for the handshake, answered
+                                 and not delivered */
+    uint64_t tx_open_resends; /* datagrams sent again once the handshake
+                                 completed (they went before it) */
+    uint64_t rx_stale;        /* datagrams of another incarnation: a
+                                 replay, a late duplicate or a forgery */
+    uint64_t rx_challenges;   /* an opening on a confirmed stream: asked
+                                 the known incarnation whether it lives */
+    uint64_t open_refused;    /* openings refused: the address has
+                                 APTUS_UD_OPENING_PER_ADDR unconfirmed */
+    uint64_t open_evicted;    /* unconfirmed streams dropped, oldest first,
+                                 at APTUS_UD_OPENING_MAX */
     uint64_t pending_dispatched, pending_async, checks;
 } aptus_ud_chan_stats_t;
 
@@ -290,6 +308,20 @@ static inline int aptus_ud_peer_equal(const aptus_ud_peer_t *a,
 
 KHASH_INIT(aptus_ud_peers, aptus_ud_peer_t *, char, 0, aptus_ud_peer_hash,
            aptus_ud_peer_equal)
+/* Unconfirmed streams per remote address (by a hash of it: a collision
+ * only shares a limit). */
+KHASH_MAP_INIT_INT64(aptus_ud_opening, uint32_t)
+
+/* Streams a remote side opened that are not confirmed yet (the receiving
+ * half of a handshake) cost state before the opener has proven anything:
+ * at most this many per interface, the oldest dropped for a new one, and
+ * at most APTUS_UD_OPENING_PER_ADDR from one address (more are refused;
+ * a genuine opener retries). A confirmed stream leaves the count within a
+ * round trip, so only a flood of openings ever meets the bounds. */
+#define APTUS_UD_OPENING_MAX      4096
+#define APTUS_UD_OPENING_PER_ADDR 1024
+/* Tokens drawn from the OS at once (one system call per so many streams) */
+#define APTUS_UD_TOKEN_BATCH 32
 
 typedef uint64_t (*aptus_ud_clock_t)(void);
 
@@ -351,6 +383,15 @@ struct aptus_ud_chan {
     size_t min_dg; /* no class is smaller (SEG_SIZE fits TX_WINDOW) */
 
     khash_t(aptus_ud_peers) peers;
+    /* unconfirmed streams the remote sides opened: a ring, oldest first
+     * (holes are NULL), and their count per address */
+    aptus_ud_peer_t **opening;
+    unsigned opening_head;
+    unsigned opening_span; /* slots from head to the newest, holes too */
+    unsigned num_opening;
+    khash_t(aptus_ud_opening) opening_per_addr;
+    uint32_t tokens[APTUS_UD_TOKEN_BATCH];
+    unsigned num_tokens;
     aptus_ud_peer_t **active; /* peers with timers or ACKs due */
     unsigned num_active;
     unsigned max_active;

@@ -125,6 +125,17 @@ aptus_ud_peer_t *aptus_ud_chan_peer_create(aptus_ud_chan_t *chan,
                                            uint16_t conn_id);
 void aptus_ud_chan_peer_fail(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
                              ucs_status_t status);
+/* A random non-zero token for a new incarnation; 0 if the OS gives none. */
+uint32_t aptus_ud_chan_token(aptus_ud_chan_t *chan);
+/* The remote side opens a stream (data with dest token 0): its half of the
+ * handshake, counted among the unconfirmed (NULL: refused or no room,
+ * counted). */
+aptus_ud_peer_t *aptus_ud_chan_peer_open(aptus_ud_chan_t *chan,
+                                         const aptus_wire_addr_t *addr,
+                                         uint64_t remote_key, uint16_t conn_id,
+                                         uint32_t remote_token);
+/* The stream is confirmed or taken by an endpoint: no longer unconfirmed. */
+void aptus_ud_chan_opening_leave(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer);
 void aptus_ud_chan_tx_progressed(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer);
 void aptus_ud_chan_tick(aptus_ud_chan_t *chan);
 void aptus_ud_chan_dispatch_pending(aptus_ud_chan_t *chan);
@@ -138,9 +149,8 @@ void aptus_ud_tx_probe(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer);
 /* A path probe of size bytes, and the answer to one that arrived. */
 void aptus_ud_tx_path_probe(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
                             size_t size);
-void aptus_ud_tx_path_reply(aptus_ud_chan_t *chan,
-                            const aptus_wire_addr_t *dst, uint64_t dest_key,
-                            uint16_t conn_id, size_t size);
+void aptus_ud_tx_path_reply(aptus_ud_chan_t *chan, const aptus_wire_addr_t *dst,
+                            const aptus_ud_sr_pkt_t *probe);
 /* ud_sr_chan.c: the size class of mtu bytes (made if new); a peer's. */
 unsigned aptus_ud_chan_dg_class(aptus_ud_chan_t *chan, size_t mtu);
 void aptus_ud_chan_set_class(aptus_ud_peer_t *peer, unsigned cls);

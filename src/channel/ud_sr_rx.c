@@ -546,26 +546,129 @@ static void aptus_ud_rx_data(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     aptus_ud_rx_want_ack(chan, peer);
 }
 
-static inline int aptus_ud_rx_is_stream_start(const aptus_ud_sr_pkt_t *pkt)
-{
-    return (pkt->type == APTUS_UD_SR_TYPE_DATA) &&
-           (pkt->flags & APTUS_UD_SR_F_OPEN) && (pkt->ack == 0);
-}
-
-/* Tell the sender of a datagram on a stream we no longer have that it is
- * dead, as a tombstone would, without keeping one. */
+/* Tell the sender of a datagram of an incarnation we do not have (a stream
+ * that died here and was reclaimed, or an earlier one) that it is dead, as
+ * a tombstone would, without keeping one. The tokens go back swapped: the
+ * answer reaches only the incarnation that sent. */
 static void aptus_ud_rx_reset_unknown(aptus_ud_chan_t *chan,
                                       const aptus_wire_addr_t *src,
                                       const aptus_ud_sr_pkt_t *pkt)
 {
     aptus_ud_peer_t ghost;
 
+    if ((pkt->type != APTUS_UD_SR_TYPE_DATA) &&
+        !(pkt->flags & APTUS_UD_SR_F_ACK_REQ)) {
+        return; /* never a reset for an ACK or a reset: no ping-pong */
+    }
     memset(&ghost, 0, sizeof(ghost));
-    ghost.addr       = *src;
-    ghost.remote_key = pkt->src_key;
-    ghost.conn_id    = pkt->conn_id;
+    ghost.addr         = *src;
+    ghost.remote_key   = pkt->src_key;
+    ghost.conn_id      = pkt->conn_id;
+    ghost.local_token  = pkt->dest_token;
+    ghost.remote_token = pkt->src_token;
     aptus_ud_tx_send_ctl(chan, &ghost, APTUS_UD_SR_TYPE_RESET, 0);
     aptus_ud_tx_batch_flush(chan); /* the batch points at ghost.addr */
+}
+
+/* Data that asks for the handshake is answered with both tokens (an ACK
+ * with REPLY: "resend what you sent before this"), never delivered. */
+static void aptus_ud_rx_handshake(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                                  const aptus_ud_sr_pkt_t *pkt)
+{
+    chan->stats.rx_opening++;
+    aptus_rel_rx_request(&peer->rx, (aptus_psn_t)(pkt->psn + 1), 1);
+    aptus_ud_chan_activate(chan, peer);
+    aptus_ud_rx_want_ack(chan, peer);
+}
+
+/* A datagram whose tokens are not the stream's: the handshake, a stale or
+ * replayed datagram, or the remote side's new incarnation. Returns 1 if it
+ * belongs to the stream after all (the remote's token just learned). */
+static int aptus_ud_rx_incarnation(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                                   const aptus_wire_addr_t *src,
+                                   const aptus_ud_sr_pkt_t *pkt)
+{
+    if ((pkt->dest_token == 0) && (pkt->type == APTUS_UD_SR_TYPE_RESET)) {
+        /* the opener gave up before it had our token (its endpoint
+         * cancelled): only the opening it named goes */
+        if (!(peer->flags & APTUS_UD_PEER_HEARD) &&
+            (pkt->src_token == peer->remote_token)) {
+            aptus_ud_chan_peer_fail(chan, peer, UCS_ERR_CONNECTION_RESET);
+        } else {
+            chan->stats.rx_stale++;
+        }
+        return 0;
+    }
+    if (pkt->dest_token == 0) { /* data opening a stream */
+        if (!(peer->flags & APTUS_UD_PEER_HEARD)) {
+            /* both sides opening at once, or the remote's opening
+             * again: the latest token wins until one is confirmed */
+            peer->remote_token = pkt->src_token;
+            aptus_ud_rx_handshake(chan, peer, pkt);
+        } else if (pkt->src_token == peer->remote_token) {
+            chan->stats.rx_stale++; /* a late copy of the opening */
+        } else {
+            /* a replay, or the remote side lost its half and opens anew:
+             * a probe of the confirmed incarnation tells, since a remote
+             * that no longer has it answers with a reset */
+            chan->stats.rx_challenges++;
+            aptus_ud_tx_send_ctl(chan, peer, APTUS_UD_SR_TYPE_ACK, 1);
+        }
+        return 0;
+    }
+    if (pkt->dest_token != peer->local_token) {
+        /* an earlier incarnation of ours: stale, replayed or forged */
+        chan->stats.rx_stale++;
+        aptus_ud_rx_reset_unknown(chan, src, pkt);
+        return 0;
+    }
+    /* the sender knows this incarnation of ours */
+    if (peer->flags & APTUS_UD_PEER_HEARD) {
+        chan->stats.rx_stale++; /* but not the remote's: not its sender */
+        return 0;
+    }
+    if (pkt->type == APTUS_UD_SR_TYPE_RESET) {
+        if (peer->remote_token == 0) {
+            /* the answer to our opening: the remote's half of the stream
+             * is dead (a tombstone), so is ours */
+            aptus_ud_chan_peer_fail(chan, peer, UCS_ERR_CONNECTION_RESET);
+        } else {
+            chan->stats.rx_stale++;
+        }
+        return 0;
+    }
+    peer->remote_token = pkt->src_token;
+    return 1;
+}
+
+/* The first datagram with both tokens right. */
+static int aptus_ud_rx_confirm(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                               const aptus_ud_sr_pkt_t *pkt, int opener)
+{
+    aptus_ud_tx_ctx_t ctx;
+
+    if (pkt->type == APTUS_UD_SR_TYPE_RESET) {
+        /* the remote has no incarnation with the token we took from an
+         * opening (a replayed one): forget it, the genuine opener opens
+         * again and data from here asks for the handshake */
+        peer->remote_token = 0;
+        chan->stats.rx_stale++;
+        return 0;
+    }
+    peer->flags |= APTUS_UD_PEER_HEARD;
+    if (peer->flags & APTUS_UD_PEER_OPENING) {
+        aptus_ud_chan_opening_leave(chan, peer);
+    }
+    if (opener) {
+        /* what went before the remote's token was known asked for the
+         * handshake and was not taken: it goes again, now */
+        ctx.chan   = chan;
+        ctx.peer   = peer;
+        ctx.status = UCS_OK;
+        chan->stats.tx_open_resends += aptus_rel_tx_resend_all(
+            &peer->tx, chan->now_us, aptus_ud_tx_resend, &ctx);
+    }
+    return 1;
 }
 
 /* A path probe is answered whatever the stream's state (it changes none,
@@ -579,12 +682,11 @@ static void aptus_ud_rx_path(aptus_ud_chan_t *chan,
 
     if (!(pkt->flags & APTUS_UD_SR_F_REPLY)) {
         chan->stats.path_replies++;
-        aptus_ud_tx_path_reply(chan, src, pkt->src_key, pkt->conn_id,
-                               pkt->psn);
+        aptus_ud_tx_path_reply(chan, src, pkt);
         return;
     }
     peer = aptus_ud_chan_peer_lookup(chan, src, pkt->src_key, pkt->conn_id);
-    if (peer != NULL) {
+    if ((peer != NULL) && (pkt->dest_token == peer->local_token)) {
         aptus_ud_chan_path_confirmed(chan, peer, pkt->psn);
     }
 }
@@ -601,6 +703,7 @@ static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
     aptus_ud_peer_t *peer;
     aptus_psn_t acked;
     int consumed = 0;
+    int opener;
 
     pstatus = aptus_ud_sr_parse(aptus_ud_rx_dgram(chan, desc), length,
                                 chan->config.crc, &pkt);
@@ -630,12 +733,10 @@ static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
     }
 
     peer = aptus_ud_chan_peer_lookup(chan, src, pkt.src_key, pkt.conn_id);
-    if (peer == NULL) {
-        /* A new stream starts with data marked OPEN: the sender has heard
-         * nothing on it (ack 0) and probes with data while it is so.
-         * Anything else belongs to a stream that died here and was
-         * reclaimed: it is dead for the sender too. */
-        if (!aptus_ud_rx_is_stream_start(&pkt)) {
+    if (ucs_unlikely(peer == NULL)) {
+        if (pkt.dest_token != 0) {
+            /* an incarnation that died here and was reclaimed (or never
+             * was): it is dead for the sender too */
             if ((pkt.type == APTUS_UD_SR_TYPE_DATA) ||
                 (pkt.flags & APTUS_UD_SR_F_ACK_REQ)) {
                 chan->stats.rx_dead_stream++;
@@ -645,19 +746,39 @@ static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
             }
             return 0;
         }
-        peer = aptus_ud_chan_peer_create(chan, src, pkt.src_key, pkt.conn_id);
-        if (peer == NULL) {
-            chan->stats.rx_peer_limit++; /* MAX_PEERS, or out of memory */
+        if (pkt.type == APTUS_UD_SR_TYPE_RESET) {
+            chan->stats.rx_unknown_stream++; /* an opening we never had */
             return 0;
         }
+        /* data asking for the handshake: a stream the remote side opens */
+        peer = aptus_ud_chan_peer_open(chan, src, pkt.src_key, pkt.conn_id,
+                                       pkt.src_token);
+        if (peer != NULL) {
+            aptus_ud_rx_handshake(chan, peer, &pkt);
+        }
+        return 0;
     }
 
     if (ucs_unlikely(peer->flags & APTUS_UD_PEER_FAILED)) {
         chan->stats.rx_dead_stream++;
-        if ((pkt.type == APTUS_UD_SR_TYPE_DATA) ||
-            (pkt.flags & APTUS_UD_SR_F_ACK_REQ)) {
+        if (((pkt.type == APTUS_UD_SR_TYPE_DATA) ||
+             (pkt.flags & APTUS_UD_SR_F_ACK_REQ)) &&
+            (pkt.src_token != 0)) {
+            /* the tombstone answers whichever incarnation asks */
+            peer->remote_token = pkt.src_token;
             aptus_ud_tx_send_ctl(chan, peer, APTUS_UD_SR_TYPE_RESET, 0);
         }
+        return 0;
+    }
+
+    opener = (peer->remote_token == 0);
+    if (ucs_unlikely((pkt.dest_token != peer->local_token) ||
+                     (pkt.src_token != peer->remote_token)) &&
+        !aptus_ud_rx_incarnation(chan, peer, src, &pkt)) {
+        return 0;
+    }
+    if (ucs_unlikely(!(peer->flags & APTUS_UD_PEER_HEARD)) &&
+        !aptus_ud_rx_confirm(chan, peer, &pkt, opener)) {
         return 0;
     }
 
@@ -673,7 +794,6 @@ static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
         return 0;
     }
     aptus_rel_tx_heard(&peer->tx, chan->now_us);
-    peer->flags |= APTUS_UD_PEER_HEARD;
     if (acked != peer->tx.acked_psn) {
         aptus_ud_chan_tx_progressed(chan, peer);
     }

@@ -88,14 +88,17 @@ static void aptus_ud_tx_batch_add_frag(aptus_ud_chan_t *chan,
     tx = aptus_ud_tx_batch_slot(chan, &hdr, &iov);
     n  = aptus_ud_tx_frag_iov(chan, msg, frag, iov + 1);
 
-    pkt.dest_key = peer->remote_key;
-    pkt.src_key  = chan->local_key;
-    pkt.psn      = frag->rel.psn;
-    pkt.ack      = peer->rx.expected;
-    pkt.type     = APTUS_UD_SR_TYPE_DATA;
+    pkt.dest_key   = peer->remote_key;
+    pkt.src_key    = chan->local_key;
+    pkt.dest_token = peer->remote_token;
+    pkt.src_token  = peer->local_token;
+    pkt.psn        = frag->rel.psn;
+    pkt.ack        = peer->rx.expected;
+    pkt.type       = APTUS_UD_SR_TYPE_DATA;
+    /* without the remote's token the data asks for the handshake */
     pkt.flags = frag->flags | msg->hdr_flags |
                 (ack_req ? APTUS_UD_SR_F_ACK_REQ : 0) |
-                ((peer->flags & APTUS_UD_PEER_HEARD) ? 0 : APTUS_UD_SR_F_OPEN);
+                ((peer->remote_token != 0) ? 0 : APTUS_UD_SR_F_OPEN);
     pkt.am_id   = msg->am_id;
     pkt.conn_id = peer->conn_id;
     pkt.msg_len = msg->length;
@@ -127,10 +130,16 @@ void aptus_ud_tx_send_ctl(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     struct iovec *iov;
     uint8_t *hdr;
 
+    if (ucs_unlikely(peer->remote_token == 0) &&
+        (type == APTUS_UD_SR_TYPE_ACK)) {
+        return; /* no incarnation the remote side would take it in */
+    }
     tx = aptus_ud_tx_batch_slot(chan, &hdr, &iov);
 
     pkt.dest_key   = peer->remote_key;
     pkt.src_key    = chan->local_key;
+    pkt.dest_token = peer->remote_token;
+    pkt.src_token  = peer->local_token;
     pkt.psn        = 0;
     pkt.ack        = peer->rx.expected;
     pkt.type       = type;
@@ -177,7 +186,8 @@ static uint8_t aptus_ud_path_pad[APTUS_UD_PATH_PAD_MAX];
 
 static void aptus_ud_tx_path(aptus_ud_chan_t *chan,
                              const aptus_wire_addr_t *dst, uint64_t dest_key,
-                             uint16_t conn_id, size_t size, int reply)
+                             uint16_t conn_id, uint32_t dest_token,
+                             uint32_t src_token, size_t size, int reply)
 {
     uint8_t hdr[APTUS_UD_SR_HDR_LEN];
     struct iovec iov[2];
@@ -186,9 +196,11 @@ static void aptus_ud_tx_path(aptus_ud_chan_t *chan,
     unsigned sent;
 
     memset(&pkt, 0, sizeof(pkt));
-    pkt.dest_key = dest_key;
-    pkt.src_key  = chan->local_key;
-    pkt.psn      = (uint16_t)size;
+    pkt.dest_key    = dest_key;
+    pkt.src_key     = chan->local_key;
+    pkt.dest_token  = dest_token;
+    pkt.src_token   = src_token;
+    pkt.psn         = (uint16_t)size;
     pkt.type     = APTUS_UD_SR_TYPE_ACK;
     pkt.flags    = APTUS_UD_SR_F_PATH | (reply ? APTUS_UD_SR_F_REPLY : 0);
     pkt.conn_id  = conn_id;
@@ -207,15 +219,17 @@ void aptus_ud_tx_path_probe(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
                             size_t size)
 {
     ucs_assert(size <= APTUS_UD_PATH_PAD_MAX);
-    aptus_ud_tx_path(chan, &peer->addr, peer->remote_key, peer->conn_id, size,
-                     0);
+    aptus_ud_tx_path(chan, &peer->addr, peer->remote_key, peer->conn_id,
+                     peer->remote_token, peer->local_token, size, 0);
 }
 
-void aptus_ud_tx_path_reply(aptus_ud_chan_t *chan,
-                            const aptus_wire_addr_t *dst, uint64_t dest_key,
-                            uint16_t conn_id, size_t size)
+void aptus_ud_tx_path_reply(aptus_ud_chan_t *chan, const aptus_wire_addr_t *dst,
+                            const aptus_ud_sr_pkt_t *probe)
 {
-    aptus_ud_tx_path(chan, dst, dest_key, conn_id, size, 1);
+    /* stateless: the probe's tokens go back, swapped, so that only the
+     * incarnation that asked takes the answer */
+    aptus_ud_tx_path(chan, dst, probe->src_key, probe->conn_id,
+                     probe->src_token, probe->dest_token, probe->psn, 1);
 }
 
 void aptus_ud_tx_probe(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)

@@ -251,6 +251,28 @@ unsigned aptus_rel_tx_resend_oldest(aptus_rel_tx_t *tx, uint64_t now_us,
     return 1;
 }
 
+unsigned aptus_rel_tx_resend_all(aptus_rel_tx_t *tx, uint64_t now_us,
+                                 aptus_rel_txe_cb_t resend_cb, void *arg)
+{
+    aptus_rel_txe_t *txe, *next;
+    unsigned count = 0;
+
+    if (tx->tail == NULL) {
+        return 0;
+    }
+    txe = tx->tail->next;
+    for (;;) {
+        next = txe->next;
+        aptus_rel_resend(txe, now_us, resend_cb, arg);
+        ++count;
+        if (txe == tx->tail) {
+            break;
+        }
+        txe = next;
+    }
+    return count;
+}
+
 unsigned aptus_rel_tx_reply(aptus_rel_tx_t *tx, const aptus_rel_config_t *cfg,
                             aptus_psn_t upto, uint64_t now_us,
                             aptus_rel_txe_cb_t resend_cb, void *arg)

@@ -241,6 +241,11 @@ uint64_t aptus_rel_tx_next_due(const aptus_rel_tx_t *tx,
 uint32_t aptus_rel_tx_rto(const aptus_rel_tx_t *tx,
                           const aptus_rel_config_t *cfg);
 
+/* Send every outstanding packet again, oldest first (the receiver took
+ * none of them: they went before it could accept any); returns how many. */
+unsigned aptus_rel_tx_resend_all(aptus_rel_tx_t *tx, uint64_t now_us,
+                                 aptus_rel_txe_cb_t resend_cb, void *arg);
+
 /* Visit every outstanding packet, oldest first. */
 void aptus_rel_tx_for_each(aptus_rel_tx_t *tx, aptus_rel_txe_cb_t cb,
                            void *arg);

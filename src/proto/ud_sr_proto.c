@@ -46,11 +46,13 @@ size_t aptus_ud_sr_build(void *buf, const aptus_ud_sr_pkt_t *pkt)
 
     aptus_put64(p + 0, pkt->dest_key);
     aptus_put64(p + 8, pkt->src_key);
-    aptus_put16(p + 16, pkt->psn);
-    aptus_put16(p + 18, pkt->ack);
-    p[20] = (uint8_t)(pkt->type | (pkt->am_id << APTUS_UD_SR_TYPE_BITS));
-    p[21] = pkt->flags;
-    aptus_put16(p + 22, pkt->conn_id);
+    aptus_put32(p + 16, pkt->dest_token);
+    aptus_put32(p + 20, pkt->src_token);
+    aptus_put16(p + 24, pkt->psn);
+    aptus_put16(p + 26, pkt->ack);
+    p[28] = (uint8_t)(pkt->type | (pkt->am_id << APTUS_UD_SR_TYPE_BITS));
+    p[29] = pkt->flags;
+    aptus_put16(p + 30, pkt->conn_id);
     p += APTUS_UD_SR_HDR_LEN;
 
     if (aptus_ud_sr_has_sack(pkt->type, pkt->flags)) {
@@ -83,12 +85,14 @@ aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
 
     pkt->dest_key = aptus_get64(p + 0);
     pkt->src_key  = aptus_get64(p + 8);
-    pkt->psn      = aptus_get16(p + 16);
-    pkt->ack      = aptus_get16(p + 18);
-    pkt->type     = p[20] & ((1u << APTUS_UD_SR_TYPE_BITS) - 1);
-    pkt->flags    = p[21];
-    pkt->am_id    = p[20] >> APTUS_UD_SR_TYPE_BITS;
-    pkt->conn_id  = aptus_get16(p + 22);
+    pkt->dest_token = aptus_get32(p + 16);
+    pkt->src_token  = aptus_get32(p + 20);
+    pkt->psn        = aptus_get16(p + 24);
+    pkt->ack        = aptus_get16(p + 26);
+    pkt->type       = p[28] & ((1u << APTUS_UD_SR_TYPE_BITS) - 1);
+    pkt->flags      = p[29];
+    pkt->am_id      = p[28] >> APTUS_UD_SR_TYPE_BITS;
+    pkt->conn_id    = aptus_get16(p + 30);
     pkt->sack_words = 0;
     pkt->msg_len  = 0;
     pkt->crc      = 0;
@@ -109,6 +113,11 @@ aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
         }
         if (pkt->flags & APTUS_UD_SR_F_REPLY) {
             return APTUS_UD_SR_PARSE_BAD_FLAGS;
+        }
+        /* OPEN says exactly that the receiver's token is not known */
+        if ((pkt->src_token == 0) ||
+            (!(pkt->flags & APTUS_UD_SR_F_OPEN) != (pkt->dest_token != 0))) {
+            return APTUS_UD_SR_PARSE_BAD_TOKEN;
         }
         if ((pkt->flags & APTUS_UD_SR_F_NOP) &&
             ((pkt->flags & APTUS_UD_SR_F_INTERNAL) ||
@@ -149,6 +158,13 @@ aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
         }
         if (pkt->am_id != 0) {
             return APTUS_UD_SR_PARSE_BAD_AM_ID;
+        }
+        /* only data asks for the handshake: an ACK is always within an
+         * incarnation both ends know; a RESET without the receiver's token
+         * abandons the sender's opening */
+        if (((pkt->dest_token == 0) && (pkt->type == APTUS_UD_SR_TYPE_ACK)) ||
+            (pkt->src_token == 0)) {
+            return APTUS_UD_SR_PARSE_BAD_TOKEN;
         }
         if (aptus_ud_sr_has_sack(pkt->type, pkt->flags)) {
             /* the selective map is the rest of the datagram */
@@ -227,9 +243,9 @@ aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
 
 const char *aptus_ud_sr_parse_status_str(aptus_ud_sr_parse_status_t status)
 {
-    static const char *names[] = { "ok",        "truncated", "bad type",
-                                   "bad flags", "bad am id", "bad length",
-                                   "bad crc",   "bad stream" };
+    static const char *names[] = { "ok",        "truncated",  "bad type",
+                                   "bad flags", "bad am id",  "bad length",
+                                   "bad crc",   "bad stream", "bad token" };
 
     return (status < APTUS_UD_SR_PARSE_LAST) ? names[status] : "?";
 }
@@ -241,9 +257,11 @@ int aptus_ud_sr_snprint(const aptus_ud_sr_pkt_t *pkt, char *buf, size_t max)
         (pkt->type <= APTUS_UD_SR_TYPE_RESET) ? types[pkt->type] : types[0];
 
     return snprintf(buf, max,
-                    "%s conn %u psn %u ack %u am %u%s%s%s%s%s%s%s%s len %zu"
+                    "%s conn %u tokens %08x<-%08x psn %u ack %u am "
+                    "%u%s%s%s%s%s%s%s%s len %zu"
                     " sack 0x%llx%s msg_len %u",
-                    type, pkt->conn_id, pkt->psn, pkt->ack, pkt->am_id,
+                    type, pkt->conn_id, pkt->dest_token, pkt->src_token,
+                    pkt->psn, pkt->ack, pkt->am_id,
                     !(pkt->flags & APTUS_UD_SR_F_FIRST)    ? ""
                     : (pkt->type == APTUS_UD_SR_TYPE_DATA) ? " FIRST"
                                                            : " PATH",

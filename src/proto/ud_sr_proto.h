@@ -6,11 +6,13 @@
  * state is touched: this is the code that faces the network, so it is pure
  * and fuzzed (test/unit/test_ud_sr_proto.cc).
  *
- *  0               8               16    18    20       21    22        24
- *  +---------------+---------------+-----+-----+--------+-----+---------+
- *  |dest key       |src key        | psn | ack |am_id<<2|flags| conn    |
- *  |(64 bit)       |(64 bit)       |     |     | |type  |     | (16 bit)|
- *  +---------------+---------------+-----+-----+--------+-----+---------+
+ *  0               8               16      20      24    26    28     29    30
+ *  +---------------+---------------+-------+-------+-----+-----+------+-----+------+
+ *  |dest key       |src key        |dest   |src    | psn | ack |am_id |flags|
+ * conn |
+ *  |(64 bit)       |(64 bit)       |token  |token  |     |     |<<2 | |     | |
+ *  |               |               |(32)   |(32)   |     |     |type  |     | |
+ *  +---------------+---------------+-------+-------+-----+-----+------+-----+------+
  *  extensions ..., payload ...
  *
  * dest key: the receiving interface's random key (64 bits from the OS
@@ -18,14 +20,23 @@
  *           dropped.
  * src key:  the sender's interface key (its incarnation); the receiver
  *           answers with it as the dest key.
- * type:     the low 2 bits of byte 20; the active message id (below 32)
+ * tokens:   the stream's incarnation. Each end draws a random non-zero
+ *           token when its side of a stream begins; a datagram carries the
+ *           receiver's token (dest, 0 while the sender does not know it
+ *           yet) and the sender's (src). A receiver takes a datagram into a
+ *           stream only when the dest token is its own for that stream and
+ *           the src token the one it learned, so a datagram of an earlier
+ *           incarnation, replayed byte for byte, matches nothing. A stream
+ *           opens with a handshake: data with dest token 0 (and the OPEN
+ *           flag) is never delivered; the receiver answers it with an ACK
+ *           carrying both tokens (REPLY, psn: "resend what you sent before
+ *           this"), and the sender's data flows once it has the receiver's
+ *           token, which it echoes on every datagram after. A RESET
+ *           without the receiver's token abandons the sender's opening.
+ * type:     the low 2 bits of byte 28; the active message id (below 32)
  *           takes the 6 bits above, so that the stream number gets 16 bits.
  * conn:     stream number between the two interfaces (several UCT endpoints
- *           to one peer interface get one stream each), 0 to 65534. A
- *           receiver that has no such stream takes it as new only from DATA
- *           with the OPEN flag, which the sender sets until it hears from
- *           the receiver on it; anything else gets a RESET (a stream that
- *           died on the receiver's side and was reclaimed stays dead).
+ *           to one peer interface get one stream each), 0 to 65534.
  * psn:      this packet's sequence number (DATA). On an ACK that asks for
  *           an acknowledgement (ACK_REQ, a probe) or answers one (REPLY):
  *           the request's coverage, "every PSN before this was sent".
@@ -60,7 +71,7 @@
 extern "C" {
 #endif
 
-#define APTUS_UD_SR_HDR_LEN      24u
+#define APTUS_UD_SR_HDR_LEN        32u
 #define APTUS_UD_SR_EXT_LEN      8u
 #define APTUS_UD_SR_SACK_WORDS_MAX 16u /* a window of 1024 datagrams */
 /* Longest header of a DATA datagram, and the longest ACK */
@@ -79,17 +90,18 @@ typedef enum {
 } aptus_ud_sr_type_t;
 
 enum {
-    APTUS_UD_SR_F_FIRST   = 1u << 0,  /* first fragment of a message */
-    APTUS_UD_SR_F_PATH    = 1u << 0,  /* ACK: a path probe, or with REPLY
+    APTUS_UD_SR_F_FIRST = 1u << 0,    /* first fragment of a message */
+    APTUS_UD_SR_F_PATH  = 1u << 0,    /* ACK: a path probe, or with REPLY
                                          its answer (no other flag) */
     APTUS_UD_SR_F_LAST    = 1u << 1,  /* last fragment of a message */
     APTUS_UD_SR_F_ACK_REQ = 1u << 2,  /* acknowledge at once */
     APTUS_UD_SR_F_SACK    = 1u << 3,  /* ACK: SACK extension present */
-    APTUS_UD_SR_F_OPEN    = 1u << 3,  /* DATA: the sender has heard nothing
-                                         on this stream yet, so it may be
-                                         new to the receiver */
-    APTUS_UD_SR_F_CRC     = 1u << 4,  /* CRC extension present */
-    APTUS_UD_SR_F_REPLY   = 1u << 5,  /* ACK answering an ACK_REQ (psn: its
+    APTUS_UD_SR_F_OPEN    = 1u << 3,  /* DATA: dest token 0, the sender does
+                                         not know the receiver's token yet:
+                                         it asks for the handshake, and the
+                                         data is not delivered */
+    APTUS_UD_SR_F_CRC   = 1u << 4,    /* CRC extension present */
+    APTUS_UD_SR_F_REPLY = 1u << 5,    /* ACK answering an ACK_REQ (psn: its
                                          coverage) */
     APTUS_UD_SR_F_NOP = 1u << 6,      /* reliable DATA with nothing to deliver
                                          (endpoint check, keepalive) */
@@ -101,6 +113,8 @@ enum {
 typedef struct aptus_ud_sr_pkt {
     uint64_t dest_key;
     uint64_t src_key;
+    uint32_t dest_token; /* 0: not known to the sender (DATA with OPEN) */
+    uint32_t src_token;
     uint16_t psn;
     uint16_t ack;
     uint8_t type;
@@ -123,7 +137,8 @@ typedef enum {
     APTUS_UD_SR_PARSE_BAD_AM_ID,
     APTUS_UD_SR_PARSE_BAD_LENGTH, /* payload where none may be, or MSG_LEN */
     APTUS_UD_SR_PARSE_BAD_CRC,
-    APTUS_UD_SR_PARSE_BAD_CONN, /* stream number out of range */
+    APTUS_UD_SR_PARSE_BAD_CONN,  /* stream number out of range */
+    APTUS_UD_SR_PARSE_BAD_TOKEN, /* a token missing, or OPEN disagreeing */
     APTUS_UD_SR_PARSE_LAST
 } aptus_ud_sr_parse_status_t;
 

@@ -84,6 +84,12 @@ static void ud_sr_seeds(void)
             pkt.type  = APTUS_UD_SR_TYPE_RESET;
             pkt.am_id = 0;
         }
+        /* the incarnation: data with OPEN does not know the receiver's */
+        pkt.dest_token = (pkt.flags & APTUS_UD_SR_F_OPEN) &&
+                                 (pkt.type == APTUS_UD_SR_TYPE_DATA)
+                             ? 0
+                             : 0x01020304u;
+        pkt.src_token  = 0x0a0b0c0du;
         len = aptus_ud_sr_build(buf, &pkt);
         if ((pkt.type == APTUS_UD_SR_TYPE_DATA) &&
             !(pkt.flags & APTUS_UD_SR_F_NOP)) {

@@ -142,6 +142,19 @@ class ud_chan : public ::testing::Test
         return peer;
     }
 
+    /* A stream from one side to the other, opened: the handshake done
+     * (a reliable no-op), nothing delivered. */
+    aptus_ud_peer_t *open_stream(side &from, side &to)
+    {
+        aptus_ud_peer_t *peer = connect(from, to);
+        EXPECT_EQ(UCS_OK, aptus_ud_chan_check(&from.chan, peer));
+        EXPECT_TRUE(run_until([&] {
+            return (peer->flags & APTUS_UD_PEER_HEARD) &&
+                   aptus_rel_tx_is_idle(&peer->tx);
+        }));
+        return peer;
+    }
+
     /* One round: the network delivers, both sides progress, time moves. */
     void round(uint64_t step_us = 50)
     {
@@ -423,11 +436,15 @@ TEST_F(ud_chan, ack_loss_recovered)
 {
     init_both();
     aptus_ud_peer_t *p = connect(m_a, m_b);
-    bool drop_acks     = true;
-    m_net.filter = [&](const fake_dgram &d, const aptus_ud_sr_pkt_t &pkt) {
+    /* the stream opens first: before the handshake B takes no data */
+    std::vector<message> sent = stream(m_a, p, 1, 100, 1);
+    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    bool drop_acks = true;
+    m_net.filter   = [&](const fake_dgram &d, const aptus_ud_sr_pkt_t &pkt) {
         return (drop_acks && (d.from == m_b.wire->id)) ? FAKE_DROP : FAKE_PASS;
     };
-    std::vector<message> sent = stream(m_a, p, 20, 100, 1);
+    std::vector<message> more = stream(m_a, p, 20, 100, 2);
+    sent.insert(sent.end(), more.begin(), more.end());
     /* everything arrives, nothing gets acknowledged: probes and timeouts
      * ask again and again */
     ASSERT_TRUE(run_until([&] {
@@ -526,6 +543,9 @@ TEST_F(ud_chan, flush_completes_after_acknowledgement)
     init_both();
     aptus_ud_peer_t *p = connect(m_a, m_b);
     EXPECT_EQ(UCS_OK, aptus_ud_chan_flush(&m_a.chan, p, 0, NULL));
+    /* the stream opens (a handshake) before the exchange timed below */
+    ASSERT_EQ(UCS_OK, send_short(m_a, p, 1, 0, pattern(0, 4)));
+    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
     ASSERT_GT(send_bcopy(m_a, p, 2, pattern(1, 3000)), 0);
     EXPECT_EQ(UCS_INPROGRESS, aptus_ud_chan_flush(&m_a.chan, p, 0, NULL));
     test_comp comp, icomp;
@@ -632,6 +652,8 @@ TEST_F(ud_chan, forged_and_malformed_datagrams_dropped_and_counted)
     aptus_ud_sr_pkt_t pkt = {};
     pkt.dest_key          = 0xdeadbeef; /* not B's key */
     pkt.src_key           = m_a.key;
+    pkt.dest_token        = p->remote_token; /* the stream's incarnation */
+    pkt.src_token         = p->local_token;
     pkt.type              = APTUS_UD_SR_TYPE_DATA;
     pkt.flags             = APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST;
     pkt.psn               = 1;
@@ -679,7 +701,7 @@ TEST_F(ud_chan, forged_and_malformed_datagrams_dropped_and_counted)
 TEST_F(ud_chan, async_context_defers_sync_handlers_in_order)
 {
     init_both();
-    aptus_ud_peer_t *p = connect(m_a, m_b);
+    aptus_ud_peer_t *p = open_stream(m_a, m_b);
     m_b.async_busy     = true;
     std::vector<message> sent;
     for (unsigned i = 0; i < 6; ++i) {
@@ -961,7 +983,7 @@ TEST_F(ud_chan, held_datagrams_leave_room_to_receive_the_hole)
     m_cfg.rx_pool       = 64;
     m_cfg.rx_max        = 256;
     init_both();
-    aptus_ud_peer_t *pa = connect(m_a, m_b);
+    aptus_ud_peer_t *pa = open_stream(m_a, m_b);
     bool first          = true;
     m_net.filter = [&](const fake_dgram &, const aptus_ud_sr_pkt_t &pkt) {
         if (first && (pkt.type == APTUS_UD_SR_TYPE_DATA)) {
@@ -1018,7 +1040,7 @@ TEST_F(ud_chan, deferred_delivery_is_bounded_per_progress_call)
 {
     m_cfg.rx_budget = 5;
     init_both();
-    aptus_ud_peer_t *p = connect(m_a, m_b);
+    aptus_ud_peer_t *p = open_stream(m_a, m_b);
     m_b.async_busy     = true;
     std::vector<message> sent;
     for (unsigned i = 0; i < 23; ++i) {
@@ -1109,6 +1131,186 @@ TEST_F(ud_chan, more_than_255_streams_to_one_interface)
     EXPECT_TRUE(m_b.failed.empty());
 }
 
+/* An outsider captures every datagram of a stream from its opening on and
+ * sends them again, byte for byte: from another address, and later from
+ * the stream's own address, while the stream lives and after the receiver
+ * dropped it. Nothing reaches the user twice, and the stream goes on. */
+TEST_F(ud_chan, replayed_datagrams_deliver_nothing)
+{
+    init_both();
+    std::vector<fake_dgram> captured;
+    m_net.filter = [&](const fake_dgram &d, const aptus_ud_sr_pkt_t &) {
+        if (d.from == m_a.wire->id) {
+            captured.push_back(d);
+        }
+        return FAKE_PASS;
+    };
+    aptus_ud_peer_t *pa       = connect(m_a, m_b);
+    std::vector<message> sent = stream(m_a, pa, 8, 3000, 3);
+    ASSERT_TRUE(run_until([&] {
+        return (m_b.rx.size() == sent.size()) && aptus_rel_tx_is_idle(&pa->tx);
+    }));
+    m_net.filter = nullptr;
+    ASSERT_EQ(sent, m_b.rx);
+    size_t opening = 0;
+    for (auto &d : captured) {
+        aptus_ud_sr_pkt_t pkt;
+        ASSERT_EQ(APTUS_UD_SR_PARSE_OK,
+                  aptus_ud_sr_parse(d.data.data(), d.data.size(), 0, &pkt));
+        opening += (pkt.dest_token == 0);
+    }
+    EXPECT_GT(opening, 0u); /* the capture holds the opening */
+
+    auto replay = [&](unsigned from) {
+        for (auto d : captured) {
+            d.from = from;
+            m_net.in_flight.push_back(d);
+        }
+        for (unsigned i = 0; i < 20; ++i) {
+            round(1000);
+        }
+    };
+    fake_wire *outsider = m_net.create(1024);
+    uint64_t stale      = m_b.chan.stats.rx_stale;
+    replay(outsider->id); /* from another socket */
+    replay(m_a.wire->id); /* later, from the stream's own address */
+    EXPECT_EQ(sent, m_b.rx);
+    EXPECT_GT(m_b.chan.stats.rx_stale, stale);
+    EXPECT_TRUE(m_a.failed.empty());
+
+    /* the stream goes on */
+    std::vector<message> more = stream(m_a, pa, 4, 3000, 4);
+    sent.insert(sent.end(), more.begin(), more.end());
+    ASSERT_TRUE(run_until([&] { return m_b.rx.size() == sent.size(); }));
+    EXPECT_EQ(sent, m_b.rx);
+
+    /* B's side of the stream dies and is reclaimed: the replay of its
+     * opening opens an unconfirmed stream at most, never delivers */
+    aptus_ud_peer_t *pb = aptus_ud_chan_peer_lookup(
+        &m_b.chan, &m_a.wire->super.addr, m_a.key, pa->conn_id);
+    ASSERT_NE(nullptr, pb);
+    m_net.filter = [&](const fake_dgram &d, const aptus_ud_sr_pkt_t &) {
+        return (d.from == m_b.wire->id) ? FAKE_DROP : FAKE_PASS;
+    };
+    aptus_ud_chan_peer_invalidate(&m_b.chan, pb);
+    round();
+    m_net.filter = nullptr;
+    replay(m_a.wire->id);
+    EXPECT_EQ(sent, m_b.rx);
+    EXPECT_TRUE(outsider->inbox.size() > 0); /* answered, to the sender */
+    outsider->super.ops->close(&outsider->super);
+}
+
+/* Openings flood in, each with its own stream number, from one address and
+ * from many: what they cost stays within the fixed bounds, counted, and a
+ * genuine peer still opens a stream afterwards. */
+TEST_F(ud_chan, flood_of_openings_stays_bounded)
+{
+    init_both();
+    auto opening = [&](unsigned from, unsigned conn) {
+        aptus_ud_sr_pkt_t pkt = {};
+        pkt.dest_key          = m_b.key;
+        pkt.src_key           = 0x5151;
+        pkt.src_token         = 0x1000 + conn;
+        pkt.type              = APTUS_UD_SR_TYPE_DATA;
+        pkt.flags =
+            APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_OPEN;
+        pkt.conn_id = (uint16_t)conn;
+        std::vector<uint8_t> d(APTUS_UD_SR_HDR_MAX_LEN + 16);
+        d.resize(aptus_ud_sr_build(d.data(), &pkt) + 16);
+        m_net.in_flight.push_back(fake_dgram{ from, m_b.wire->id, d });
+    };
+    auto drain = [&]() {
+        while (!m_net.in_flight.empty()) {
+            m_net.deliver();
+            aptus_ud_chan_progress(&m_b.chan, 0);
+        }
+    };
+    /* one address: at most APTUS_UD_OPENING_PER_ADDR unconfirmed */
+    fake_wire *one = m_net.create(1024);
+    for (unsigned c = 0; c < 3000; ++c) {
+        opening(one->id, c);
+        if (c % 16 == 15) {
+            drain();
+        }
+    }
+    drain();
+    EXPECT_EQ((unsigned)APTUS_UD_OPENING_PER_ADDR,
+              aptus_ud_chan_num_peers(&m_b.chan));
+    EXPECT_EQ(3000u - APTUS_UD_OPENING_PER_ADDR, m_b.chan.stats.open_refused);
+
+    /* many addresses: at most APTUS_UD_OPENING_MAX, the oldest dropped */
+    std::vector<fake_wire *> many;
+    for (unsigned w = 0; w < 10; ++w) {
+        many.push_back(m_net.create(1024));
+        for (unsigned c = 0; c < 800; ++c) {
+            opening(many.back()->id, c);
+            if (c % 16 == 15) {
+                drain();
+            }
+        }
+    }
+    drain();
+    EXPECT_LE(aptus_ud_chan_num_peers(&m_b.chan),
+              (unsigned)APTUS_UD_OPENING_MAX);
+    EXPECT_EQ(1024u + 8000u - APTUS_UD_OPENING_MAX,
+              m_b.chan.stats.open_evicted);
+    EXPECT_TRUE(m_b.rx.empty());
+    /* evicted streams fail quietly (nobody's endpoint: the transport says
+     * nothing) */
+    EXPECT_EQ(m_b.chan.stats.open_evicted, m_b.failed.size());
+    aptus_ud_chan_reclaim(&m_b.chan);
+    EXPECT_LE(m_b.chan.num_dead, 0u);
+
+    /* a genuine peer opens a stream and is heard */
+    aptus_ud_peer_t *pa = connect(m_a, m_b);
+    ASSERT_EQ(UCS_OK, send_short(m_a, pa, 1, 7, pattern(7, 8)));
+    ASSERT_TRUE(run_until([&] { return m_b.rx.size() == 1; }));
+    EXPECT_TRUE(m_a.failed.empty());
+    for (fake_wire *w : many) {
+        w->super.ops->close(&w->super);
+    }
+    one->super.ops->close(&one->super);
+}
+
+/* One side's stream fails and its reset is lost; the stream number is used
+ * again at once by a new endpoint. The other side learns at the new
+ * opening that its incarnation is gone (it asks, the new one answers with a
+ * reset), so the new stream carries data long before any timeout. */
+TEST_F(ud_chan, lost_reset_and_reused_stream_number_agree_at_once)
+{
+    m_cfg.rel.peer_timeout_us = 5000000;
+    init_both();
+    aptus_ud_peer_t *pa = open_stream(m_a, m_b);
+    ASSERT_EQ(UCS_OK, send_short(m_a, pa, 1, 1, pattern(1, 8)));
+    ASSERT_TRUE(run_until(
+        [&] { return (m_b.rx.size() == 1) && aptus_rel_tx_is_idle(&pa->tx); }));
+    uint16_t conn = pa->conn_id;
+
+    /* A's side dies alone: its reset never arrives */
+    m_net.filter = [&](const fake_dgram &d, const aptus_ud_sr_pkt_t &) {
+        return (d.from == m_a.wire->id) ? FAKE_DROP : FAKE_PASS;
+    };
+    aptus_ud_chan_peer_invalidate(&m_a.chan, pa);
+    aptus_ud_chan_peer_disconnect(&m_a.chan, pa);
+    round();
+    aptus_ud_chan_reclaim(&m_a.chan);
+    m_net.filter = nullptr;
+    EXPECT_EQ(0u, aptus_ud_chan_num_peers(&m_a.chan));
+
+    /* the number again, a new incarnation, data at once */
+    uint64_t start       = fake_net::now;
+    aptus_ud_peer_t *pa2 = connect(m_a, m_b);
+    ASSERT_EQ(conn, pa2->conn_id);
+    ASSERT_EQ(UCS_OK, send_short(m_a, pa2, 1, 2, pattern(2, 8)));
+    ASSERT_TRUE(run_until([&] { return m_b.rx.size() == 2; }));
+    EXPECT_LT(fake_net::now - start, m_cfg.rel.peer_timeout_us / 10);
+    std::vector<uint8_t> tail(m_b.rx[1].data.end() - 8, m_b.rx[1].data.end());
+    EXPECT_EQ(pattern(2, 8), tail);
+    EXPECT_GT(m_b.chan.stats.rx_challenges, 0u);
+    EXPECT_EQ(1u, m_b.chan.stats.peers_failed); /* the old incarnation */
+}
+
 TEST_F(ud_chan, stale_datagram_of_a_reclaimed_stream_is_reset_not_adopted)
 {
     init_both();
@@ -1177,7 +1379,7 @@ TEST_F(ud_chan, reassembly_is_bounded_and_refused_fragments_retransmitted)
     std::vector<aptus_ud_peer_t *> peers;
     std::vector<std::vector<uint8_t>> sent;
     for (unsigned i = 0; i < 6; ++i) {
-        peers.push_back(connect(m_a, m_b));
+        peers.push_back(open_stream(m_a, m_b));
         ASSERT_NE(nullptr, peers.back());
     }
     /* all six start at once: each is three datagrams */
@@ -1229,14 +1431,24 @@ TEST_F(ud_chan, unfinished_messages_of_strangers_hold_at_most_max_reasm)
         m_net.deliver();
         aptus_ud_chan_progress(&m_b.chan, 0);
     };
+    /* strangers that complete the handshake (they read B's answer), so
+     * that their first fragments reach the reassembly */
     aptus_ud_sr_pkt_t pkt = {};
     pkt.dest_key          = m_b.key;
     pkt.type              = APTUS_UD_SR_TYPE_DATA;
-    pkt.flags             = APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_OPEN;
     pkt.msg_len           = 8000;
     for (unsigned i = 0; i < 50; ++i) {
-        pkt.src_key = 0x5000 + i;
-        pkt.conn_id = i;
+        pkt.src_key    = 0x5000 + i;
+        pkt.conn_id    = i;
+        pkt.src_token  = 0x7000 + i;
+        pkt.dest_token = 0;
+        pkt.flags      = APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_OPEN;
+        inject(pkt);
+        aptus_ud_peer_t *pb = aptus_ud_chan_peer_lookup(
+            &m_b.chan, &m_a.wire->super.addr, pkt.src_key, pkt.conn_id);
+        ASSERT_NE(nullptr, pb);
+        pkt.dest_token = pb->local_token;
+        pkt.flags      = APTUS_UD_SR_F_FIRST;
         inject(pkt);
         /* and a held first fragment further on each stream */
         pkt.psn = 3;
@@ -1245,14 +1457,20 @@ TEST_F(ud_chan, unfinished_messages_of_strangers_hold_at_most_max_reasm)
     }
     EXPECT_EQ(4u, m_b.chan.reasm_active);
     EXPECT_EQ(96u, m_b.chan.stats.rx_reasm_limit);
+    EXPECT_EQ(50u, m_b.chan.stats.rx_opening);
     EXPECT_TRUE(m_b.rx.empty());
 
     /* the strangers' streams die: their reservations come back */
     pkt.type  = APTUS_UD_SR_TYPE_RESET;
     pkt.flags = 0;
     for (unsigned i = 0; i < 50; ++i) {
-        pkt.src_key = 0x5000 + i;
-        pkt.conn_id = i;
+        pkt.src_key         = 0x5000 + i;
+        pkt.conn_id         = i;
+        pkt.src_token       = 0x7000 + i;
+        aptus_ud_peer_t *pb = aptus_ud_chan_peer_lookup(
+            &m_b.chan, &m_a.wire->super.addr, pkt.src_key, pkt.conn_id);
+        ASSERT_NE(nullptr, pb);
+        pkt.dest_token = pb->local_token;
         inject(pkt);
     }
     EXPECT_EQ(0u, m_b.chan.reasm_active);
@@ -1429,8 +1647,12 @@ TEST_F(ud_chan_path, stale_or_forged_answers_raise_nothing)
     filter(1500);
     aptus_ud_peer_t *p = connect(m_a, m_b);
     /* an answer for a size nobody probes, from the right peer */
-    aptus_ud_tx_path_reply(&m_b.chan, &m_a.wire->super.addr, m_a.key,
-                           p->conn_id, 4000);
+    aptus_ud_sr_pkt_t probe = {};
+    probe.src_key           = m_a.key;
+    probe.conn_id           = p->conn_id;
+    probe.src_token         = p->local_token;
+    probe.psn               = 4000;
+    aptus_ud_tx_path_reply(&m_b.chan, &m_a.wire->super.addr, &probe);
     /* an answer for the probed size, keys right, from another address */
     aptus_ud_chan_t *a = &m_a.chan;
     fake_wire *other   = m_net.create(8952);
@@ -1443,6 +1665,7 @@ TEST_F(ud_chan_path, stale_or_forged_answers_raise_nothing)
     pkt.type     = APTUS_UD_SR_TYPE_ACK;
     pkt.flags    = APTUS_UD_SR_F_PATH | APTUS_UD_SR_F_REPLY;
     pkt.conn_id  = p->conn_id;
+    pkt.dest_token      = p->local_token;
     struct iovec iov = { hdr, aptus_ud_sr_build(hdr, &pkt) };
     aptus_dgram_tx_t tx = { &m_a.wire->super.addr, &iov, 1 };
     unsigned sent;

@@ -17,6 +17,8 @@ static aptus_ud_sr_pkt_t data_pkt(uint8_t flags, uint32_t msg_len)
     aptus_ud_sr_pkt_t p = {};
     p.dest_key          = 0x1122334455667788ull;
     p.src_key           = 0x99aabbccddeeff01ull;
+    p.dest_token        = 0xa1b2c3d4u;
+    p.src_token         = 0x55667788u;
     p.psn               = 1234;
     p.ack               = 4321;
     p.type              = APTUS_UD_SR_TYPE_DATA;
@@ -38,23 +40,23 @@ static std::vector<uint8_t> build(const aptus_ud_sr_pkt_t &p,
     return buf;
 }
 
-TEST(ud_sr_proto, header_is_24_bytes)
+TEST(ud_sr_proto, header_is_32_bytes)
 {
     aptus_ud_sr_pkt_t p = data_pkt(APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST, 0);
-    EXPECT_EQ(24u, aptus_ud_sr_hdr_len(&p));
-    p.flags = APTUS_UD_SR_F_FIRST;
-    EXPECT_EQ(32u, aptus_ud_sr_hdr_len(&p)); /* MSG_LEN */
-    p.flags |= APTUS_UD_SR_F_CRC;
-    EXPECT_EQ(32u, aptus_ud_sr_hdr_len(&p)); /* and CRC, same block */
-    p.flags = APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_CRC;
     EXPECT_EQ(32u, aptus_ud_sr_hdr_len(&p));
+    p.flags = APTUS_UD_SR_F_FIRST;
+    EXPECT_EQ(40u, aptus_ud_sr_hdr_len(&p)); /* MSG_LEN */
+    p.flags |= APTUS_UD_SR_F_CRC;
+    EXPECT_EQ(40u, aptus_ud_sr_hdr_len(&p)); /* and CRC, same block */
+    p.flags = APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_CRC;
+    EXPECT_EQ(40u, aptus_ud_sr_hdr_len(&p));
     p.type       = APTUS_UD_SR_TYPE_ACK;
     p.flags      = APTUS_UD_SR_F_SACK;
     p.sack_words = 1;
-    EXPECT_EQ(32u, aptus_ud_sr_hdr_len(&p));
+    EXPECT_EQ(40u, aptus_ud_sr_hdr_len(&p));
     /* a window of 1024: 16 words of selective map */
     p.sack_words = APTUS_UD_SR_SACK_WORDS_MAX;
-    EXPECT_EQ(152u, aptus_ud_sr_hdr_len(&p));
+    EXPECT_EQ(160u, aptus_ud_sr_hdr_len(&p));
     EXPECT_EQ((size_t)APTUS_UD_SR_ACK_MAX_LEN, aptus_ud_sr_hdr_len(&p));
 }
 
@@ -74,6 +76,8 @@ TEST(ud_sr_proto, round_trip_all_fields)
               aptus_ud_sr_parse(buf.data(), buf.size(), 1, &q));
     EXPECT_EQ(p.dest_key, q.dest_key);
     EXPECT_EQ(p.src_key, q.src_key);
+    EXPECT_EQ(p.dest_token, q.dest_token);
+    EXPECT_EQ(p.src_token, q.src_token);
     EXPECT_EQ(p.psn, q.psn);
     EXPECT_EQ(p.ack, q.ack);
     EXPECT_EQ(p.type, q.type);
@@ -87,8 +91,8 @@ TEST(ud_sr_proto, round_trip_all_fields)
 
     char line[256];
     aptus_ud_sr_snprint(&q, line, sizeof(line));
-    EXPECT_NE(nullptr,
-              strstr(line, "DATA conn 770 psn 1234 ack 4321 am 5 FIRST"));
+    EXPECT_NE(nullptr, strstr(line, "DATA conn 770 tokens a1b2c3d4<-55667788 "
+                                    "psn 1234 ack 4321 am 5 FIRST"));
 }
 
 TEST(ud_sr_proto, ack_with_sack_round_trip)
@@ -97,13 +101,15 @@ TEST(ud_sr_proto, ack_with_sack_round_trip)
     p.type                   = APTUS_UD_SR_TYPE_ACK;
     p.flags                  = APTUS_UD_SR_F_SACK;
     p.ack                    = 65535;
+    p.dest_token             = 7;
+    p.src_token              = 9;
     for (unsigned n = 1; n <= APTUS_UD_SR_SACK_WORDS_MAX; ++n) {
         p.sack_words = (uint8_t)n;
         for (unsigned i = 0; i < n; ++i) {
             p.sack[i] = 0xf0f0f0f0f0f0f0f0ull ^ ((uint64_t)i << 40);
         }
         std::vector<uint8_t> buf = build(p, {});
-        EXPECT_EQ(24u + 8 * n, buf.size());
+        EXPECT_EQ(32u + 8 * n, buf.size());
         aptus_ud_sr_pkt_t q;
         ASSERT_EQ(APTUS_UD_SR_PARSE_OK,
                   aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
@@ -125,16 +131,16 @@ TEST(ud_sr_proto, rejects_malformed)
     std::vector<uint8_t> buf =
         build(data_pkt(APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST, 0), payload);
     EXPECT_EQ(APTUS_UD_SR_PARSE_TRUNCATED,
-              aptus_ud_sr_parse(buf.data(), 23, 0, &q));
+              aptus_ud_sr_parse(buf.data(), 31, 0, &q));
 
     /* extension announced but datagram too short for it */
     buf = build(data_pkt(APTUS_UD_SR_F_FIRST, 100), {});
     EXPECT_EQ(APTUS_UD_SR_PARSE_TRUNCATED,
-              aptus_ud_sr_parse(buf.data(), 26, 0, &q));
+              aptus_ud_sr_parse(buf.data(), 34, 0, &q));
 
     /* extension fields that do not apply must be zero */
     buf = build(data_pkt(APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_CRC, 0), payload);
-    buf[24] = 1; /* msg_len on a last fragment */
+    buf[32] = 1; /* msg_len on a last fragment */
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH,
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
 
@@ -143,30 +149,30 @@ TEST(ud_sr_proto, rejects_malformed)
     auto type_am = [](unsigned type, unsigned am_id) {
         return (uint8_t)(type | (am_id << APTUS_UD_SR_TYPE_BITS));
     };
-    buf[20] = type_am(0, 5);
+    buf[28] = type_am(0, 5);
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_TYPE,
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
-    buf[21] |= APTUS_UD_SR_F_INTERNAL; /* internal ids are fewer */
-    buf[20] = type_am(APTUS_UD_SR_TYPE_DATA, APTUS_UD_SR_INTERNAL_MAX);
+    buf[29] |= APTUS_UD_SR_F_INTERNAL; /* internal ids are fewer */
+    buf[28] = type_am(APTUS_UD_SR_TYPE_DATA, APTUS_UD_SR_INTERNAL_MAX);
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_AM_ID,
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
-    buf[20] = type_am(APTUS_UD_SR_TYPE_DATA, 3);
+    buf[28] = type_am(APTUS_UD_SR_TYPE_DATA, 3);
     EXPECT_EQ(APTUS_UD_SR_PARSE_OK,
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
     EXPECT_EQ(3, q.am_id);
-    buf[21] &= ~APTUS_UD_SR_F_INTERNAL;
-    buf[20] = type_am(APTUS_UD_SR_TYPE_DATA, APTUS_UD_SR_AM_ID_MAX);
+    buf[29] &= ~APTUS_UD_SR_F_INTERNAL;
+    buf[28] = type_am(APTUS_UD_SR_TYPE_DATA, APTUS_UD_SR_AM_ID_MAX);
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_AM_ID,
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
-    buf[20] = type_am(APTUS_UD_SR_TYPE_DATA, 1);
+    buf[28] = type_am(APTUS_UD_SR_TYPE_DATA, 1);
 
     /* the stream number is 16 bits, the all-ones value reserved */
-    buf[22] = 0xfe;
-    buf[23] = 0xff;
+    buf[30] = 0xfe;
+    buf[31] = 0xff;
     EXPECT_EQ(APTUS_UD_SR_PARSE_OK,
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
     EXPECT_EQ(APTUS_UD_SR_CONN_MAX - 1, q.conn_id);
-    buf[22] = 0xff;
+    buf[30] = 0xff;
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_CONN,
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
 
@@ -183,6 +189,8 @@ TEST(ud_sr_proto, rejects_malformed)
     /* an ACK carrying payload, or fragment flags */
     aptus_ud_sr_pkt_t a = {};
     a.type              = APTUS_UD_SR_TYPE_ACK;
+    a.dest_token        = 3;
+    a.src_token         = 4;
     buf                 = build(a, payload);
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH,
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
@@ -258,12 +266,74 @@ TEST(ud_sr_proto, rejects_malformed)
         data_pkt(APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_OPEN,
                  0);
     d.sack_words = 1;
+    d.dest_token = 0; /* OPEN: the receiver's token is not known */
     buf          = build(d, payload);
     ASSERT_EQ(APTUS_UD_SR_PARSE_OK,
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
-    EXPECT_EQ(24u + payload.size(), buf.size());
+    EXPECT_EQ(32u + payload.size(), buf.size());
     EXPECT_EQ(0u, q.sack_words);
     EXPECT_EQ(payload.size(), q.payload_len);
+}
+
+/* The incarnation's tokens: data without the receiver's token says OPEN
+ * (and only then), nothing goes without the sender's, and control always
+ * names both. */
+TEST(ud_sr_proto, tokens_and_the_open_flag_agree)
+{
+    std::vector<uint8_t> payload(16, 2);
+    aptus_ud_sr_pkt_t q;
+
+    aptus_ud_sr_pkt_t d = data_pkt(
+        APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_OPEN, 0);
+    d.dest_token             = 0;
+    std::vector<uint8_t> buf = build(d, payload);
+    ASSERT_EQ(APTUS_UD_SR_PARSE_OK,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    EXPECT_EQ(0u, q.dest_token);
+    EXPECT_EQ(0x55667788u, q.src_token);
+
+    d.dest_token = 1; /* OPEN while naming the receiver's token */
+    buf          = build(d, payload);
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_TOKEN,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    d.flags &= ~APTUS_UD_SR_F_OPEN;
+    d.dest_token = 0; /* no token, no OPEN */
+    buf          = build(d, payload);
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_TOKEN,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+    d.dest_token = 1;
+    d.src_token  = 0; /* the sender always has its own */
+    buf          = build(d, payload);
+    EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_TOKEN,
+              aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
+
+    for (uint8_t type : { APTUS_UD_SR_TYPE_ACK, APTUS_UD_SR_TYPE_RESET }) {
+        aptus_ud_sr_pkt_t c = {};
+        c.type              = type;
+        c.dest_token        = 0;
+        c.src_token         = 8;
+        buf                 = build(c, {});
+        /* a RESET may abandon an opening that never heard back; an ACK
+         * always answers a known incarnation */
+        EXPECT_EQ((type == APTUS_UD_SR_TYPE_RESET)
+                      ? APTUS_UD_SR_PARSE_OK
+                      : APTUS_UD_SR_PARSE_BAD_TOKEN,
+                  aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q))
+            << (int)type;
+        c.dest_token = 8;
+        c.src_token  = 0;
+        buf          = build(c, {});
+        EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_TOKEN,
+                  aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q))
+            << (int)type;
+        c.src_token = 9;
+        buf         = build(c, {});
+        EXPECT_EQ(APTUS_UD_SR_PARSE_OK,
+                  aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q))
+            << (int)type;
+    }
+    EXPECT_STREQ("bad token",
+                 aptus_ud_sr_parse_status_str(APTUS_UD_SR_PARSE_BAD_TOKEN));
 }
 
 TEST(ud_sr_proto, crc_detects_corruption)
@@ -307,6 +377,8 @@ TEST(ud_sr_proto, fuzz_mutations)
         build(data_pkt(APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_CRC, 0), payload));
     aptus_ud_sr_pkt_t a = {};
     a.type              = APTUS_UD_SR_TYPE_ACK;
+    a.dest_token        = 5;
+    a.src_token         = 6;
     a.flags             = APTUS_UD_SR_F_SACK;
     a.sack_words        = 1;
     a.sack[0]           = 6;
@@ -359,6 +431,9 @@ TEST(ud_sr_proto, fuzz_mutations)
             ASSERT_EQ(0, q.flags & ~APTUS_UD_SR_F_KNOWN);
             ASSERT_LT(q.conn_id, APTUS_UD_SR_CONN_MAX);
             if (q.type == APTUS_UD_SR_TYPE_DATA) {
+                /* data asks for the handshake exactly when it says so */
+                ASSERT_NE(0u, q.src_token);
+                ASSERT_EQ(!!(q.flags & APTUS_UD_SR_F_OPEN), q.dest_token == 0);
                 ASSERT_LT(q.am_id, (q.flags & APTUS_UD_SR_F_INTERNAL)
                                        ? APTUS_UD_SR_INTERNAL_MAX
                                        : APTUS_UD_SR_AM_ID_MAX);
@@ -381,13 +456,19 @@ TEST(ud_sr_proto, fuzz_mutations)
             } else {
                 ASSERT_EQ(0u, q.payload_len);
                 ASSERT_EQ(0, q.flags & APTUS_UD_SR_F_NOP);
+                if (q.type == APTUS_UD_SR_TYPE_RESET) {
+                    ASSERT_NE(0u, q.src_token);
+                } else if (!(q.flags & APTUS_UD_SR_F_PATH)) {
+                    ASSERT_NE(0u, q.dest_token); /* an ACK is within an */
+                    ASSERT_NE(0u, q.src_token);  /* incarnation */
+                }
             }
             ASSERT_LE(q.sack_words, APTUS_UD_SR_SACK_WORDS_MAX);
             if ((q.type == APTUS_UD_SR_TYPE_ACK) &&
                 (q.flags & APTUS_UD_SR_F_SACK)) {
                 ASSERT_GE(q.sack_words, 1u);
                 ASSERT_EQ(0u, q.sack[0] & 1);
-                ASSERT_EQ(24u + 8 * q.sack_words, buf.size());
+                ASSERT_EQ(32u + 8 * q.sack_words, buf.size());
             } else {
                 ASSERT_EQ(0u, q.sack_words);
             }
@@ -411,16 +492,16 @@ TEST(ud_sr_proto, path_probe_and_answer)
     p.type              = APTUS_UD_SR_TYPE_ACK;
     p.flags             = APTUS_UD_SR_F_PATH;
     p.psn               = 1452;
-    std::vector<uint8_t> probe = build(p, std::vector<uint8_t>(1452 - 24));
+    std::vector<uint8_t> probe = build(p, std::vector<uint8_t>(1452 - 32));
     ASSERT_EQ(APTUS_UD_SR_PARSE_OK,
               aptus_ud_sr_parse(probe.data(), probe.size(), 1, &out));
     EXPECT_EQ(1452u, out.psn);
-    EXPECT_EQ(1452u - 24, out.payload_len);
+    EXPECT_EQ(1452u - 32, out.payload_len);
     /* cut short on the way, or claiming another size */
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH,
               aptus_ud_sr_parse(probe.data(), probe.size() - 8, 1, &out));
     p.psn = 1400;
-    probe = build(p, std::vector<uint8_t>(1452 - 24));
+    probe = build(p, std::vector<uint8_t>(1452 - 32));
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH,
               aptus_ud_sr_parse(probe.data(), probe.size(), 1, &out));
 
@@ -437,7 +518,7 @@ TEST(ud_sr_proto, path_probe_and_answer)
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH,
               aptus_ud_sr_parse(answer.data(), answer.size(), 1, &out));
 
-    p.psn = 24;
+    p.psn = 32;
     for (uint8_t extra : { APTUS_UD_SR_F_ACK_REQ, APTUS_UD_SR_F_SACK,
                            APTUS_UD_SR_F_CRC }) {
         p.flags = APTUS_UD_SR_F_PATH | extra;
