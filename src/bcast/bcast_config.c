@@ -197,3 +197,23 @@ int aptus_bc_config_read(aptus_bc_config_t *cfg,
     }
     return 0;
 }
+
+aptus_bc_mpi_t aptus_bc_mpi_family(const char *version)
+{
+    /* Open MPI names itself first ("Open MPI v4.1.2, package: ..."); every
+     * other answer (MPICH, MVAPICH, Intel MPI) comes from MPICH's ABI */
+    return ((version != NULL) && (strstr(version, "Open MPI") != NULL))
+               ? APTUS_BC_MPI_OPEN_MPI
+               : APTUS_BC_MPI_MPICH;
+}
+
+const char *aptus_bc_mpi_name(aptus_bc_mpi_t mpi)
+{
+    return (mpi == APTUS_BC_MPI_OPEN_MPI) ? "Open MPI" : "MPICH";
+}
+
+const char *aptus_bc_mpi_library(aptus_bc_mpi_t mpi)
+{
+    return (mpi == APTUS_BC_MPI_OPEN_MPI) ? "libaptus_bcast.so"
+                                          : "libaptus_bcast_mpich.so";
+}

@@ -57,6 +57,21 @@ int aptus_bc_config_read(aptus_bc_config_t *cfg,
                          const char *(*env)(const char *name), char *err,
                          size_t errlen);
 
+/* The MPI families whose ABIs differ: the library is built once for each,
+ * and one built for the other passes handles the running MPI cannot read
+ * (every rank aborted with "Invalid datatype"). */
+typedef enum aptus_bc_mpi {
+    APTUS_BC_MPI_OPEN_MPI,
+    APTUS_BC_MPI_MPICH /* MPICH and those built on it, which share its ABI */
+} aptus_bc_mpi_t;
+
+/* The family of a library version string (MPI_Get_library_version). */
+aptus_bc_mpi_t aptus_bc_mpi_family(const char *version);
+
+/* The family's name, and the library built for it. */
+const char *aptus_bc_mpi_name(aptus_bc_mpi_t mpi);
+const char *aptus_bc_mpi_library(aptus_bc_mpi_t mpi);
+
 #ifdef __cplusplus
 }
 #endif

@@ -42,6 +42,16 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#ifdef OPEN_MPI
+#define APTUS_BC_BUILT_FOR APTUS_BC_MPI_OPEN_MPI
+#else
+#define APTUS_BC_BUILT_FOR APTUS_BC_MPI_MPICH
+#endif
+
+/* MPICH's MPI_MAX_LIBRARY_VERSION_STRING; Open MPI's is smaller. The
+ * running MPI writes up to its own, whichever header this was built with. */
+#define APTUS_BC_VERSION_MAX 8192
+
 #define APTUS_BC_MODE_MCAST    1
 #define APTUS_BC_MODE_FALLBACK 2
 
@@ -214,6 +224,74 @@ static int aptus_bc_delete_fn(MPI_Comm comm, int keyval, void *attr,
 {
     aptus_bc_comm_destroy(attr);
     return MPI_SUCCESS;
+}
+
+/* The rank as the launcher gives it, before any MPI call: -1 if none. */
+static int aptus_bc_launcher_rank(void)
+{
+    static const char *const vars[] = { "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                                        "PMIX_RANK" };
+    const char *s;
+    unsigned i;
+
+    for (i = 0; i < sizeof(vars) / sizeof(vars[0]); ++i) {
+        s = getenv(vars[i]);
+        if ((s != NULL) && (s[0] != '\0')) {
+            return atoi(s);
+        }
+    }
+    return -1;
+}
+
+/* Before any handle reaches the MPI library: under the other MPI every
+ * handle of this build's mpi.h means something else (MPI_BYTE is a
+ * pointer in Open MPI, an integer in MPICH), and the job would abort on
+ * every rank with "Invalid datatype". One line (from rank 0), then every
+ * rank exits with 1. PMPI_Get_library_version may be called at any time,
+ * and its arguments are plain C on both. */
+static void aptus_bc_check_mpi_once(void)
+{
+    static char version[APTUS_BC_VERSION_MAX + 1];
+    aptus_bc_mpi_t running;
+    int len = 0, rank;
+    char *nl;
+
+    if (PMPI_Get_library_version(version, &len) != MPI_SUCCESS) {
+        return; /* nothing to compare: carry on */
+    }
+    version[APTUS_BC_VERSION_MAX] = '\0';
+    running                       = aptus_bc_mpi_family(version);
+    if (running == APTUS_BC_BUILT_FOR) {
+        return;
+    }
+    rank = aptus_bc_launcher_rank();
+    if (rank <= 0) {
+        nl = strchr(version, '\n');
+        if (nl != NULL) {
+            *nl = '\0';
+        }
+        fprintf(stderr,
+                "aptus_bcast: %s is built for %s, but this job runs %s "
+                "(%.60s): preload %s instead\n",
+                aptus_bc_mpi_library(APTUS_BC_BUILT_FOR),
+                aptus_bc_mpi_name(APTUS_BC_BUILT_FOR),
+                aptus_bc_mpi_name(running), version,
+                aptus_bc_mpi_library(running));
+        fflush(stderr);
+    } else {
+        /* let rank 0's line out before the launcher kills the job */
+        sleep(1);
+    }
+    /* not exit(): the MPI library's exit handlers would read this build's
+     * handles too */
+    _exit(1);
+}
+
+static pthread_once_t aptus_bc_mpi_once = PTHREAD_ONCE_INIT;
+
+static inline void aptus_bc_check_mpi(void)
+{
+    pthread_once(&aptus_bc_mpi_once, aptus_bc_check_mpi_once);
 }
 
 /* Read the settings and create the keyval, once per process. A malformed
@@ -567,6 +645,7 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
     uint32_t len;
     int tsize, contig, pos = 0;
 
+    aptus_bc_check_mpi();
     if ((comm == MPI_COMM_NULL) || (buf == MPI_IN_PLACE) || (count <= 0) ||
         (dt == MPI_DATATYPE_NULL) ||
         ((c = aptus_bc_comm_get(comm, root)) == NULL)) {
@@ -622,6 +701,7 @@ int MPI_Comm_free(MPI_Comm *comm)
     aptus_bc_comm_t *c;
     int found = 0;
 
+    aptus_bc_check_mpi();
     if ((comm != NULL) && (*comm != MPI_COMM_NULL) &&
         (aptus_bc_keyval != MPI_KEYVAL_INVALID) &&
         (PMPI_Comm_get_attr(*comm, aptus_bc_keyval, &c, &found) ==
@@ -637,6 +717,7 @@ int MPI_Finalize(void)
     aptus_bc_comm_t *c;
     int any;
 
+    aptus_bc_check_mpi();
     pthread_mutex_lock(&aptus_bc_lock);
     any = (aptus_bc_comms != NULL);
     pthread_mutex_unlock(&aptus_bc_lock);

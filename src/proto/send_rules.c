@@ -3,8 +3,10 @@
  */
 #include "send_rules.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *const aptus_rule_chan_names[APTUS_RULE_CHAN_LAST] = {
@@ -314,6 +316,89 @@ static int aptus_rule_cond_holds(const aptus_rule_cond_t *cond, uint64_t size,
     default:
         return x == cond->value;
     }
+}
+
+static inline uint64_t aptus_rule_max_u64(uint64_t a, uint64_t b)
+{
+    return (a > b) ? a : b;
+}
+
+/* Where a condition on 'subject' starts or stops holding: each value where
+ * some rule's condition changes, and the lowest value. Between two
+ * neighbours every condition is constant, so testing these points tests
+ * every value (those below 'lowest' are tested as 'lowest'). */
+static unsigned aptus_rule_edges(const aptus_rule_chain_t *chain,
+                                 unsigned subject, uint64_t lowest,
+                                 uint64_t *edges)
+{
+    unsigned n = 0, i, c;
+    uint64_t v;
+
+    edges[n++] = lowest;
+    for (i = 0; i < chain->num_rules; ++i) {
+        for (c = 0; c < chain->rules[i].num_conds; ++c) {
+            if (chain->rules[i].conds[c].subject != subject) {
+                continue;
+            }
+            v          = chain->rules[i].conds[c].value;
+            edges[n++] = aptus_rule_max_u64(v, lowest);
+            if (v < UINT64_MAX) {
+                edges[n++] = aptus_rule_max_u64(v + 1, lowest);
+            }
+        }
+    }
+    return n;
+}
+
+static int aptus_rule_u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+int aptus_rule_chain_covers(const aptus_rule_chain_t *chain, uint64_t *size_p,
+                            uint64_t *peers_p)
+{
+    uint64_t sizes[1 + 2 * APTUS_RULES_MAX * APTUS_RULE_MAX_CONDS];
+    uint64_t peers[1 + 2 * APTUS_RULES_MAX * APTUS_RULE_MAX_CONDS];
+    unsigned num_sizes, num_peers, s, p, i, c;
+
+    num_sizes = aptus_rule_edges(chain, APTUS_RULE_SIZE, 0, sizes);
+    /* a message goes to a peer: the process talks to one at least */
+    num_peers = aptus_rule_edges(chain, APTUS_RULE_PEERS, 1, peers);
+    /* sorted, so that the gap reported is the smallest */
+    qsort(sizes, num_sizes, sizeof(sizes[0]), aptus_rule_u64_cmp);
+    qsort(peers, num_peers, sizeof(peers[0]), aptus_rule_u64_cmp);
+    for (s = 0; s < num_sizes; ++s) {
+        for (p = 0; p < num_peers; ++p) {
+            if (peers[p] > UINT_MAX) {
+                break; /* a process never talks to more */
+            }
+            for (i = 0; i < chain->num_rules; ++i) {
+                const aptus_rule_t *rule = &chain->rules[i];
+
+                if (!(APTUS_RULE_BIT(rule->chan) & APTUS_RULE_UD_CHANS)) {
+                    continue;
+                }
+                for (c = 0; c < rule->num_conds; ++c) {
+                    if (!aptus_rule_cond_holds(&rule->conds[c], sizes[s],
+                                               (unsigned)peers[p])) {
+                        break;
+                    }
+                }
+                if (c == rule->num_conds) {
+                    break;
+                }
+            }
+            if (i == chain->num_rules) {
+                *size_p  = sizes[s];
+                *peers_p = peers[p];
+                return 0;
+            }
+        }
+    }
+    return 1;
 }
 
 /* A data channel's rule also places the active messages of its sizes

@@ -108,6 +108,15 @@ extern const char *const aptus_rule_chan_names[APTUS_RULE_CHAN_LAST];
 int aptus_rule_chain_parse(const char *text, aptus_rule_chain_t *chain,
                            aptus_rule_error_t *err);
 
+/* Whether the rules naming a UD channel, which every peer has, together
+ * take a message of every size at every number of peers. A chain that
+ * leaves a gap parses, and its gap would go to UD by the fallback without
+ * the user knowing: the transport refuses it. Returns 1, or 0 with the
+ * smallest size left (and the smallest number of peers at that size) in
+ * *size_p and *peers_p. */
+int aptus_rule_chain_covers(const aptus_rule_chain_t *chain, uint64_t *size_p,
+                            uint64_t *peers_p);
+
 /* The chain in the grammar's canonical form; returns the length it needs
  * (as snprintf). */
 size_t aptus_rule_chain_format(const aptus_rule_chain_t *chain, char *buf,

@@ -16,6 +16,8 @@
 #include <ucs/debug/memtrack_int.h>
 #include <uct/base/uct_iface.h>
 #include <ucs/async/async.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -274,6 +276,75 @@ ucs_status_t uct_aptus_iface_async_check(const char *tl_name,
         return UCS_ERR_UNSUPPORTED;
     }
     return UCS_OK;
+}
+
+static const char *uct_aptus_range_str(uint64_t value, char *buf, size_t max)
+{
+    if (value == UINT64_MAX) {
+        return "inf";
+    }
+    snprintf(buf, max, "%" PRIu64, value);
+    return buf;
+}
+
+int uct_aptus_ranges_check(const char *tl_name, const char *prefix,
+                           const uct_aptus_range_t *ranges, unsigned count)
+{
+    char value[24], min[24], max[24];
+    unsigned i;
+
+    for (i = 0; i < count; ++i) {
+        if ((ranges[i].value >= ranges[i].min) &&
+            (ranges[i].value <= ranges[i].max)) {
+            continue;
+        }
+        ucs_error("%s: invalid configuration: UCX_%s%s=%s is out of range "
+                  "[%s, %s]",
+                  tl_name, prefix, ranges[i].name,
+                  uct_aptus_range_str(ranges[i].value, value, sizeof(value)),
+                  uct_aptus_range_str(ranges[i].min, min, sizeof(min)),
+                  uct_aptus_range_str(ranges[i].max, max, sizeof(max)));
+        return 0;
+    }
+    return 1;
+}
+
+int uct_aptus_time_ranges_check(const char *tl_name, const char *prefix,
+                                const uct_aptus_time_range_t *ranges,
+                                unsigned count)
+{
+    unsigned i;
+
+    for (i = 0; i < count; ++i) {
+        if ((ranges[i].value >= ranges[i].min) &&
+            (ranges[i].value <= ranges[i].max)) {
+            continue;
+        }
+        ucs_error("%s: invalid configuration: UCX_%s%s=%gs is out of range "
+                  "[%gs, %gs]",
+                  tl_name, prefix, ranges[i].name, ranges[i].value,
+                  ranges[i].min, ranges[i].max);
+        return 0;
+    }
+    return 1;
+}
+
+int uct_aptus_iface_config_check(const char *tl_name, const char *prefix,
+                                 const uct_iface_config_t *config)
+{
+    if (config->alloc_methods.count == 0) {
+        ucs_error("%s: invalid configuration: UCX_%sALLOC is empty: name at "
+                  "least one of huge, thp, md, mmap, heap",
+                  tl_name, prefix);
+        return 0;
+    }
+    if (config->max_num_eps == 0) {
+        ucs_error("%s: invalid configuration: UCX_%sMAX_NUM_EPS=0 is out of "
+                  "range [1, inf]",
+                  tl_name, prefix);
+        return 0;
+    }
+    return 1;
 }
 
 static void uct_aptus_bcopy_get_done(uct_completion_t *self)

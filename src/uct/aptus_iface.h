@@ -7,6 +7,10 @@
 #include <uct/api/uct.h>
 #include <uct/base/uct_iface.h>
 #include <ucs/async/async.h>
+#include <ucs/sys/string.h>
+
+#include <limits.h>
+#include <stdint.h>
 
 #include "../proto/fp_ring.h"
 #include "../wire/conn.h"
@@ -40,6 +44,57 @@ ucs_status_t uct_aptus_iface_estimate_perf(uct_iface_h tl_iface,
  */
 ucs_status_t uct_aptus_iface_async_check(const char *tl_name,
                                          const ucs_async_context_t *async);
+
+/*
+ * Every setting has a range (DESIGN.md), checked at interface open: a
+ * value outside it is refused with one line naming the variable as the
+ * user types it (UCX_<prefix><name>), the value and the range, and the
+ * check fails (0; the caller returns UCS_ERR_INVALID_PARAM). Counts and
+ * byte sizes: UINT64_MAX prints as inf (a memunits inf, or an unsigned
+ * -1 / inf once widened by uct_aptus_uint). Times are in seconds; the
+ * comparison is written so that NaN fails too.
+ */
+typedef struct uct_aptus_range {
+    const char *name; /* after the transport's prefix */
+    uint64_t value;
+    uint64_t min;
+    uint64_t max;
+} uct_aptus_range_t;
+
+typedef struct uct_aptus_time_range {
+    const char *name;
+    double value;
+    double min;
+    double max;
+} uct_aptus_time_range_t;
+
+int uct_aptus_ranges_check(const char *tl_name, const char *prefix,
+                           const uct_aptus_range_t *ranges, unsigned count);
+
+int uct_aptus_time_ranges_check(const char *tl_name, const char *prefix,
+                                const uct_aptus_time_range_t *ranges,
+                                unsigned count);
+
+/* An unsigned setting widened for a range: UINT_MAX (what UCS reads for
+ * inf and for -1) becomes UINT64_MAX, so the error says inf. */
+static inline uint64_t uct_aptus_uint(unsigned value)
+{
+    return (value == UINT_MAX) ? UINT64_MAX : value;
+}
+
+/* A memunits setting widened for a range (inf, and -1, are SIZE_MAX). */
+static inline uint64_t uct_aptus_bytes(size_t value)
+{
+    return (value == UCS_MEMUNITS_INF) ? UINT64_MAX : value;
+}
+
+/*
+ * The settings every interface takes from UCT's own table: an empty
+ * UCX_<prefix>ALLOC left every buffer allocation failing later with only
+ * "Out of memory", and MAX_NUM_EPS=0 allows no endpoint.
+ */
+int uct_aptus_iface_config_check(const char *tl_name, const char *prefix,
+                                 const uct_iface_config_t *config);
 
 /*
  * A periodic async timer on a timerfd. UCX's own timers make its async

@@ -17,6 +17,7 @@
 #include <ucs/sys/string.h>
 #include <ucs/time/time.h>
 
+#include <inttypes.h>
 #include <string.h>
 
 /* The rule chain of the paper (Koop et al., IPDPS 2008, section 4.2). */
@@ -37,35 +38,40 @@ ucs_config_field_t uct_aptus_tl_iface_config_table[] = {
       "hold and whose channel the peer already has sends it. Rules are\n"
       "{<conditions> <channel>}, separated by commas; conditions are 'any' or\n"
       "comparisons joined by '&': <=N, <N, >=N, >N, ==N on the message size\n"
-      "(k and m suffixes), or 'peers' then a comparison on the number of peers\n"
+      "(k and m suffixes), or 'peers' then a comparison on the number of "
+      "peers\n"
       "the process talks to. Channels: rc_fp, rc_sr, ud_sr (active messages),\n"
       "rc_rdma, ud_zcopy (rendezvous data). The last rule must name a UD\n"
-      "channel.",
+      "channel, and the rules naming UD channels together must hold every\n"
+      "message size (end the chain with {any ud_sr} or {any ud_zcopy}).",
       ucs_offsetof(uct_aptus_tl_iface_config_t, send_rules),
       UCS_CONFIG_TYPE_STRING },
 
     { "MAX_RC", "16",
       "Most RC connections (RC-SR + RC-RDMA) one process holds at once; both\n"
       "sides reserve a slot before a connection is used, so the cap holds\n"
-      "even when two processes ask each other at the same time. 0: UD only.",
+      "even when two processes ask each other at the same time. 0: UD only\n"
+      "(at most 65536).",
       ucs_offsetof(uct_aptus_tl_iface_config_t, max_rc), UCS_CONFIG_TYPE_UINT },
 
     { "MAX_FP", "8",
       "Most fast-path (RC-FP) channels one process holds (at most MAX_RC): a\n"
       "block of FP_BLOCK_SIZE bytes of its memory per channel, mapped at\n"
       "interface open, that one peer writes messages into and this process\n"
-      "polls. Both sides reserve a slot before a channel is used.",
+      "polls. Both sides reserve a slot before a channel is used (0 to 4096;\n"
+      "0: none).",
       ucs_offsetof(uct_aptus_tl_iface_config_t, max_fp), UCS_CONFIG_TYPE_UINT },
 
     { "FP_MSGS", "64",
       "Messages small enough for an rc_fp rule, sent to a peer that holds RC\n"
       "within ALLOC_WINDOW, that earn it a fast-path channel (0: none ever;\n"
-      "so too when no rule names rc_fp).",
-      ucs_offsetof(uct_aptus_tl_iface_config_t, fp_msgs), UCS_CONFIG_TYPE_UINT },
+      "so too when no rule names rc_fp; at most 1048576).",
+      ucs_offsetof(uct_aptus_tl_iface_config_t, fp_msgs),
+      UCS_CONFIG_TYPE_UINT },
 
     { "FP_BLOCK_SIZE", "32k",
       "Bytes of one fast-path block (a Veloblock ring: messages of any\n"
-      "length packed from its end, byte credits).",
+      "length packed from its end, byte credits; 64 to 1g).",
       ucs_offsetof(uct_aptus_tl_iface_config_t, fp_block_size),
       UCS_CONFIG_TYPE_MEMUNITS },
 
@@ -73,47 +79,49 @@ ucs_config_field_t uct_aptus_tl_iface_config_table[] = {
       "Traffic window of the earning rule: a peer earns an RC connection when\n"
       "one window holds RC_MSGS messages or RC_BYTES bytes sent to it that\n"
       "the rule chain would send over RC or its fast path (those it keeps on\n"
-      "UD anyway do not count).",
+      "UD anyway do not count). 1ms to 1h.",
       ucs_offsetof(uct_aptus_tl_iface_config_t, alloc_window),
       UCS_CONFIG_TYPE_TIME },
 
     { "RC_MSGS", "64",
       "Messages to one peer within ALLOC_WINDOW that earn it a connection\n"
-      "(0: messages do not count).",
+      "(0: messages do not count; at most 1048576).",
       ucs_offsetof(uct_aptus_tl_iface_config_t, rc_msgs),
       UCS_CONFIG_TYPE_UINT },
 
     { "RC_BYTES", "1m",
       "Bytes to one peer within ALLOC_WINDOW that earn it a connection\n"
-      "(0: bytes do not count).",
+      "(0: bytes do not count; at most 1g). RC_MSGS and RC_BYTES may not both\n"
+      "be 0.",
       ucs_offsetof(uct_aptus_tl_iface_config_t, rc_bytes),
       UCS_CONFIG_TYPE_MEMUNITS },
 
     { "REQUEST_TIMEOUT", "1s",
       "A request for a connection left unanswered this long gives its slot\n"
-      "back.",
+      "back (1ms to 1h).",
       ucs_offsetof(uct_aptus_tl_iface_config_t, request_timeout),
       UCS_CONFIG_TYPE_TIME },
 
     { "BACKOFF", "1s",
-      "After a refusal, the peer is not asked again for this long.",
+      "After a refusal, the peer is not asked again for this long (0 to 1h).",
       ucs_offsetof(uct_aptus_tl_iface_config_t, backoff),
       UCS_CONFIG_TYPE_TIME },
 
     { "IDLE", "2s",
       "A connection unused this long is demoted (its slot goes to a peer that\n"
-      "earns it); 0: never.",
+      "earns it); 0: never (at most 1h).",
       ucs_offsetof(uct_aptus_tl_iface_config_t, idle), UCS_CONFIG_TYPE_TIME },
 
     { "HOLD", "1s",
       "Shortest life of a connection, and the wait before a demoted peer may\n"
-      "ask again: the hysteresis that keeps channels from flapping.",
+      "ask again: the hysteresis that keeps channels from flapping (0 to\n"
+      "1h).",
       ucs_offsetof(uct_aptus_tl_iface_config_t, hold), UCS_CONFIG_TYPE_TIME },
 
     { "REORDER_MAX", "65536",
       "Messages of one peer held while an earlier one is still on its way\n"
       "over another channel. Beyond it the peer is failed (order could not be\n"
-      "kept).",
+      "kept). 1 to 16777216.",
       ucs_offsetof(uct_aptus_tl_iface_config_t, reorder_max),
       UCS_CONFIG_TYPE_UINT },
 
@@ -121,7 +129,7 @@ ucs_config_field_t uct_aptus_tl_iface_config_table[] = {
       "Largest active message over an RC connection, UCT header included;\n"
       "larger ones go over UD. The connections' receive buffers, a pool\n"
       "shared by all of them that grows with use up to RC_RX_QUEUE_LEN, are\n"
-      "this large.",
+      "this large (272 bytes to just under 16m).",
       ucs_offsetof(uct_aptus_tl_iface_config_t, rc_seg_size),
       UCS_CONFIG_TYPE_MEMUNITS },
 
@@ -132,13 +140,13 @@ ucs_config_field_t uct_aptus_tl_iface_config_table[] = {
       UCS_CONFIG_TYPE_UINT },
 
     { "RC_RX_QUEUE_LEN", "256",
-      "Receive buffers of the pool shared by all connections.",
+      "Receive buffers of the pool shared by all connections (1 to 1048576).",
       ucs_offsetof(uct_aptus_tl_iface_config_t, rc_rx_queue_len),
       UCS_CONFIG_TYPE_UINT },
 
     { "RC_TX_BACKLOG", "256k",
       "Bytes a connection may queue when the network does not take them at\n"
-      "once.",
+      "once (4k to 1g).",
       ucs_offsetof(uct_aptus_tl_iface_config_t, rc_tx_backlog),
       UCS_CONFIG_TYPE_MEMUNITS },
 
@@ -790,16 +798,72 @@ static uct_iface_internal_ops_t uct_aptus_tl_iface_internal_ops = {
     .ep_invalidate       = uct_aptus_tl_ep_invalidate,
 };
 
+/* The transport's own settings (the UD channels' are checked with
+ * ud_sr's). Times: negative ones wrapped into hours, a zero window or
+ * request timeout means nothing. */
+static ucs_status_t
+uct_aptus_tl_iface_check_config(const uct_aptus_tl_iface_config_t *config)
+{
+    const uct_aptus_time_range_t times[] = {
+        { "ALLOC_WINDOW", config->alloc_window, 1e-3, 3600.0 },
+        { "REQUEST_TIMEOUT", config->request_timeout, 1e-3, 3600.0 },
+        { "BACKOFF", config->backoff, 0.0, 3600.0 },
+        { "IDLE", config->idle, 0.0, 3600.0 },
+        { "HOLD", config->hold, 0.0, 3600.0 },
+    };
+    const uct_aptus_range_t counts[] = {
+        { "MAX_RC", uct_aptus_uint(config->max_rc), 0, 65536 },
+        { "MAX_FP", uct_aptus_uint(config->max_fp), 0, 4096 },
+        { "FP_MSGS", uct_aptus_uint(config->fp_msgs), 0, 1048576 },
+        { "FP_BLOCK_SIZE", uct_aptus_bytes(config->fp_block_size),
+          APTUS_VB_MIN_SIZE, APTUS_VB_MAX_SIZE },
+        { "RC_MSGS", uct_aptus_uint(config->rc_msgs), 0, 1048576 },
+        { "RC_BYTES", uct_aptus_bytes(config->rc_bytes), 0, UCS_GBYTE },
+        { "REORDER_MAX", uct_aptus_uint(config->reorder_max), 1, 16777216 },
+        { "RC_SEG_SIZE", uct_aptus_bytes(config->rc_seg_size),
+          UCT_UD_SR_MAX_AM_HDR + sizeof(uint64_t) + UCT_APTUS_TRAILER_LEN,
+          APTUS_FRAME_MAX_LEN - APTUS_RC_HDR_LEN },
+        { "RC_CREDITS", uct_aptus_uint(config->rc_credits), 1,
+          APTUS_RC_MAX_CREDITS },
+        { "RC_RX_QUEUE_LEN", uct_aptus_uint(config->rc_rx_queue_len), 1,
+          1048576 },
+        { "RC_TX_BACKLOG", uct_aptus_bytes(config->rc_tx_backlog), 4096,
+          UCS_GBYTE },
+    };
+
+    if (!uct_aptus_iface_config_check(
+            UCT_APTUS_TL_NAME, UCT_APTUS_TL_CONFIG_PREFIX, &config->super) ||
+        !uct_aptus_time_ranges_check(UCT_APTUS_TL_NAME,
+                                     UCT_APTUS_TL_CONFIG_PREFIX, times,
+                                     ucs_static_array_size(times)) ||
+        !uct_aptus_ranges_check(UCT_APTUS_TL_NAME, UCT_APTUS_TL_CONFIG_PREFIX,
+                                counts, ucs_static_array_size(counts))) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return UCS_OK;
+}
+
 static ucs_status_t
 uct_aptus_tl_iface_rules(uct_aptus_tl_iface_t *iface,
                          const uct_aptus_tl_iface_config_t *config)
 {
     aptus_rule_error_t err;
+    uint64_t size, peers;
 
     if (aptus_rule_chain_parse(config->send_rules, &iface->rules, &err) != 0) {
         ucs_error("aptus: invalid configuration: UCX_" UCT_APTUS_TL_CONFIG_PREFIX
                   "SEND_RULES=\"%s\": at character %u: %s",
                   config->send_rules, err.position, err.message);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (!aptus_rule_chain_covers(&iface->rules, &size, &peers)) {
+        ucs_error(
+            "aptus: invalid configuration: UCX_" UCT_APTUS_TL_CONFIG_PREFIX
+            "SEND_RULES=\"%s\": a message of %" PRIu64 " bytes (with %" PRIu64
+            " peers) matches no rule of a UD channel, which "
+            "every peer has; end the chain with {any ud_sr} or "
+            "{any ud_zcopy}",
+            config->send_rules, size, peers);
         return UCS_ERR_INVALID_PARAM;
     }
     return UCS_OK;
@@ -885,25 +949,6 @@ uct_aptus_tl_iface_rc_init(uct_aptus_tl_iface_t *iface,
     aptus_conn_wire_config_t wire_config;
     aptus_rc_chan_config_t chan_config;
     ucs_status_t status;
-
-    if ((config->rc_seg_size < UCT_UD_SR_MAX_AM_HDR + sizeof(uint64_t) +
-                                       UCT_APTUS_TRAILER_LEN) ||
-        (config->rc_seg_size > APTUS_FRAME_MAX_LEN - APTUS_RC_HDR_LEN)) {
-        ucs_error("aptus: invalid configuration: UCX_"
-                  UCT_APTUS_TL_CONFIG_PREFIX "RC_SEG_SIZE=%zu is out of range",
-                  config->rc_seg_size);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    if ((config->rc_credits == 0) ||
-        (config->rc_credits > APTUS_RC_MAX_CREDITS) ||
-        (config->rc_rx_queue_len == 0)) {
-        ucs_error("aptus: invalid configuration: UCX_"
-                  UCT_APTUS_TL_CONFIG_PREFIX "RC_CREDITS=%u (1 to %u) or "
-                  "RC_RX_QUEUE_LEN=%u (at least 1)",
-                  config->rc_credits, APTUS_RC_MAX_CREDITS,
-                  config->rc_rx_queue_len);
-        return UCS_ERR_INVALID_PARAM;
-    }
 
     /* messages are delivered in place and never held there */
     memset(&wire_config, 0, sizeof(wire_config));
@@ -1002,6 +1047,10 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
     }
 
     /* Every setting is checked before anything opens. */
+    status = uct_aptus_tl_iface_check_config(config);
+    if (status != UCS_OK) {
+        return status;
+    }
     status = uct_ud_sr_params_setup(&config->ud, UCT_APTUS_TL_NAME,
                                     UCT_APTUS_TL_CONFIG_PREFIX, params,
                                     ucs_offsetof(uct_aptus_tl_ep_t, peer),
@@ -1021,11 +1070,6 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
     }
     memset(&self->fpc, 0, sizeof(self->fpc)); /* cleanup-safe until init */
     self->rc_idle_tick = 0;
-    if (config->reorder_max == 0) {
-        ucs_error("aptus: invalid configuration: UCX_"
-                  UCT_APTUS_TL_CONFIG_PREFIX "REORDER_MAX must be at least 1");
-        return UCS_ERR_INVALID_PARAM;
-    }
 
     self->bounce = ucs_malloc(ucs_max(setup.chan.max_msg,
                                       config->rc_seg_size +

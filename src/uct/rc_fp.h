@@ -35,6 +35,7 @@
 #include "../channel/rc_fp_chan.h"
 
 #define UCT_RC_FP_TL_NAME "rc_fp"
+#define UCT_RC_FP_CONFIG_PREFIX "RC_FP_"
 
 typedef struct uct_rc_fp_iface_config {
     uct_rc_sr_iface_config_t super;

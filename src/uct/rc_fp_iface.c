@@ -16,8 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#define UCT_RC_FP_CONFIG_PREFIX "RC_FP_"
-#define UCT_RC_FP_WIRE_POLL_MAX 1024
+#define UCT_RC_FP_WIRE_POLL_MAX    1024
+#define UCT_RC_FP_MAX_CHANNELS_MAX 4096
 
 static const char *uct_rc_fp_mode_names[] = {
     [APTUS_FP_VELOBLOCK]        = "veloblock",
@@ -33,13 +33,13 @@ ucs_config_field_t uct_rc_fp_iface_config_table[] = {
     { "MAX_CHANNELS", "8",
       "Fast-path channels a process gives peers (blocks of its memory they\n"
       "write into), and, separately, channels it sends into. Never exceeded:\n"
-      "a peer asking beyond it is refused and stays on RC-SR.",
+      "a peer asking beyond it is refused and stays on RC-SR (1 to 4096).",
       ucs_offsetof(uct_rc_fp_iface_config_t, max_channels),
       UCS_CONFIG_TYPE_UINT },
 
     { "THRESH", "16",
       "Messages small enough for the fast path an endpoint sends before it\n"
-      "asks its peer for a channel.",
+      "asks its peer for a channel (1 to 1048576).",
       ucs_offsetof(uct_rc_fp_iface_config_t, thresh), UCS_CONFIG_TYPE_UINT },
 
     { "MODE", "veloblock",
@@ -53,20 +53,25 @@ ucs_config_field_t uct_rc_fp_iface_config_table[] = {
       UCS_CONFIG_TYPE_ENUM(uct_rc_fp_mode_names) },
 
     { "BLOCK_SIZE", "32k",
-      "Memory of one channel: veloblock's block; original_reduced's total.",
+      "Memory of one channel: veloblock's block; original_reduced's total\n"
+      "(64 to 1g).",
       ucs_offsetof(uct_rc_fp_iface_config_t, block_size),
       UCS_CONFIG_TYPE_MEMUNITS },
 
-    { "SLOTS", "32", "Slots of one channel in 'original' mode.",
+    { "SLOTS", "32",
+      "Slots of one channel in 'original' mode (1 to 65536; at most 1g with\n"
+      "SLOT_SIZE).",
       ucs_offsetof(uct_rc_fp_iface_config_t, slots), UCS_CONFIG_TYPE_UINT },
 
-    { "SLOT_SIZE", "8k", "Bytes of one slot in the original modes.",
+    { "SLOT_SIZE", "8k",
+      "Bytes of one slot in the original modes (5 to 65539).",
       ucs_offsetof(uct_rc_fp_iface_config_t, slot_size),
       UCS_CONFIG_TYPE_MEMUNITS },
 
     { "MAX_MSG", "8k",
       "Largest active message (UCT header included) that takes the fast\n"
-      "path; larger ones, and those without credit, go over RC-SR.",
+      "path; larger ones, and those without credit, go over RC-SR (1 to\n"
+      "65535, and at most what a slot or the block holds).",
       ucs_offsetof(uct_rc_fp_iface_config_t, max_msg),
       UCS_CONFIG_TYPE_MEMUNITS },
 
@@ -77,8 +82,7 @@ ucs_config_field_t uct_rc_fp_iface_config_table[] = {
       "latency, and credits and grants over RC-SR arrive later: with few\n"
       "slots (original_reduced) the fast path then runs dry more often\n"
       "(1 to 1024).",
-      ucs_offsetof(uct_rc_fp_iface_config_t, wire_poll),
-      UCS_CONFIG_TYPE_UINT },
+      ucs_offsetof(uct_rc_fp_iface_config_t, wire_poll), UCS_CONFIG_TYPE_UINT },
 
     { NULL }
 };
@@ -613,39 +617,38 @@ static UCS_CLASS_INIT_FUNC(uct_rc_fp_iface_t, uct_md_h md, uct_worker_h worker,
     const char *why = NULL;
     aptus_fp_geom_t geom;
     ucs_status_t status;
+    /* -1 reads as the largest value: WIRE_POLL=-1 never polled the
+     * connections, a huge MAX_CHANNELS or block mapped memory for ever */
+    const uct_aptus_range_t ranges[] = {
+        { "MAX_CHANNELS", uct_aptus_uint(config->max_channels), 1,
+          UCT_RC_FP_MAX_CHANNELS_MAX },
+        { "THRESH", uct_aptus_uint(config->thresh), 1, 1048576 },
+        { "BLOCK_SIZE", uct_aptus_bytes(config->block_size), APTUS_VB_MIN_SIZE,
+          APTUS_VB_MAX_SIZE },
+        { "SLOTS", uct_aptus_uint(config->slots), 1, 65536 },
+        { "SLOT_SIZE", uct_aptus_bytes(config->slot_size),
+          APTUS_FP_FIXED_OVERHEAD + 1,
+          APTUS_VB_MAX_LEN + APTUS_FP_FIXED_OVERHEAD },
+        { "MAX_MSG", uct_aptus_bytes(config->max_msg), 1, APTUS_VB_MAX_LEN },
+        { "WIRE_POLL", uct_aptus_uint(config->wire_poll), 1,
+          UCT_RC_FP_WIRE_POLL_MAX },
+    };
 
     UCS_CLASS_CALL_SUPER_INIT(uct_rc_sr_iface_t, md, worker, params,
                               tl_config);
 
-    if (aptus_fp_geom_make((aptus_fp_mode_t)config->mode,
-                           ucs_min(config->block_size, UINT32_MAX),
-                           config->slots,
-                           ucs_min(config->slot_size, UINT32_MAX),
-                           &geom, &why) != 0) {
+    if (!uct_aptus_ranges_check(UCT_RC_FP_TL_NAME, UCT_RC_FP_CONFIG_PREFIX,
+                                ranges, ucs_static_array_size(ranges))) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    /* in range one by one, the sizes may still make no ring together */
+    if (aptus_fp_geom_make((aptus_fp_mode_t)config->mode, config->block_size,
+                           config->slots, config->slot_size, &geom,
+                           &why) != 0) {
         ucs_error("rc_fp: invalid configuration: UCX_" UCT_RC_FP_CONFIG_PREFIX
                   "MODE=%s with BLOCK_SIZE=%zu SLOTS=%u SLOT_SIZE=%zu: %s",
                   uct_rc_fp_mode_names[config->mode], config->block_size,
                   config->slots, config->slot_size, why);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    if ((config->max_channels == 0) || (config->max_channels > 4096)) {
-        ucs_error("rc_fp: invalid configuration: UCX_" UCT_RC_FP_CONFIG_PREFIX
-                  "MAX_CHANNELS=%u is out of range [1, 4096]",
-                  config->max_channels);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    if (config->thresh == 0) {
-        ucs_error("rc_fp: invalid configuration: UCX_" UCT_RC_FP_CONFIG_PREFIX
-                  "THRESH must be at least 1");
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    if ((config->wire_poll == 0) ||
-        (config->wire_poll > UCT_RC_FP_WIRE_POLL_MAX)) {
-        /* -1 reads as 4294967295: the connections would never be polled */
-        ucs_error("rc_fp: invalid configuration: UCX_" UCT_RC_FP_CONFIG_PREFIX
-                  "WIRE_POLL=%u is out of range [1, %u]",
-                  config->wire_poll, UCT_RC_FP_WIRE_POLL_MAX);
         return UCS_ERR_INVALID_PARAM;
     }
     self->max_channels = config->max_channels;

@@ -23,6 +23,10 @@
 
 #define UCT_RC_SR_CONFIG_PREFIX "RC_SR_"
 #define UCT_RC_SR_RMA_MAX_ZCOPY (1ul << 30)
+#define UCT_RC_SR_RX_QUEUE_LEN_MAX 1048576
+#define UCT_RC_SR_RX_MAX_BUFS_MAX  16777216
+/* below a few frames a connection would send one message at a time */
+#define UCT_RC_SR_TX_BACKLOG_MIN 4096
 
 ucs_config_field_t uct_rc_sr_iface_config_table[] = {
     { "", "", NULL, ucs_offsetof(uct_rc_sr_iface_config_t, super),
@@ -30,7 +34,8 @@ ucs_config_field_t uct_rc_sr_iface_config_table[] = {
 
     { "SEG_SIZE", "8k",
       "Largest active message, UCT header included, and the size of one\n"
-      "receive buffer (the papers' 8 KB eager buffers).",
+      "receive buffer (the papers' 8 KB eager buffers); 264 bytes to just\n"
+      "under 16m.",
       ucs_offsetof(uct_rc_sr_iface_config_t, seg_size),
       UCS_CONFIG_TYPE_MEMUNITS },
 
@@ -44,7 +49,7 @@ ucs_config_field_t uct_rc_sr_iface_config_table[] = {
       "Receive buffers the pool shared by every connection of the interface\n"
       "(the shared receive queue) is expected to need; it allocates them as\n"
       "connections need them, and grows beyond while the application holds\n"
-      "received messages (up to RX_MAX_BUFS).",
+      "received messages (up to RX_MAX_BUFS). 1 to 1048576.",
       ucs_offsetof(uct_rc_sr_iface_config_t, rx_queue_len),
       UCS_CONFIG_TYPE_UINT },
 
@@ -58,7 +63,7 @@ ucs_config_field_t uct_rc_sr_iface_config_table[] = {
       "an error is printed once and data waits in the connections (the\n"
       "kernel's socket buffers bound it) until held messages are released.\n"
       "Small messages held are copied out and cost about RX_COPY_THRESH\n"
-      "bytes each, within the same total memory.",
+      "bytes each, within the same total memory (RX_QUEUE_LEN to 16777216).",
       ucs_offsetof(uct_rc_sr_iface_config_t, rx_max_bufs),
       UCS_CONFIG_TYPE_UINT },
 
@@ -67,13 +72,14 @@ ucs_config_field_t uct_rc_sr_iface_config_table[] = {
     { "RX_COPY_THRESH", "256",
       "Active messages up to this size (UCT header included) are delivered\n"
       "from a copy of their own, so that one the application holds pins\n"
-      "only its copy, not a whole receive buffer. 0 delivers all in place.",
+      "only its copy, not a whole receive buffer. 0 delivers all in place;\n"
+      "at most SEG_SIZE.",
       ucs_offsetof(uct_rc_sr_iface_config_t, rx_copy_thresh),
       UCS_CONFIG_TYPE_MEMUNITS },
 
     { "TX_BACKLOG", "256k",
       "Bytes a connection may queue when the network does not take them at\n"
-      "once; further sends wait on the pending queue.",
+      "once; further sends wait on the pending queue (4k to 1g).",
       ucs_offsetof(uct_rc_sr_iface_config_t, tx_backlog),
       UCS_CONFIG_TYPE_MEMUNITS },
 
@@ -532,6 +538,42 @@ static void uct_rc_sr_iface_sink_done(uct_completion_t *self)
     self->count = INT_MAX; /* never runs out */
 }
 
+/* Refuse a bad setting up front, naming the variable as the user typed
+ * it: rc_fp's interface takes these settings under its own prefix. */
+static ucs_status_t
+uct_rc_sr_iface_check_config(const uct_rc_sr_iface_config_t *config,
+                             const uct_iface_params_t *params)
+{
+    const char *tl_name              = params->mode.device.tl_name;
+    const char *prefix               = UCT_RC_SR_CONFIG_PREFIX;
+    const uct_aptus_range_t ranges[] = {
+        { "SEG_SIZE", uct_aptus_bytes(config->seg_size),
+          UCT_RC_SR_MAX_AM_HDR + sizeof(uint64_t),
+          APTUS_FRAME_MAX_LEN - APTUS_RC_HDR_LEN },
+        { "CREDITS", uct_aptus_uint(config->credits), 1, APTUS_RC_MAX_CREDITS },
+        { "RX_QUEUE_LEN", uct_aptus_uint(config->rx_queue_len), 1,
+          UCT_RC_SR_RX_QUEUE_LEN_MAX },
+        { "RX_MAX_BUFS", uct_aptus_uint(config->rx_max_bufs),
+          config->rx_queue_len, UCT_RC_SR_RX_MAX_BUFS_MAX },
+        { "RX_COPY_THRESH", uct_aptus_bytes(config->rx_copy_thresh), 0,
+          config->seg_size },
+        { "TX_BACKLOG", uct_aptus_bytes(config->tx_backlog),
+          UCT_RC_SR_TX_BACKLOG_MIN, UCS_GBYTE },
+    };
+
+    if ((tl_name != NULL) && !strcmp(tl_name, UCT_RC_FP_TL_NAME)) {
+        prefix = UCT_RC_FP_CONFIG_PREFIX;
+    } else {
+        tl_name = UCT_RC_SR_TL_NAME;
+    }
+    if (!uct_aptus_iface_config_check(tl_name, prefix, &config->super) ||
+        !uct_aptus_ranges_check(tl_name, prefix, ranges,
+                                ucs_static_array_size(ranges))) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return UCS_OK;
+}
+
 UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
                            const uct_iface_params_t *params,
                            const uct_iface_config_t *tl_config)
@@ -556,40 +598,9 @@ UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
                               tl_config UCS_STATS_ARG(NULL)
                                   UCS_STATS_ARG(UCT_RC_SR_TL_NAME));
 
-    /* Refuse a bad setting up front, naming the variable. */
-    if ((config->seg_size < UCT_RC_SR_MAX_AM_HDR + sizeof(uint64_t)) ||
-        (config->seg_size > APTUS_FRAME_MAX_LEN - APTUS_RC_HDR_LEN)) {
-        ucs_error("rc_sr: invalid configuration: UCX_" UCT_RC_SR_CONFIG_PREFIX
-                  "SEG_SIZE=%zu is out of range [%zu, %u]",
-                  config->seg_size, UCT_RC_SR_MAX_AM_HDR + sizeof(uint64_t),
-                  APTUS_FRAME_MAX_LEN - APTUS_RC_HDR_LEN);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    if ((config->credits == 0) || (config->credits > APTUS_RC_MAX_CREDITS)) {
-        ucs_error("rc_sr: invalid configuration: UCX_" UCT_RC_SR_CONFIG_PREFIX
-                  "CREDITS=%u is out of range [1, %u]",
-                  config->credits, APTUS_RC_MAX_CREDITS);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    if (config->rx_queue_len == 0) {
-        ucs_error("rc_sr: invalid configuration: UCX_" UCT_RC_SR_CONFIG_PREFIX
-                  "RX_QUEUE_LEN must be at least 1");
-        return UCS_ERR_INVALID_PARAM;
-    }
-    if (config->rx_max_bufs < config->rx_queue_len) {
-        ucs_error("rc_sr: invalid configuration: UCX_" UCT_RC_SR_CONFIG_PREFIX
-                  "RX_MAX_BUFS=%u is less than UCX_" UCT_RC_SR_CONFIG_PREFIX
-                  "RX_QUEUE_LEN=%u",
-                  config->rx_max_bufs, config->rx_queue_len);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    if (config->rx_copy_thresh > config->seg_size) {
-        ucs_error(
-            "rc_sr: invalid configuration: UCX_" UCT_RC_SR_CONFIG_PREFIX
-            "RX_COPY_THRESH=%zu is larger than UCX_" UCT_RC_SR_CONFIG_PREFIX
-            "SEG_SIZE=%zu",
-            config->rx_copy_thresh, config->seg_size);
-        return UCS_ERR_INVALID_PARAM;
+    status = uct_rc_sr_iface_check_config(config, params);
+    if (status != UCS_OK) {
+        return status;
     }
     status = uct_aptus_iface_am_alignment("rc_sr", params, &self->am_alignment,
                                           &self->am_align_offset);

@@ -416,6 +416,10 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
         return status;
     }
 
+    if (!uct_aptus_iface_config_check(
+            UCT_UD_SR_TL_NAME, UCT_UD_SR_CONFIG_PREFIX, &config->super)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
     status = uct_ud_sr_params_setup(&config->ud, UCT_UD_SR_TL_NAME,
                                     UCT_UD_SR_CONFIG_PREFIX, params,
                                     ucs_offsetof(uct_ud_sr_ep_t, peer), &setup);

@@ -15,6 +15,11 @@
 #include <math.h>
 #include <string.h>
 
+/* recvmmsg takes at most UIO_MAXIOV messages per call */
+#define UCT_UD_SR_RX_BATCH_MAX     1024
+#define UCT_UD_SR_RX_QUEUE_LEN_MAX 1048576
+#define UCT_UD_SR_RX_MAX_BUFS_MAX  16777216
+
 ucs_config_field_t uct_ud_sr_params_table[] = {
     { "MTU", "auto",
       "Datagram size in bytes, UD-SR header included (512 to 65024). auto:\n"
@@ -28,9 +33,8 @@ ucs_config_field_t uct_ud_sr_params_table[] = {
     { "SEG_SIZE", "32k",
       "Largest active message; messages longer than one datagram are "
       "segmented\n"
-      "and reassembled. Must fit TX_WINDOW datagrams.",
-      ucs_offsetof(uct_ud_sr_params_t, seg_size),
-      UCS_CONFIG_TYPE_MEMUNITS },
+      "and reassembled. Must fit TX_WINDOW datagrams (512 to 64m).",
+      ucs_offsetof(uct_ud_sr_params_t, seg_size), UCS_CONFIG_TYPE_MEMUNITS },
 
     { "TX_WINDOW", "1024",
       "Unacknowledged datagrams in flight per peer (1 to 1024, the span the\n"
@@ -44,15 +48,16 @@ ucs_config_field_t uct_ud_sr_params_table[] = {
       "datagrams or at this many bytes, whichever comes first (one message\n"
       "may pass it). Bounds what a stream parks in buffers and socket\n"
       "queues: a full window of large datagrams would outgrow the caches\n"
-      "and slow every copy. inf: datagrams alone bound the window.",
+      "and slow every copy (at least 1: one message always goes). inf:\n"
+      "datagrams alone bound the window.",
       ucs_offsetof(uct_ud_sr_params_t, tx_window_bytes),
       UCS_CONFIG_TYPE_MEMUNITS },
 
     { "RX_QUEUE_LEN", "4096",
       "Receive buffers in the static pool shared by all peers; the socket\n"
-      "buffers as many datagrams and drops beyond that, like a UD queue pair.",
-      ucs_offsetof(uct_ud_sr_params_t, rx_queue_len),
-      UCS_CONFIG_TYPE_UINT },
+      "buffers as many datagrams and drops beyond that, like a UD queue pair\n"
+      "(twice RX_BATCH to 1048576).",
+      ucs_offsetof(uct_ud_sr_params_t, rx_queue_len), UCS_CONFIG_TYPE_UINT },
 
     /* Default ceiling: a held buffer costs a datagram (2 KiB at the default
      * MTU), so 256k of them bound the worst case near 550 MiB, reached only
@@ -64,38 +69,36 @@ ucs_config_field_t uct_ud_sr_params_table[] = {
       "UCP keeps the buffers of unexpected messages until they are received,\n"
       "so the pool grows while the application holds them. At the ceiling\n"
       "datagrams are dropped (an error is printed once and counted as\n"
-      "rx_pool_exhausted) and peers retransmit until buffers are released.",
-      ucs_offsetof(uct_ud_sr_params_t, rx_max_bufs),
-      UCS_CONFIG_TYPE_UINT },
+      "rx_pool_exhausted) and peers retransmit until buffers are released\n"
+      "(twice RX_BATCH to 16777216; below RX_QUEUE_LEN it caps the queue).",
+      ucs_offsetof(uct_ud_sr_params_t, rx_max_bufs), UCS_CONFIG_TYPE_UINT },
 
     { "RX_MAX_POLL", "64",
       "Most messages one progress call delivers from those received in the\n"
-      "async thread for handlers that run only from progress.",
-      ucs_offsetof(uct_ud_sr_params_t, rx_max_poll),
-      UCS_CONFIG_TYPE_UINT },
+      "async thread for handlers that run only from progress (1 to 1048576).",
+      ucs_offsetof(uct_ud_sr_params_t, rx_max_poll), UCS_CONFIG_TYPE_UINT },
 
     { "RX_BATCH", "32",
-      "Datagrams taken from the socket per receive call (recvmmsg).",
+      "Datagrams taken from the socket per receive call (recvmmsg; 1 to\n"
+      "1024).",
       ucs_offsetof(uct_ud_sr_params_t, rx_batch), UCS_CONFIG_TYPE_UINT },
 
     { "ACK_COUNT", "16",
       "Acknowledge explicitly after this many datagrams when no reply carried\n"
-      "the acknowledgement.",
+      "the acknowledgement (1 to 1024).",
       ucs_offsetof(uct_ud_sr_params_t, ack_count), UCS_CONFIG_TYPE_UINT },
 
     { "TIMER_TICK", "200us",
       "Timer granularity: longest delay of an explicit ACK, and how often\n"
       "retransmission timeouts are checked (1us to 1s).",
-      ucs_offsetof(uct_ud_sr_params_t, timer_tick),
-      UCS_CONFIG_TYPE_TIME },
+      ucs_offsetof(uct_ud_sr_params_t, timer_tick), UCS_CONFIG_TYPE_TIME },
 
     { "ASYNC_INTERVAL", "10ms",
       "Interval of the async timer that receives, acknowledges and "
       "retransmits\n"
       "while the application does not call progress (100us to 10s). Shorter\n"
       "intervals wake a thread more often and cost latency on busy cores.",
-      ucs_offsetof(uct_ud_sr_params_t, async_interval),
-      UCS_CONFIG_TYPE_TIME },
+      ucs_offsetof(uct_ud_sr_params_t, async_interval), UCS_CONFIG_TYPE_TIME },
 
     { "ASYNC_INTERVAL_MAX", "100ms",
       "While the application calls progress, the async timer's interval\n"
@@ -153,7 +156,8 @@ ucs_config_field_t uct_ud_sr_params_table[] = {
     { "MAX_PEERS", "1048576",
       "Streams (remote interfaces) one interface holds. Endpoints to one\n"
       "remote interface are also bounded by the header's 16-bit stream\n"
-      "number: 65535 alive at once (failed ones are reclaimed).",
+      "number: 65535 alive at once (failed ones are reclaimed). 1 to\n"
+      "16777216.",
       ucs_offsetof(uct_ud_sr_params_t, max_peers), UCS_CONFIG_TYPE_UINT },
 
     /* A message being reassembled holds a SEG_SIZE buffer: 2048 of them
@@ -167,30 +171,27 @@ ucs_config_field_t uct_ud_sr_params_table[] = {
       "peers together. A first fragment beyond it is not accepted (counted as\n"
       "rx_reasm_limit) and its sender retransmits it later; nothing fails.\n"
       "Complete messages the application keeps (UCP's unexpected ones) are\n"
-      "not counted here.",
+      "not counted here (1 to 1048576).",
       ucs_offsetof(uct_ud_sr_params_t, rx_max_reasm), UCS_CONFIG_TYPE_UINT },
 
     { "FAULT_DROP", "0",
-      "Fault injector: probability that a sent datagram is silently dropped.",
-      ucs_offsetof(uct_ud_sr_params_t, fault_drop),
-      UCS_CONFIG_TYPE_DOUBLE },
+      "Fault injector: probability that a sent datagram is silently dropped\n"
+      "(0 to 1, as every FAULT_ probability).",
+      ucs_offsetof(uct_ud_sr_params_t, fault_drop), UCS_CONFIG_TYPE_DOUBLE },
 
     { "FAULT_DUP", "0",
       "Fault injector: probability that a datagram is sent twice.",
-      ucs_offsetof(uct_ud_sr_params_t, fault_dup),
-      UCS_CONFIG_TYPE_DOUBLE },
+      ucs_offsetof(uct_ud_sr_params_t, fault_dup), UCS_CONFIG_TYPE_DOUBLE },
 
     { "FAULT_REORDER", "0",
       "Fault injector: probability that a datagram is held back behind the "
       "next.",
-      ucs_offsetof(uct_ud_sr_params_t, fault_reorder),
-      UCS_CONFIG_TYPE_DOUBLE },
+      ucs_offsetof(uct_ud_sr_params_t, fault_reorder), UCS_CONFIG_TYPE_DOUBLE },
 
     { "FAULT_DELAY", "0",
       "Fault injector: probability that a datagram is delayed by "
       "FAULT_DELAY_TIME.",
-      ucs_offsetof(uct_ud_sr_params_t, fault_delay),
-      UCS_CONFIG_TYPE_DOUBLE },
+      ucs_offsetof(uct_ud_sr_params_t, fault_delay), UCS_CONFIG_TYPE_DOUBLE },
 
     { "FAULT_DELAY_TIME", "1ms",
       "Fault injector: delay of a delayed datagram (0 to 10s).",
@@ -198,8 +199,7 @@ ucs_config_field_t uct_ud_sr_params_table[] = {
       UCS_CONFIG_TYPE_TIME },
 
     { "FAULT_SEED", "1", "Fault injector: seed of its random sequence.",
-      ucs_offsetof(uct_ud_sr_params_t, fault_seed),
-      UCS_CONFIG_TYPE_ULONG },
+      ucs_offsetof(uct_ud_sr_params_t, fault_seed), UCS_CONFIG_TYPE_ULONG },
 
     { "ZCOPY", "y",
       "UD-ZCopy: offer get_zcopy, so that UCP's rendezvous moves large "
@@ -211,34 +211,35 @@ ucs_config_field_t uct_ud_sr_params_table[] = {
 
     { "ZCOPY_THRESH", "16k",
       "Gets smaller than this take the copy-based path (through the reliable\n"
-      "stream) instead of a receive context.",
+      "stream) instead of a receive context. 0: every get may take one; inf:\n"
+      "none does.",
       ucs_offsetof(uct_ud_sr_params_t, zcopy_thresh),
       UCS_CONFIG_TYPE_MEMUNITS },
 
     { "ZCOPY_CONTEXTS", "32",
       "Receive contexts (dedicated receive queues) in the pool; when all are\n"
-      "busy, gets take the copy-based path.",
-      ucs_offsetof(uct_ud_sr_params_t, zcopy_contexts),
-      UCS_CONFIG_TYPE_UINT },
+      "busy, gets take the copy-based path (at most 1024; 0: every get does,\n"
+      "while get_zcopy is still offered).",
+      ucs_offsetof(uct_ud_sr_params_t, zcopy_contexts), UCS_CONFIG_TYPE_UINT },
 
     { "ZCOPY_WINDOW", "256",
       "Datagrams a receive context holds; the owner of the data may send that\n"
-      "many beyond the lowest one missing.",
-      ucs_offsetof(uct_ud_sr_params_t, zcopy_window),
-      UCS_CONFIG_TYPE_UINT },
+      "many beyond the lowest one missing (4 to 4096).",
+      ucs_offsetof(uct_ud_sr_params_t, zcopy_window), UCS_CONFIG_TYPE_UINT },
 
     /* a served transfer keeps up to 4096 send-sequence entries (64 KiB):
      * 1024 of them bound the owner's side near 64 MiB */
     { "ZCOPY_MAX_SERVED", "1024",
       "Transfers this interface serves at once as the owner of the data.\n"
       "A request beyond it is answered \"busy\" (counted as zc_serve_limit)\n"
-      "and its initiator asks again a little later; nothing fails.",
+      "and its initiator asks again a little later; nothing fails (1 to\n"
+      "65536).",
       ucs_offsetof(uct_ud_sr_params_t, zcopy_max_served),
       UCS_CONFIG_TYPE_UINT },
 
-    { "ZCOPY_MAX", "64m", "Largest get (UCP splits larger transfers).",
-      ucs_offsetof(uct_ud_sr_params_t, zcopy_max),
-      UCS_CONFIG_TYPE_MEMUNITS },
+    { "ZCOPY_MAX", "64m",
+      "Largest get (UCP splits larger transfers; 4k to 1g).",
+      ucs_offsetof(uct_ud_sr_params_t, zcopy_max), UCS_CONFIG_TYPE_MEMUNITS },
 
     { NULL }
 };
@@ -310,22 +311,16 @@ static void uct_ud_sr_params_chan(const uct_ud_sr_params_t *config,
     chan_config->peer_headroom    = peer_headroom;
 }
 
-/* The range of a time setting, in seconds. */
-typedef struct uct_ud_sr_time_range {
-    const char *name;
-    double value;
-    double min;
-    double max;
-} uct_ud_sr_time_range_t;
-
 /* Times are refused outside their range before they become microseconds:
  * a negative one would wrap, a zero tick or interval would spin, a huge
- * one would stop the timers. */
-static int uct_ud_sr_params_check_times(const uct_ud_sr_params_t *config,
-                                        const char *tl_name,
-                                        const char *prefix)
+ * one would stop the timers. Counts and sizes: 0 where it means nothing,
+ * and beyond what memory or the protocol can hold (-1 reads as the
+ * largest value, and ended in "Out of memory" naming nothing). */
+static int uct_ud_sr_params_check_ranges(const uct_ud_sr_params_t *config,
+                                         const char *tl_name,
+                                         const char *prefix)
 {
-    const uct_ud_sr_time_range_t ranges[] = {
+    const uct_aptus_time_range_t times[] = {
         { "TIMER_TICK", config->timer_tick, 1e-6, 1.0 },
         { "ASYNC_INTERVAL", config->async_interval, 100e-6, 10.0 },
         { "ASYNC_INTERVAL_MAX", config->async_interval_max, 100e-6, 60.0 },
@@ -336,20 +331,37 @@ static int uct_ud_sr_params_check_times(const uct_ud_sr_params_t *config,
         { "TIMEOUT", config->timeout, 1e-3, INFINITY },
         { "FAULT_DELAY_TIME", config->fault_delay_time, 0.0, 10.0 },
     };
-    unsigned i;
+    /* the receive pool takes RX_BATCH datagrams at a time, twice over */
+    const uint64_t min_bufs          = 2 * (uint64_t)config->rx_batch;
+    const uct_aptus_range_t counts[] = {
+        { "SEG_SIZE", uct_aptus_bytes(config->seg_size), 512, 64 * UCS_MBYTE },
+        { "TX_WINDOW", uct_aptus_uint(config->tx_window), 1,
+          APTUS_REL_TX_WINDOW_MAX },
+        { "TX_WINDOW_BYTES", uct_aptus_bytes(config->tx_window_bytes), 1,
+          UINT64_MAX },
+        { "RX_BATCH", uct_aptus_uint(config->rx_batch), 1,
+          UCT_UD_SR_RX_BATCH_MAX },
+        { "RX_QUEUE_LEN", uct_aptus_uint(config->rx_queue_len), min_bufs,
+          UCT_UD_SR_RX_QUEUE_LEN_MAX },
+        { "RX_MAX_BUFS", uct_aptus_uint(config->rx_max_bufs), min_bufs,
+          UCT_UD_SR_RX_MAX_BUFS_MAX },
+        { "RX_MAX_POLL", uct_aptus_uint(config->rx_max_poll), 1, 1048576 },
+        { "ACK_COUNT", uct_aptus_uint(config->ack_count), 1,
+          APTUS_REL_TX_WINDOW_MAX },
+        { "MAX_PEERS", uct_aptus_uint(config->max_peers), 1, 16777216 },
+        { "RX_MAX_REASM", uct_aptus_uint(config->rx_max_reasm), 1, 1048576 },
+        { "ZCOPY_CONTEXTS", uct_aptus_uint(config->zcopy_contexts), 0, 1024 },
+        { "ZCOPY_WINDOW", uct_aptus_uint(config->zcopy_window), 4, 4096 },
+        { "ZCOPY_MAX_SERVED", uct_aptus_uint(config->zcopy_max_served), 1,
+          65536 },
+        { "ZCOPY_MAX", uct_aptus_bytes(config->zcopy_max), 4 * UCS_KBYTE,
+          UCS_GBYTE },
+    };
 
-    for (i = 0; i < sizeof(ranges) / sizeof(ranges[0]); ++i) {
-        /* written so that NaN fails too */
-        if (!((ranges[i].value >= ranges[i].min) &&
-              (ranges[i].value <= ranges[i].max))) {
-            ucs_error("%s: invalid configuration: UCX_%s%s=%gs is out of "
-                      "range [%gs, %gs]",
-                      tl_name, prefix, ranges[i].name, ranges[i].value,
-                      ranges[i].min, ranges[i].max);
-            return 0;
-        }
-    }
-    return 1;
+    return uct_aptus_time_ranges_check(tl_name, prefix, times,
+                                       ucs_static_array_size(times)) &&
+           uct_aptus_ranges_check(tl_name, prefix, counts,
+                                  ucs_static_array_size(counts));
 }
 
 ucs_status_t uct_ud_sr_params_setup(const uct_ud_sr_params_t *config,
@@ -363,7 +375,7 @@ ucs_status_t uct_ud_sr_params_setup(const uct_ud_sr_params_t *config,
     ucs_status_t status;
     size_t mtu;
 
-    if (!uct_ud_sr_params_check_times(config, tl_name, prefix)) {
+    if (!uct_ud_sr_params_check_ranges(config, tl_name, prefix)) {
         return UCS_ERR_INVALID_PARAM;
     }
     uct_ud_sr_params_chan(

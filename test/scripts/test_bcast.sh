@@ -144,7 +144,8 @@ run_bcast() {
     STATS=$APTUS_WORK/${name//[^A-Za-z0-9._-]/_}.bcast-stats
     rm -rf "$STATS"
     mkdir -p "$STATS"
-    APTUS_RUN_PRELOAD=$(bcast_lib "$flavour")
+    # BCAST_LIB_FLAVOUR: preload the library built for another MPI
+    APTUS_RUN_PRELOAD=$(bcast_lib "${BCAST_LIB_FLAVOUR:-$flavour}")
     APTUS_RUN_PREFIX=(ip netns exec "$ns")
     APTUS_RUN_ENV=(APTUS_BCAST_STATS="$STATS/bcast.%r" ${EXTRA_ENV[@]+"${EXTRA_ENV[@]}"})
     aptus_mpirun "$name" "$flavour" "$np" bcast_check "$@"
@@ -277,6 +278,20 @@ for flavour in $APTUS_MPIS; do
     EXTRA_ENV=(APTUS_BCAST_PEER_TIMEOUT=2)
     run_bcast "$name" "$flavour" 4 "$NS" -s 2:40
     check_error_end "$name" "the peer timeout ends the job" "rank 2 answered no repair or poll"
+
+    # the library built for the other MPI: one line naming the right one
+    # and status 1, where every rank aborted with "Invalid datatype"
+    other=openmpi
+    [ "$flavour" = openmpi ] && other=mpich
+    if [ -n "$(bcast_lib "$other")" ]; then
+        name=$flavour/bcast/np2/$other-library
+        BCAST_LIB_FLAVOUR=$other run_bcast "$name" "$flavour" 2 "$NS" -i 1
+        check_error_end "$name" "refused in one line" \
+            "^aptus_bcast: $(basename "$(bcast_lib "$other")") is built for .*: preload $(basename "$(bcast_lib "$flavour")") instead"
+        if grep -q "Invalid datatype" "$APTUS_RUN_LOG"; then
+            fail "$name: no Invalid datatype" "see $APTUS_RUN_LOG"
+        fi
+    fi
 done
 
 aptus_summary

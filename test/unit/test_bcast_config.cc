@@ -191,3 +191,20 @@ TEST(bcast_net, bad_interface_is_named)
         << err;
     EXPECT_EQ(htonl(INADDR_LOOPBACK), ifaddr.s_addr);
 }
+
+TEST(bcast_mpi, the_running_mpi_is_told_apart)
+{
+    /* what MPI_Get_library_version answers, and the library to preload */
+    EXPECT_EQ(APTUS_BC_MPI_OPEN_MPI,
+              aptus_bc_mpi_family("Open MPI v4.1.2, package: Debian OpenMPI"));
+    EXPECT_EQ(APTUS_BC_MPI_MPICH,
+              aptus_bc_mpi_family("MPICH Version:\t4.0\nMPICH Release date:"));
+    EXPECT_EQ(APTUS_BC_MPI_MPICH,
+              aptus_bc_mpi_family("Intel(R) MPI Library 2021.6"));
+    EXPECT_EQ(APTUS_BC_MPI_MPICH, aptus_bc_mpi_family(""));
+    EXPECT_STREQ("libaptus_bcast.so",
+                 aptus_bc_mpi_library(APTUS_BC_MPI_OPEN_MPI));
+    EXPECT_STREQ("libaptus_bcast_mpich.so",
+                 aptus_bc_mpi_library(APTUS_BC_MPI_MPICH));
+    EXPECT_STREQ("MPICH", aptus_bc_mpi_name(APTUS_BC_MPI_MPICH));
+}

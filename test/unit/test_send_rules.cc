@@ -213,3 +213,38 @@ TEST(send_rules, mutated_chains_never_crash_and_point_inside_the_text)
     }
     EXPECT_GT(parsed, 0u);
 }
+
+TEST(send_rules, coverage_of_every_size_by_ud_rules)
+{
+    struct {
+        const char *text;
+        bool covered;
+        uint64_t size, peers; /* the smallest gap */
+    } cases[] = {
+        { paper_chain, true, 0, 0 },
+        { "{any ud_sr}", true, 0, 0 },
+        { "{<=8k rc_sr},{<=8k ud_sr},{>8k ud_zcopy}", true, 0, 0 },
+        { "{peers<=16 ud_sr},{peers>16 ud_zcopy}", true, 0, 0 },
+        { "{==0 ud_sr},{>0 ud_zcopy}", true, 0, 0 },
+        { "{<=8192 ud_sr}", false, 8193, 1 },
+        { "{<=2048 rc_fp},{<=8192 rc_sr},{<=8192 ud_sr}", false, 8193, 1 },
+        { "{>0 ud_sr}", false, 0, 1 },
+        { "{any rc_sr},{<1m ud_sr},{>1m ud_zcopy}", false, 1048576, 1 },
+        { "{peers<=16 ud_sr}", false, 0, 17 },
+        { "{<=1k&peers>2 ud_sr},{>1k ud_sr}", false, 0, 1 },
+        /* a data channel's rule on RC does not fill a gap of UD's */
+        { "{<=8k ud_sr},{any rc_rdma},{>16k ud_zcopy}", false, 8193, 1 },
+    };
+
+    for (const auto &c : cases) {
+        aptus_rule_chain_t chain = parse_ok(c.text);
+        uint64_t size = 0, peers = 0;
+        EXPECT_EQ(c.covered ? 1 : 0,
+                  aptus_rule_chain_covers(&chain, &size, &peers))
+            << c.text;
+        if (!c.covered) {
+            EXPECT_EQ(c.size, size) << c.text;
+            EXPECT_EQ(c.peers, peers) << c.text;
+        }
+    }
+}
