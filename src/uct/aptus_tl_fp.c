@@ -289,6 +289,11 @@ void uct_aptus_tl_fp_ctl_recv(uct_aptus_tl_iface_t *iface,
         remote.carrier_peer = &ep->peer;
         remote.geom         = &geom;
         remote.key          = &key;
+        /* the grant came over UD: the pid is held to the RC connection's
+         * proven peer (FP goes with RC) */
+        remote.conn = ((ep->rc != NULL) && ep->rc->connected)
+                          ? ep->rc->link.conn
+                          : NULL;
         remote.nonce        = nonce;
         remote.before       = 0; /* the trailer's sequence orders */
         tx->nonce           = nonce;
