@@ -220,7 +220,8 @@ void aptus_fp_peer_init(aptus_fp_peer_t *peer, uint64_t peer_key,
 /* The peer's block is geom at key, named nonce: messages may go. The key
  * is checked against conn's proven peer (the wire's key_check).
  * UCS_ERR_UNREACHABLE: the wire cannot write there (another host, no
- * proof); UCS_ERR_INVALID_ADDR: the key names another process than conn's
+ * proof); UCS_ERR_NO_RESOURCE: conn's proof is on its way (ask again);
+ * UCS_ERR_INVALID_ADDR: the key names another process than conn's
  * peer (counted in the wire's pid_refused); UCS_ERR_EXCEEDS_LIMIT:
  * max_senders are attached; UCS_ERR_NO_MEMORY. */
 ucs_status_t aptus_fp_peer_attach(aptus_fp_chan_t *chan, aptus_fp_peer_t *peer,

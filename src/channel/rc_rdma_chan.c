@@ -116,8 +116,19 @@ static ucs_status_t aptus_rc_rdma_op(aptus_rc_rdma_chan_t *rdma,
     if (status != UCS_OK) {
         return status;
     }
-    if (ucs_unlikely((link->conn == NULL) ||
-                     !wire->ops->key_reachable(link->conn, key))) {
+    status = (link->conn != NULL) ? wire->ops->key_check(link->conn, key)
+                                  : UCS_ERR_UNREACHABLE;
+    if (ucs_unlikely(status == UCS_ERR_INVALID_ADDR)) {
+        rdma->stats.refused++; /* an edited key: counted by the wire */
+        ucs_error("rc_rdma %s: the remote key names another process than "
+                  "the peer",
+                  is_write ? "put" : "get");
+        return status;
+    }
+    if (ucs_unlikely((status == UCS_ERR_NO_RESOURCE) && !rdma->over_conn)) {
+        return status; /* the peer's proof is on its way */
+    }
+    if (ucs_unlikely(status != UCS_OK)) {
         status = aptus_rc_rdma_over_conn(rdma, link, iov, iovcnt, remote_addr,
                                          key, is_write, comp);
         if (UCS_STATUS_IS_ERR(status) && (status != UCS_ERR_NO_RESOURCE)) {

@@ -228,7 +228,8 @@ typedef struct aptus_conn_wire_ops {
     int (*key_reachable)(aptus_conn_t *conn, const aptus_mem_key_t *key);
 
     /* Whether key names memory of conn's proven peer: UCS_OK, and then
-     * write_ordered may use it; UCS_ERR_UNREACHABLE as for write; or
+     * write_ordered may use it; UCS_ERR_NO_RESOURCE while the proof is on
+     * its way (ask again); UCS_ERR_UNREACHABLE as for write; or
      * UCS_ERR_INVALID_ADDR for a key naming another process (counted in
      * pid_refused). */
     ucs_status_t (*key_check)(aptus_conn_t *conn, const aptus_mem_key_t *key);

@@ -368,7 +368,8 @@ static ucs_status_t aptus_sock_conn_key_check(aptus_conn_t *tl_conn,
     aptus_sock_conn_t *conn = aptus_sock_conn(tl_conn);
 
     if (!aptus_sock_conn_key_reachable(tl_conn, key)) {
-        return UCS_ERR_UNREACHABLE;
+        return (conn->prove == APTUS_SOCK_PROVE_WAITING) ? UCS_ERR_NO_RESOURCE
+                                                         : UCS_ERR_UNREACHABLE;
     }
     if (key->pid != (uint32_t)conn->peer_pid) {
         /* an edited key: it names a process that never proved itself */
@@ -531,7 +532,8 @@ static ucs_status_t aptus_sock_conn_rma(aptus_conn_t *tl_conn,
 
     if (status != UCS_OK) {
         tl_conn->wire->stats.refused++;
-        return status;
+        /* not proven yet counts as not here: over the connection */
+        return (status == UCS_ERR_NO_RESOURCE) ? UCS_ERR_UNREACHABLE : status;
     }
     return aptus_sock_conn_vm(tl_conn->wire, aptus_sock_conn(tl_conn)->peer_pid,
                               key, remote_addr, iov, iovcnt, is_write);
