@@ -288,13 +288,27 @@ void aptus_fp_peer_init(aptus_fp_peer_t *peer, uint64_t peer_key,
 
 ucs_status_t aptus_fp_peer_attach(aptus_fp_chan_t *chan, aptus_fp_peer_t *peer,
                                   const aptus_fp_geom_t *geom,
-                                  const aptus_mem_key_t *key, uint16_t nonce)
+                                  const aptus_mem_key_t *key,
+                                  aptus_conn_t *conn, uint16_t nonce)
 {
+    ucs_status_t status;
+
     if (peer->attached) {
         aptus_fp_peer_detach(chan, peer); /* a repeated grant: start over */
     }
-    if (!chan->wire->ops->key_reachable(chan->wire, key)) {
+    if (conn == NULL) {
         return UCS_ERR_UNREACHABLE;
+    }
+    /* the block is written long after, over no particular connection:
+     * the grant's pid is held to the peer's proven one now */
+    status = chan->wire->ops->key_check(conn, key);
+    if (status != UCS_OK) {
+        if (status == UCS_ERR_INVALID_ADDR) {
+            ucs_error("%s: a grant names a process other than the peer's: "
+                      "fast path refused",
+                      aptus_chan_name(&chan->super));
+        }
+        return status;
     }
     if (chan->num_senders >= chan->max_senders) {
         return UCS_ERR_EXCEEDS_LIMIT;
@@ -576,7 +590,7 @@ static ucs_status_t aptus_fp_chan_peer_connect_op(aptus_chan_t *super,
     aptus_fp_peer_init(peer, r->peer_key, r->carrier_peer);
     peer->before = r->before;
     status       = aptus_fp_peer_attach(aptus_fp_chan_of(super), peer, r->geom,
-                                        r->key, r->nonce);
+                                        r->key, r->conn, r->nonce);
     if (status != UCS_OK) {
         ucs_arbiter_group_cleanup(&peer->pending);
         return status;

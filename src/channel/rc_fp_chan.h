@@ -205,7 +205,10 @@ typedef struct aptus_fp_remote {
     uint64_t peer_key;           /* the receiver's interface */
     void *carrier_peer;          /* its peer on the carrier: its health */
     const aptus_fp_geom_t *geom; /* of the block */
-    const aptus_mem_key_t *key;  /* where it is */
+    const aptus_mem_key_t *key;  /* where it is (the grant's word) */
+    aptus_conn_t *conn;          /* a connection to the receiver: whose
+                                    process the wire proved it is, which the
+                                    key must name (NULL: none, unreachable) */
     uint16_t nonce;              /* its name, as credits carry it */
     uint32_t before;             /* carrier messages already sent on its
                                     account (named before it was given) */
@@ -214,12 +217,17 @@ typedef struct aptus_fp_remote {
 void aptus_fp_peer_init(aptus_fp_peer_t *peer, uint64_t peer_key,
                         void *carrier_peer);
 
-/* The peer's block is geom at key, named nonce: messages may go.
- * UCS_ERR_UNREACHABLE: the wire cannot write there (another host);
- * UCS_ERR_EXCEEDS_LIMIT: max_senders are attached; UCS_ERR_NO_MEMORY. */
+/* The peer's block is geom at key, named nonce: messages may go. The key
+ * is checked against conn's proven peer (the wire's key_check).
+ * UCS_ERR_UNREACHABLE: the wire cannot write there (another host, no
+ * proof); UCS_ERR_NO_RESOURCE: conn's proof is on its way (ask again);
+ * UCS_ERR_INVALID_ADDR: the key names another process than conn's
+ * peer (counted in the wire's pid_refused); UCS_ERR_EXCEEDS_LIMIT:
+ * max_senders are attached; UCS_ERR_NO_MEMORY. */
 ucs_status_t aptus_fp_peer_attach(aptus_fp_chan_t *chan, aptus_fp_peer_t *peer,
                                   const aptus_fp_geom_t *geom,
-                                  const aptus_mem_key_t *key, uint16_t nonce);
+                                  const aptus_mem_key_t *key,
+                                  aptus_conn_t *conn, uint16_t nonce);
 
 /* No more writes into the peer's block (pending requests are purged by
  * the transport first). */

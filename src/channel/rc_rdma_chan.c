@@ -116,7 +116,19 @@ static ucs_status_t aptus_rc_rdma_op(aptus_rc_rdma_chan_t *rdma,
     if (status != UCS_OK) {
         return status;
     }
-    if (ucs_unlikely(!wire->ops->key_reachable(wire, key))) {
+    status = (link->conn != NULL) ? wire->ops->key_check(link->conn, key)
+                                  : UCS_ERR_UNREACHABLE;
+    if (ucs_unlikely(status == UCS_ERR_INVALID_ADDR)) {
+        rdma->stats.refused++; /* an edited key: counted by the wire */
+        ucs_error("rc_rdma %s: the remote key names another process than "
+                  "the peer",
+                  is_write ? "put" : "get");
+        return status;
+    }
+    if (ucs_unlikely((status == UCS_ERR_NO_RESOURCE) && !rdma->over_conn)) {
+        return status; /* the peer's proof is on its way */
+    }
+    if (ucs_unlikely(status != UCS_OK)) {
         status = aptus_rc_rdma_over_conn(rdma, link, iov, iovcnt, remote_addr,
                                          key, is_write, comp);
         if (UCS_STATUS_IS_ERR(status) && (status != UCS_ERR_NO_RESOURCE)) {
@@ -129,13 +141,17 @@ static ucs_status_t aptus_rc_rdma_op(aptus_rc_rdma_chan_t *rdma,
         }
         return status;
     }
-    status = is_write ? wire->ops->write(wire, key, remote_addr, iov, iovcnt)
-                      : wire->ops->read(wire, key, remote_addr, iov, iovcnt);
+    /* into the connection's proven peer; an edited key is refused */
+    status = is_write ? wire->ops->write(link->conn, key, remote_addr, iov,
+                                         iovcnt)
+                      : wire->ops->read(link->conn, key, remote_addr, iov,
+                                        iovcnt);
     if (ucs_unlikely(status != UCS_OK)) {
         rdma->stats.refused++;
         if (status == UCS_ERR_INVALID_ADDR) {
             ucs_error("rc_rdma %s: [0x%" PRIx64 ", +%zu) is outside the "
-                      "remote key's region or not mapped",
+                      "remote key's region, not mapped, or the key names "
+                      "another process than the peer",
                       is_write ? "put" : "get", remote_addr, length);
         }
         return status;

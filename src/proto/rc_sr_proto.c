@@ -48,8 +48,14 @@ aptus_frame_result_t aptus_frame_parse(const uint8_t *buf, size_t avail,
             return APTUS_FRAME_BAD;
         }
         break;
+    case APTUS_FRAME_TYPE_PROVE_REQ:
+        if (frame->length != APTUS_FRAME_PROVE_REQ_LEN) {
+            return APTUS_FRAME_BAD;
+        }
+        break;
     case APTUS_FRAME_TYPE_READ_ERR:
     case APTUS_FRAME_TYPE_FENCE_ACK:
+    case APTUS_FRAME_TYPE_PROVE_ANS:
         if (frame->length != 0) {
             return APTUS_FRAME_BAD;
         }

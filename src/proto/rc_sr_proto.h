@@ -80,6 +80,19 @@ extern "C" {
 #define APTUS_FRAME_TYPE_FENCE_ACK 6
 #define APTUS_FRAME_WRITE_HDR_LEN  16
 #define APTUS_FRAME_READ_REQ_LEN   24
+/* Proof of the peer's process (same host only), the first frame each side
+ * sends on a connection:
+ *   PROVE_REQ  name u64 (of the sender's local rendezvous socket, which
+ *              only the sender's network namespace reaches), challenge
+ *              (16 bytes, random)
+ *   PROVE_ANS  no body: the receiver of a PROVE_REQ has answered it on the
+ *              local socket if it could (the challenge, and its own view
+ *              of this connection's addresses); the asker decides then.
+ * The wire (not this module) says what the local socket is. */
+#define APTUS_FRAME_TYPE_PROVE_REQ 7
+#define APTUS_FRAME_TYPE_PROVE_ANS 8
+#define APTUS_FRAME_CHALLENGE_LEN  16
+#define APTUS_FRAME_PROVE_REQ_LEN  (8 + APTUS_FRAME_CHALLENGE_LEN)
 
 #define APTUS_RC_HDR_LEN     4
 #define APTUS_RC_HELLO_LEN   32

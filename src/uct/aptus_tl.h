@@ -85,6 +85,9 @@ typedef struct uct_aptus_tl_fp_tx {
     struct uct_aptus_tl_ep *ep;
     uint16_t nonce;    /* the peer's name of its block */
     uint8_t connected; /* peer is the channel's */
+    uint8_t waiting;   /* the grant waits for the RC connection's proof */
+    aptus_fp_geom_t geom; /* the grant's */
+    aptus_mem_key_t key;
 } uct_aptus_tl_fp_tx_t;
 
 typedef struct uct_aptus_tl_iface_config {
@@ -414,6 +417,9 @@ int uct_aptus_tl_fp_open(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep);
 /* The FP slot went (demoted, refused, released): stop writing into the
  * peer's block and tell it (FP_DONE). */
 void uct_aptus_tl_fp_sync(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep);
+/* Attach to the peer's block once the RC connection's peer is proven (a
+ * grant that comes first waits in fp_tx->waiting). */
+void uct_aptus_tl_fp_attach(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep);
 void uct_aptus_tl_fp_forget(uct_aptus_tl_iface_t *iface,
                             uct_aptus_tl_ep_t *ep);
 /* Control messages of the fast path (type 6 to 8). */

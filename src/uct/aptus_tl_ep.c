@@ -68,6 +68,9 @@ unsigned uct_aptus_tl_ep_allocated(uct_aptus_tl_iface_t *iface,
             allocated |= APTUS_RULE_BIT(APTUS_RULE_RC_RDMA);
         }
     }
+    if (ucs_unlikely((ep->fp_tx != NULL) && ep->fp_tx->waiting)) {
+        uct_aptus_tl_fp_attach(iface, ep);
+    }
     if (ucs_unlikely(uct_aptus_tl_fp_usable(ep))) {
         allocated |= APTUS_RULE_BIT(APTUS_RULE_RC_FP);
     }

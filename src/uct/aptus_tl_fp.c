@@ -158,6 +158,47 @@ static void uct_aptus_tl_fp_drop(uct_aptus_tl_iface_t *iface,
     uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_DEMOTE, APTUS_ALLOC_FP);
 }
 
+void uct_aptus_tl_fp_attach(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep)
+{
+    uct_aptus_tl_fp_tx_t *tx = ep->fp_tx;
+    aptus_fp_remote_t remote;
+    aptus_chan_peer_t *cpeer;
+    ucs_status_t status;
+
+    if (ep->alloc.slot[APTUS_ALLOC_FP].state == APTUS_ALLOC_NONE) {
+        tx->waiting = 0; /* given up meanwhile */
+        return;
+    }
+    if ((ep->rc != NULL) && !ep->rc->connected) {
+        (void)uct_aptus_tl_ep_rc_link(iface, ep); /* the proof rides on it */
+    }
+    remote.peer_key     = ep->peer.remote_key;
+    remote.carrier_peer = &ep->peer;
+    remote.geom         = &tx->geom;
+    remote.key          = &tx->key;
+    /* the grant came over UD: its pid is held to the RC connection's
+     * proven peer (FP goes with RC) */
+    remote.conn   = ((ep->rc != NULL) && ep->rc->connected) ? ep->rc->link.conn
+                                                            : NULL;
+    remote.nonce  = tx->nonce;
+    remote.before = 0; /* the trailer's sequence orders */
+    if ((remote.conn == NULL) && (ep->rc != NULL)) {
+        return; /* still connecting: asked again with the next send */
+    }
+    status = aptus_chan_peer_connect(&iface->fpc.super, &remote, &tx->peer,
+                                     &cpeer);
+    if (status == UCS_ERR_NO_RESOURCE) {
+        return; /* the proof is on its way: asked again */
+    }
+    tx->waiting = 0;
+    if (status != UCS_OK) {
+        /* another host (no fast path to it), an edited grant, or no room */
+        uct_aptus_tl_fp_drop(iface, ep);
+        return;
+    }
+    tx->connected = 1;
+}
+
 size_t uct_aptus_tl_fp_ctl_pack(uct_aptus_tl_iface_t *iface,
                                 uct_aptus_tl_ep_t *ep, unsigned type,
                                 uint8_t *msg)
@@ -214,12 +255,8 @@ void uct_aptus_tl_fp_ctl_recv(uct_aptus_tl_iface_t *iface,
                               size_t length)
 {
     uct_aptus_tl_fp_tx_t *tx;
-    aptus_fp_remote_t remote;
-    aptus_chan_peer_t *cpeer;
     aptus_fp_block_t *b;
     aptus_fp_geom_t geom;
-    aptus_mem_key_t key;
-    ucs_status_t status;
     uint16_t nonce;
     const char *why;
 
@@ -281,25 +318,14 @@ void uct_aptus_tl_fp_ctl_recv(uct_aptus_tl_iface_t *iface,
                                        (aptus_chan_peer_t *)&tx->peer);
             tx->connected = 0;
         }
-        key.address         = aptus_get64(msg + 8);
-        key.length          = geom.size;
-        key.pid             = aptus_get32(msg + 16);
-        key.host_id         = aptus_get64(msg + 20);
-        remote.peer_key     = ep->peer.remote_key;
-        remote.carrier_peer = &ep->peer;
-        remote.geom         = &geom;
-        remote.key          = &key;
-        remote.nonce        = nonce;
-        remote.before       = 0; /* the trailer's sequence orders */
-        tx->nonce           = nonce;
-        status = aptus_chan_peer_connect(&iface->fpc.super, &remote,
-                                         &tx->peer, &cpeer);
-        if (status != UCS_OK) {
-            /* another host (no fast path to it), or no room */
-            uct_aptus_tl_fp_drop(iface, ep);
-            return;
-        }
-        tx->connected = 1;
+        tx->key.address = aptus_get64(msg + 8);
+        tx->key.length  = geom.size;
+        tx->key.pid     = aptus_get32(msg + 16);
+        tx->key.host_id = aptus_get64(msg + 20);
+        tx->geom        = geom;
+        tx->nonce       = nonce;
+        tx->waiting     = 1;
+        uct_aptus_tl_fp_attach(iface, ep);
         return;
     default:
         break;

@@ -318,6 +318,7 @@ static void uct_rc_fp_granted(uct_rc_fp_iface_t *iface, uct_rc_fp_ep_t *ep,
     remote.carrier_peer = &ep->super.link;
     remote.geom         = &geom;
     remote.key          = &key;
+    remote.conn         = ep->super.link.conn; /* the grant came over it */
     remote.nonce        = ep->fp.nonce;
     remote.before       = ep->fp.rc_early;
     status = aptus_chan_peer_connect(&iface->fpc.super, &remote, &ep->fp.peer,

@@ -272,7 +272,9 @@ ucs_status_t uct_rc_sr_ep_get_bcopy(uct_ep_h tl_ep,
     UCT_CHECK_LENGTH(length, 0, iface->chan.config.max_msg, "get_bcopy");
     UCT_SKIP_ZERO_LENGTH(length);
     uct_aptus_rkey_to_chan_key((const uct_aptus_rkey_t *)rkey, &key);
-    if (iface->wire->ops->key_reachable(iface->wire, &key.mem)) {
+    if ((uct_rc_sr_ep_link(tl_ep)->conn != NULL) &&
+        iface->wire->ops->key_reachable(uct_rc_sr_ep_link(tl_ep)->conn,
+                                        &key.mem)) {
         status = uct_rc_sr_ep_rma(tl_ep, &iov, 1, remote_addr, rkey, 0, NULL);
         if (status == UCS_OK) {
             unpack_cb(arg, iface->bounce, length);

@@ -8,6 +8,23 @@
  * region's bounds. The sock wire implements it with TCP and
  * process_vm_writev/readv (same host only); the verbs wire with RC queue
  * pairs and an SRQ.
+ *
+ * The process a direct one-sided operation touches is the peer of the
+ * connection it goes over, as the kernel proved it, never the pid a key
+ * names: a key or fast-path grant is the peer's word, and an edited one
+ * would name another process of the same user. The sock wire proves a
+ * same-host peer's pid when the connection comes up: each side asks the
+ * other (PROVE_REQ, first frame) to connect to its abstract AF_UNIX
+ * socket -- reachable only from its own network namespace -- and to send
+ * there the challenge it got over TCP and its view of the TCP connection's
+ * two addresses; the asker reads SO_PEERCRED (the pid in its own PID
+ * namespace) and ties it to the TCP connection whose challenge and
+ * addresses match, so that a peer can neither name a process that did not
+ * connect nor relay another UCX process's answer for a connection of its
+ * own. Without a proven pid, the direct operations are refused as
+ * unreachable and go over the connection (write_conn, read_conn); a key
+ * whose pid differs from the proven one is refused and counted
+ * (pid_refused).
  */
 #ifndef APTUS_WIRE_CONN_H_
 #define APTUS_WIRE_CONN_H_
@@ -155,6 +172,11 @@ typedef struct aptus_conn_wire_stats {
     uint64_t conn_served;     /* peers' reads served here */
     uint64_t conn_served_bytes;
     uint64_t conn_refused;    /* peers' operations outside any region */
+    uint64_t pid_proven;   /* connections whose peer's pid the kernel proved */
+    uint64_t pid_unproven; /* answered, not proven: another host, another
+                              PID namespace, or a wrong answer */
+    uint64_t pid_refused;  /* keys or grants naming a process other than the
+                              connection's proven peer */
 } aptus_conn_wire_stats_t;
 
 typedef struct aptus_conn_wire_ops {
@@ -174,13 +196,16 @@ typedef struct aptus_conn_wire_ops {
     size_t (*backlog)(aptus_conn_t *conn);
 
     /* One-sided write, read into local iovecs, write-with-immediate (the
-     * immediate is delivered on conn after the data is in place). A range
-     * outside the key's region, or a peer on another host, is refused
-     * (UCS_ERR_INVALID_ADDR, UCS_ERR_UNREACHABLE) with nothing moved. */
-    ucs_status_t (*write)(aptus_conn_wire_t *wire, const aptus_mem_key_t *key,
+     * immediate is delivered on conn after the data is in place), into the
+     * memory of conn's peer. A range outside the key's region, or a key
+     * naming another process than the peer the wire proved (pid_refused),
+     * is refused (UCS_ERR_INVALID_ADDR); a peer whose memory the wire
+     * cannot reach (another host, or no proof) too (UCS_ERR_UNREACHABLE);
+     * nothing is moved then. */
+    ucs_status_t (*write)(aptus_conn_t *conn, const aptus_mem_key_t *key,
                           uint64_t remote_addr, const struct iovec *iov,
                           unsigned iovcnt);
-    ucs_status_t (*read)(aptus_conn_wire_t *wire, const aptus_mem_key_t *key,
+    ucs_status_t (*read)(aptus_conn_t *conn, const aptus_mem_key_t *key,
                          uint64_t remote_addr, const struct iovec *iov,
                          unsigned iovcnt);
     ucs_status_t (*write_imm)(aptus_conn_t *conn, const aptus_mem_key_t *key,
@@ -190,14 +215,28 @@ typedef struct aptus_conn_wire_ops {
     /* One-sided write of pieces that the target's CPUs see in the order
      * given: every byte of a piece before any byte of a later one (within
      * a piece, in no particular order). For publishing a message behind a
-     * flag the target polls. Checked against key like write. */
+     * flag the target polls. Checked against key's bounds; key must have
+     * passed key_check on the connection to its owner (a fast-path block
+     * is written long after its grant, whatever connection is up then). */
     ucs_status_t (*write_ordered)(aptus_conn_wire_t *wire,
                                   const aptus_mem_key_t *key,
                                   const aptus_conn_piece_t *pieces,
                                   unsigned count);
 
-    /* Whether write and read reach memory behind key directly. */
-    int (*key_reachable)(aptus_conn_wire_t *wire, const aptus_mem_key_t *key);
+    /* Whether write and read over conn reach memory behind key directly:
+     * the wire proved conn's peer and the key says it is of this host. */
+    int (*key_reachable)(aptus_conn_t *conn, const aptus_mem_key_t *key);
+
+    /* Whether key names memory of conn's proven peer: UCS_OK, and then
+     * write_ordered may use it; UCS_ERR_NO_RESOURCE while the proof is on
+     * its way (ask again); UCS_ERR_UNREACHABLE as for write; or
+     * UCS_ERR_INVALID_ADDR for a key naming another process (counted in
+     * pid_refused). */
+    ucs_status_t (*key_check)(aptus_conn_t *conn, const aptus_mem_key_t *key);
+
+    /* The pid of conn's peer as the kernel proved it, in this process's
+     * PID namespace; 0 while not proven (not yet, or never). */
+    pid_t (*peer_pid)(aptus_conn_t *conn);
 
     /* The same carried over the connection, for memory the wire cannot
      * reach directly (a peer on another host): the target serves them

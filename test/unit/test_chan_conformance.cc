@@ -401,6 +401,15 @@ TEST_P(chan_conformance, data_moves_by_key)
     aptus_chan_key_t key = key_of(rb);
     uint64_t base        = (uint64_t)(uintptr_t)rb.data.data();
 
+    if (m_type == APTUS_CHAN_RC_RDMA) {
+        /* the key is not registered with the peer's md: only the direct
+         * path, once the kernel proved the peer, reaches it */
+        aptus_rc_link_t *link = (aptus_rc_link_t *)peer(m_a);
+        ASSERT_TRUE(wait_for([&] {
+            return (link->conn != nullptr) &&
+                   (link->conn->wire->ops->peer_pid(link->conn) != 0);
+        }));
+    }
     std::vector<uint8_t> dest(100000);
     struct iovec iov = { dest.data(), dest.size() };
     test_comp comp;

@@ -240,7 +240,7 @@ TEST(rc_sr_proto, frame_bad)
     }
 
     /* every unknown type, whatever the length */
-    for (unsigned type = APTUS_FRAME_TYPE_FENCE_ACK + 1; type < 256; ++type) {
+    for (unsigned type = APTUS_FRAME_TYPE_PROVE_ANS + 1; type < 256; ++type) {
         for (size_t len : { (size_t)0, (size_t)4, (size_t)50 }) {
             std::vector<uint8_t> buf =
                 frame_bytes(type, std::vector<uint8_t>(len, 1));
@@ -696,8 +696,11 @@ static void check_frame(const uint8_t *buf, size_t avail, size_t max_len,
          (length == APTUS_FRAME_READ_REQ_LEN)) ||
         ((type == APTUS_FRAME_TYPE_READ_RESP) && (length > 0) &&
          (length <= max_len)) ||
+        ((type == APTUS_FRAME_TYPE_PROVE_REQ) &&
+         (length == APTUS_FRAME_PROVE_REQ_LEN)) ||
         (((type == APTUS_FRAME_TYPE_READ_ERR) ||
-          (type == APTUS_FRAME_TYPE_FENCE_ACK)) &&
+          (type == APTUS_FRAME_TYPE_FENCE_ACK) ||
+          (type == APTUS_FRAME_TYPE_PROVE_ANS)) &&
          (length == 0));
     if (!valid) {
         ASSERT_EQ(APTUS_FRAME_BAD, r);

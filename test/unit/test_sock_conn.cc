@@ -19,6 +19,7 @@ extern "C" {
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <iostream>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -306,6 +307,11 @@ class sock_conn : public ::testing::Test
         ASSERT_EQ(UCS_OK, send(m_ba, { 2 }));
         ASSERT_TRUE(wait_for(
             [&] { return (m_a.msgs.size() == 1) && (m_b.msgs.size() == 1); }));
+        /* each end knows the other's pid (this process) from the kernel */
+        ASSERT_TRUE(wait_for([&] {
+            return (m_a.wire->ops->peer_pid(m_ab) != 0) &&
+                   (m_b.wire->ops->peer_pid(m_ba) != 0);
+        }));
         for (side *s : { &m_a, &m_b }) {
             s->msgs.clear();
             s->events.clear();
@@ -442,9 +448,10 @@ TEST_F(sock_conn, connect_and_exchange)
     expect_received(m_a, conn, ba);
     EXPECT_TRUE(m_a.failed.empty());
     EXPECT_TRUE(m_b.failed.empty());
-    EXPECT_EQ(ab.size(), m_a.wire->stats.tx_frames);
-    EXPECT_EQ(ab.size(), m_b.wire->stats.rx_frames);
-    EXPECT_EQ(ba.size(), m_a.wire->stats.rx_frames);
+    /* and each way the proof of the peer: PROVE_REQ, PROVE_ANS */
+    EXPECT_EQ(ab.size() + 2, m_a.wire->stats.tx_frames);
+    EXPECT_EQ(ab.size() + 2, m_b.wire->stats.rx_frames);
+    EXPECT_EQ(ba.size() + 2, m_a.wire->stats.rx_frames);
     EXPECT_EQ(m_a.wire->stats.tx_bytes, m_b.wire->stats.rx_bytes);
     EXPECT_EQ(m_b.wire->stats.tx_bytes, m_a.wire->stats.rx_bytes);
 }
@@ -605,7 +612,8 @@ TEST_F(sock_conn, larger_than_max_frame_refused)
                                   { half.data(), half.size() } };
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, m_ab->wire->ops->send(m_ab, iov, 2));
     EXPECT_EQ(0u, m_a.wire->ops->backlog(m_ab));
-    EXPECT_EQ(1u, m_a.wire->stats.tx_frames); /* establish()'s ping */
+    /* establish()'s ping, and the proof of the peer: PROVE_REQ, PROVE_ANS */
+    EXPECT_EQ(3u, m_a.wire->stats.tx_frames);
 
     /* nothing of them went out: the stream goes on */
     std::vector<uint8_t> ok = pattern(3, MAX_FRAME);
@@ -796,12 +804,12 @@ TEST_F(sock_conn, exact_fill_small_frames)
 
 TEST_F(sock_conn, one_sided_write_read)
 {
-    ASSERT_NO_FATAL_FAILURE(open(m_a));
+    ASSERT_NO_FATAL_FAILURE(establish());
     const size_t len = 8192, guard = 64;
     std::vector<uint8_t> mem(len + 2 * guard, 0xee);
     uint8_t *region     = mem.data() + guard;
     aptus_mem_key_t key = key_of(m_a.wire, region, len);
-    EXPECT_TRUE(m_a.wire->ops->key_reachable(m_a.wire, &key));
+    EXPECT_TRUE(m_a.wire->ops->key_reachable(m_ab, &key));
 
     /* a gather list with an empty piece, into the middle */
     std::vector<uint8_t> src = pattern(9, 1103);
@@ -810,7 +818,7 @@ TEST_F(sock_conn, one_sided_write_read)
                                  { src.data() + 100, 1000 },
                                  { src.data() + 1100, 3 } };
     ASSERT_EQ(UCS_OK,
-              m_a.wire->ops->write(m_a.wire, &key, key.address + 17, iov, 4));
+              m_a.wire->ops->write(m_ab, &key, key.address + 17, iov, 4));
     EXPECT_EQ(0, memcmp(region + 17, src.data(), src.size()));
     for (size_t i = 0; i < 17; ++i) {
         ASSERT_EQ(0xee, region[i]);
@@ -825,22 +833,22 @@ TEST_F(sock_conn, one_sided_write_read)
                              { dst.data() + 500, 600 },
                              { dst.data() + 1100, 3 } };
     ASSERT_EQ(UCS_OK,
-              m_a.wire->ops->read(m_a.wire, &key, key.address + 17, riov, 3));
+              m_a.wire->ops->read(m_ab, &key, key.address + 17, riov, 3));
     EXPECT_EQ(0, memcmp(dst.data(), src.data(), src.size()));
     EXPECT_EQ(0x11, dst[src.size()]);
 
     /* the whole region, its last byte, and nothing at its end */
     std::vector<uint8_t> whole = pattern(10, len);
     struct iovec w             = { whole.data(), len };
-    ASSERT_EQ(UCS_OK, m_a.wire->ops->write(m_a.wire, &key, key.address, &w, 1));
+    ASSERT_EQ(UCS_OK, m_a.wire->ops->write(m_ab, &key, key.address, &w, 1));
     EXPECT_EQ(0, memcmp(region, whole.data(), len));
     uint8_t last = 0x5a;
     w            = { &last, 1 };
-    ASSERT_EQ(UCS_OK, m_a.wire->ops->write(m_a.wire, &key,
+    ASSERT_EQ(UCS_OK, m_a.wire->ops->write(m_ab, &key,
                                            key.address + len - 1, &w, 1));
     EXPECT_EQ(0x5a, region[len - 1]);
     ASSERT_EQ(UCS_OK,
-              m_a.wire->ops->write(m_a.wire, &key, key.address + len, &w, 0));
+              m_a.wire->ops->write(m_ab, &key, key.address + len, &w, 0));
     /* 16 pieces, the most a gather list may have */
     std::vector<uint8_t> rd(len, 0);
     struct iovec r16[16];
@@ -848,7 +856,7 @@ TEST_F(sock_conn, one_sided_write_read)
         r16[i] = { rd.data() + i * (len / 16), len / 16 };
     }
     ASSERT_EQ(UCS_OK,
-              m_a.wire->ops->read(m_a.wire, &key, key.address, r16, 16));
+              m_a.wire->ops->read(m_ab, &key, key.address, r16, 16));
     EXPECT_EQ(0, memcmp(rd.data(), region, len));
     for (size_t i = 0; i < guard; ++i) {
         ASSERT_EQ(0xee, mem[i]);
@@ -864,7 +872,7 @@ TEST_F(sock_conn, one_sided_write_read)
 
 TEST_F(sock_conn, one_sided_out_of_bounds_refused)
 {
-    ASSERT_NO_FATAL_FAILURE(open(m_a));
+    ASSERT_NO_FATAL_FAILURE(establish());
     const size_t len = 4096, guard = 256;
     std::vector<uint8_t> mem(len + 2 * guard, 0xee);
     const std::vector<uint8_t> orig = mem;
@@ -901,10 +909,10 @@ TEST_F(sock_conn, one_sided_out_of_bounds_refused)
         riov[0].iov_len = iov[0].iov_len;
         riov[1].iov_len = iov[1].iov_len;
         EXPECT_EQ(UCS_ERR_INVALID_ADDR,
-                  m_a.wire->ops->write(m_a.wire, &key, r.addr, iov, 2))
+                  m_a.wire->ops->write(m_ab, &key, r.addr, iov, 2))
             << std::hex << r.addr - base << " " << r.length;
         EXPECT_EQ(UCS_ERR_INVALID_ADDR,
-                  m_a.wire->ops->read(m_a.wire, &key, r.addr, riov, 2))
+                  m_a.wire->ops->read(m_ab, &key, r.addr, riov, 2))
             << std::hex << r.addr - base << " " << r.length;
         refused += 2;
     }
@@ -920,7 +928,7 @@ TEST_F(sock_conn, one_sided_out_of_bounds_refused)
         v = { src.data(), 1 };
     }
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              m_a.wire->ops->write(m_a.wire, &key, base, many, 17));
+              m_a.wire->ops->write(m_ab, &key, base, many, 17));
     EXPECT_EQ(orig, mem);
 
     /* a key whose region wraps the address space refuses what wraps */
@@ -929,7 +937,7 @@ TEST_F(sock_conn, one_sided_out_of_bounds_refused)
     wrap.length          = 1000;
     struct iovec one     = { src.data(), 16 };
     EXPECT_EQ(UCS_ERR_INVALID_ADDR,
-              m_a.wire->ops->write(m_a.wire, &wrap, base, &one, 1));
+              m_a.wire->ops->write(m_ab, &wrap, base, &one, 1));
     EXPECT_EQ(orig, mem);
 }
 
@@ -937,7 +945,7 @@ TEST_F(sock_conn, one_sided_out_of_bounds_refused)
  * than the region: refused like any other, with nothing moved. */
 TEST_F(sock_conn, one_sided_gather_length_overflow_refused)
 {
-    ASSERT_NO_FATAL_FAILURE(open(m_a));
+    ASSERT_NO_FATAL_FAILURE(establish());
     std::vector<uint8_t> mem(4096, 0xee);
     const std::vector<uint8_t> orig = mem;
     aptus_mem_key_t key             = key_of(m_a.wire, mem.data(), mem.size());
@@ -947,11 +955,11 @@ TEST_F(sock_conn, one_sided_gather_length_overflow_refused)
     /* 2^63 + 2^63 = 0 */
     struct iovec iov[2] = { { src.data(), half }, { src.data(), half } };
     ucs_status_t status =
-        m_a.wire->ops->write(m_a.wire, &key, key.address, iov, 2);
+        m_a.wire->ops->write(m_ab, &key, key.address, iov, 2);
     EXPECT_TRUE((status == UCS_ERR_INVALID_ADDR) ||
                 (status == UCS_ERR_INVALID_PARAM))
         << ucs_status_string(status);
-    status = m_a.wire->ops->read(m_a.wire, &key, key.address, iov, 2);
+    status = m_a.wire->ops->read(m_ab, &key, key.address, iov, 2);
     EXPECT_TRUE((status == UCS_ERR_INVALID_ADDR) ||
                 (status == UCS_ERR_INVALID_PARAM))
         << ucs_status_string(status);
@@ -1019,13 +1027,13 @@ TEST_F(sock_conn, one_sided_other_host_unreachable)
     const std::vector<uint8_t> orig = mem;
     aptus_mem_key_t key             = key_of(m_a.wire, mem.data(), mem.size());
     key.host_id ^= 1;
-    EXPECT_FALSE(m_a.wire->ops->key_reachable(m_a.wire, &key));
+    EXPECT_FALSE(m_a.wire->ops->key_reachable(m_ab, &key));
     std::vector<uint8_t> src = pattern(1, 16);
     struct iovec iov         = { src.data(), src.size() };
     EXPECT_EQ(UCS_ERR_UNREACHABLE,
-              m_a.wire->ops->write(m_a.wire, &key, key.address, &iov, 1));
+              m_a.wire->ops->write(m_ab, &key, key.address, &iov, 1));
     EXPECT_EQ(UCS_ERR_UNREACHABLE,
-              m_a.wire->ops->read(m_a.wire, &key, key.address, &iov, 1));
+              m_a.wire->ops->read(m_ab, &key, key.address, &iov, 1));
     EXPECT_EQ(UCS_ERR_UNREACHABLE,
               m_a.wire->ops->write_imm(m_ab, &key, key.address, &iov, 1, 5));
     EXPECT_EQ(orig, mem);
@@ -1038,7 +1046,7 @@ TEST_F(sock_conn, one_sided_other_host_unreachable)
     EXPECT_TRUE(m_b.imms.empty());
 
     key.host_id ^= 1;
-    EXPECT_TRUE(m_a.wire->ops->key_reachable(m_a.wire, &key));
+    EXPECT_TRUE(m_a.wire->ops->key_reachable(m_ab, &key));
 }
 
 /* The immediate arrives after the messages sent before it, with its data
@@ -1129,7 +1137,10 @@ TEST_F(sock_conn, raw_client_garbage_cut)
     EXPECT_TRUE(m_b.msgs.empty());
     EXPECT_EQ(0u, m_b.wire->num_conns); /* closed from the handler */
 
-    /* the client sees its connection end */
+    /* the client sees its connection end, after the wire's PROVE_REQ */
+    std::vector<uint8_t> req(APTUS_FRAME_HDR_LEN + APTUS_FRAME_PROVE_REQ_LEN);
+    EXPECT_EQ((ssize_t)req.size(), recv(fd, req.data(), req.size(), MSG_WAITALL));
+    EXPECT_EQ(APTUS_FRAME_TYPE_PROVE_REQ, req[3]);
     struct pollfd pfd = { fd, POLLIN, 0 };
     ASSERT_EQ(1, poll(&pfd, 1, 2000));
     uint8_t byte;
@@ -1480,4 +1491,168 @@ TEST_F(sock_conn, send_from_handlers)
     EXPECT_FALSE(m_a.writable.empty());
     EXPECT_TRUE(m_a.failed.empty());
     EXPECT_TRUE(m_b.failed.empty());
+}
+
+/* The edited-key attack: a key packed for this process's own buffer, its
+ * pid changed to name another process of the same user (a forked child
+ * that never connected to anything). The kernel's ptrace check would let
+ * process_vm through; the wire refuses the key, counts it, and touches
+ * neither process. Reads, writes, writes with immediate and the fast
+ * path's check (key_check, what a GRANT goes through) alike. */
+TEST_F(sock_conn, edited_key_naming_another_process_refused)
+{
+    ASSERT_NO_FATAL_FAILURE(establish());
+    ASSERT_EQ(getpid(), m_a.wire->ops->peer_pid(m_ab));
+    ASSERT_EQ(getpid(), m_b.wire->ops->peer_pid(m_ba));
+
+    const size_t len = 4096;
+    std::vector<uint8_t> mem(len, 0xee);
+    const std::vector<uint8_t> orig = mem;
+    int to_child[2], from_child[2];
+    ASSERT_EQ(0, pipe(to_child));
+    ASSERT_EQ(0, pipe(from_child));
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        /* the same buffer at the same address: is it still as it was
+         * when the parent is done? */
+        char c;
+        close(to_child[1]);
+        close(from_child[0]);
+        uint8_t ready = 1;
+        if (write(from_child[1], &ready, 1) != 1) {
+            _exit(3);
+        }
+        if (read(to_child[0], &c, 1) != 1) {
+            _exit(2);
+        }
+        _exit((mem == orig) ? 0 : 1);
+    }
+    close(to_child[0]);
+    close(from_child[1]);
+    uint8_t ready = 0;
+    ASSERT_EQ(1, read(from_child[0], &ready, 1));
+
+    /* what stands in the way otherwise: the kernel lets this process read
+     * the child (same user), so a refusal below is the wire's */
+    uint8_t peek[16];
+    struct iovec lv = { peek, sizeof(peek) }, rv = { mem.data(), sizeof(peek) };
+    bool kernel_allows = (process_vm_readv(child, &lv, 1, &rv, 1, 0) ==
+                          (ssize_t)sizeof(peek));
+
+    aptus_mem_key_t key = key_of(m_b.wire, mem.data(), len);
+    key.pid             = child;
+    ASSERT_TRUE(m_a.wire->ops->key_reachable(m_ab, &key));
+    std::vector<uint8_t> src = pattern(4, 256), dst(256, 0x11);
+    struct iovec wiov = { src.data(), src.size() };
+    struct iovec riov = { dst.data(), dst.size() };
+    const aptus_conn_wire_stats_t before = m_a.wire->stats;
+
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+              m_a.wire->ops->write(m_ab, &key, key.address, &wiov, 1));
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+              m_a.wire->ops->read(m_ab, &key, key.address, &riov, 1));
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+              m_a.wire->ops->write_imm(m_ab, &key, key.address, &wiov, 1, 7));
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR, m_a.wire->ops->key_check(m_ab, &key));
+    EXPECT_EQ(before.pid_refused + 4, m_a.wire->stats.pid_refused);
+    EXPECT_EQ(before.refused + 3, m_a.wire->stats.refused);
+    EXPECT_EQ(before.writes, m_a.wire->stats.writes);
+    EXPECT_EQ(before.reads, m_a.wire->stats.reads);
+    EXPECT_EQ(std::vector<uint8_t>(256, 0x11), dst);
+    EXPECT_EQ(orig, mem);
+
+    /* the key as packed names the connection's proven peer (this
+     * process): it passes */
+    aptus_mem_key_t own = key_of(m_b.wire, mem.data(), len);
+    EXPECT_EQ(UCS_OK, m_a.wire->ops->key_check(m_ab, &own));
+
+    ASSERT_EQ(1, write(to_child[1], "x", 1));
+    int wstatus = 0;
+    ASSERT_EQ(child, waitpid(child, &wstatus, 0));
+    close(to_child[1]);
+    close(from_child[0]);
+    EXPECT_TRUE(WIFEXITED(wstatus) && (WEXITSTATUS(wstatus) == 0))
+        << "the child's memory changed";
+    if (!kernel_allows) {
+        std::cout << "[ NOTE     ] the kernel refuses process_vm to a child "
+                     "here too (ptrace scope)"
+                  << std::endl;
+    }
+
+    /* the legitimate key still works, and nothing more was refused */
+    EXPECT_EQ(UCS_OK, m_a.wire->ops->write(m_ab, &own, own.address, &wiov, 1));
+    EXPECT_EQ(0, memcmp(mem.data(), src.data(), src.size()));
+    EXPECT_EQ(UCS_OK, m_a.wire->ops->read(m_ab, &own, own.address, &riov, 1));
+    EXPECT_EQ(src, dst);
+    EXPECT_EQ(before.pid_refused + 4, m_a.wire->stats.pid_refused);
+    EXPECT_TRUE(m_b.imms.empty()); /* the refused immediate never went */
+}
+
+/* A peer that is not proven -- a plain TCP client that never answers the
+ * PROVE_REQ, as from another host -- is unreachable directly, whatever
+ * pid its keys name: one-sided operations go over the connection. */
+TEST_F(sock_conn, unproven_peer_unreachable_directly)
+{
+    ASSERT_NO_FATAL_FAILURE(open(m_b));
+    int fd = raw_connect(m_b.wire);
+    ASSERT_GE(fd, 0);
+    m_raw.push_back(fd);
+    ASSERT_TRUE(wait_for([&] { return m_b.accepted.size() == 1; }));
+    aptus_conn_t *conn = m_b.accepted[0];
+    /* it says it answered, without a word on the rendezvous socket */
+    ASSERT_TRUE(raw_send(fd, frame(APTUS_FRAME_TYPE_PROVE_ANS, {})));
+    ASSERT_TRUE(wait_for([&] { return m_b.wire->stats.pid_unproven == 1; }));
+    EXPECT_EQ(0, m_b.wire->ops->peer_pid(conn));
+
+    std::vector<uint8_t> mem(64, 0xee);
+    aptus_mem_key_t key = key_of(m_b.wire, mem.data(), mem.size());
+    EXPECT_FALSE(m_b.wire->ops->key_reachable(conn, &key));
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, m_b.wire->ops->key_check(conn, &key));
+    std::vector<uint8_t> src = pattern(1, 16);
+    struct iovec iov         = { src.data(), src.size() };
+    EXPECT_EQ(UCS_ERR_UNREACHABLE,
+              m_b.wire->ops->write(conn, &key, key.address, &iov, 1));
+    EXPECT_EQ(UCS_ERR_UNREACHABLE,
+              m_b.wire->ops->read(conn, &key, key.address, &iov, 1));
+    EXPECT_EQ(std::vector<uint8_t>(64, 0xee), mem);
+    EXPECT_EQ(0u, m_b.wire->stats.pid_proven);
+}
+
+/* A relay: the peer asks another UCX process (here the third wire) to
+ * answer this connection's challenge for a connection of its own. The
+ * answer names the wrong TCP connection: not proven. */
+TEST_F(sock_conn, relayed_challenge_not_proven)
+{
+    ASSERT_NO_FATAL_FAILURE(open(m_b));
+    ASSERT_NO_FATAL_FAILURE(open(m_c));
+    int fd = raw_connect(m_b.wire);
+    ASSERT_GE(fd, 0);
+    m_raw.push_back(fd);
+    ASSERT_TRUE(wait_for([&] { return m_b.accepted.size() == 1; }));
+    aptus_conn_t *victim_conn = m_b.accepted[0];
+
+    /* read b's PROVE_REQ off the raw connection */
+    std::vector<uint8_t> req(APTUS_FRAME_HDR_LEN + APTUS_FRAME_PROVE_REQ_LEN);
+    size_t got = 0;
+    while (got < req.size()) {
+        ssize_t n = recv(fd, req.data() + got, req.size() - got, 0);
+        ASSERT_GT(n, 0);
+        got += n;
+    }
+    aptus_frame_t f;
+    ASSERT_EQ(APTUS_FRAME_OK,
+              aptus_frame_parse(req.data(), req.size(), MAX_FRAME, &f));
+    ASSERT_EQ((unsigned)APTUS_FRAME_TYPE_PROVE_REQ, f.type);
+
+    /* relay it to c over a raw connection of the attacker's: c answers on
+     * b's rendezvous socket, for that other connection */
+    int fd2 = raw_connect(m_c.wire);
+    ASSERT_GE(fd2, 0);
+    m_raw.push_back(fd2);
+    std::vector<uint8_t> body(f.payload, f.payload + f.length);
+    ASSERT_TRUE(raw_send(fd2, frame(APTUS_FRAME_TYPE_PROVE_REQ, body)));
+    ASSERT_TRUE(wait_for([&] { return m_b.wire->stats.pid_unproven == 1; }));
+    EXPECT_EQ(0, m_b.wire->ops->peer_pid(victim_conn));
+    EXPECT_EQ(0u, m_b.wire->stats.pid_proven);
 }

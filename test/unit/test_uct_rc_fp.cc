@@ -13,6 +13,8 @@ extern "C" {
 #include "uct/rc_fp.h"
 }
 
+#include <sys/wait.h>
+
 namespace
 {
 
@@ -327,4 +329,93 @@ TEST_F(uct_rc_fp, bad_settings_are_refused)
     EXPECT_NE(UCS_OK, open(m_a, { { "WIRE_POLL", "0" } }));
     EXPECT_NE(UCS_OK, open(m_a, { { "WIRE_POLL", "-1" } })); /* 4294967295 */
     EXPECT_NE(UCS_OK, open(m_a, { { "WIRE_POLL", "1025" } }));
+}
+
+extern "C" void uct_rc_fp_ep_handle_ctl(uct_rc_fp_iface_t *iface,
+                                        aptus_rc_link_t *link,
+                                        const aptus_fp_ctl_t *ctl);
+
+/* The edited-key attack on the fast path: a GRANT whose pid names another
+ * process of the same user (a forked child that never loaded a transport
+ * of its own) and an address in it. The sender holds the grant to the
+ * connection's proven peer: refused, counted, the fast path off, nothing
+ * written into the child, and the messages go over RC-SR. */
+TEST_F(uct_rc_fp, grant_naming_another_process_refused)
+{
+    setup_pair({ { "THRESH", "3" } });
+    std::vector<std::vector<uint8_t>> sent;
+    for (unsigned i = 0; i < 2; ++i) {
+        sent.push_back(pattern(i, 64));
+        send(m_a, m_a.ep, sent.back(), 1);
+    }
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == 2; }));
+    /* the third asks for the block; the real GRANT waits for b's progress */
+    sent.push_back(pattern(2, 64));
+    send(m_a, m_a.ep, sent.back(), 1);
+    uct_rc_fp_ep_t *ep = ucs_derived_of(m_a.ep, uct_rc_fp_ep_t);
+    ASSERT_EQ(UCT_RC_FP_TX_REQUESTED, ep->fp.state);
+
+    const aptus_fp_geom_t &geom = iface(m_b)->fpc.geom;
+    std::vector<uint8_t> block(geom.size, 0xee);
+    const std::vector<uint8_t> orig = block;
+    int to_child[2];
+    ASSERT_EQ(0, pipe(to_child));
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        char c;
+        ::close(to_child[1]);
+        if (::read(to_child[0], &c, 1) != 1) {
+            _exit(2);
+        }
+        _exit((block == orig) ? 0 : 1);
+    }
+    ::close(to_child[0]);
+
+    aptus_fp_ctl_t ctl;
+    memset(&ctl, 0, sizeof(ctl));
+    ctl.type            = APTUS_FP_CTL_GRANT;
+    ctl.nonce           = ep->fp.nonce;
+    ctl.grant.mode      = geom.mode;
+    ctl.grant.size      = geom.size;
+    ctl.grant.slots     = geom.slots;
+    ctl.grant.slot_size = geom.slot_size;
+    ctl.grant.address   = (uintptr_t)block.data();
+    ctl.grant.pid       = child;
+    ctl.grant.host_id   = iface(m_b)->host_id;
+    uint64_t refused    = stats(m_a)["pid_refused"];
+    uct_rc_fp_ep_handle_ctl(iface(m_a), &ep->super.link, &ctl);
+    EXPECT_EQ(refused + 1, stats(m_a)["pid_refused"]);
+    EXPECT_EQ(UCT_RC_FP_TX_OFF, ep->fp.state);
+    EXPECT_EQ(0u, stats(m_a)["fp_granted"]);
+
+    /* the real GRANT comes too late; everything goes over RC-SR */
+    for (unsigned i = 3; i < 40; ++i) {
+        sent.push_back(pattern(i, 64));
+        send(m_a, m_a.ep, sent.back(), i % 3);
+    }
+    expect_received(m_b, sent);
+    EXPECT_EQ(0u, stats(m_a)["fp_tx_msgs"]);
+    EXPECT_EQ(orig, block);
+
+    ASSERT_EQ(1, ::write(to_child[1], "x", 1));
+    ::close(to_child[1]);
+    int wstatus = 0;
+    ASSERT_EQ(child, waitpid(child, &wstatus, 0));
+    EXPECT_TRUE(WIFEXITED(wstatus) && (WEXITSTATUS(wstatus) == 0))
+        << "the child's memory changed";
+}
+
+/* The legitimate grant: the peer's own pid, proven by the kernel on the
+ * connection -- the fast path carries the small messages. */
+TEST_F(uct_rc_fp, grant_of_the_proven_peer_accepted)
+{
+    setup_pair({ { "THRESH", "1" } });
+    auto sent = send_mixed(m_a, 200, 3);
+    expect_received(m_b, sent);
+    auto a = stats(m_a);
+    EXPECT_EQ(1u, a["fp_granted"]);
+    EXPECT_GT(a["fp_tx_msgs"], 0u);
+    EXPECT_EQ(0u, a["pid_refused"]);
+    EXPECT_GE(a["pid_proven"], 1u);
 }

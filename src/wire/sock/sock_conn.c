@@ -11,10 +11,12 @@
  * send backlog only while the socket refuses bytes: idle connections cost
  * their state and their socket.
  *
- * One-sided operations are process_vm_writev/readv into the process named
- * by the key, inside the key's bounds, for peers on this host; for a peer
- * on another host they are frames on its connection (sock_conn_rma.c) that
- * the target serves into or out of its registered memory.
+ * One-sided operations are process_vm_writev/readv into the connection's
+ * peer, inside the key's bounds, for a peer whose pid the kernel proved
+ * (sock_conn_prove.c: same host only); a key naming another process is
+ * refused. For a peer on another host they are frames on its connection
+ * (sock_conn_rma.c) that the target serves into or out of its registered
+ * memory.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -165,6 +167,7 @@ static aptus_sock_conn_t *aptus_sock_conn_new(aptus_sock_conn_wire_t *cw,
     }
     ucs_list_add_tail(&cw->conns, &conn->list);
     cw->super.num_conns++;
+    aptus_sock_prove_start(conn);
     return conn;
 }
 
@@ -280,11 +283,12 @@ ucs_status_t aptus_sock_conn_send_frame(aptus_sock_conn_t *conn,
         frame_iov[i + 1] = iov[i];
         total += iov[i].iov_len;
     }
-    queued = conn->txq_len - conn->txq_off;
+    queued = aptus_sock_conn_queued(conn);
     if (!force && (queued > 0) &&
         (queued + total + APTUS_FRAME_HDR_LEN > cw->config.max_backlog)) {
         return UCS_ERR_NO_RESOURCE;
     }
+    queued = conn->txq_len - conn->txq_off;
 
     aptus_frame_hdr_pack(hdr, type, total);
     frame_iov[0].iov_base = hdr;
@@ -345,15 +349,42 @@ static ucs_status_t aptus_sock_conn_send(aptus_conn_t *conn,
 
 static size_t aptus_sock_conn_backlog(aptus_conn_t *tl_conn)
 {
-    aptus_sock_conn_t *conn = aptus_sock_conn(tl_conn);
-
-    return conn->txq_len - conn->txq_off;
+    return aptus_sock_conn_queued(aptus_sock_conn(tl_conn));
 }
 
-static int aptus_sock_conn_key_reachable(aptus_conn_wire_t *wire,
+/* A key of another reach id (host or PID namespace) goes over the
+ * connection even from a proven peer: the pid it names is of a namespace
+ * where it means another process, if any. */
+static int aptus_sock_conn_key_reachable(aptus_conn_t *tl_conn,
                                          const aptus_mem_key_t *key)
 {
-    return key->host_id == wire->host_id;
+    return (aptus_sock_prove_peer(aptus_sock_conn(tl_conn)) != 0) &&
+           (key->host_id == tl_conn->wire->host_id);
+}
+
+static ucs_status_t aptus_sock_conn_key_check(aptus_conn_t *tl_conn,
+                                              const aptus_mem_key_t *key)
+{
+    aptus_sock_conn_t *conn = aptus_sock_conn(tl_conn);
+
+    if (!aptus_sock_conn_key_reachable(tl_conn, key)) {
+        return (conn->prove == APTUS_SOCK_PROVE_WAITING) ? UCS_ERR_NO_RESOURCE
+                                                         : UCS_ERR_UNREACHABLE;
+    }
+    if (key->pid != (uint32_t)conn->peer_pid) {
+        /* an edited key: it names a process that never proved itself */
+        tl_conn->wire->stats.pid_refused++;
+        ucs_debug("sock conn %d: key names pid %u, the peer is pid %d: "
+                  "refused",
+                  conn->fd, key->pid, (int)conn->peer_pid);
+        return UCS_ERR_INVALID_ADDR;
+    }
+    return UCS_OK;
+}
+
+static pid_t aptus_sock_conn_peer_pid(aptus_conn_t *tl_conn)
+{
+    return aptus_sock_prove_peer(aptus_sock_conn(tl_conn));
 }
 
 static pid_t aptus_conn_pid_cached; /* 0: not known in this process */
@@ -420,11 +451,12 @@ static ucs_status_t aptus_sock_conn_rma_status(int err)
     }
 }
 
-static ucs_status_t aptus_sock_conn_rma(aptus_conn_wire_t *wire,
-                                        const aptus_mem_key_t *key,
-                                        uint64_t remote_addr,
-                                        const struct iovec *iov,
-                                        unsigned iovcnt, int is_write)
+/* process_vm into pid (proven by the caller), inside key's bounds. */
+static ucs_status_t aptus_sock_conn_vm(aptus_conn_wire_t *wire, pid_t pid,
+                                       const aptus_mem_key_t *key,
+                                       uint64_t remote_addr,
+                                       const struct iovec *iov, unsigned iovcnt,
+                                       int is_write)
 {
     struct iovec local[APTUS_SOCK_CONN_MAX_IOV];
     struct iovec remote;
@@ -432,10 +464,6 @@ static ucs_status_t aptus_sock_conn_rma(aptus_conn_wire_t *wire,
     unsigned first = 0, i;
     ssize_t ret;
 
-    if (!aptus_sock_conn_key_reachable(wire, key)) {
-        wire->stats.refused++;
-        return UCS_ERR_UNREACHABLE;
-    }
     if (iovcnt > APTUS_SOCK_CONN_MAX_IOV) {
         return UCS_ERR_INVALID_PARAM;
     }
@@ -456,16 +484,16 @@ static ucs_status_t aptus_sock_conn_rma(aptus_conn_wire_t *wire,
     while (done < total) {
         remote.iov_base = (void *)(uintptr_t)(remote_addr + done);
         remote.iov_len  = total - done;
-        ret             = is_write ? process_vm_writev(key->pid, local + first,
-                                                       iovcnt - first, &remote, 1, 0)
-                                   : process_vm_readv(key->pid, local + first,
-                                                      iovcnt - first, &remote, 1, 0);
+        ret = is_write ? process_vm_writev(pid, local + first, iovcnt - first,
+                                           &remote, 1, 0)
+                       : process_vm_readv(pid, local + first, iovcnt - first,
+                                          &remote, 1, 0);
         if (ret < 0) {
             if (errno == EINTR) {
                 continue;
             }
-            ucs_debug("sock conn: process_vm_%sv(pid %u) failed: %m",
-                      is_write ? "write" : "read", key->pid);
+            ucs_debug("sock conn: process_vm_%sv(pid %d) failed: %m",
+                      is_write ? "write" : "read", (int)pid);
             return aptus_sock_conn_rma_status(errno);
         }
         if (ret == 0) {
@@ -493,22 +521,40 @@ static ucs_status_t aptus_sock_conn_rma(aptus_conn_wire_t *wire,
     return UCS_OK;
 }
 
-static ucs_status_t aptus_sock_conn_write(aptus_conn_wire_t *wire,
+/* Into conn's proven peer only, whatever pid the key names. */
+static ucs_status_t aptus_sock_conn_rma(aptus_conn_t *tl_conn,
+                                        const aptus_mem_key_t *key,
+                                        uint64_t remote_addr,
+                                        const struct iovec *iov,
+                                        unsigned iovcnt, int is_write)
+{
+    ucs_status_t status = aptus_sock_conn_key_check(tl_conn, key);
+
+    if (status != UCS_OK) {
+        tl_conn->wire->stats.refused++;
+        /* not proven yet counts as not here: over the connection */
+        return (status == UCS_ERR_NO_RESOURCE) ? UCS_ERR_UNREACHABLE : status;
+    }
+    return aptus_sock_conn_vm(tl_conn->wire, aptus_sock_conn(tl_conn)->peer_pid,
+                              key, remote_addr, iov, iovcnt, is_write);
+}
+
+static ucs_status_t aptus_sock_conn_write(aptus_conn_t *conn,
                                           const aptus_mem_key_t *key,
                                           uint64_t remote_addr,
                                           const struct iovec *iov,
                                           unsigned iovcnt)
 {
-    return aptus_sock_conn_rma(wire, key, remote_addr, iov, iovcnt, 1);
+    return aptus_sock_conn_rma(conn, key, remote_addr, iov, iovcnt, 1);
 }
 
-static ucs_status_t aptus_sock_conn_read(aptus_conn_wire_t *wire,
+static ucs_status_t aptus_sock_conn_read(aptus_conn_t *conn,
                                          const aptus_mem_key_t *key,
                                          uint64_t remote_addr,
                                          const struct iovec *iov,
                                          unsigned iovcnt)
 {
-    return aptus_sock_conn_rma(wire, key, remote_addr, iov, iovcnt, 0);
+    return aptus_sock_conn_rma(conn, key, remote_addr, iov, iovcnt, 0);
 }
 
 static ucs_status_t aptus_sock_conn_write_imm(aptus_conn_t *tl_conn,
@@ -525,8 +571,7 @@ static ucs_status_t aptus_sock_conn_write_imm(aptus_conn_t *tl_conn,
     if (conn->flags & APTUS_SOCK_CONN_BROKEN) {
         return UCS_ERR_CONNECTION_RESET;
     }
-    status =
-        aptus_sock_conn_rma(tl_conn->wire, key, remote_addr, iov, iovcnt, 1);
+    status = aptus_sock_conn_rma(tl_conn, key, remote_addr, iov, iovcnt, 1);
     if (status != UCS_OK) {
         return status;
     }
@@ -610,7 +655,8 @@ static void aptus_sock_conn_writable(aptus_sock_conn_t *conn)
                                            : aptus_sock_conn_errno_status(err));
             return;
         }
-        conn->flags &= ~APTUS_SOCK_CONN_CONNECTING;
+        conn->flags &= ~(APTUS_SOCK_CONN_CONNECTING |
+                         APTUS_SOCK_CONN_PROVE_QUEUED);
     }
     while (conn->txq_off < conn->txq_len) {
         sent = send(conn->fd, conn->txq + conn->txq_off,
@@ -703,6 +749,11 @@ static int aptus_sock_conn_rx_frames(aptus_sock_conn_wire_t *cw,
                     frame.length, conn->rx_buf, conn->rx_off == 0);
         } else if (frame.type == APTUS_FRAME_TYPE_IMM) {
             h->imm(cw->config.arg, &conn->super, aptus_get32(frame.payload));
+        } else if ((frame.type == APTUS_FRAME_TYPE_PROVE_REQ) ||
+                   (frame.type == APTUS_FRAME_TYPE_PROVE_ANS)) {
+            if (!aptus_sock_prove_frame(conn, frame.type, frame.payload)) {
+                return 0;
+            }
         } else if (!aptus_sock_rma_frame(conn, frame.type, frame.payload,
                                          frame.length)) {
             return 0; /* failed for it */
@@ -804,6 +855,10 @@ static unsigned aptus_sock_conn_progress(aptus_conn_wire_t *wire)
             *cw->watch_ready = 1; /* the other wire reads it */
             continue;
         }
+        if (events[i].data.ptr == &cw->prove_fd) {
+            aptus_sock_prove_accept(cw);
+            continue;
+        }
         conn = events[i].data.ptr;
         if (conn == NULL) {
             aptus_sock_conn_accept(cw);
@@ -894,6 +949,7 @@ static void aptus_sock_conn_wire_close(aptus_conn_wire_t *wire)
         ucs_list_del(&conn->list);
         aptus_sock_conn_free(conn);
     }
+    aptus_sock_prove_close(cw);
     close(cw->listen_fd);
     close(cw->epfd);
     ucs_mpool_cleanup(&cw->rx_mp, 1);
@@ -925,8 +981,8 @@ static ucs_status_t aptus_sock_conn_write_ordered(aptus_conn_wire_t *wire,
     if (count > APTUS_CONN_MAX_PIECES) {
         return UCS_ERR_INVALID_PARAM;
     }
-    if (!aptus_sock_conn_key_reachable(wire, key)) {
-        wire->stats.refused++;
+    if ((key->host_id != wire->host_id) || (key->pid == 0)) {
+        wire->stats.refused++; /* not a key that passed key_check */
         return UCS_ERR_UNREACHABLE;
     }
     for (i = 0; i < count; ++i) {
@@ -957,8 +1013,8 @@ static ucs_status_t aptus_sock_conn_write_ordered(aptus_conn_wire_t *wire,
     }
 #else
     for (i = 0; i < count; ++i) {
-        status = aptus_sock_conn_rma(wire, key, pieces[i].remote_addr,
-                                     &local[i], 1, 1);
+        status = aptus_sock_conn_vm(wire, key->pid, key, pieces[i].remote_addr,
+                                    &local[i], 1, 1);
         if (status != UCS_OK) {
             return status;
         }
@@ -999,6 +1055,8 @@ static const aptus_conn_wire_ops_t aptus_sock_conn_ops = {
     .read           = aptus_sock_conn_read,
     .write_imm      = aptus_sock_conn_write_imm,
     .key_reachable  = aptus_sock_conn_key_reachable,
+    .key_check      = aptus_sock_conn_key_check,
+    .peer_pid       = aptus_sock_conn_peer_pid,
     .write_conn     = aptus_sock_conn_write_conn,
     .read_conn      = aptus_sock_conn_read_conn,
     .reads_outstanding = aptus_sock_conn_reads_outstanding,
@@ -1086,6 +1144,7 @@ ucs_status_t aptus_sock_conn_open(const char *dev_name,
         status = UCS_ERR_IO_ERROR;
         goto err_epoll;
     }
+    aptus_sock_prove_open(cw); /* without it, no peer is reached directly */
 
     *wire_p = &cw->super;
     return UCS_OK;

@@ -7,6 +7,7 @@
 #define APTUS_SOCK_CONN_INT_H_
 
 #include "../conn.h"
+#include "../../proto/rc_sr_proto.h"
 
 #include <ucs/datastruct/list.h>
 #include <ucs/datastruct/mpool.h>
@@ -42,8 +43,24 @@ enum {
     APTUS_SOCK_CONN_CONNECTING = UCS_BIT(0),
     APTUS_SOCK_CONN_BROKEN     = UCS_BIT(1), /* no more sends */
     APTUS_SOCK_CONN_REPORTED   = UCS_BIT(2), /* failed handler called */
-    APTUS_SOCK_CONN_CLOSED     = UCS_BIT(3)
+    APTUS_SOCK_CONN_CLOSED     = UCS_BIT(3),
+    APTUS_SOCK_CONN_PROVE_QUEUED = UCS_BIT(4) /* PROVE_REQ waits for the
+                                                 connect, first in txq */
 };
+
+/* Where the proof of a connection's peer (its pid) stands. */
+enum {
+    APTUS_SOCK_PROVE_WAITING = 0, /* asked; the answer has not come */
+    APTUS_SOCK_PROVE_PROVEN,      /* peer_pid is the peer's */
+    APTUS_SOCK_PROVE_NONE         /* answered without proof: never direct */
+};
+
+/* What a peer sends on the rendezvous socket: the challenge, then its own
+ * view of the TCP connection it answers for (local, then remote address). */
+#define APTUS_SOCK_PROVE_MSG_LEN \
+    (APTUS_FRAME_CHALLENGE_LEN + 2 * APTUS_WIRE_ADDR_LEN)
+/* Rendezvous connections taken per look (each is closed at once). */
+#define APTUS_SOCK_PROVE_ACCEPTS 64
 
 typedef struct aptus_sock_conn {
     aptus_conn_t super;
@@ -59,6 +76,10 @@ typedef struct aptus_sock_conn {
     size_t txq_cap;
     ucs_list_link_t list; /* wire->conns, then wire->zombies */
     aptus_sock_rma_t rma; /* one-sided operations carried over it */
+    pid_t peer_pid;       /* proven by the kernel (0: not) */
+    uint8_t prove;        /* APTUS_SOCK_PROVE_* */
+    uint8_t answered;     /* the peer's PROVE_REQ was answered */
+    uint8_t challenge[APTUS_FRAME_CHALLENGE_LEN];
 } aptus_sock_conn_t;
 
 typedef struct aptus_sock_conn_wire {
@@ -74,6 +95,8 @@ typedef struct aptus_sock_conn_wire {
     int *watch_ready; /* watch_fd's flag; its epoll data is &watch_ready */
     ucs_time_t accept_resume; /* accepting paused until then (0: not) */
     int accept_warned;        /* the pause was said once */
+    int prove_fd;        /* abstract AF_UNIX rendezvous socket (-1: none) */
+    uint64_t prove_name; /* its name's number, sent in PROVE_REQ */
 } aptus_sock_conn_wire_t;
 
 static inline aptus_sock_conn_wire_t *aptus_sock_cw(aptus_conn_wire_t *wire)
@@ -88,11 +111,36 @@ static inline aptus_sock_conn_t *aptus_sock_conn(aptus_conn_t *conn)
 
 void aptus_sock_conn_fail(aptus_sock_conn_t *conn, ucs_status_t status);
 
+/* Bytes of the owner's queued (the wire's own PROVE_REQ, queued while
+ * connecting, takes no room of the owner's backlog). */
+static inline size_t aptus_sock_conn_queued(const aptus_sock_conn_t *conn)
+{
+    size_t queued = conn->txq_len - conn->txq_off;
+
+    if (conn->flags & APTUS_SOCK_CONN_PROVE_QUEUED) {
+        queued -= APTUS_FRAME_HDR_LEN + APTUS_FRAME_PROVE_REQ_LEN;
+    }
+    return queued;
+}
+
 /* Send one frame of type gathered from iov; force: whatever the backlog
  * (what must follow what was sent, in full). */
 ucs_status_t aptus_sock_conn_send_frame(aptus_sock_conn_t *conn,
                                         unsigned type, const struct iovec *iov,
                                         unsigned iovcnt, int force);
+
+/* sock_conn_prove.c: the proof of a connection's peer process */
+void aptus_sock_prove_open(aptus_sock_conn_wire_t *cw);
+void aptus_sock_prove_close(aptus_sock_conn_wire_t *cw);
+/* Ask the peer of a new connection to prove itself (its first frame). */
+void aptus_sock_prove_start(aptus_sock_conn_t *conn);
+/* Take the answers waiting on the rendezvous socket. */
+void aptus_sock_prove_accept(aptus_sock_conn_wire_t *cw);
+/* A PROVE_REQ or PROVE_ANS arrived; 0 when the connection was failed. */
+int aptus_sock_prove_frame(aptus_sock_conn_t *conn, unsigned type,
+                           const uint8_t *payload);
+/* The peer's proven pid, 0 if none (yet). */
+pid_t aptus_sock_prove_peer(aptus_sock_conn_t *conn);
 
 /* sock_conn_rma.c */
 void aptus_sock_rma_init(aptus_sock_conn_t *conn);
