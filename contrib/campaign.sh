@@ -16,6 +16,14 @@
 #   forgery     forged input against a live interface: stray and truncated
 #               datagrams, wrong keys, guessed tokens, zero-copy requests
 #               naming a third address, forged connections
+#   replay      a stream's datagrams captured from its opening on and sent
+#               again byte for byte (another address; the same one later;
+#               after the receiver dropped it), and a flood of openings
+#   peer-pid    remote keys and fast-path grants edited to name another
+#               process: refused (the peer's pid is proven by the kernel)
+#   conn-pressure  half-open connections, no descriptors left, an
+#               unhandled timeout
+#   settings    every setting with bad values
 #   scale       10,000 active endpoints, 100,000 held messages (UCT); the
 #               long form adds test_scale.sh (64 ranks, both MPIs)
 #   fuzz        libFuzzer on every network-facing parser (contrib/fuzz.sh)
@@ -139,6 +147,14 @@ log=$(gtest stall '*without_progress*:*while_it_computes*:*receiver_that_compute
 row stall "$log" "a receiver away from progress: acknowledged, served, nothing lost"
 log=$(gtest forgery '*stray*:*forged*:*bystander*:*bad_key*:*malformed*:*wrong_key*:*reflect*:*guess*')
 row forgery "$log" "each kind of forgery dropped and counted, the interface serves on"
+log=$(gtest replay '*replayed_datagrams*:*flood_of_openings*:*lost_reset_and_reused*')
+row replay "$log" "$(grep -o 'replayed=[0-9]* delivered_wrongly=[0-9]*' "$log" | head -n1) (every datagram of a stream, thrice); opening flood: $(grep -o 'openings=[0-9]* delivered=[0-9]* refused=[0-9]* evicted=[0-9]* streams_kept=[0-9]*' "$log" | head -n1)"
+log=$(gtest peer-pid '*edited_key*:*grant_naming_another*:*relayed_challenge*:*grant_of_the_proven*')
+row peer-pid "$log" "keys and grants naming another process refused (pid_refused); a relayed challenge proves nothing"
+log=$(gtest conn-pressure '*half_open_connections_are_bounded*:*out_of_descriptors_pauses_accepting*:*unhandled_timeout_ends_the_process*')
+row conn-pressure "$log" "half-open connections bounded, EMFILE pauses accepting; an unhandled timeout ends the process, peer named"
+log=$(gtest settings 'settings.*:*bad_settings*')
+row settings "$log" "every setting out of range refused at open, the variable and range named"
 log=$(gtest scale '*ten_thousand*:*100000*:*more_than_255*')
 if [ $long -eq 1 ]; then
     bash "$top/test/scripts/test_scale.sh" >>"$log" 2>&1

@@ -1198,6 +1198,12 @@ TEST_F(ud_chan, replayed_datagrams_deliver_nothing)
     replay(m_a.wire->id);
     EXPECT_EQ(sent, m_b.rx);
     EXPECT_TRUE(outsider->inbox.size() > 0); /* answered, to the sender */
+    /* what the campaign reports */
+    printf("replay: replayed=%zu delivered_wrongly=%zu stale=%lu "
+           "opened_unconfirmed=%lu\n",
+           captured.size() * 3, m_b.rx.size() - sent.size(),
+           (unsigned long)m_b.chan.stats.rx_stale,
+           (unsigned long)m_b.chan.stats.rx_opening);
     outsider->super.ops->close(&outsider->super);
 }
 
@@ -1255,6 +1261,12 @@ TEST_F(ud_chan, flood_of_openings_stays_bounded)
               (unsigned)APTUS_UD_OPENING_MAX);
     EXPECT_EQ(1024u + 8000u - APTUS_UD_OPENING_MAX,
               m_b.chan.stats.open_evicted);
+    printf("flood: openings=11000 delivered=%zu refused=%lu evicted=%lu "
+           "streams_kept=%u peer_bytes=%zu\n",
+           m_b.rx.size(), (unsigned long)m_b.chan.stats.open_refused,
+           (unsigned long)m_b.chan.stats.open_evicted,
+           aptus_ud_chan_num_peers(&m_b.chan),
+           aptus_ud_chan_peer_bytes(&m_b.chan));
     EXPECT_TRUE(m_b.rx.empty());
     /* evicted streams fail quietly (nobody's endpoint: the transport says
      * nothing) */
