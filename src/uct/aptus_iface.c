@@ -202,10 +202,15 @@ ucs_status_t uct_aptus_async_timer_start(uct_aptus_async_timer_t *timer,
         status = UCS_ERR_IO_ERROR;
         goto err_close;
     }
-    status = ucs_async_set_event_handler(
-            async->mode, timer->fd,
-            UCS_EVENT_SET_EVREAD | UCS_EVENT_SET_EDGE_TRIGGERED, cb, arg,
-            async);
+    /* Level-triggered: an edge-triggered timerfd that is not read fires
+     * once and never again, and an expiration the async thread finds the
+     * context busy for is not read (UCX queues it as missed until the
+     * user's progress polls the queue). A user that then computes, or
+     * polls without progress, would lose the timer for good: no ACK, no
+     * retransmission, no handshake answered. Level-triggered, the thread
+     * comes back until the handler runs and reads it. */
+    status = ucs_async_set_event_handler(async->mode, timer->fd,
+                                         UCS_EVENT_SET_EVREAD, cb, arg, async);
     if (status != UCS_OK) {
         goto err_close;
     }
