@@ -78,7 +78,7 @@ Delay and reordering: this kernel has no netem, so the cluster drops but
 never delays. The transports carry their own fault injector for that:
 UCX_UD_SR_FAULT_DROP, _DUP, _REORDER, _DELAY (probabilities),
 _DELAY_TIME and _SEED (UCX_APTUS_FAULT_* for aptus; see
-src/uct/ud_sr_params.c), set in the ranks' environment.
+src/uct/ud/ud_sr_params.c), set in the ranks' environment.
 
 Examples:
   contrib/cluster.sh up 4 --mtu 9000,1500,9000,9000 --loss 1

@@ -48,7 +48,7 @@ AC_DEFUN([APTUS_CHECK_UCX], [
 
     # The exact build of libucs and libuct the module is compiled against:
     # their GNU build IDs, which the module compares with the libraries in
-    # the process before it registers (src/uct/aptus_ucx_check.c).
+    # the process before it registers (src/uct/base/aptus_ucx_check.c).
     AC_PATH_PROG([READELF], [readelf], [], [$PATH:/usr/bin])
     ucx_libdir=`$PKG_CONFIG --variable=libdir ucx`
     for ucx_lib in ucs uct; do

@@ -174,7 +174,7 @@ fi
 IFS=, read -r -a TLS <<<"$tls"
 
 module=$(cd "$module" && pwd) || die "no such module checkout: $module"
-[ -f "$module/configure.ac" ] && [ -f "$module/src/uct/aptus_component.c" ] ||
+[ -f "$module/configure.ac" ] && [ -f "$module/src/uct/base/aptus_component.c" ] ||
     die "$module is not a UCX-Aptus checkout"
 mkdir -p "$B" && B=$(cd "$B" && pwd)
 

@@ -11,9 +11,9 @@
 
 extern "C" {
 #include "wire/sock/sock_netif.h"
-#include "uct/rc_fp.h"
-#include "uct/rc_sr_iface.h"
-#include "uct/ud_sr_iface.h"
+#include "uct/rc/rc_fp.h"
+#include "uct/rc/rc_sr_iface.h"
+#include "uct/ud/ud_sr_iface.h"
 }
 
 #include <cstring>

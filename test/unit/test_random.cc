@@ -11,7 +11,7 @@
 
 extern "C" {
 #include "proto/random.h"
-#include "uct/aptus_md.h"
+#include "uct/base/aptus_md.h"
 }
 
 #include <set>

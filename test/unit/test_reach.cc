@@ -7,7 +7,7 @@
 #include "uct_fixture.h"
 
 extern "C" {
-#include "uct/aptus_md.h"
+#include "uct/base/aptus_md.h"
 #include "wire/conn.h"
 }
 

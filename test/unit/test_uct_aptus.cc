@@ -9,7 +9,7 @@
 #include "uct_fixture.h"
 
 extern "C" {
-#include "uct/aptus_tl.h"
+#include "uct/hybrid/aptus_tl.h"
 }
 
 namespace

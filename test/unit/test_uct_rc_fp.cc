@@ -10,7 +10,7 @@
 #include "uct_fixture.h"
 
 extern "C" {
-#include "uct/rc_fp.h"
+#include "uct/rc/rc_fp.h"
 }
 
 #include <sys/wait.h>

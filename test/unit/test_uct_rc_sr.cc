@@ -9,7 +9,7 @@
 #include "uct_fixture.h"
 
 extern "C" {
-#include "uct/rc_sr_iface.h"
+#include "uct/rc/rc_sr_iface.h"
 #include <ucs/config/global_opts.h>
 #include "proto/rc_sr_proto.h"
 #include "wire/sock/sock_dgram.h"

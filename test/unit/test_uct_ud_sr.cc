@@ -13,8 +13,8 @@ extern "C" {
 #include <uct/api/uct.h>
 #include <ucs/async/async.h>
 #include <ucs/time/time.h>
-#include "uct/ud_sr_iface.h"
-#include "uct/aptus_md.h"
+#include "uct/ud/ud_sr_iface.h"
+#include "uct/base/aptus_md.h"
 }
 
 #include <dirent.h>

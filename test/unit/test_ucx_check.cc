@@ -8,7 +8,7 @@
 #include "aptus_config.h"
 
 extern "C" {
-#include "uct/aptus_ucx_check.h"
+#include "uct/base/aptus_ucx_check.h"
 }
 
 #include <string>

@@ -15,7 +15,7 @@ extern "C" {
 #include <uct/api/uct.h>
 #include <ucs/async/async.h>
 #include <ucs/time/time.h>
-#include "uct/aptus_md.h"
+#include "uct/base/aptus_md.h"
 }
 
 #include <atomic>

@@ -32,7 +32,7 @@
 
 #include "rc_sr_iface.h"
 #include "rc_sr_ep.h"
-#include "../channel/rc_fp_chan.h"
+#include "channel/rc_fp_chan.h"
 
 #define UCT_RC_FP_TL_NAME "rc_fp"
 #define UCT_RC_FP_CONFIG_PREFIX "RC_FP_"

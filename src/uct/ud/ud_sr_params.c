@@ -6,8 +6,8 @@
 #endif
 
 #include "ud_sr_params.h"
-#include "../proto/random.h"
-#include "aptus_iface.h"
+#include "proto/random.h"
+#include "uct/base/aptus_iface.h"
 
 #include <ucs/sys/string.h>
 #include <ucs/time/time.h>

@@ -7,10 +7,10 @@
 #ifndef UCT_RC_SR_IFACE_H_
 #define UCT_RC_SR_IFACE_H_
 
-#include "aptus_md.h"
-#include "aptus_iface.h"
-#include "aptus_stats.h"
-#include "../channel/rc_rdma_chan.h"
+#include "uct/base/aptus_md.h"
+#include "uct/base/aptus_iface.h"
+#include "uct/base/aptus_stats.h"
+#include "channel/rc_rdma_chan.h"
 
 #include <uct/base/uct_iface.h>
 

@@ -6,8 +6,8 @@
 #endif
 
 #include "aptus_md.h"
-#include "../proto/random.h"
-#include "../wire/conn.h"
+#include "proto/random.h"
+#include "wire/conn.h"
 
 #include <ucm/api/ucm.h>
 #include <ucs/debug/memtrack_int.h>

@@ -24,7 +24,7 @@
 #endif
 
 #include "aptus_tl.h"
-#include "../proto/le.h"
+#include "proto/le.h"
 
 static uint64_t uct_aptus_tl_rc_map_key(const uct_aptus_tl_ep_t *ep)
 {

@@ -12,7 +12,7 @@
 #endif
 
 #include "rc_sr_ep.h"
-#include "../wire/sock/sock_netif.h"
+#include "wire/sock/sock_netif.h"
 
 #include <uct/base/uct_iov.inl>
 

@@ -7,10 +7,10 @@
 
 #include "ud_sr_iface.h"
 #include "ud_sr_ep.h"
-#include "aptus_rma.h"
-#include "aptus_iface.h"
-#include "../wire/sock/sock_dgram.h"
-#include "../wire/sock/sock_netif.h"
+#include "uct/base/aptus_rma.h"
+#include "uct/base/aptus_iface.h"
+#include "wire/sock/sock_dgram.h"
+#include "wire/sock/sock_netif.h"
 
 #include <ucs/arch/atomic.h>
 #include <ucs/sys/string.h>

@@ -23,16 +23,16 @@
 #ifndef UCT_APTUS_TL_H_
 #define UCT_APTUS_TL_H_
 
-#include "aptus_iface.h"
-#include "aptus_md.h"
-#include "aptus_stats.h"
-#include "ud_sr_params.h"
-#include "../channel/rc_rdma_chan.h"
-#include "../proto/chan_alloc.h"
-#include "../channel/rc_fp_chan.h"
-#include "../proto/send_rules.h"
-#include "../proto/xorder.h"
-#include "../proto/le.h"
+#include "uct/base/aptus_iface.h"
+#include "uct/base/aptus_md.h"
+#include "uct/base/aptus_stats.h"
+#include "uct/ud/ud_sr_params.h"
+#include "channel/rc_rdma_chan.h"
+#include "proto/chan_alloc.h"
+#include "channel/rc_fp_chan.h"
+#include "proto/send_rules.h"
+#include "proto/xorder.h"
+#include "proto/le.h"
 
 #include <uct/base/uct_iface.h>
 #include <ucs/datastruct/arbiter.h>

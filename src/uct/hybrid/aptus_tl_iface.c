@@ -6,13 +6,13 @@
 #endif
 
 #include "aptus_tl.h"
-#include "aptus_rma.h"
-#include "../wire/sock/sock_dgram.h"
-#include "aptus_iface.h"
-#include "../base/aptus_mpool.h"
-#include "../channel/chan_pending.h"
-#include "../wire/sock/sock_conn.h"
-#include "../wire/sock/sock_netif.h"
+#include "uct/base/aptus_rma.h"
+#include "wire/sock/sock_dgram.h"
+#include "uct/base/aptus_iface.h"
+#include "base/aptus_mpool.h"
+#include "channel/chan_pending.h"
+#include "wire/sock/sock_conn.h"
+#include "wire/sock/sock_netif.h"
 
 #include <ucs/sys/string.h>
 #include <ucs/time/time.h>

@@ -7,9 +7,9 @@
 #ifndef UCT_UD_SR_PARAMS_H_
 #define UCT_UD_SR_PARAMS_H_
 
-#include "../channel/ud_sr_chan.h"
-#include "../channel/ud_zcopy.h"
-#include "../wire/sock/sock_dgram.h"
+#include "channel/ud_sr_chan.h"
+#include "channel/ud_zcopy.h"
+#include "wire/sock/sock_dgram.h"
 
 #include <ucs/config/parser.h>
 

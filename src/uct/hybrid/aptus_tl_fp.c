@@ -31,7 +31,7 @@
 #endif
 
 #include "aptus_tl.h"
-#include "../proto/le.h"
+#include "proto/le.h"
 
 static const aptus_fp_chan_upcalls_t uct_aptus_tl_fp_upcalls;
 

@@ -7,8 +7,8 @@
 
 #include "aptus_iface.h"
 #include "aptus_md.h"
-#include "../channel/ud_zcopy.h"
-#include "../wire/sock/sock_netif.h"
+#include "channel/ud_zcopy.h"
+#include "wire/sock/sock_netif.h"
 
 #include <ucs/sys/string.h>
 #include <ucs/sys/math.h>

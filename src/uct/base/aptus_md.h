@@ -13,7 +13,7 @@
 #ifndef UCT_APTUS_MD_H_
 #define UCT_APTUS_MD_H_
 
-#include "../channel/chan.h"
+#include "channel/chan.h"
 
 #include <uct/base/uct_md.h>
 #include <ucs/datastruct/khash.h>

@@ -12,7 +12,7 @@
 #endif
 
 #include "aptus_tl.h"
-#include "../proto/le.h"
+#include "proto/le.h"
 
 /* A held message: this head, then its descriptor (UCT's release pointer,
  * the user's headroom) and data, aligned as the user asked. */

@@ -6,13 +6,13 @@
 #endif
 
 #include "rc_sr_iface.h"
-#include "../proto/random.h"
+#include "proto/random.h"
 #include "rc_sr_ep.h"
 #include "rc_fp.h"
-#include "aptus_iface.h"
-#include "../base/aptus_mpool.h"
-#include "../wire/sock/sock_conn.h"
-#include "../wire/sock/sock_netif.h"
+#include "uct/base/aptus_iface.h"
+#include "base/aptus_mpool.h"
+#include "wire/sock/sock_conn.h"
+#include "wire/sock/sock_netif.h"
 
 #include <ucs/sys/string.h>
 #include <ucs/sys/sys.h>

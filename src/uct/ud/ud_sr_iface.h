@@ -5,11 +5,11 @@
 #ifndef UCT_UD_SR_IFACE_H_
 #define UCT_UD_SR_IFACE_H_
 
-#include "aptus_md.h"
-#include "aptus_iface.h"
-#include "aptus_stats.h"
-#include "../channel/ud_sr_chan.h"
-#include "../channel/ud_zcopy.h"
+#include "uct/base/aptus_md.h"
+#include "uct/base/aptus_iface.h"
+#include "uct/base/aptus_stats.h"
+#include "channel/ud_sr_chan.h"
+#include "channel/ud_zcopy.h"
 #include "ud_sr_params.h"
 
 #include <uct/base/uct_iface.h>

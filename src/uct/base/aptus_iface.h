@@ -12,8 +12,8 @@
 #include <limits.h>
 #include <stdint.h>
 
-#include "../proto/fp_ring.h"
-#include "../wire/conn.h"
+#include "proto/fp_ring.h"
+#include "wire/conn.h"
 
 /*
  * The alignment of received active messages the user asks for

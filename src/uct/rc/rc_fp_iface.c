@@ -7,8 +7,8 @@
 #endif
 
 #include "rc_fp.h"
-#include "aptus_iface.h"
-#include "../wire/sock/sock_netif.h"
+#include "uct/base/aptus_iface.h"
+#include "wire/sock/sock_netif.h"
 
 #include <ucs/sys/math.h>
 #include <ucs/sys/sys.h>

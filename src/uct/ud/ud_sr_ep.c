@@ -9,11 +9,11 @@
 #endif
 
 #include "ud_sr_ep.h"
-#include "aptus_rma.h"
+#include "uct/base/aptus_rma.h"
 #include <uct/base/uct_iov.inl>
 
 #include <inttypes.h>
-#include "../wire/sock/sock_netif.h"
+#include "wire/sock/sock_netif.h"
 
 static inline uct_ud_sr_iface_t *uct_ud_sr_ep_iface(uct_ep_h tl_ep)
 {

@@ -12,10 +12,10 @@
 #endif
 
 #include "aptus_tl.h"
-#include "aptus_rma.h"
-#include "../proto/le.h"
-#include "../channel/chan_pending.h"
-#include "../wire/sock/sock_netif.h"
+#include "uct/base/aptus_rma.h"
+#include "proto/le.h"
+#include "channel/chan_pending.h"
+#include "wire/sock/sock_netif.h"
 
 #include <uct/base/uct_iov.inl>
 

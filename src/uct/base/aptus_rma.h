@@ -11,7 +11,7 @@
 #define UCT_APTUS_RMA_H_
 
 #include "aptus_md.h"
-#include "../channel/ud_zcopy.h"
+#include "channel/ud_zcopy.h"
 
 #include <uct/api/uct.h>
 

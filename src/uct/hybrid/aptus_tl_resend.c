@@ -16,7 +16,7 @@
 #endif
 
 #include "aptus_tl.h"
-#include "../proto/le.h"
+#include "proto/le.h"
 
 #include <string.h>
 
