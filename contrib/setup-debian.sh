@@ -13,7 +13,7 @@ packages=(
     libucx-dev libucx0 ucx-utils
     libibverbs-dev librdmacm-dev rdma-core
     libgtest-dev libnuma-dev clang valgrind
-    iproute2 nftables procps strace ethtool
+    iproute2 nftables procps strace ethtool gdb
     python3 python3-matplotlib
 )
 if [ "${1:-}" != "--no-mpi" ]; then

@@ -94,6 +94,28 @@ aptus_rc_rdma_over_conn(aptus_rc_rdma_chan_t *rdma, aptus_rc_link_t *link,
     return (req != NULL) ? UCS_INPROGRESS : UCS_OK;
 }
 
+ucs_status_t aptus_rc_rdma_key_direct(aptus_rc_rdma_chan_t *rdma,
+                                      aptus_rc_link_t *link,
+                                      const aptus_mem_key_t *key)
+{
+    aptus_conn_wire_t *wire = rdma->rc->wire;
+    ucs_status_t status;
+
+    if (link->conn == NULL) {
+        return UCS_ERR_UNREACHABLE;
+    }
+    status = wire->ops->key_check(link->conn, key);
+    if ((status == UCS_OK) && rdma->over_conn &&
+        (wire->ops->reads_outstanding != NULL) &&
+        (wire->ops->reads_outstanding(link->conn) > 0)) {
+        /* operations carried before the peer proved itself are still on
+         * their way: a direct one would overtake them (a put_bw receiver
+         * polling its last byte saw an older write land after the last) */
+        return UCS_ERR_BUSY;
+    }
+    return status;
+}
+
 static ucs_status_t aptus_rc_rdma_op(aptus_rc_rdma_chan_t *rdma,
                                      aptus_rc_link_t *link,
                                      const struct iovec *iov, unsigned iovcnt,
@@ -116,8 +138,7 @@ static ucs_status_t aptus_rc_rdma_op(aptus_rc_rdma_chan_t *rdma,
     if (status != UCS_OK) {
         return status;
     }
-    status = (link->conn != NULL) ? wire->ops->key_check(link->conn, key)
-                                  : UCS_ERR_UNREACHABLE;
+    status = aptus_rc_rdma_key_direct(rdma, link, key);
     if (ucs_unlikely(status == UCS_ERR_INVALID_ADDR)) {
         rdma->stats.refused++; /* an edited key: counted by the wire */
         ucs_error("rc_rdma %s: the remote key names another process than "
@@ -129,6 +150,7 @@ static ucs_status_t aptus_rc_rdma_op(aptus_rc_rdma_chan_t *rdma,
         return status; /* the peer's proof is on its way */
     }
     if (ucs_unlikely(status != UCS_OK)) {
+        rdma->stats.ordered += (status == UCS_ERR_BUSY);
         status = aptus_rc_rdma_over_conn(rdma, link, iov, iovcnt, remote_addr,
                                          key, is_write, comp);
         if (UCS_STATUS_IS_ERR(status) && (status != UCS_ERR_NO_RESOURCE)) {

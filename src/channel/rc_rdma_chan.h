@@ -30,6 +30,7 @@ typedef struct aptus_rc_rdma_stats {
     uint64_t refused; /* outside the key's region, or unreachable */
     uint64_t conn_puts; /* carried over the connection (another host) */
     uint64_t conn_gets;
+    uint64_t ordered; /* carried over the connection behind earlier ones */
 } aptus_rc_rdma_stats_t;
 
 typedef struct aptus_rc_rdma_chan {
@@ -51,6 +52,16 @@ extern const aptus_chan_ops_t aptus_rc_rdma_chan_iface_ops;
 ucs_status_t aptus_rc_rdma_chan_init(aptus_rc_rdma_chan_t *rdma,
                                      aptus_rc_chan_t *rc, int over_conn);
 void aptus_rc_rdma_chan_cleanup(aptus_rc_rdma_chan_t *rdma);
+
+/* Whether an operation with key may go straight into the memory of the
+ * link's peer: UCS_OK when the wire reaches it directly; UCS_ERR_BUSY
+ * when it does, but operations carried over the connection before are
+ * still on their way (RC keeps one-sided operations in order: this one
+ * goes over the connection behind them); else key_check's answer
+ * (conn.h), UCS_ERR_UNREACHABLE without a connection. */
+ucs_status_t aptus_rc_rdma_key_direct(aptus_rc_rdma_chan_t *rdma,
+                                      aptus_rc_link_t *link,
+                                      const aptus_mem_key_t *key);
 
 /* Write iov to [remote_addr, +length) of key's region on the link's peer.
  * UCS_OK: done (over a connection: iov is free, the flush tells when the

@@ -14,6 +14,19 @@ t_summary() {
     [ "$t_failed" -eq 0 ]
 }
 
+# t_stacks PID: the stacks of every thread of PID's children (PID is a
+# timeout wrapper), else of PID itself, for the report of a hang.
+t_stacks() {
+    local p pids
+    pids=$(pgrep -P "$1")
+    for p in ${pids:-$1}; do
+        echo "== pid $p: $(tr '\0' ' ' </proc/"$p"/cmdline 2>/dev/null)"
+        command -v gdb >/dev/null || continue
+        timeout 30 gdb -p "$p" -batch -ex "thread apply all bt" 2>&1 |
+            grep -v '^\[New \|^Using \|^warning' | head -n 120
+    done
+}
+
 # The library under test: APTUS_LIB, else the newest build.
 t_find_lib() {
     local top=$1
@@ -54,6 +67,17 @@ perftest_pair() {
         # retry only while the server is not listening yet
         grep -qi "refused\|failed to connect" "$out/client.log" || break
     done
+    # a server still running well after its client finished is hung: keep
+    # its stacks for the report before the timeout ends it
+    local waited=0
+    while kill -0 "$server" 2>/dev/null && [ $waited -lt 300 ]; do
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+    if kill -0 "$server" 2>/dev/null; then
+        t_stacks "$server" >"$out/server.stacks" 2>&1
+        kill "$server" 2>/dev/null
+    fi
     wait "$server" || ok=1
     trap - INT TERM
     grep -q "^Final:" "$out/client.log" || ok=1

@@ -95,7 +95,12 @@ check_channels() {
         demoted=$(aptus_stat "$pid" rc_demoted aptus)
         demoted=$((${demoted:-0} + $(aptus_stat "$pid" fp_demoted aptus)))
         if [ "$max_rc" -ge $((2 * heavy)) ] && [ "$demoted" -ne 0 ]; then
-            why="${why:+$why, }rank $r: $demoted channels demoted while in use"
+            local k detail=''
+            for k in rc_demoted fp_demoted rc_expired fp_expired rc_refused \
+                     fp_refused fp_refused_no_block rc_failed; do
+                detail+=" $k=$(aptus_stat "$pid" $k aptus)"
+            done
+            why="${why:+$why, }rank $r: $demoted channels demoted while in use ($detail )"
         fi
         connected=$((connected + rc_peers))
     done

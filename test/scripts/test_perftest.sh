@@ -47,6 +47,10 @@ run() {
     fi
     if ! perftest_pair "$work" $port -- "${env[@]}" -- "$@" -n "$iters" -w 10; then
         t_fail "$name ($(tail -n 2 "$work/client.log" | tr '\n' ' '))"
+        # the server's side, and its stacks if it hung
+        sed 's/^/    server: /' "$work/server.log" | tail -n 5
+        [ -s "$work/server.stacks" ] && sed 's/^/    /' "$work/server.stacks"
+        rm -f "$work/server.stacks"
         return
     fi
     # the transport carried the traffic

@@ -660,6 +660,50 @@ TEST_F(uct_rc_sr_over_conn, put_and_get_over_the_connection)
     release(rb);
 }
 
+/* An operation that could go straight into the peer's memory waits its
+ * turn behind those still carried over the connection: RC keeps one-sided
+ * operations in order. (Puts carried before the peer proved itself, then
+ * direct ones: a put_bw receiver polling its last byte saw an older write
+ * land after the last, and waited for ever.) */
+TEST_F(uct_rc_sr_over_conn, direct_put_does_not_overtake_carried_ones)
+{
+    setup_pair();
+    remote_buf rb;
+    expose(rb, 64 * 1024, 7);
+    uct_rkey_bundle_t direct;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, rb.packed.data(), &direct));
+    remote_key(rb); /* rb.rkey is now carried over the connection */
+    uint64_t base = (uint64_t)(uintptr_t)rb.data.data();
+
+    std::vector<uint8_t> first = pattern(1, 40000), last = pattern(2, 40000);
+    uct_iov_t iov1 = { first.data(), first.size(), NULL, 0, 1 };
+    uct_iov_t iov2 = { last.data(), last.size(), NULL, 0, 1 };
+    test_comp c1, c2;
+    init_comp(c1);
+    init_comp(c2);
+    ucs_status_t s1 =
+        uct_ep_put_zcopy(m_a.ep, &iov1, 1, base, rb.rkey.rkey, &c1.super);
+    ASSERT_EQ(UCS_INPROGRESS, s1);
+    ucs_status_t s2 =
+        uct_ep_put_zcopy(m_a.ep, &iov2, 1, base, direct.rkey, &c2.super);
+    EXPECT_EQ(UCS_INPROGRESS, s2); /* behind the first, over the connection */
+    EXPECT_EQ(UCS_OK, wait_comp(c2, s2));
+    EXPECT_EQ(UCS_OK, wait_comp(c1, s1));
+    EXPECT_EQ(0, memcmp(rb.data.data(), last.data(), last.size()));
+    EXPECT_EQ(1u, stats(m_a)["rma_ordered"]);
+
+    /* with nothing on its way, the same key goes straight in again */
+    std::vector<uint8_t> again = pattern(3, 40000);
+    uct_iov_t iov3             = { again.data(), again.size(), NULL, 0, 1 };
+    EXPECT_EQ(UCS_OK,
+              uct_ep_put_zcopy(m_a.ep, &iov3, 1, base, direct.rkey, NULL));
+    EXPECT_EQ(0, memcmp(rb.data.data(), again.data(), again.size()));
+    EXPECT_EQ(1u, stats(m_a)["rma_ordered"]);
+    EXPECT_EQ(2u, stats(m_a)["conn_puts"]);
+    uct_rkey_release(m_component, &direct);
+    release(rb);
+}
+
 TEST_F(uct_rc_sr_over_conn, target_refuses_what_no_registration_covers)
 {
     setup_pair();

@@ -602,6 +602,7 @@ unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,
             { "fp_refused", a->refused[APTUS_ALLOC_FP] },
             { "fp_refusals", a->refusals[APTUS_ALLOC_FP] },
             { "fp_demoted", a->demoted[APTUS_ALLOC_FP] },
+            { "fp_expired", a->expired[APTUS_ALLOC_FP] },
             { "fp_block_bytes", iface->fpc.geom.size },
             /* blocks are mapped on first use and kept until close */
             { "fp_blocks_bytes",

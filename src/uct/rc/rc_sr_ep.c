@@ -272,9 +272,8 @@ ucs_status_t uct_rc_sr_ep_get_bcopy(uct_ep_h tl_ep,
     UCT_CHECK_LENGTH(length, 0, iface->chan.config.max_msg, "get_bcopy");
     UCT_SKIP_ZERO_LENGTH(length);
     uct_aptus_rkey_to_chan_key((const uct_aptus_rkey_t *)rkey, &key);
-    if ((uct_rc_sr_ep_link(tl_ep)->conn != NULL) &&
-        iface->wire->ops->key_reachable(uct_rc_sr_ep_link(tl_ep)->conn,
-                                        &key.mem)) {
+    if (aptus_rc_rdma_key_direct(&iface->rdma, uct_rc_sr_ep_link(tl_ep),
+                                 &key.mem) == UCS_OK) {
         status = uct_rc_sr_ep_rma(tl_ep, &iov, 1, remote_addr, rkey, 0, NULL);
         if (status == UCS_OK) {
             unpack_cb(arg, iface->bounce, length);
