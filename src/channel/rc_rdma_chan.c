@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the RC-RDMA channel (see rc_rdma_chan.h).
  */
@@ -59,7 +60,7 @@ aptus_rc_rdma_over_conn(aptus_rc_rdma_chan_t *rdma, aptus_rc_link_t *link,
                         uint64_t remote_addr, const aptus_mem_key_t *key,
                         int is_write, uct_completion_t *comp)
 {
-    aptus_conn_wire_t *wire = rdma->rc->wire;
+    aptus_conn_wire_t *wire  = rdma->rc->wire;
     aptus_rc_rdma_req_t *req = NULL;
     ucs_status_t status;
 
@@ -75,9 +76,8 @@ aptus_rc_rdma_over_conn(aptus_rc_rdma_chan_t *rdma, aptus_rc_link_t *link,
         req->super.done = aptus_rc_rdma_req_done;
         req->comp       = comp;
     }
-    status = is_write ? wire->ops->write_conn(link->conn, key, remote_addr,
-                                              iov, iovcnt,
-                                              req ? &req->super : NULL)
+    status = is_write ? wire->ops->write_conn(link->conn, key, remote_addr, iov,
+                                              iovcnt, req ? &req->super : NULL)
                       : wire->ops->read_conn(link->conn, key, remote_addr, iov,
                                              iovcnt, &req->super);
     if (status != UCS_OK) {
@@ -164,10 +164,9 @@ static ucs_status_t aptus_rc_rdma_op(aptus_rc_rdma_chan_t *rdma,
         return status;
     }
     /* into the connection's proven peer; an edited key is refused */
-    status = is_write ? wire->ops->write(link->conn, key, remote_addr, iov,
-                                         iovcnt)
-                      : wire->ops->read(link->conn, key, remote_addr, iov,
-                                        iovcnt);
+    status = is_write
+                 ? wire->ops->write(link->conn, key, remote_addr, iov, iovcnt)
+                 : wire->ops->read(link->conn, key, remote_addr, iov, iovcnt);
     if (ucs_unlikely(status != UCS_OK)) {
         rdma->stats.refused++;
         if (status == UCS_ERR_INVALID_ADDR) {
@@ -194,8 +193,7 @@ ucs_status_t aptus_rc_rdma_put(aptus_rc_rdma_chan_t *rdma,
                                const aptus_mem_key_t *key,
                                uct_completion_t *comp)
 {
-    return aptus_rc_rdma_op(rdma, link, iov, iovcnt, remote_addr, key, 1,
-                            comp);
+    return aptus_rc_rdma_op(rdma, link, iov, iovcnt, remote_addr, key, 1, comp);
 }
 
 ucs_status_t aptus_rc_rdma_get(aptus_rc_rdma_chan_t *rdma,
@@ -204,32 +202,27 @@ ucs_status_t aptus_rc_rdma_get(aptus_rc_rdma_chan_t *rdma,
                                const aptus_mem_key_t *key,
                                uct_completion_t *comp)
 {
-    return aptus_rc_rdma_op(rdma, link, iov, iovcnt, remote_addr, key, 0,
-                            comp);
+    return aptus_rc_rdma_op(rdma, link, iov, iovcnt, remote_addr, key, 0, comp);
 }
 
 /* The channel interface (chan.h). */
 
-static ucs_status_t aptus_rc_rdma_iface_put(aptus_chan_t *chan,
-                                            aptus_chan_peer_t *peer,
-                                            const struct iovec *iov,
-                                            unsigned iovcnt,
-                                            uint64_t remote_addr,
-                                            const aptus_chan_key_t *key,
-                                            uct_completion_t *comp)
+static ucs_status_t
+aptus_rc_rdma_iface_put(aptus_chan_t *chan, aptus_chan_peer_t *peer,
+                        const struct iovec *iov, unsigned iovcnt,
+                        uint64_t remote_addr, const aptus_chan_key_t *key,
+                        uct_completion_t *comp)
 {
     return aptus_rc_rdma_put(ucs_derived_of(chan, aptus_rc_rdma_chan_t),
                              (aptus_rc_link_t *)peer, iov, iovcnt, remote_addr,
                              &key->mem, comp);
 }
 
-static ucs_status_t aptus_rc_rdma_iface_get(aptus_chan_t *chan,
-                                            aptus_chan_peer_t *peer,
-                                            const struct iovec *iov,
-                                            unsigned iovcnt,
-                                            uint64_t remote_addr,
-                                            const aptus_chan_key_t *key,
-                                            uct_completion_t *comp)
+static ucs_status_t
+aptus_rc_rdma_iface_get(aptus_chan_t *chan, aptus_chan_peer_t *peer,
+                        const struct iovec *iov, unsigned iovcnt,
+                        uint64_t remote_addr, const aptus_chan_key_t *key,
+                        uct_completion_t *comp)
 {
     return aptus_rc_rdma_get(ucs_derived_of(chan, aptus_rc_rdma_chan_t),
                              (aptus_rc_link_t *)peer, iov, iovcnt, remote_addr,
@@ -252,13 +245,13 @@ const aptus_chan_ops_t aptus_rc_rdma_chan_iface_ops = {
     .peer_size       = 0,
     .peer_connect    = NULL, /* RC-SR's links */
     .peer_disconnect = NULL, /* nothing of its own per link */
-    .send          = NULL,
-    .put           = aptus_rc_rdma_iface_put,
-    .get           = aptus_rc_rdma_iface_get,
-    .flush         = aptus_rc_rdma_iface_flush,
-    .pending_add   = aptus_chan_carrier_pending_add,
-    .pending_purge = aptus_chan_carrier_pending_purge,
-    .check         = aptus_chan_carrier_check,
-    .invalidate    = aptus_chan_carrier_invalidate,
-    .progress      = NULL, /* RC-SR progresses the links */
+    .send            = NULL,
+    .put             = aptus_rc_rdma_iface_put,
+    .get             = aptus_rc_rdma_iface_get,
+    .flush           = aptus_rc_rdma_iface_flush,
+    .pending_add     = aptus_chan_carrier_pending_add,
+    .pending_purge   = aptus_chan_carrier_pending_purge,
+    .check           = aptus_chan_carrier_check,
+    .invalidate      = aptus_chan_carrier_invalidate,
+    .progress        = NULL, /* RC-SR progresses the links */
 };

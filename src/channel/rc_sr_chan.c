@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the RC-SR channel (see rc_sr_chan.h).
  */
@@ -32,8 +33,8 @@ static unsigned aptus_rc_link_reads(const aptus_rc_link_t *link)
 {
     return ((link->conn == NULL) ||
             (link->conn->wire->ops->reads_outstanding == NULL))
-                   ? 0
-                   : link->conn->wire->ops->reads_outstanding(link->conn);
+               ? 0
+               : link->conn->wire->ops->reads_outstanding(link->conn);
 }
 
 static int aptus_rc_link_idle(const aptus_rc_link_t *link)
@@ -95,8 +96,8 @@ static void aptus_rc_accepted_free(aptus_rc_chan_t *chan, aptus_rc_link_t *link)
 {
     aptus_rc_link_t *user;
 
-    ucs_debug("rc_sr: link %p flags 0x%x to 0x%016" PRIx64 " closed", link, link->flags,
-              link->peer_key);
+    ucs_debug("rc_sr: link %p flags 0x%x to 0x%016" PRIx64 " closed", link,
+              link->flags, link->peer_key);
     if (link->flags & APTUS_RC_LINK_CLAIMED) {
         /* The connection a switch was moving to is gone. The SWITCH went
          * out on the old one, after which the peer takes nothing there: no
@@ -188,8 +189,8 @@ static void aptus_rc_link_failed(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
      * stream), the owner sees the peer as failed: UCP expects
      * UCS_ERR_ENDPOINT_TIMEOUT from the error handler and from the sends
      * after it, as UCX's tcp reports. */
-    ucs_debug("rc_sr: link %p to 0x%016" PRIx64 " failed: %s", link, link->peer_key,
-              ucs_status_string(status));
+    ucs_debug("rc_sr: link %p to 0x%016" PRIx64 " failed: %s", link,
+              link->peer_key, ucs_status_string(status));
     link->error = UCS_ERR_ENDPOINT_TIMEOUT;
     if (clean) {
         link->flags |= APTUS_RC_LINK_EOF;
@@ -305,12 +306,32 @@ static void aptus_rc_chan_pair(aptus_rc_chan_t *chan, aptus_rc_link_t *acc)
                                    sizeof(body)) != UCS_OK) {
             return; /* keep both connections */
         }
-        ucs_debug("rc_sr: link %p to 0x%016" PRIx64 " moves to accepted link %p",
+        ucs_debug("rc_sr: link %p to 0x%016" PRIx64
+                  " moves to accepted link %p",
                   user, user->peer_key, acc);
         user->flags |= APTUS_RC_LINK_SWITCHING;
         user->switch_to = acc;
         acc->flags |= APTUS_RC_LINK_CLAIMED;
         return;
+    }
+}
+
+/* Tell the peer its switch to our connection may complete. Never lost to
+ * a full backlog (one-sided operations carried over the connection can
+ * fill it): the peer's endpoint waits for it, and its flush with it. */
+static void aptus_rc_link_switch_ack(aptus_rc_chan_t *chan,
+                                     aptus_rc_link_t *link)
+{
+    ucs_status_t status;
+
+    status = aptus_rc_link_send_msg(link, APTUS_RC_KIND_SWITCH_ACK, NULL, 0);
+    if (status == UCS_OK) {
+        link->flags &= ~APTUS_RC_LINK_ACK_OWED;
+    } else if (status == UCS_ERR_NO_RESOURCE) {
+        link->flags |= APTUS_RC_LINK_ACK_OWED; /* sent when it drains */
+        chan->stats.switch_acks_owed++;
+    } else {
+        aptus_rc_link_failed(chan, link, status);
     }
 }
 
@@ -320,14 +341,14 @@ static void aptus_rc_chan_switch(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
 {
     aptus_rc_link_t *ours;
 
-    ucs_debug("rc_sr: link %p: peer 0x%016" PRIx64 " moves to connection %u", link,
-              link->peer_key, conn_id);
+    ucs_debug("rc_sr: link %p: peer 0x%016" PRIx64 " moves to connection %u",
+              link, link->peer_key, conn_id);
     ucs_list_for_each(ours, &chan->links, list)
     {
         if ((ours->flags & APTUS_RC_LINK_INITIATED) && (ours->conn != NULL) &&
             !(ours->flags & APTUS_RC_LINK_FAILED) &&
             (ours->conn_id == conn_id)) {
-            aptus_rc_link_send_msg(ours, APTUS_RC_KIND_SWITCH_ACK, NULL, 0);
+            aptus_rc_link_switch_ack(chan, ours);
             break;
         }
     }
@@ -352,8 +373,8 @@ static void aptus_rc_chan_switched(aptus_rc_chan_t *chan, aptus_rc_link_t *acc)
         if (user->switch_to != acc) {
             continue;
         }
-        ucs_debug("rc_sr: link %p to 0x%016" PRIx64 " took accepted link %p", user,
-                  user->peer_key, acc);
+        ucs_debug("rc_sr: link %p to 0x%016" PRIx64 " took accepted link %p",
+                  user, user->peer_key, acc);
         if (user->conn != NULL) {
             user->conn->wire->ops->conn_close(user->conn);
         }
@@ -523,6 +544,13 @@ static void aptus_rc_chan_writable(void *arg, aptus_conn_t *conn)
             return;
         }
     }
+    if (link->flags & APTUS_RC_LINK_ACK_OWED) {
+        aptus_rc_link_switch_ack(chan, link);
+        link = conn->user;
+        if ((link == NULL) || (link->flags & APTUS_RC_LINK_FAILED)) {
+            return;
+        }
+    }
     if (link->flags & APTUS_RC_LINK_ORPHAN) {
         aptus_rc_chan_orphan_drained(chan, link);
         return;
@@ -589,7 +617,8 @@ void aptus_rc_chan_cleanup(aptus_rc_chan_t *chan)
         link = ucs_list_head(&chan->links, aptus_rc_link_t, list);
         if (link->flags & APTUS_RC_LINK_USER) {
             ucs_warn("rc_sr: link %p of an owner still connected at interface "
-                     "close", link);
+                     "close",
+                     link);
             link->flags |= APTUS_RC_LINK_PEER_GONE; /* just close it */
             aptus_rc_chan_disconnect(chan, link);
         } else {
@@ -631,8 +660,8 @@ static int aptus_rc_chan_share(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
         chan->num_accepted_links--;
         chan->num_user_links++;
         chan->stats.shared++;
-        ucs_debug("rc_sr: link %p takes accepted link %p to 0x%016" PRIx64 "", link,
-                  acc, key);
+        ucs_debug("rc_sr: link %p takes accepted link %p to 0x%016" PRIx64 "",
+                  link, acc, key);
         return 1;
     }
     return 0;
@@ -689,8 +718,8 @@ void aptus_rc_chan_disconnect(aptus_rc_chan_t *chan, aptus_rc_link_t *link)
     aptus_rc_link_t *orphan;
 
     ucs_debug("rc_sr: link %p flags 0x%x conn %p backlog %zu: its owner "
-              "goes", link, link->flags, link->conn,
-              aptus_rc_link_backlog(link));
+              "goes",
+              link, link->flags, link->conn, aptus_rc_link_backlog(link));
     aptus_rc_link_complete_flushes(link, UCS_ERR_CANCELED);
     if (!ucs_arbiter_group_is_empty(&link->pending)) {
         ucs_warn("rc_sr: link %p closed by its owner with pending requests",
@@ -747,12 +776,10 @@ static ucs_status_t aptus_rc_link_error(aptus_rc_chan_t *chan,
     return link->error;
 }
 
-static ucs_status_t aptus_rc_chan_send_am_flags(aptus_rc_chan_t *chan,
-                                                aptus_rc_link_t *link,
-                                                uint8_t am_id,
-                                                const struct iovec *iov,
-                                                unsigned iovcnt,
-                                                unsigned flags);
+static ucs_status_t
+aptus_rc_chan_send_am_flags(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
+                            uint8_t am_id, const struct iovec *iov,
+                            unsigned iovcnt, unsigned flags);
 
 ucs_status_t aptus_rc_chan_send_am(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
                                    uint8_t am_id, const struct iovec *iov,
@@ -765,8 +792,7 @@ static ucs_status_t aptus_rc_chan_send_am_flags(aptus_rc_chan_t *chan,
                                                 aptus_rc_link_t *link,
                                                 uint8_t am_id,
                                                 const struct iovec *iov,
-                                                unsigned iovcnt,
-                                                unsigned flags)
+                                                unsigned iovcnt, unsigned flags)
 {
     struct iovec msg_iov[APTUS_RC_MAX_IOV + 1];
     uint8_t hdr[APTUS_RC_HDR_LEN];
@@ -841,8 +867,8 @@ ssize_t aptus_rc_chan_send(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
                     length, chan->config.max_msg);
         iov[0].iov_base = chan->staging;
         iov[0].iov_len  = length;
-        status          = aptus_rc_chan_send_am_flags(chan, link, send->am_id,
-                                                      iov, 1, send->flags);
+        status = aptus_rc_chan_send_am_flags(chan, link, send->am_id, iov, 1,
+                                             send->flags);
         return (status == UCS_OK) ? (ssize_t)length : status;
     case APTUS_CHAN_SEND_COPY:
     case APTUS_CHAN_SEND_IOV:
@@ -855,7 +881,7 @@ ssize_t aptus_rc_chan_send(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
         if (send->kind == APTUS_CHAN_SEND_COPY) {
             iov[n].iov_base = (void *)send->copy.buffer;
             iov[n].iov_len  = send->copy.length;
-            length         += send->copy.length;
+            length += send->copy.length;
             ++n;
         } else {
             if (send->iov.iovcnt > APTUS_RC_MAX_IOV - n) {
@@ -863,7 +889,7 @@ ssize_t aptus_rc_chan_send(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
             }
             /* one pass: gather and count */
             for (i = 0; i < send->iov.iovcnt; ++i) {
-                length  += send->iov.iov[i].iov_len;
+                length += send->iov.iov[i].iov_len;
                 iov[n++] = send->iov.iov[i];
             }
         }
@@ -999,7 +1025,6 @@ void aptus_rc_chan_invalidate(aptus_rc_chan_t *chan, aptus_rc_link_t *link)
 
 ucs_status_t aptus_rc_chan_check(aptus_rc_chan_t *chan, aptus_rc_link_t *link)
 {
-
     chan->stats.checks++;
     link->flags |= APTUS_RC_LINK_CHECKED;
     if (link->flags & APTUS_RC_LINK_FAILED) {
@@ -1117,9 +1142,9 @@ static ucs_status_t aptus_rc_iface_peer_connect(aptus_chan_t *chan,
     const aptus_rc_remote_t *r = remote;
     ucs_status_t status;
 
-    status = aptus_rc_chan_connect(ucs_derived_of(chan, aptus_rc_chan_t),
-                                   storage, r->addr, r->key, r->port,
-                                   r->credits, r->tag);
+    status =
+        aptus_rc_chan_connect(ucs_derived_of(chan, aptus_rc_chan_t), storage,
+                              r->addr, r->key, r->port, r->credits, r->tag);
     if (status == UCS_OK) {
         *peer_p = storage;
     }
@@ -1138,13 +1163,13 @@ const aptus_chan_ops_t aptus_rc_chan_iface_ops = {
     .peer_size       = sizeof(aptus_rc_link_t),
     .peer_connect    = aptus_rc_iface_peer_connect,
     .peer_disconnect = aptus_rc_iface_peer_disconnect,
-    .send          = aptus_rc_iface_send,
-    .put           = NULL,
-    .get           = NULL,
-    .flush         = aptus_rc_iface_flush,
-    .pending_add   = aptus_rc_iface_pending_add,
-    .pending_purge = aptus_rc_iface_pending_purge,
-    .check         = aptus_rc_iface_check,
-    .invalidate    = aptus_rc_iface_invalidate,
-    .progress      = aptus_rc_iface_progress,
+    .send            = aptus_rc_iface_send,
+    .put             = NULL,
+    .get             = NULL,
+    .flush           = aptus_rc_iface_flush,
+    .pending_add     = aptus_rc_iface_pending_add,
+    .pending_purge   = aptus_rc_iface_pending_purge,
+    .check           = aptus_rc_iface_check,
+    .invalidate      = aptus_rc_iface_invalidate,
+    .progress        = aptus_rc_iface_progress,
 };

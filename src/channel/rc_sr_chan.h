@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the RC-SR channel: active messages over reliable connections,
  * received into one buffer pool shared by every connection (the SRQ design)
@@ -45,7 +46,8 @@ enum {
     APTUS_RC_LINK_CLAIMED   = UCS_BIT(8),  /* accepted: a switch moves to it */
     APTUS_RC_LINK_CHECKED   = UCS_BIT(9),  /* a keepalive check was sent */
     APTUS_RC_LINK_ORPHAN    = UCS_BIT(10), /* its endpoint went: never shared */
-    APTUS_RC_LINK_BYE_OWED  = UCS_BIT(11)  /* ORPHAN: BYE once there is room */
+    APTUS_RC_LINK_BYE_OWED  = UCS_BIT(11), /* ORPHAN: BYE once there is room */
+    APTUS_RC_LINK_ACK_OWED  = UCS_BIT(12)  /* SWITCH_ACK once there is room */
 };
 
 typedef struct aptus_rc_chan_stats {
@@ -63,9 +65,10 @@ typedef struct aptus_rc_chan_stats {
     uint64_t rx_bad_hello; /* connections refused at greeting */
     uint64_t links_failed;
     uint64_t checks;
-    uint64_t shared;   /* endpoints that took a peer's connection */
-    uint64_t switched; /* ... after both had connected at once */
+    uint64_t shared;            /* endpoints that took a peer's connection */
+    uint64_t switched;          /* ... after both had connected at once */
     uint64_t stale_switch_acks; /* for merges given up before they ended */
+    uint64_t switch_acks_owed;  /* waited for room in the backlog */
     uint64_t half_open_dropped; /* accepted, never greeted: closed (the
                                    oldest past APTUS_RC_MAX_HALF_OPEN, or
                                    after APTUS_RC_GREETING_TIMEOUT_MS) */
@@ -74,8 +77,8 @@ typedef struct aptus_rc_chan_stats {
 /* Connections accepted and not greeted yet (HELLO) that an interface keeps,
  * each a descriptor: beyond it the oldest goes; none waits longer than the
  * greeting timeout. A peer's HELLO goes out with its connect. */
-#define APTUS_RC_MAX_HALF_OPEN        64
-#define APTUS_RC_GREETING_TIMEOUT_MS  5000
+#define APTUS_RC_MAX_HALF_OPEN       64
+#define APTUS_RC_GREETING_TIMEOUT_MS 5000
 
 typedef struct aptus_rc_link {
     aptus_conn_t *conn;
@@ -130,8 +133,8 @@ struct aptus_rc_chan {
     ucs_list_link_t links;
     unsigned num_user_links;
     unsigned num_accepted_links;
-    unsigned num_half_open;     /* accepted, not greeted */
-    ucs_time_t next_greet_check; /* when the oldest may time out */
+    unsigned num_half_open;       /* accepted, not greeted */
+    ucs_time_t next_greet_check;  /* when the oldest may time out */
     aptus_rc_link_t *dispatching; /* its pending group is being dispatched:
                                      its requests may send */
     uint32_t next_conn_id;
@@ -168,8 +171,8 @@ typedef struct aptus_rc_remote {
     const aptus_wire_addr_t *addr; /* the listening address */
     uint64_t key;                  /* the interface's identity */
     uint16_t port;
-    uint32_t credits;              /* its grant */
-    uint16_t tag;                  /* the owner's name for the peer */
+    uint32_t credits; /* its grant */
+    uint16_t tag;     /* the owner's name for the peer */
 } aptus_rc_remote_t;
 
 /* Send an eager message (one credit): UCS_OK, the packed length (PACK),

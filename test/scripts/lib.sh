@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Shared helpers of the test scripts: PASS/FAIL/SKIP lines and the closing
 # "N passed, M failed, K skipped" line. Source it, call t_pass/t_fail/t_skip,
 # end with t_summary (its exit status is non-zero if anything failed).
@@ -54,28 +55,43 @@ perftest_pair() {
     shift
     env "${env[@]}" timeout 120 ucx_perftest -p "$port" "$@" \
         >"$out/server.log" 2>&1 &
-    local server=$! ok=1 _
-    # an interrupted caller must not leave the server behind
-    trap "kill $server 2>/dev/null" INT TERM
+    local server=$! ok=1 client='' _ ticks
+    # an interrupted caller must not leave the processes behind
+    trap 'kill $server $client 2>/dev/null' INT TERM
     for _ in $(seq 1 50); do
         sleep 0.1
-        if env "${env[@]}" timeout 120 ucx_perftest 127.0.0.1 -p "$port" "$@" \
-               >"$out/client.log" 2>&1; then
+        env "${env[@]}" timeout 120 ucx_perftest 127.0.0.1 -p "$port" "$@" \
+            >"$out/client.log" 2>&1 &
+        client=$!
+        # both sides end within seconds of the client's last line; two
+        # still running 30 s after it wait for each other for ever: keep
+        # their stacks for the report, then end them
+        ticks=0
+        while kill -0 "$client" 2>/dev/null; do
+            sleep 0.1
+            grep -q "^Final:" "$out/client.log" && ticks=$((ticks + 1))
+            if [ $ticks -ge 300 ]; then
+                { echo "client:"; t_stacks "$client"
+                  echo "server:"; t_stacks "$server"; } >"$out/server.stacks" 2>&1
+                kill "$client" "$server" 2>/dev/null
+                break
+            fi
+        done
+        if wait "$client"; then
             ok=0
             break
         fi
         # retry only while the server is not listening yet
         grep -qi "refused\|failed to connect" "$out/client.log" || break
     done
-    # a server still running well after its client finished is hung: keep
-    # its stacks for the report before the timeout ends it
-    local waited=0
-    while kill -0 "$server" 2>/dev/null && [ $waited -lt 300 ]; do
+    # a server still running well after its client finished is hung
+    ticks=0
+    while kill -0 "$server" 2>/dev/null && [ $ticks -lt 300 ]; do
         sleep 0.1
-        waited=$((waited + 1))
+        ticks=$((ticks + 1))
     done
     if kill -0 "$server" 2>/dev/null; then
-        t_stacks "$server" >"$out/server.stacks" 2>&1
+        t_stacks "$server" >>"$out/server.stacks" 2>&1
         kill "$server" 2>/dev/null
     fi
     wait "$server" || ok=1

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # ucx_perftest between two processes over ud_sr: UCT level (am_lat, am_bw
 # with short, bcopy and zcopy) and UCP level (tag, sync tag, active
 # messages, stream) from 8 B to 4 MB, and tag_lat/tag_bw from 16 KB to
@@ -47,8 +48,11 @@ run() {
     fi
     if ! perftest_pair "$work" $port -- "${env[@]}" -- "$@" -n "$iters" -w 10; then
         t_fail "$name ($(tail -n 2 "$work/client.log" | tr '\n' ' '))"
-        # the server's side, and its stacks if it hung
-        sed 's/^/    server: /' "$work/server.log" | tail -n 5
+        # both sides' last words (a UCX error or backtrace), and the
+        # stacks of two that waited for each other
+        grep -v '^[|+]\|^ *$' "$work/client.log" | tail -n 25 |
+            sed 's/^/    client: /'
+        grep -v '^ *$' "$work/server.log" | tail -n 25 | sed 's/^/    server: /'
         [ -s "$work/server.stacks" ] && sed 's/^/    /' "$work/server.stacks"
         rm -f "$work/server.stacks"
         return

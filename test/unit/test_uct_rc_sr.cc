@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCT-level tests of the rc_sr transport through the public UCT API: two
  * interfaces in one process on the loopback device, over the real sock
@@ -355,7 +356,7 @@ TEST_F(uct_rc_sr, receive_pool_ceiling_is_reported_and_loses_nothing)
     setup_pair({ { "RX_QUEUE_LEN", "2" },
                  { "RX_MAX_BUFS", "2" },
                  { "CREDITS", "64" } });
-    m_b.rx.keep = true; /* the receiver holds every message it can */
+    m_b.rx.keep      = true; /* the receiver holds every message it can */
     pool_full_errors = 0;
     /* said at diag level (UCX's own transports are silent here) */
     ucs_log_level_t level = ucs_global_opts.log_component.log_level;
@@ -600,16 +601,16 @@ TEST_F(uct_rc_sr_over_conn, put_and_get_over_the_connection)
                                { z.data() + 60010, 39990, NULL, 0, 1 } };
     test_comp c;
     init_comp(c);
-    ucs_status_t status = uct_ep_put_zcopy(m_a.ep, iov, 3, base + 1000,
-                                           rb.rkey.rkey, &c.super);
+    ucs_status_t status =
+        uct_ep_put_zcopy(m_a.ep, iov, 3, base + 1000, rb.rkey.rkey, &c.super);
     /* complete only once the target has the bytes in place */
     ASSERT_EQ(UCS_INPROGRESS, status);
     EXPECT_EQ(UCS_OK, wait_comp(c, status));
     EXPECT_EQ(0, memcmp(rb.data.data() + 1000, z.data(), z.size()));
 
     std::vector<uint8_t> s = pattern(5, 64);
-    ASSERT_EQ(UCS_OK, uct_ep_put_short(m_a.ep, s.data(), s.size(), base,
-                                       rb.rkey.rkey));
+    ASSERT_EQ(UCS_OK,
+              uct_ep_put_short(m_a.ep, s.data(), s.size(), base, rb.rkey.rkey));
     ASSERT_EQ(UCS_OK, flush_ep(m_a.ep)); /* the flush waits for it */
     EXPECT_EQ(0, memcmp(rb.data.data(), s.data(), s.size()));
 
@@ -617,8 +618,8 @@ TEST_F(uct_rc_sr_over_conn, put_and_get_over_the_connection)
     uct_iov_t giov[2] = { { zg.data(), 70000, NULL, 0, 1 },
                           { zg.data() + 70000, 80000, NULL, 0, 1 } };
     init_comp(c);
-    status = uct_ep_get_zcopy(m_a.ep, giov, 2, base + 500, rb.rkey.rkey,
-                              &c.super);
+    status =
+        uct_ep_get_zcopy(m_a.ep, giov, 2, base + 500, rb.rkey.rkey, &c.super);
     ASSERT_EQ(UCS_INPROGRESS, status);
     EXPECT_EQ(UCS_OK, wait_comp(c, status));
     EXPECT_EQ(0, memcmp(zg.data(), rb.data.data() + 500, zg.size()));
@@ -704,6 +705,58 @@ TEST_F(uct_rc_sr_over_conn, direct_put_does_not_overtake_carried_ones)
     release(rb);
 }
 
+/* Both sides connect at once while a one-sided operation carried over the
+ * staying side's connection fills its backlog: the SWITCH_ACK waits for
+ * room instead of being dropped, the merge completes and both endpoints
+ * flush. (It was dropped, and the moving side's endpoint never completed
+ * its flush: ucx_perftest ucp_put_bw over rc_sr hung at its end about one
+ * run in three once puts issued before the pid proof went over the
+ * connection.) */
+TEST_F(uct_rc_sr_over_conn, merge_completes_behind_a_full_backlog)
+{
+    ASSERT_EQ(UCS_OK, open(m_a));
+    ASSERT_EQ(UCS_OK, open(m_b));
+    auto key_of = [](entity &e) {
+        uct_rc_sr_iface_addr_t addr;
+        memcpy(&addr, e.iface_addr.data(), sizeof(addr));
+        return std::make_pair(uint64_t(addr.key), ntohs(addr.port));
+    };
+    /* the side with the smaller (key, port) keeps its connection */
+    bool a_stays  = key_of(m_a) < key_of(m_b);
+    entity &stays = a_stays ? m_a : m_b;
+    entity &moves = a_stays ? m_b : m_a;
+    connect(stays, moves);
+    connect(moves, stays);
+
+    remote_buf rb;
+    expose(rb, 4 << 20, 8); /* sixteen times the backlog */
+    remote_key(rb);
+    uint64_t base          = (uint64_t)(uintptr_t)rb.data.data();
+    std::vector<uint8_t> z = pattern(9, rb.data.size());
+    uct_iov_t iov          = { z.data(), z.size(), NULL, 0, 1 };
+    test_comp c;
+    init_comp(c);
+    ucs_status_t status;
+    while ((status = uct_ep_put_zcopy(stays.ep, &iov, 1, base, rb.rkey.rkey,
+                                      &c.super)) == UCS_ERR_NO_RESOURCE) {
+        progress();
+    }
+    ASSERT_EQ(UCS_INPROGRESS, status);
+    EXPECT_EQ(UCS_OK, wait_comp(c, status));
+    EXPECT_EQ(0, memcmp(rb.data.data(), z.data(), z.size()));
+
+    ASSERT_TRUE(wait_for([&] {
+        return (stats(m_a)["conns_open"] == 1) &&
+               (stats(m_b)["conns_open"] == 1);
+    }));
+    EXPECT_EQ(1u, stats(moves)["switched"]);
+    EXPECT_EQ(UCS_OK, flush_ep(moves.ep));
+    EXPECT_EQ(UCS_OK, flush_ep(stays.ep));
+    EXPECT_GE(stats(stays)["switch_acks_owed"], 1u);
+    EXPECT_EQ(0, m_a.err.count.load() + m_b.err.count.load());
+    release(rb);
+}
+
 TEST_F(uct_rc_sr_over_conn, target_refuses_what_no_registration_covers)
 {
     setup_pair();
@@ -721,13 +774,13 @@ TEST_F(uct_rc_sr_over_conn, target_refuses_what_no_registration_covers)
     uct_iov_t one = { buf.data(), buf.size(), NULL, 0, 1 };
     test_comp c;
     init_comp(c);
-    EXPECT_EQ(UCS_ERR_INVALID_ADDR,
-              uct_ep_get_zcopy(m_a.ep, &one, 1, base + 8150, rb.rkey.rkey,
-                               &c.super));
+    EXPECT_EQ(
+        UCS_ERR_INVALID_ADDR,
+        uct_ep_get_zcopy(m_a.ep, &one, 1, base + 8150, rb.rkey.rkey, &c.super));
 
     /* a read the target refuses fails alone; the connection stays */
-    ucs_status_t status = uct_ep_get_zcopy(m_a.ep, &one, 1, base, rb.rkey.rkey,
-                                           &c.super);
+    ucs_status_t status =
+        uct_ep_get_zcopy(m_a.ep, &one, 1, base, rb.rkey.rkey, &c.super);
     EXPECT_EQ(UCS_ERR_INVALID_ADDR, wait_comp(c, status));
     EXPECT_EQ(1u, stats(m_b)["conn_refused"]);
     std::vector<uint8_t> d = pattern(2, 50);
@@ -1082,7 +1135,7 @@ TEST_F(uct_rc_sr, simultaneous_connections_merge_in_order)
  * connections completes), the other answers and destroys its endpoint: the
  * answer arrives, and both connections close. */
 void uct_rc_sr::reply_after_close_mid_merge(bool first_stays,
-                                           bool delivered_first)
+                                            bool delivered_first)
 {
     ASSERT_EQ(UCS_OK, open(m_a));
     ASSERT_EQ(UCS_OK, open(m_b));
@@ -1121,10 +1174,12 @@ void uct_rc_sr::reply_after_close_mid_merge(bool first_stays,
         ASSERT_EQ(pattern(i + 100, 8), first.rx.msgs[i]) << i;
     }
     EXPECT_EQ(0u, stats(m_a)["rx_malformed"] + stats(m_b)["rx_malformed"]);
-    EXPECT_TRUE(wait_for([&] {
-        return (stats(m_a)["conns_open"] == 0) &&
-               (stats(m_b)["conns_open"] == 0);
-    }, 10));
+    EXPECT_TRUE(wait_for(
+        [&] {
+            return (stats(m_a)["conns_open"] == 0) &&
+                   (stats(m_b)["conns_open"] == 0);
+        },
+        10));
     EXPECT_EQ(0, m_a.err.count.load() + m_b.err.count.load());
 }
 
@@ -1312,7 +1367,7 @@ TEST_F(uct_rc_sr, destroy_with_full_backlog_delivers_everything)
     /* B's endpoint goes first (its BYE arrives), so A's side owes no BYE
      * and would close the connection at once */
     uct_ep_destroy(m_b.ep);
-    m_b.ep                = nullptr;
+    m_b.ep               = nullptr;
     uct_rc_sr_ep_t *peer = ucs_derived_of(m_a.ep, uct_rc_sr_ep_t);
     ASSERT_TRUE(
         wait_for([&] { return peer->link.flags & APTUS_RC_LINK_PEER_GONE; }));
@@ -1472,7 +1527,7 @@ TEST_F(uct_rc_sr, am_alignment_is_honoured)
 {
     for (size_t alignment : { 64, 128, 4096 }) {
         aligned_rx r;
-        r.alignment    = alignment;
+        r.alignment = alignment;
         /* at 128 the offset is beyond the alignment, as UCP may pass it */
         r.offset = alignment / 2 + 3 + ((alignment == 128) ? 3 * alignment : 0);
         m_tweak_params = [&](uct_iface_params_t &p) {
@@ -1523,7 +1578,7 @@ TEST_F(uct_rc_sr, interface_close_at_every_step_of_a_merge)
             for (unsigned i = 0; i < k; ++i) {
                 progress();
             }
-            entity &first = a_first ? m_a : m_b;
+            entity &first  = a_first ? m_a : m_b;
             entity &second = a_first ? m_b : m_a;
             uct_ep_destroy(first.ep);
             first.ep = nullptr;

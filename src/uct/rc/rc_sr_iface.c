@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the rc_sr UCT interface.
  */
@@ -21,8 +22,8 @@
 #include <limits.h>
 #include <string.h>
 
-#define UCT_RC_SR_CONFIG_PREFIX "RC_SR_"
-#define UCT_RC_SR_RMA_MAX_ZCOPY (1ul << 30)
+#define UCT_RC_SR_CONFIG_PREFIX    "RC_SR_"
+#define UCT_RC_SR_RMA_MAX_ZCOPY    (1ul << 30)
 #define UCT_RC_SR_RX_QUEUE_LEN_MAX 1048576
 #define UCT_RC_SR_RX_MAX_BUFS_MAX  16777216
 /* below a few frames a connection would send one message at a time */
@@ -137,9 +138,9 @@ static int uct_rc_sr_deliver_copy(uct_rc_sr_iface_t *iface, uint8_t am_id,
         iface->rx_copy_full++;
         return 0;
     }
-    desc = UCS_PTR_BYTE_OFFSET(obj, iface->rx_copy_pad +
-                                        sizeof(uct_recv_desc_t *));
-    copy                = UCS_PTR_BYTE_OFFSET(desc, iface->rx_headroom);
+    desc = UCS_PTR_BYTE_OFFSET(obj,
+                               iface->rx_copy_pad + sizeof(uct_recv_desc_t *));
+    copy = UCS_PTR_BYTE_OFFSET(desc, iface->rx_headroom);
     uct_rc_sr_set_release(desc, &iface->release_copy_desc);
     memcpy(copy, data, length);
     iface->rx_copied++;
@@ -177,7 +178,7 @@ ucs_status_t uct_rc_sr_deliver_user(uct_rc_sr_iface_t *iface, uint8_t am_id,
                                  at_start ? UCT_CB_PARAM_FLAG_DESC : 0);
     if (status == UCS_INPROGRESS) {
         /* the receiver keeps the message in its buffer */
-        desc                = (uint8_t *)data - iface->rx_headroom;
+        desc = (uint8_t *)data - iface->rx_headroom;
         uct_rc_sr_set_release(desc, &iface->release_desc);
         aptus_conn_buf_hold(buf);
         iface->rx_held_now++;
@@ -187,9 +188,8 @@ ucs_status_t uct_rc_sr_deliver_user(uct_rc_sr_iface_t *iface, uint8_t am_id,
 }
 
 static ucs_status_t uct_rc_sr_deliver(void *arg, aptus_rc_link_t *link,
-                                      uint8_t am_id, void *data,
-                                      size_t length, aptus_conn_buf_t *buf,
-                                      int at_start)
+                                      uint8_t am_id, void *data, size_t length,
+                                      aptus_conn_buf_t *buf, int at_start)
 {
     uct_rc_sr_iface_t *iface = arg;
 
@@ -252,11 +252,11 @@ static void uct_rc_sr_iface_pool_full(uct_rc_sr_iface_t *iface)
     }
     iface->rx_pool_full_reported = 1;
     ucs_diag("rc_sr/%s: the receive pool reached UCX_" UCT_RC_SR_CONFIG_PREFIX
-              "RX_MAX_BUFS=%u buffers of %zu bytes while the application "
-              "holds %" PRIu64 " received messages; incoming data waits in "
-              "the connections until some are released",
-              iface->dev_name, iface->rx_max_bufs, iface->wire->rx_buf_size,
-              iface->rx_held_now);
+             "RX_MAX_BUFS=%u buffers of %zu bytes while the application "
+             "holds %" PRIu64 " received messages; incoming data waits in "
+             "the connections until some are released",
+             iface->dev_name, iface->rx_max_bufs, iface->wire->rx_buf_size,
+             iface->rx_held_now);
 }
 
 static unsigned uct_rc_sr_iface_progress(uct_iface_h tl_iface)
@@ -293,8 +293,7 @@ static ucs_status_t uct_rc_sr_iface_flush(uct_iface_h tl_iface, unsigned flags,
     return aptus_rc_chan_flush_all(&iface->chan);
 }
 
-ucs_status_t uct_rc_sr_iface_query(uct_iface_h tl_iface,
-                                   uct_iface_attr_t *attr)
+ucs_status_t uct_rc_sr_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *attr)
 {
     uct_rc_sr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_sr_iface_t);
     size_t max_msg           = iface->chan.config.max_msg;
@@ -421,6 +420,7 @@ unsigned uct_rc_sr_iface_stats(uct_rc_sr_iface_t *iface,
                     { "shared_conns", c->shared },
                     { "switched", c->switched },
                     { "stale_switch_acks", c->stale_switch_acks },
+                    { "switch_acks_owed", c->switch_acks_owed },
                     { "conns_open", iface->wire->num_conns },
                     { "connects", w->connects },
                     { "accepts", w->accepts },
@@ -506,8 +506,8 @@ static uct_iface_ops_t uct_rc_sr_iface_tl_ops = {
 static uct_iface_internal_ops_t uct_rc_sr_iface_internal_ops = {
     .iface_estimate_perf = uct_base_iface_estimate_perf,
     .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function,
-    .ep_query = (uct_ep_query_func_t)ucs_empty_function_return_unsupported,
-    .ep_invalidate       = uct_rc_sr_ep_invalidate,
+    .ep_query      = (uct_ep_query_func_t)ucs_empty_function_return_unsupported,
+    .ep_invalidate = uct_rc_sr_ep_invalidate,
 };
 
 /* Copy descriptors of small messages: [pad][release pointer][user's
@@ -517,8 +517,8 @@ static ucs_status_t uct_rc_sr_iface_copy_mpool_init(uct_rc_sr_iface_t *iface)
 {
     /* padding in front keeps the element (and ucs_mpool's header before
      * it) 8-byte aligned whatever the headroom and the offset add up to */
-    size_t pad = -(iface->rx_headroom + iface->am_align_offset) & 7;
-    size_t head = pad + sizeof(uct_recv_desc_t *) + iface->rx_headroom;
+    size_t pad          = -(iface->rx_headroom + iface->am_align_offset) & 7;
+    size_t head         = pad + sizeof(uct_recv_desc_t *) + iface->rx_headroom;
     size_t alignment    = ucs_max(iface->am_alignment, sizeof(uint64_t));
     size_t elem_size    = head + ucs_max(iface->rx_copy_thresh, 1);
     size_t align_offset = (head + iface->am_align_offset) & (alignment - 1);
@@ -579,8 +579,8 @@ uct_rc_sr_iface_check_config(const uct_rc_sr_iface_config_t *config,
 }
 
 UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
-                           const uct_iface_params_t *params,
-                           const uct_iface_config_t *tl_config)
+                    const uct_iface_params_t *params,
+                    const uct_iface_config_t *tl_config)
 {
     const uct_rc_sr_iface_config_t *config =
         ucs_derived_of(tl_config, uct_rc_sr_iface_config_t);
@@ -648,14 +648,14 @@ UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
     self->sink.func   = uct_rc_sr_iface_sink_done;
     self->sink.count  = INT_MAX;
     self->sink.status = UCS_OK;
-    self->bounce = ucs_malloc(config->seg_size, "uct_rc_sr_bounce");
+    self->bounce      = ucs_malloc(config->seg_size, "uct_rc_sr_bounce");
     if (self->bounce == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
 
     memset(&wire_config, 0, sizeof(wire_config));
-    wire_config.max_frame   = APTUS_RC_HDR_LEN + config->seg_size;
-    wire_config.rx_headroom = wire_headroom;
+    wire_config.max_frame      = APTUS_RC_HDR_LEN + config->seg_size;
+    wire_config.rx_headroom    = wire_headroom;
     wire_config.rx_buffers     = config->rx_queue_len;
     wire_config.rx_max_buffers = config->rx_max_bufs;
     wire_config.rx_alignment   = self->am_alignment;
@@ -665,8 +665,8 @@ UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
     wire_config.handlers    = &aptus_rc_chan_wire_handlers;
     wire_config.arg         = &self->chan;
     /* peers on other hosts reach registered memory over the connection */
-    wire_config.mem_check   = uct_aptus_md_check_region_cb;
-    wire_config.mem_arg     = ucs_derived_of(md, uct_aptus_md_t);
+    wire_config.mem_check = uct_aptus_md_check_region_cb;
+    wire_config.mem_arg   = ucs_derived_of(md, uct_aptus_md_t);
     status = aptus_sock_conn_open(self->dev_name, &wire_config, &self->wire);
     if (status != UCS_OK) {
         goto err_bounce;
