@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """The pictures of the MVAPICH-Aptus paper (Koop, Jones, Panda, IPDPS 2008,
 Figure 7 and Table 2) from the statistics the transport writes itself.
 

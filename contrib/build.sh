@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Configure and build UCX-Aptus in build/ (and install it with --install).
 #
 #   contrib/build.sh [--install] [--prefix DIR] [--check]

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX-Aptus robustness campaign: one command that runs the scenarios of the
 # security and robustness issue and ends on one table. It reuses the
 # project's own suites and tests and reads their verdicts and counters:

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX-Aptus: a cluster in a box. See usage() below and docs/cluster.md.
 #
 # Hosts are network namespaces, each with a PID, UTS, IPC and mount

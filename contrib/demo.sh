@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX-Aptus main job: set up, build and install the module, then show the
 # transports at work: what UCX sees, ucx_perftest of ud_sr and rc_sr
 # against UCX's own tcp (and cma for rendezvous), MPI jobs (Open MPI and

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX-Aptus fuzzing: libFuzzer targets for every parser that faces the
 # network (test/fuzz/fuzz_*.c: UD-SR datagrams, RC-SR connection bytes,
 # UD-ZCopy messages, fast-path control and blocks, the send rule grammar,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Fetch the source of the *installed* UCX, for its internal headers.
 #
 # usage: contrib/get-ucx-src.sh [DESTDIR]

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The whole UCX-Aptus test suite (what .ci/run calls):
 #   set-up (packages, UCX headers), build, unit tests, the same under
 #   AddressSanitizer+UBSan, ucx_perftest over ud_sr, rc_sr and aptus, MPI jobs with
@@ -51,6 +52,7 @@ run_unit_asan() {
         grep -v "UCX  ERROR [a-z_]*: invalid configuration\|UCX  ERROR Invalid value\|UCX  WARN  aptus/lo: a message on a connection"
 }
 
+suite format contrib/check-format.sh
 suite runner test/scripts/test_runner.sh
 suite unit run_unit
 suite unit-asan run_unit_asan

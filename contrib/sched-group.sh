@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX-Aptus: one CPU cgroup for the processes of an MPI job. Sourced (bash).
 #
 # Why: MPICH's launcher (Hydra) starts every rank with setsid(), so every

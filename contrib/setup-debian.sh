@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Install what UCX-Aptus needs on Debian 12 (run as root), and fetch the
 # source of the installed UCX for its internal headers. Idempotent: asks
 # APT only for packages that are missing.
@@ -12,7 +13,7 @@ packages=(
     build-essential autoconf automake libtool pkg-config dpkg-dev
     libucx-dev libucx0 ucx-utils
     libibverbs-dev librdmacm-dev rdma-core
-    libgtest-dev libnuma-dev clang valgrind
+    libgtest-dev libnuma-dev clang clang-format valgrind
     iproute2 nftables procps strace ethtool gdb
     python3 python3-matplotlib
 )

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # The test runner's bookkeeping, sourced by contrib/run-tests.sh (and by
 # test/scripts/test_runner.sh, which checks it). Needs log_dir set.
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus benchmark: all-to-all of small messages.
  *
@@ -23,14 +24,20 @@ int main(int argc, char **argv)
     int bytes = 64, iters = 2000, warmup = 100, opt, rank, nranks, it, p;
     unsigned char *sbuf, *rbuf;
     long errors = 0, total_errors, rss, max_rss;
-    double t0 = 0, t;
+    double t0   = 0, t;
 
     MPI_Init(&argc, &argv);
     while ((opt = getopt(argc, argv, "b:i:w:")) != -1) {
         switch (opt) {
-        case 'b': bytes = atoi(optarg); break;
-        case 'i': iters = atoi(optarg); break;
-        case 'w': warmup = atoi(optarg); break;
+        case 'b':
+            bytes = atoi(optarg);
+            break;
+        case 'i':
+            iters = atoi(optarg);
+            break;
+        case 'w':
+            warmup = atoi(optarg);
+            break;
         default:
             fprintf(stderr, "usage: a2a_small [-b BYTES] [-i ITERS] "
                             "[-w WARMUP]\n");
@@ -59,8 +66,7 @@ int main(int argc, char **argv)
         }
     }
     rss = bench_max_rss_kb();
-    MPI_Reduce(&errors, &total_errors, 1, MPI_LONG, MPI_SUM, 0,
-               MPI_COMM_WORLD);
+    MPI_Reduce(&errors, &total_errors, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     MPI_Reduce(&rss, &max_rss, 1, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         printf("a2a_small: ranks=%d bytes_per_peer=%d iters=%d "

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Compare two builds of the module (before and after a change) with
 # ucx_perftest on the loopback, runs interleaved so that both see the same
 # machine: latency of 8-byte UCT active messages and UCP tagged messages,

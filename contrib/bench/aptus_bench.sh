@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX-Aptus benchmark: the configurations of the MVAPICH-Aptus paper side by
 # side (Koop et al., IPDPS 2008, Table 2 and Figure 7), in one run:
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Plots of contrib/bench/aptus_bench.sh's results.csv, as the MVAPICH-Aptus
 paper draws them (Koop et al., IPDPS 2008, Figure 7 and Table 2):
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus benchmark: MPI_Bcast, three ways (after the multicast paper's
  * figures 6 to 9: Liu, Mamidala and Panda, "Fast and Scalable MPI-Level
@@ -44,11 +45,11 @@ static void away_for(double usec)
 
 int main(int argc, char **argv)
 {
-    const char *mode = "lat";
+    const char *mode    = "lat";
     char sizes_arg[512] = "8,64,512,1024,4096,8192,16384,32768";
     int iters = 1000, warmup = 50, rank, np, opt, i, size;
     double skew_us = 1000, t, t0, sum, all, rate, worst;
-    int verbose = 0;
+    int verbose    = 0;
     unsigned seed;
     char *tok, *save = NULL;
     uint8_t *buf;
@@ -78,8 +79,9 @@ int main(int argc, char **argv)
             break;
         default:
             if (rank == 0) {
-                fprintf(stderr, "usage: bcast_bench -m lat|tput|skew [-s SIZES] "
-                                "[-i ITERS] [-w WARMUP] [-k SKEW_US]\n");
+                fprintf(stderr,
+                        "usage: bcast_bench -m lat|tput|skew [-s SIZES] "
+                        "[-i ITERS] [-w WARMUP] [-k SKEW_US]\n");
             }
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
@@ -118,8 +120,9 @@ int main(int argc, char **argv)
             MPI_Barrier(MPI_COMM_WORLD);
             sum /= iters;
             if (verbose) {
-                fprintf(stderr, "bcast_bench rank %d size %d: %.2f us, "
-                                "worst %.1f us\n",
+                fprintf(stderr,
+                        "bcast_bench rank %d size %d: %.2f us, "
+                        "worst %.1f us\n",
                         rank, size, sum * 1e6, worst * 1e6);
             }
             MPI_Reduce(&sum, &all, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX-Aptus benchmark: the multicast MPI_Bcast (libaptus_bcast) against
 # each MPI's own MPI_Bcast over the same UCX transport, one run.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Plots of contrib/bench/bcast_bench.sh's bcast.csv (medians over the
 repetitions), after the multicast paper's figures (Liu, Mamidala and Panda,
 IPDPS 2004, figures 6 to 9):

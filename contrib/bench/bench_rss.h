@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus benchmarks: the peak resident size of this process (VmHWM),
  * what the benchmarks report as memory per process.

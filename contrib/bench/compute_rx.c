@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus benchmark: a receiver that computes.
  *
@@ -96,8 +97,8 @@ static void sender(size_t size, double seconds, int window)
                 ++done;
             }
             fill(bufs + (size_t)i * size, size, sent);
-            MPI_Isend(bufs + (size_t)i * size, (int)size, MPI_BYTE, 1,
-                      TAG_DATA, MPI_COMM_WORLD, &reqs[i]);
+            MPI_Isend(bufs + (size_t)i * size, (int)size, MPI_BYTE, 1, TAG_DATA,
+                      MPI_COMM_WORLD, &reqs[i]);
             ++sent;
         }
     }
@@ -180,7 +181,7 @@ static void receiver(size_t size, double compute_s, int window)
 
 int main(int argc, char **argv)
 {
-    size_t size = 4096;
+    size_t size    = 4096;
     double seconds = 2.0, compute_ms = 100;
     int window = 64, rank, nprocs, opt;
 
@@ -189,10 +190,18 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     while ((opt = getopt(argc, argv, "s:t:c:w:")) != -1) {
         switch (opt) {
-        case 's': size = strtoul(optarg, NULL, 0); break;
-        case 't': seconds = atof(optarg); break;
-        case 'c': compute_ms = atof(optarg); break;
-        case 'w': window = atoi(optarg); break;
+        case 's':
+            size = strtoul(optarg, NULL, 0);
+            break;
+        case 't':
+            seconds = atof(optarg);
+            break;
+        case 'c':
+            compute_ms = atof(optarg);
+            break;
+        case 'w':
+            window = atoi(optarg);
+            break;
         default:
             if (rank == 0) {
                 fprintf(stderr, "usage: compute_rx [-s size] [-t seconds] "

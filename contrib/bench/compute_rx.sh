@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX-Aptus benchmark: sender throughput while the receiver computes.
 #
 # contrib/bench/compute_rx.c under Open MPI (pml/ucx, 2 ranks): rank 0

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus benchmark: what the first message of a new stream costs, beside
  * the latency of a stream that is already open.

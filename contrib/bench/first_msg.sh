@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX-Aptus: what the first message of a new stream costs (ud_sr opens a
 # stream with a handshake, one extra round trip) beside the one-way latency
 # of an open stream, for ud_sr, aptus and UCX's tcp (first_msg.c, UCT level,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX-Aptus fast-path benchmark (the Veloblock paper's figures, one run):
 #
 #   latency   UCT am_lat from 8 B to 2 KB (-D bcopy; 8 B also -D short) over

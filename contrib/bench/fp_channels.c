@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: 8-byte latency over rc_fp against the number of fast-path
  * channels a receiver polls (the Veloblock paper's observation that the
@@ -27,10 +28,10 @@
 #include <signal.h>
 #include <sys/wait.h>
 
-#define PROG       "fp_channels"
-#define AM_ID      7
-#define WARM_MSGS  64 /* per pair: past UCX_RC_FP_THRESH, both ways */
-#define MAX_PEERS  256
+#define PROG      "fp_channels"
+#define AM_ID     7
+#define WARM_MSGS 64 /* per pair: past UCX_RC_FP_THRESH, both ways */
+#define MAX_PEERS 256
 
 typedef struct {
     uint32_t from; /* the client interface a message came from */

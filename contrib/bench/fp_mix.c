@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: a mixed-size, data-verifying MPI exchange for the fast-path
  * benchmark: every rank trades windows of messages with its ring
@@ -32,8 +33,8 @@ static uint32_t mix(uint32_t x)
 /* the size of message j from src to dst in iteration it */
 static int msg_size(int src, int dst, int it, int j)
 {
-    uint32_t r = mix((uint32_t)src * 7919u ^ (uint32_t)dst * 104729u ^
-                     (uint32_t)it * 31u ^ (uint32_t)j * 2654435761u);
+    uint32_t r    = mix((uint32_t)src * 7919u ^ (uint32_t)dst * 104729u ^
+                        (uint32_t)it * 31u ^ (uint32_t)j * 2654435761u);
     uint32_t pick = r % 100, v = r >> 8;
 
     if (pick < 50) {
@@ -73,7 +74,8 @@ int main(int argc, char **argv)
             break;
         default:
             if (rank == 0) {
-                fprintf(stderr, "usage: fp_mix [-i ITERS] [-p PEERS] [-w WINDOW]\n");
+                fprintf(stderr,
+                        "usage: fp_mix [-i ITERS] [-p PEERS] [-w WINDOW]\n");
             }
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
@@ -84,7 +86,7 @@ int main(int argc, char **argv)
     if (peers < 1) {
         peers = 1;
     }
-    n = 2 * peers * window; /* messages each way per iteration */
+    n             = 2 * peers * window; /* messages each way per iteration */
     uint8_t *sbuf = malloc((size_t)n * MAX_SIZE);
     uint8_t *rbuf = malloc((size_t)n * MAX_SIZE);
     MPI_Request *reqs = malloc(2 * n * sizeof(*reqs));

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Plots of the fast-path benchmark (fp_bench.sh): fp_latency.png (latency
 against message size), fp_channels.png (8-byte latency against the channels
 polled) and fp_share.png (share of eligible messages on the fast path).

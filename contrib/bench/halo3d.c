@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus benchmark: a 3-D nearest-neighbour halo exchange.
  *
@@ -34,9 +35,15 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     while ((opt = getopt(argc, argv, "n:i:w:")) != -1) {
         switch (opt) {
-        case 'n': n = atoi(optarg); break;
-        case 'i': iters = atoi(optarg); break;
-        case 'w': warmup = atoi(optarg); break;
+        case 'n':
+            n = atoi(optarg);
+            break;
+        case 'i':
+            iters = atoi(optarg);
+            break;
+        case 'w':
+            warmup = atoi(optarg);
+            break;
         default:
             fprintf(stderr, "usage: halo3d [-n N] [-i ITERS] [-w WARMUP]\n");
             MPI_Abort(MPI_COMM_WORLD, 2);
@@ -91,8 +98,8 @@ int main(int argc, char **argv)
     if (rank == 0) {
         printf("halo3d: ranks=%d grid=%dx%dx%d face_bytes=%zu iters=%d "
                "time_per_iter_us=%.1f max_rss_kb=%ld %s\n",
-               nranks, dims[0], dims[1], dims[2], count * sizeof(double),
-               iters, t / iters * 1e6, max_rss, total_errors ? "FAIL" : "OK");
+               nranks, dims[0], dims[1], dims[2], count * sizeof(double), iters,
+               t / iters * 1e6, max_rss, total_errors ? "FAIL" : "OK");
     }
     for (i = 0; i < 6; ++i) {
         free(sbuf[i]);

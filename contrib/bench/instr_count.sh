@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX-Aptus benchmark: instructions per 8-byte active message, send +
 # receive, over ud_sr and UCX's tcp, counted by callgrind on the UCT-level
 # loop of test/perf/am_instr.c (two interfaces in one process bounce an

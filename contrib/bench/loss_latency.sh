@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX-Aptus benchmark: 8-byte MPI ping-pong latency percentiles (p50, p99,
 # p99.9, max) over ud_sr and UCX's tcp, with no loss and with kernel loss
 # injected by nftables in a network namespace this script creates and

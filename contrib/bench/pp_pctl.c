@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus benchmark: MPI ping-pong latency percentiles.
  *
@@ -43,7 +44,7 @@ static double pctl(const double *v, int n, double p)
 int main(int argc, char **argv)
 {
     int size = 8, iters = 20000, warmup = 1000, rank, nranks, opt, i, peer;
-    double *lat, t0, sum = 0;
+    double *lat, t0, sum                = 0;
     char *buf;
 
     MPI_Init(&argc, &argv);

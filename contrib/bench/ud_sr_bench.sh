@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 #
 # UCX-Aptus: benchmark of the ud_sr transport against UCX's own tcp, both on
 # the loopback, measured in the same run and interleaved.

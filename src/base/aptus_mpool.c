@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: memory-pool operations shared by every layer.
  */
@@ -7,10 +8,8 @@
 
 #include "aptus_mpool.h"
 
-ucs_mpool_ops_t aptus_mpool_plain_ops = {
-    .chunk_alloc   = ucs_mpool_chunk_malloc,
-    .chunk_release = ucs_mpool_chunk_free,
-    .obj_init      = NULL,
-    .obj_cleanup   = NULL,
-    .obj_str       = NULL
-};
+ucs_mpool_ops_t aptus_mpool_plain_ops = { .chunk_alloc = ucs_mpool_chunk_malloc,
+                                          .chunk_release = ucs_mpool_chunk_free,
+                                          .obj_init      = NULL,
+                                          .obj_cleanup   = NULL,
+                                          .obj_str       = NULL };

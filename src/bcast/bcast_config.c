@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the broadcast library's settings (see bcast_config.h).
  */
@@ -73,8 +74,7 @@ static int aptus_bc_group(const char *s, struct sockaddr_in *group)
     memcpy(ip, s, n);
     ip[n] = '\0';
     port  = strtoul(colon + 1, &end, 10);
-    if ((colon[1] == '\0') || (*end != '\0') || (port == 0) ||
-        (port > 65535)) {
+    if ((colon[1] == '\0') || (*end != '\0') || (port == 0) || (port > 65535)) {
         return -1;
     }
     memset(group, 0, sizeof(*group));
@@ -125,15 +125,16 @@ int aptus_bc_config_read(aptus_bc_config_t *cfg,
     s = env("APTUS_BCAST_STATS");
     if (s != NULL) {
         if (strlen(s) >= sizeof(cfg->stats)) {
-            snprintf(err, errlen, "APTUS_BCAST_STATS: longer than %zu characters",
+            snprintf(err, errlen,
+                     "APTUS_BCAST_STATS: longer than %zu characters",
                      sizeof(cfg->stats) - 1);
             return -1;
         }
         strcpy(cfg->stats, s);
     }
     if ((aptus_bc_bool(env, "APTUS_BCAST", &cfg->enable, err, errlen) < 0) ||
-        (aptus_bc_bool(env, "APTUS_BCAST_VERBOSE", &cfg->verbose, err,
-                       errlen) < 0)) {
+        (aptus_bc_bool(env, "APTUS_BCAST_VERBOSE", &cfg->verbose, err, errlen) <
+         0)) {
         return -1;
     }
     for (i = 0; i < sizeof(u32) / sizeof(u32[0]); ++i) {
@@ -168,7 +169,7 @@ int aptus_bc_config_read(aptus_bc_config_t *cfg,
         return -1;
     }
     cfg->peer_timeout_us = v * 1000000;
-    v = (uint64_t)cfg->rcvbuf;
+    v                    = (uint64_t)cfg->rcvbuf;
     if (aptus_bc_uint(env, "APTUS_BCAST_RCVBUF", 4096, 1u << 30, &v, err,
                       errlen) < 0) {
         return -1;

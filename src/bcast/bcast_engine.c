@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: one communicator's multicast broadcast at one rank (see
  * bcast_engine.h).
@@ -58,7 +59,7 @@ static void aptus_bc_tx(aptus_bc_engine_t *e, int dest, const aptus_mc_hdr_t *h,
     aptus_mc_hdr_build(hdr, h);
     iov[0].iov_base = hdr;
     iov[0].iov_len  = sizeof(hdr);
-    iov[1].iov_base = (void*)payload;
+    iov[1].iov_base = (void *)payload;
     iov[1].iov_len  = h->payload_len;
     if (dest < 0) {
         (void)aptus_bc_net_mcast(&e->net, iov, (h->payload_len > 0) ? 2 : 1);
@@ -74,8 +75,8 @@ static void aptus_bc_op_mcast(void *arg, const aptus_mc_hdr_t *hdr,
     aptus_bc_tx(arg, -1, hdr, payload);
 }
 
-static void aptus_bc_op_send(void *arg, uint32_t dest, const aptus_mc_hdr_t *hdr,
-                             const void *payload)
+static void aptus_bc_op_send(void *arg, uint32_t dest,
+                             const aptus_mc_hdr_t *hdr, const void *payload)
 {
     aptus_bc_engine_t *e = arg;
 
@@ -123,7 +124,7 @@ static void aptus_bc_op_deliver(void *arg, uint32_t seq, uint32_t root,
     } else {
         e->q_tail->next = m;
     }
-    e->q_tail  = m;
+    e->q_tail = m;
     e->q_bytes += len;
     e->stats.queued++;
     if (e->q_bytes > e->stats.queued_bytes_max) {
@@ -144,15 +145,15 @@ aptus_bc_status_t aptus_bc_engine_init(aptus_bc_engine_t *e,
                            aptus_bc_op_deliver };
 
     memset(e, 0, sizeof(*e));
-    e->net             = *net;
-    e->peer_timeout_us = peer_timeout_us;
+    e->net              = *net;
+    e->peer_timeout_us  = peer_timeout_us;
     e->limits.key       = key;
     e->limits.comm_size = comm_size;
-    e->rxlen  = APTUS_MC_HDR_LEN + cfg->frag_size;
-    e->rxbuf  = malloc(e->rxlen);
-    e->peers  = malloc(sizeof(*peers) * comm_size);
-    e->waiting_since = calloc(comm_size, sizeof(uint64_t));
-    e->probe_heard   = calloc(comm_size, 1);
+    e->rxlen            = APTUS_MC_HDR_LEN + cfg->frag_size;
+    e->rxbuf            = malloc(e->rxlen);
+    e->peers            = malloc(sizeof(*peers) * comm_size);
+    e->waiting_since    = calloc(comm_size, sizeof(uint64_t));
+    e->probe_heard      = calloc(comm_size, 1);
     if ((e->rxbuf == NULL) || (e->peers == NULL) ||
         (e->waiting_since == NULL) || (e->probe_heard == NULL) ||
         (aptus_mc_window_init(&e->w, cfg, comm_size, rank, key, &ops, e) !=
@@ -240,11 +241,10 @@ static void aptus_bc_dgram_in(aptus_bc_engine_t *e, long len, uint64_t now_us)
 }
 
 /* One datagram from fd, if one waits: 1, else 0. */
-static unsigned aptus_bc_recv_one(aptus_bc_engine_t *e, int fd,
-                                  uint64_t now_us)
+static unsigned aptus_bc_recv_one(aptus_bc_engine_t *e, int fd, uint64_t now_us)
 {
     int truncated = 0;
-    long len = aptus_bc_net_recv(fd, e->rxbuf, e->rxlen, NULL, &truncated);
+    long len      = aptus_bc_net_recv(fd, e->rxbuf, e->rxlen, NULL, &truncated);
 
     if (len == 0) {
         return 0;
@@ -370,7 +370,7 @@ aptus_bc_status_t aptus_bc_engine_bcast(aptus_bc_engine_t *e, const void *buf,
 {
     aptus_bc_status_t status = APTUS_BC_OK;
     aptus_mc_status_t st;
-    unsigned idle = 0;
+    unsigned idle  = 0;
     uint64_t start = aptus_bc_now_us();
     uint32_t seq;
 
@@ -406,17 +406,16 @@ out:
 }
 
 aptus_bc_status_t aptus_bc_engine_recv(aptus_bc_engine_t *e, uint32_t root,
-                                       void *buf, uint32_t cap,
-                                       uint32_t *len_p)
+                                       void *buf, uint32_t cap, uint32_t *len_p)
 {
     aptus_bc_status_t status = APTUS_BC_OK;
-    unsigned idle = 0;
-    uint64_t start = aptus_bc_now_us();
+    unsigned idle            = 0;
+    uint64_t start           = aptus_bc_now_us();
     aptus_bc_msg_t *m;
 
     pthread_mutex_lock(&e->lock);
     e->in_call = 1;
-    m = e->q_head;
+    m          = e->q_head;
     if (m != NULL) {
         e->q_head = m->next;
         if (e->q_head == NULL) {
@@ -464,7 +463,7 @@ out:
 void aptus_bc_engine_probe_send(aptus_bc_engine_t *e, uint32_t round)
 {
     uint8_t buf[APTUS_BC_PROBE_LEN] = { 0 };
-    struct iovec iov = { buf, sizeof(buf) };
+    struct iovec iov                = { buf, sizeof(buf) };
 
     aptus_put32(buf, APTUS_BC_PROBE_MAGIC);
     aptus_put64(buf + 4, e->limits.key);
@@ -475,7 +474,7 @@ void aptus_bc_engine_probe_send(aptus_bc_engine_t *e, uint32_t round)
 
 uint32_t aptus_bc_engine_probe_wait(aptus_bc_engine_t *e, uint64_t timeout_us)
 {
-    uint64_t end = aptus_bc_now_us() + timeout_us;
+    uint64_t end  = aptus_bc_now_us() + timeout_us;
     uint32_t want = e->limits.comm_size - 1;
 
     pthread_mutex_lock(&e->lock);

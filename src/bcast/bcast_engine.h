@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: one communicator's reliable multicast broadcast at one rank:
  * the protocol window (src/proto/mcast_window.h) over the sock wire's
@@ -44,24 +45,24 @@ typedef struct aptus_bc_msg {
 
 typedef struct aptus_bc_engine_stats {
     uint64_t rx_dgrams;
-    uint64_t foreign;     /* another job's or communicator's datagrams */
-    uint64_t own;         /* my own multicast, looped back */
-    uint64_t bad;         /* failed the parser (not foreign) */
-    uint64_t probes;      /* set-up probes heard */
-    uint64_t queued;      /* messages delivered before their MPI_Bcast */
+    uint64_t foreign; /* another job's or communicator's datagrams */
+    uint64_t own;     /* my own multicast, looped back */
+    uint64_t bad;     /* failed the parser (not foreign) */
+    uint64_t probes;  /* set-up probes heard */
+    uint64_t queued;  /* messages delivered before their MPI_Bcast */
     uint64_t queued_bytes_max;
-    uint64_t spins;       /* wait iterations without news */
+    uint64_t spins; /* wait iterations without news */
 } aptus_bc_engine_stats_t;
 
 typedef struct aptus_bc_engine {
     pthread_mutex_t lock;
     aptus_mc_window_t w;
     aptus_bc_net_t net;
-    aptus_bc_addr_t *peers;   /* point-to-point address of every rank */
-    uint64_t *waiting_since;  /* usec: a repair or poll to the rank went
-                                 unanswered since then (0: none) */
-    uint32_t n_waiting;       /* ranks with waiting_since set */
-    uint8_t *probe_heard;     /* set-up: a probe of the rank arrived */
+    aptus_bc_addr_t *peers;  /* point-to-point address of every rank */
+    uint64_t *waiting_since; /* usec: a repair or poll to the rank went
+                                unanswered since then (0: none) */
+    uint32_t n_waiting;      /* ranks with waiting_since set */
+    uint8_t *probe_heard;    /* set-up: a probe of the rank arrived */
     uint32_t probe_count;
     aptus_mc_limits_t limits;
     uint8_t *rxbuf;
@@ -80,7 +81,7 @@ typedef struct aptus_bc_engine {
         uint32_t len;
         uint32_t cap;
         void *buf;
-    } wait;                 /* the receive the application waits in */
+    } wait; /* the receive the application waits in */
 
     /* Called (without the lock) now and then while the application's
      * thread waits: the MPI binding drives the MPI library's own progress
@@ -89,8 +90,8 @@ typedef struct aptus_bc_engine {
     void (*idle_cb)(void *arg);
     void *idle_arg;
 
-    uint32_t next;          /* sequence of the next broadcast call */
-    volatile int in_call;   /* the application drives progress now */
+    uint32_t next;             /* sequence of the next broadcast call */
+    volatile int in_call;      /* the application drives progress now */
     volatile uint64_t left_us; /* when the application's last call ended */
     int failed;
     char why[192];

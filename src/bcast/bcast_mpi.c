@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: MPI_Bcast over reliable multicast, through the MPI profiling
  * interface. Built once per MPI (libaptus_bcast.so for Open MPI,
@@ -126,8 +127,8 @@ static FILE *aptus_bc_stats_open(void)
 {
     char path[512];
     const char *s = aptus_bc_cfg.stats;
-    size_t n = 0;
-    int wrank = 0;
+    size_t n      = 0;
+    int wrank     = 0;
 
     if (aptus_bc_stats_file != NULL) {
         return aptus_bc_stats_file;
@@ -160,11 +161,12 @@ static FILE *aptus_bc_stats_open(void)
 
 static void aptus_bc_stats_print(aptus_bc_comm_t *c)
 {
-    const aptus_mc_stats_t *s = &c->engine.w.stats;
+    const aptus_mc_stats_t *s         = &c->engine.w.stats;
     const aptus_bc_engine_stats_t *es = &c->engine.stats;
     FILE *f;
 
-    if ((aptus_bc_cfg.stats[0] == '\0') || ((f = aptus_bc_stats_open()) == NULL)) {
+    if ((aptus_bc_cfg.stats[0] == '\0') ||
+        ((f = aptus_bc_stats_open()) == NULL)) {
         return;
     }
     if (c->mode != APTUS_BC_MODE_MCAST) {
@@ -173,25 +175,23 @@ static void aptus_bc_stats_print(aptus_bc_comm_t *c)
                 "\n",
                 c->rank, c->size, c->n_fallback);
     } else {
-        fprintf(f,
-                "aptus-bcast rank=%u size=%u mode=mcast key=%016" PRIx64
-                " root=%" PRIu64 " recv=%" PRIu64 " packed=%" PRIu64
-                " fallback=%" PRIu64 " delivered=%" PRIu64
-                " window_full=%" PRIu64 " duplicates=%" PRIu64
-                " early=%" PRIu64 " out_of_window=%" PRIu64
-                " malformed=%" PRIu64 " acks_sent=%" PRIu64
-                " nacks_sent=%" PRIu64 " reports_sent=%" PRIu64
-                " polls_sent=%" PRIu64 " repairs_sent=%" PRIu64
-                " rx_dgrams=%" PRIu64 " foreign=%" PRIu64 " bad=%" PRIu64
-                " queued=%" PRIu64 " queued_bytes_max=%" PRIu64
-                " tx_errors=%" PRIu64 " srtt_us=%u\n",
-                c->rank, c->size, c->key, c->n_root, c->n_recv, c->n_packed,
-                c->n_fallback, s->delivered, s->window_full, s->duplicates,
-                s->early, s->out_of_window, s->malformed, s->acks_sent,
-                s->nacks_sent, s->reports_sent, s->polls_sent,
-                s->repairs_sent, es->rx_dgrams, es->foreign, es->bad,
-                es->queued, es->queued_bytes_max, c->engine.net.tx_errors,
-                c->engine.w.srtt_us);
+        fprintf(
+            f,
+            "aptus-bcast rank=%u size=%u mode=mcast key=%016" PRIx64
+            " root=%" PRIu64 " recv=%" PRIu64 " packed=%" PRIu64
+            " fallback=%" PRIu64 " delivered=%" PRIu64 " window_full=%" PRIu64
+            " duplicates=%" PRIu64 " early=%" PRIu64 " out_of_window=%" PRIu64
+            " malformed=%" PRIu64 " acks_sent=%" PRIu64 " nacks_sent=%" PRIu64
+            " reports_sent=%" PRIu64 " polls_sent=%" PRIu64
+            " repairs_sent=%" PRIu64 " rx_dgrams=%" PRIu64 " foreign=%" PRIu64
+            " bad=%" PRIu64 " queued=%" PRIu64 " queued_bytes_max=%" PRIu64
+            " tx_errors=%" PRIu64 " srtt_us=%u\n",
+            c->rank, c->size, c->key, c->n_root, c->n_recv, c->n_packed,
+            c->n_fallback, s->delivered, s->window_full, s->duplicates,
+            s->early, s->out_of_window, s->malformed, s->acks_sent,
+            s->nacks_sent, s->reports_sent, s->polls_sent, s->repairs_sent,
+            es->rx_dgrams, es->foreign, es->bad, es->queued,
+            es->queued_bytes_max, c->engine.net.tx_errors, c->engine.w.srtt_us);
     }
     fflush(f);
 }
@@ -350,13 +350,13 @@ static void aptus_bc_mpi_progress(void *arg)
 static aptus_bc_comm_t *aptus_bc_comm_setup(MPI_Comm comm, int size, int rank)
 {
     static const uint64_t probe_wait_us[] = { 250000, 250000, 500000 };
-    aptus_bc_comm_t *c = calloc(1, sizeof(*c));
-    aptus_bc_info_t *all = NULL, mine;
-    aptus_mc_config_t mc = aptus_bc_cfg.mc;
+    aptus_bc_comm_t *c                    = calloc(1, sizeof(*c));
+    aptus_bc_info_t *all                  = NULL, mine;
+    aptus_mc_config_t mc                  = aptus_bc_cfg.mc;
     struct sockaddr_in group;
     aptus_bc_addr_t *peers = NULL;
     aptus_bc_net_t net;
-    char err[256] = "", gstr[64];
+    char err[256]    = "", gstr[64];
     unsigned min_mtu = UINT32_MAX, bad = UINT32_MAX, heard, heard_min = 0;
     uint32_t round;
     uint64_t t0;
@@ -402,15 +402,17 @@ static aptus_bc_comm_t *aptus_bc_comm_setup(MPI_Comm comm, int size, int rank)
     }
     aptus_bc_config_words(&aptus_bc_cfg.mc, mine.cfg);
     mine.failed = aptus_bc_probe_failed;
-    all = malloc(sizeof(*all) * (size_t)size);
-    peers = malloc(sizeof(*peers) * (size_t)size);
+    all         = malloc(sizeof(*all) * (size_t)size);
+    peers       = malloc(sizeof(*peers) * (size_t)size);
     if ((all == NULL) || (peers == NULL)) {
-        fprintf(stderr, "aptus_bcast: out of memory setting up a "
-                        "communicator of %d ranks\n", size);
+        fprintf(stderr,
+                "aptus_bcast: out of memory setting up a "
+                "communicator of %d ranks\n",
+                size);
         abort();
     }
-    PMPI_Allgather(&mine, sizeof(mine), MPI_BYTE, all, sizeof(mine),
-                   MPI_BYTE, comm);
+    PMPI_Allgather(&mine, sizeof(mine), MPI_BYTE, all, sizeof(mine), MPI_BYTE,
+                   comm);
     for (r = 0; r < size; ++r) {
         if (!all[r].ok && (bad == UINT32_MAX)) {
             bad = (unsigned)r;
@@ -485,16 +487,16 @@ static aptus_bc_comm_t *aptus_bc_comm_setup(MPI_Comm comm, int size, int rank)
     }
     c->engine.idle_cb  = aptus_bc_mpi_progress;
     c->engine.idle_arg = c;
-    c->pack_buf = malloc(mc.max_msg);
-    c->max_msg  = mc.max_msg;
+    c->pack_buf        = malloc(mc.max_msg);
+    c->max_msg         = mc.max_msg;
 
     /* does the multicast reach every rank? */
     for (round = 0; round < 3; ++round) {
         heard = 0;
         if (mine.ok && (c->pack_buf != NULL)) {
             aptus_bc_engine_probe_send(&c->engine, round);
-            heard = aptus_bc_engine_probe_wait(&c->engine,
-                                               probe_wait_us[round]);
+            heard =
+                aptus_bc_engine_probe_wait(&c->engine, probe_wait_us[round]);
         }
         PMPI_Allreduce(&heard, &heard_min, 1, MPI_UNSIGNED, MPI_MIN, comm);
         if (heard_min == (unsigned)size - 1) {
@@ -525,15 +527,14 @@ static aptus_bc_comm_t *aptus_bc_comm_setup(MPI_Comm comm, int size, int rank)
     c->mode = APTUS_BC_MODE_MCAST;
     if (aptus_bc_cfg.verbose && (rank == 0)) {
         snprintf(gstr, sizeof(gstr), "%s", inet_ntoa(group.sin_addr));
-        aptus_bc_log(c,
-                     "multicast group %s:%u on %s, window %u, groups of %u, "
-                     "ACK every %u, %u-byte datagrams, up to %u bytes; set "
-                     "up in %.1f ms (%u probe rounds)",
-                     gstr, ntohs(group.sin_port),
-                     inet_ntoa(c->engine.net.ifaddr), mc.window,
-                     c->engine.w.group_size, mc.ack_every, mc.frag_size,
-                     mc.max_msg, (double)(aptus_bc_now_us() - t0) / 1e3,
-                     round + 1);
+        aptus_bc_log(
+            c,
+            "multicast group %s:%u on %s, window %u, groups of %u, "
+            "ACK every %u, %u-byte datagrams, up to %u bytes; set "
+            "up in %.1f ms (%u probe rounds)",
+            gstr, ntohs(group.sin_port), inet_ntoa(c->engine.net.ifaddr),
+            mc.window, c->engine.w.group_size, mc.ack_every, mc.frag_size,
+            mc.max_msg, (double)(aptus_bc_now_us() - t0) / 1e3, round + 1);
     }
     goto out;
 
@@ -565,8 +566,7 @@ static aptus_bc_comm_t *aptus_bc_comm_get(MPI_Comm comm, int root)
 
     aptus_bc_global_init();
     /* a communicator set up before: one attribute lookup per broadcast */
-    if (PMPI_Comm_get_attr(comm, aptus_bc_keyval, &c, &found) !=
-        MPI_SUCCESS) {
+    if (PMPI_Comm_get_attr(comm, aptus_bc_keyval, &c, &found) != MPI_SUCCESS) {
         return NULL;
     }
     if (found) {
@@ -628,8 +628,7 @@ static int aptus_bc_is_contig(MPI_Datatype dt, int tsize)
     int ni, na, nd, combiner;
     MPI_Aint lb, extent;
 
-    if ((PMPI_Type_get_envelope(dt, &ni, &na, &nd, &combiner) !=
-         MPI_SUCCESS) ||
+    if ((PMPI_Type_get_envelope(dt, &ni, &na, &nd, &combiner) != MPI_SUCCESS) ||
         (combiner != MPI_COMBINER_NAMED) ||
         (PMPI_Type_get_extent(dt, &lb, &extent) != MPI_SUCCESS)) {
         return 0;

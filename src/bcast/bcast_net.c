@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the sock wire's IP multicast (see bcast_net.h).
  */
@@ -67,7 +68,7 @@ static int aptus_bc_find_if(aptus_bc_if_match_t match, const char *want_name,
         if ((ifa->ifa_addr == NULL) || (ifa->ifa_addr->sa_family != AF_INET)) {
             continue;
         }
-        a = ((struct sockaddr_in*)ifa->ifa_addr)->sin_addr;
+        a = ((struct sockaddr_in *)ifa->ifa_addr)->sin_addr;
         switch (match) {
         case APTUS_BC_IF_BY_ADDR:
             hit = (a.s_addr == addr->s_addr);
@@ -97,7 +98,7 @@ static unsigned aptus_bc_if_mtu(const char *name)
 {
     struct ifreq ifr;
     unsigned mtu = 1500;
-    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    int fd       = socket(AF_INET, SOCK_DGRAM, 0);
 
     if (fd < 0) {
         return mtu;
@@ -139,13 +140,13 @@ int aptus_bc_net_pick_if(const char *spec, const struct sockaddr_in *group,
             aptus_bc_err(err, errlen, "socket", -rc);
             return rc;
         }
-        if (connect(fd, (const struct sockaddr*)group, sizeof(*group)) != 0) {
+        if (connect(fd, (const struct sockaddr *)group, sizeof(*group)) != 0) {
             rc = -errno;
             close(fd);
             aptus_bc_err(err, errlen, "no route to the multicast group", -rc);
             return rc;
         }
-        rc = getsockname(fd, (struct sockaddr*)&sa, &salen);
+        rc = getsockname(fd, (struct sockaddr *)&sa, &salen);
         close(fd);
         if (rc != 0) {
             rc = -errno;
@@ -154,16 +155,17 @@ int aptus_bc_net_pick_if(const char *spec, const struct sockaddr_in *group,
         }
         *ifaddr = sa.sin_addr;
         if ((ifaddr->s_addr == htonl(INADDR_ANY)) &&
-            (aptus_bc_find_if(APTUS_BC_IF_FIRST_MCAST, NULL, ifaddr, NULL,
-                              0) < 0)) {
-            snprintf(err, errlen, "the route to the multicast group names no "
-                                  "source address and no interface is up "
-                                  "with MULTICAST and an IPv4 address");
+            (aptus_bc_find_if(APTUS_BC_IF_FIRST_MCAST, NULL, ifaddr, NULL, 0) <
+             0)) {
+            snprintf(err, errlen,
+                     "the route to the multicast group names no "
+                     "source address and no interface is up "
+                     "with MULTICAST and an IPv4 address");
             return -ENODEV;
         }
     }
-    rc = aptus_bc_find_if(APTUS_BC_IF_BY_ADDR, NULL, ifaddr, name,
-                          sizeof(name));
+    rc =
+        aptus_bc_find_if(APTUS_BC_IF_BY_ADDR, NULL, ifaddr, name, sizeof(name));
     if (rc < 0) {
         snprintf(err, errlen, "no interface holds %s", inet_ntoa(*ifaddr));
         return rc;
@@ -192,8 +194,7 @@ static void aptus_bc_rcvbuf(int fd, int bytes)
 }
 
 int aptus_bc_net_open(aptus_bc_net_t *net, const struct sockaddr_in *group,
-                      const char *ifspec, int rcvbuf, char *err,
-                      size_t errlen)
+                      const char *ifspec, int rcvbuf, char *err, size_t errlen)
 {
     struct sockaddr_in sa;
     socklen_t salen = sizeof(sa);
@@ -225,7 +226,7 @@ int aptus_bc_net_open(aptus_bc_net_t *net, const struct sockaddr_in *group,
         aptus_bc_err(err, errlen, "SO_REUSEADDR", -rc);
         goto fail;
     }
-    if (bind(net->mfd, (const struct sockaddr*)group, sizeof(*group)) != 0) {
+    if (bind(net->mfd, (const struct sockaddr *)group, sizeof(*group)) != 0) {
         rc = -errno;
         aptus_bc_err(err, errlen, "bind to the multicast group", -rc);
         goto fail;
@@ -250,7 +251,7 @@ int aptus_bc_net_open(aptus_bc_net_t *net, const struct sockaddr_in *group,
     memset(&sa, 0, sizeof(sa));
     sa.sin_family = AF_INET;
     sa.sin_addr   = net->ifaddr;
-    if (bind(net->ufd, (const struct sockaddr*)&sa, sizeof(sa)) != 0) {
+    if (bind(net->ufd, (const struct sockaddr *)&sa, sizeof(sa)) != 0) {
         rc = -errno;
         aptus_bc_err(err, errlen, "bind to the interface", -rc);
         goto fail;
@@ -266,7 +267,7 @@ int aptus_bc_net_open(aptus_bc_net_t *net, const struct sockaddr_in *group,
         goto fail;
     }
     aptus_bc_rcvbuf(net->ufd, rcvbuf);
-    if (getsockname(net->ufd, (struct sockaddr*)&sa, &salen) != 0) {
+    if (getsockname(net->ufd, (struct sockaddr *)&sa, &salen) != 0) {
         rc = -errno;
         aptus_bc_err(err, errlen, "getsockname", -rc);
         goto fail;
@@ -302,9 +303,9 @@ static int aptus_bc_sendmsg(aptus_bc_net_t *net, const struct sockaddr_in *to,
     struct msghdr msg;
 
     memset(&msg, 0, sizeof(msg));
-    msg.msg_name    = (void*)to;
+    msg.msg_name    = (void *)to;
     msg.msg_namelen = sizeof(*to);
-    msg.msg_iov     = (struct iovec*)iov;
+    msg.msg_iov     = (struct iovec *)iov;
     msg.msg_iovlen  = iovcnt;
     for (;;) {
         if (sendmsg(net->ufd, &msg, 0) >= 0) {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the sock wire's IP multicast, for the reliable broadcast.
  *
@@ -39,13 +40,13 @@ typedef struct aptus_bc_addr {
 } aptus_bc_addr_t;
 
 typedef struct aptus_bc_net {
-    int mfd;                   /* group member: receives the multicast */
-    int ufd;                   /* sends the multicast; point-to-point */
-    struct sockaddr_in group;  /* the communicator's group and port */
-    struct in_addr ifaddr;     /* the interface it joined on */
-    aptus_bc_addr_t self;      /* ufd's address */
-    unsigned mtu;              /* the interface's MTU */
-    uint64_t tx_errors;        /* sends the kernel refused */
+    int mfd;                  /* group member: receives the multicast */
+    int ufd;                  /* sends the multicast; point-to-point */
+    struct sockaddr_in group; /* the communicator's group and port */
+    struct in_addr ifaddr;    /* the interface it joined on */
+    aptus_bc_addr_t self;     /* ufd's address */
+    unsigned mtu;             /* the interface's MTU */
+    uint64_t tx_errors;       /* sends the kernel refused */
 } aptus_bc_net_t;
 
 /* The group and port of a communicator key: 239.0.0.0/8 (administratively
@@ -67,8 +68,7 @@ int aptus_bc_net_pick_if(const char *spec, const struct sockaddr_in *group,
  * receive buffer to ask for (bytes; the kernel may give less). Returns 0,
  * or -errno with a message in err (nothing stays open). */
 int aptus_bc_net_open(aptus_bc_net_t *net, const struct sockaddr_in *group,
-                      const char *ifspec, int rcvbuf, char *err,
-                      size_t errlen);
+                      const char *ifspec, int rcvbuf, char *err, size_t errlen);
 
 void aptus_bc_net_close(aptus_bc_net_t *net);
 

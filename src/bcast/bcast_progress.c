@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the broadcast's progress thread (see bcast_progress.h).
  */
@@ -54,7 +55,7 @@ static struct pollfd *aptus_bc_fds_reserve(struct pollfd *fds, unsigned *cap,
 static void *aptus_bc_progress_main(void *arg)
 {
     struct pollfd *fds = NULL;
-    unsigned cap = 0, n;
+    unsigned cap       = 0, n;
     uint64_t timeout_us, drained, now;
     struct timespec ts;
     aptus_bc_engine_t *e;
@@ -69,7 +70,7 @@ static void *aptus_bc_progress_main(void *arg)
     pthread_mutex_lock(&aptus_bc_list_lock);
     while (!aptus_bc_stopping) {
         /* the sockets of the engines the application is not driving */
-        n = 0;
+        n          = 0;
         timeout_us = APTUS_BC_IDLE_SLEEP_US;
         for (e = aptus_bc_list; e != NULL; e = e->next_engine) {
             fds = aptus_bc_fds_reserve(fds, &cap, n + 3);
@@ -96,7 +97,7 @@ static void *aptus_bc_progress_main(void *arg)
                 pthread_mutex_unlock(&e->lock);
             }
         }
-        fds = aptus_bc_fds_reserve(fds, &cap, n + 1);
+        fds             = aptus_bc_fds_reserve(fds, &cap, n + 1);
         fds[n].fd       = aptus_bc_wake_fd;
         fds[n++].events = POLLIN;
         pthread_mutex_unlock(&aptus_bc_list_lock);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the channel interface (see chan.h).
  */
@@ -8,11 +9,9 @@
 #include "chan.h"
 
 const char *const aptus_chan_names[APTUS_CHAN_LAST] = {
-    [APTUS_CHAN_UD_SR]    = "ud_sr",
-    [APTUS_CHAN_UD_ZCOPY] = "ud_zcopy",
-    [APTUS_CHAN_RC_SR]    = "rc_sr",
-    [APTUS_CHAN_RC_RDMA]  = "rc_rdma",
-    [APTUS_CHAN_RC_FP]    = "rc_fp",
+    [APTUS_CHAN_UD_SR] = "ud_sr", [APTUS_CHAN_UD_ZCOPY] = "ud_zcopy",
+    [APTUS_CHAN_RC_SR] = "rc_sr", [APTUS_CHAN_RC_RDMA] = "rc_rdma",
+    [APTUS_CHAN_RC_FP] = "rc_fp",
 };
 
 ucs_status_t aptus_chan_carrier_pending_add(aptus_chan_t *chan,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: what the channels' pending queues share. Requests wait in a
  * ucs_arbiter group per peer, held in the request's priv space
@@ -27,8 +28,8 @@ aptus_pending_purge_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
  * queue; partly sent (UCS_INPROGRESS), the next group goes first; no room,
  * the peer's queue waits until the channel schedules it again (credits,
  * a window, a backlog that drained). dispatched counts the ones sent. */
-static inline ucs_arbiter_cb_result_t
-aptus_pending_result(ucs_status_t status, uint64_t *dispatched)
+static inline ucs_arbiter_cb_result_t aptus_pending_result(ucs_status_t status,
+                                                           uint64_t *dispatched)
 {
     if (status == UCS_OK) {
         ++*dispatched;

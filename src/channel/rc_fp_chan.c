@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the RC-FP channel (see rc_fp_chan.h).
  */
@@ -375,7 +376,8 @@ int aptus_fp_chan_credit_in(aptus_fp_chan_t *chan, uint64_t peer_key,
         }
         if (aptus_fp_tx_credit(&peer->ring, credits) != APTUS_VB_OK) {
             chan->stats.credits_bad++;
-            ucs_error("%s: 0x%016" PRIx64 " returned %u credits it was not given: "
+            ucs_error("%s: 0x%016" PRIx64
+                      " returned %u credits it was not given: "
                       "fast path off",
                       aptus_chan_name(&chan->super), peer_key, credits);
             aptus_fp_peer_lost(chan, peer);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the RC-FP channel: the RDMA-write fast path of M. J. Koop,
  * A. P. Sampat, D. K. Panda, "Veloblock: Efficient and Scalable RDMA Fast

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the RC-RDMA channel: one-sided put and get into a peer's
  * registered memory, by key, over the peer's RC connection (the rendezvous
@@ -27,7 +28,7 @@ typedef struct aptus_rc_rdma_stats {
     uint64_t put_bytes;
     uint64_t gets;
     uint64_t get_bytes;
-    uint64_t refused; /* outside the key's region, or unreachable */
+    uint64_t refused;   /* outside the key's region, or unreachable */
     uint64_t conn_puts; /* carried over the connection (another host) */
     uint64_t conn_gets;
     uint64_t ordered; /* carried over the connection behind earlier ones */

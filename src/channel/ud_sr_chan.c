@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: UD-SR channel: set-up, peers, timers, pending and flush.
  */
@@ -242,8 +243,8 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
     }
 
     memset(chan, 0, sizeof(*chan));
-    chan->super.ops      = &aptus_ud_chan_iface_ops;
-    chan->config         = *config;
+    chan->super.ops = &aptus_ud_chan_iface_ops;
+    chan->config    = *config;
     if ((config->tx_max_bytes == 0) || (config->tx_max_bytes > UINT32_MAX)) {
         /* unbounded: a window of the largest datagrams stays far below */
         chan->config.tx_max_bytes = UINT32_MAX;
@@ -259,13 +260,13 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
     chan->frag_payload   = chan->single_payload;
     /* class 0: the wire's own size; class 1: the smallest, for streams
      * whose peer named no size yet */
-    chan->min_dg         = aptus_ud_min_dg(config, mtu);
+    chan->min_dg = aptus_ud_min_dg(config, mtu);
     aptus_ud_chan_dg_class(chan, mtu);
     if (aptus_ud_chan_dg_class(chan, APTUS_UD_PATH_UNKNOWN) == 0) {
-        chan->dg_class[1] = chan->dg_class[0];
+        chan->dg_class[1]  = chan->dg_class[0];
         chan->num_dg_class = 2;
     }
-    max_frags            = aptus_ud_max_frags(config, chan->min_dg);
+    max_frags = aptus_ud_max_frags(config, chan->min_dg);
 
     kh_init_inplace(aptus_ud_peers, &chan->peers);
     kh_init_inplace(aptus_ud_opening, &chan->opening_per_addr);
@@ -291,12 +292,12 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
     chan->tx_data_offset[APTUS_UD_TX_TINY] =
         ucs_align_up(sizeof(aptus_ud_tx_msg_t) + sizeof(aptus_ud_tx_frag_t),
                      UCS_SYS_CACHE_LINE_SIZE);
-    status = ucs_mpool_init(&chan->tx_mp[APTUS_UD_TX_TINY], 0,
-                            chan->tx_data_offset[APTUS_UD_TX_TINY] +
-                                ucs_min(chan->single_payload,
-                                        APTUS_UD_TINY_PAYLOAD),
-                            0, UCS_SYS_CACHE_LINE_SIZE, 128, UINT_MAX,
-                            &aptus_mpool_plain_ops, "aptus_ud_tx_tiny");
+    status =
+        ucs_mpool_init(&chan->tx_mp[APTUS_UD_TX_TINY], 0,
+                       chan->tx_data_offset[APTUS_UD_TX_TINY] +
+                           ucs_min(chan->single_payload, APTUS_UD_TINY_PAYLOAD),
+                       0, UCS_SYS_CACHE_LINE_SIZE, 128, UINT_MAX,
+                       &aptus_mpool_plain_ops, "aptus_ud_tx_tiny");
     if (status != UCS_OK) {
         goto err_ext_mp;
     }
@@ -341,11 +342,11 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
      * datagram are copied out into buffers of their size class, and every
      * pool but the 2 KiB one is bounded by the bytes the configured counts
      * of 2 KiB buffers would take. */
-    small_elem = chan->rx_dgram_offset + APTUS_UD_SR_HDR_LEN +
-                 APTUS_UD_TINY_PAYLOAD;
-    big_elem   = chan->rx_dgram_offset + mtu;
-    rx_pool    = config->rx_pool;
-    rx_max     = config->rx_max;
+    small_elem =
+        chan->rx_dgram_offset + APTUS_UD_SR_HDR_LEN + APTUS_UD_TINY_PAYLOAD;
+    big_elem = chan->rx_dgram_offset + mtu;
+    rx_pool  = config->rx_pool;
+    rx_max   = config->rx_max;
     if (big_elem > small_elem) {
         chan->rx_copy[0].max = APTUS_UD_TINY_PAYLOAD;
         chan->rx_copy_num    = 1;
@@ -359,13 +360,14 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
                           4 * config->rx_batch);
     }
     for (i = 0; i < chan->rx_copy_num; ++i) {
-        elem   = chan->rx_dgram_offset + APTUS_UD_SR_HDR_LEN +
-                 chan->rx_copy[i].max;
-        status = ucs_mpool_init(
-            &chan->rx_copy[i].mp, sizeof(chan), elem, 0, align,
-            ucs_max(config->rx_pool * small_elem / elem, 16),
-            ucs_max(config->rx_max * small_elem / elem, 64),
-            &aptus_ud_rx_mpool_ops, (i == 0) ? "aptus_ud_rx_2k" : "aptus_ud_rx_half");
+        elem =
+            chan->rx_dgram_offset + APTUS_UD_SR_HDR_LEN + chan->rx_copy[i].max;
+        status =
+            ucs_mpool_init(&chan->rx_copy[i].mp, sizeof(chan), elem, 0, align,
+                           ucs_max(config->rx_pool * small_elem / elem, 16),
+                           ucs_max(config->rx_max * small_elem / elem, 64),
+                           &aptus_ud_rx_mpool_ops,
+                           (i == 0) ? "aptus_ud_rx_2k" : "aptus_ud_rx_half");
         if (status != UCS_OK) {
             chan->rx_copy_num = i;
             goto err_rx_copy_mp;
@@ -376,11 +378,11 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
      * window (1024) can exceed the ceiling, and a hole must stay receivable
      * or the held ones wait for ever. */
     chan->rx_held_max = (rx_max > 4 * config->rx_batch)
-                                ? rx_max - 2 * config->rx_batch
-                                : rx_max / 2;
-    status = ucs_mpool_init(&chan->rx_mp, sizeof(chan), big_elem, 0, align,
-                            rx_pool, rx_max, &aptus_ud_rx_mpool_ops,
-                            "aptus_ud_rx");
+                            ? rx_max - 2 * config->rx_batch
+                            : rx_max / 2;
+    status =
+        ucs_mpool_init(&chan->rx_mp, sizeof(chan), big_elem, 0, align, rx_pool,
+                       rx_max, &aptus_ud_rx_mpool_ops, "aptus_ud_rx");
     if (status != UCS_OK) {
         goto err_rx_copy_mp;
     }
@@ -605,10 +607,10 @@ aptus_ud_peer_ext_t *aptus_ud_peer_ext_get(aptus_ud_chan_t *chan,
         if (ext == NULL) {
             return NULL;
         }
-        ext->peer  = peer;
-        ext->held      = NULL;
-        ext->held_tail = NULL;
-        ext->reasm     = NULL;
+        ext->peer       = peer;
+        ext->held       = NULL;
+        ext->held_tail  = NULL;
+        ext->reasm      = NULL;
         ext->path_probe = 0;
         aptus_rel_rx_map_init(&ext->held_map);
         ucs_arbiter_group_init(&ext->pending);
@@ -673,12 +675,12 @@ aptus_ud_peer_t *aptus_ud_chan_peer_create(aptus_ud_chan_t *chan,
     /* the owner's headroom starts zeroed too: its state of a peer it has
      * not seen yet */
     memset(elem, 0, chan->config.peer_headroom + sizeof(*peer));
-    peer = UCS_PTR_BYTE_OFFSET(elem, chan->config.peer_headroom);
-    peer->addr       = *addr;
-    peer->remote_key = remote_key;
-    peer->conn_id    = conn_id;
-    peer->active_idx = UINT32_MAX;
-    peer->flags      = 1u << APTUS_UD_PEER_CLASS_SHIFT; /* size unknown */
+    peer              = UCS_PTR_BYTE_OFFSET(elem, chan->config.peer_headroom);
+    peer->addr        = *addr;
+    peer->remote_key  = remote_key;
+    peer->conn_id     = conn_id;
+    peer->active_idx  = UINT32_MAX;
+    peer->flags       = 1u << APTUS_UD_PEER_CLASS_SHIFT; /* size unknown */
     peer->local_token = aptus_ud_chan_token(chan);
     if (peer->local_token == 0) {
         ucs_mpool_put(elem);
@@ -838,9 +840,9 @@ static inline int aptus_ud_chan_is_hint(const aptus_ud_chan_t *chan,
 
 void aptus_ud_chan_set_class(aptus_ud_peer_t *peer, unsigned cls)
 {
-    peer->flags = (uint16_t)((peer->flags &
-                              ((1u << APTUS_UD_PEER_CLASS_SHIFT) - 1)) |
-                             (cls << APTUS_UD_PEER_CLASS_SHIFT));
+    peer->flags =
+        (uint16_t)((peer->flags & ((1u << APTUS_UD_PEER_CLASS_SHIFT) - 1)) |
+                   (cls << APTUS_UD_PEER_CLASS_SHIFT));
 }
 
 /* Start the search for the largest datagram the path to peer carries:
@@ -865,10 +867,10 @@ static void aptus_ud_chan_path_start(aptus_ud_chan_t *chan,
         return; /* no memory to search: the safe size */
     }
     aptus_ud_chan_set_class(peer, aptus_ud_chan_dg_class(chan, base));
-    ext->path_want   = (uint16_t)ucs_min(want, chan->wire->mtu);
-    ext->path_probe  = ext->path_want;
-    ext->path_tries  = 0;
-    ext->path_due_us = chan->now_us;
+    ext->path_want    = (uint16_t)ucs_min(want, chan->wire->mtu);
+    ext->path_probe   = ext->path_want;
+    ext->path_tries   = 0;
+    ext->path_due_us  = chan->now_us;
     chan->next_due_us = chan->now_us;
     aptus_ud_chan_activate(chan, peer);
 }
@@ -914,8 +916,7 @@ ucs_status_t aptus_ud_chan_peer_connect(aptus_ud_chan_t *chan,
     if (peer->flags & APTUS_UD_PEER_OPENING) {
         aptus_ud_chan_opening_leave(chan, peer); /* the user holds it now */
     }
-    aptus_ud_chan_path_start(chan, peer,
-                             ucs_min(remote_mtu, chan->wire->mtu));
+    aptus_ud_chan_path_start(chan, peer, ucs_min(remote_mtu, chan->wire->mtu));
     *peer_p = peer;
     return UCS_OK;
 }
@@ -1078,8 +1079,8 @@ void aptus_ud_chan_peer_fail(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         return;
     }
 
-    ucs_debug("ud_sr: stream %u to key 0x%016" PRIx64 " failed: %s", peer->conn_id,
-              peer->remote_key, ucs_status_string(status));
+    ucs_debug("ud_sr: stream %u to key 0x%016" PRIx64 " failed: %s",
+              peer->conn_id, peer->remote_key, ucs_status_string(status));
     peer->flags |= APTUS_UD_PEER_FAILED;
     chan->stats.peers_failed++;
     if (peer->flags & APTUS_UD_PEER_OPENING) {
@@ -1103,8 +1104,7 @@ void aptus_ud_chan_peer_fail(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     aptus_ud_chan_peer_bury(chan, peer);
 }
 
-void aptus_ud_chan_peer_invalidate(aptus_ud_chan_t *chan,
-                                   aptus_ud_peer_t *peer)
+void aptus_ud_chan_peer_invalidate(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
 {
     aptus_ud_chan_peer_fail(chan, peer, UCS_ERR_ENDPOINT_TIMEOUT);
 }
@@ -1121,8 +1121,8 @@ static void aptus_ud_chan_path_timer(aptus_ud_chan_t *chan,
     }
     if (ext->path_tries < APTUS_UD_PATH_TRIES) {
         aptus_ud_tx_path_probe(chan, peer, ext->path_probe);
-        ext->path_due_us = chan->now_us +
-                           ((uint64_t)APTUS_UD_PATH_PROBE_US << ext->path_tries);
+        ext->path_due_us = chan->now_us + ((uint64_t)APTUS_UD_PATH_PROBE_US
+                                           << ext->path_tries);
         ext->path_tries++;
         chan->stats.path_probes++;
         goto out;
@@ -1528,7 +1528,7 @@ size_t aptus_ud_chan_peer_bytes(const aptus_ud_chan_t *chan)
                    ((buckets < 16) ? 1 : (buckets >> 4)) * sizeof(khint32_t);
     size_t elem =
         ucs_align_up(sizeof(ucs_mpool_elem_t) + chan->config.peer_headroom +
-                             sizeof(aptus_ud_peer_t),
+                         sizeof(aptus_ud_peer_t),
                      UCS_SYS_CACHE_LINE_SIZE / 8);
 
     return elem + ((n == 0) ? 0 : ucs_div_round_up(table, n));
@@ -1613,13 +1613,13 @@ const aptus_chan_ops_t aptus_ud_chan_iface_ops = {
     .peer_size       = 0, /* streams are the channel's */
     .peer_connect    = aptus_ud_iface_peer_connect,
     .peer_disconnect = aptus_ud_iface_peer_disconnect,
-    .send          = aptus_ud_iface_send,
-    .put           = NULL,
-    .get           = NULL,
-    .flush         = aptus_ud_iface_flush,
-    .pending_add   = aptus_ud_iface_pending_add,
-    .pending_purge = aptus_ud_iface_pending_purge,
-    .check         = aptus_ud_iface_check,
-    .invalidate    = aptus_ud_iface_invalidate,
-    .progress      = aptus_ud_iface_progress,
+    .send            = aptus_ud_iface_send,
+    .put             = NULL,
+    .get             = NULL,
+    .flush           = aptus_ud_iface_flush,
+    .pending_add     = aptus_ud_iface_pending_add,
+    .pending_purge   = aptus_ud_iface_pending_purge,
+    .check           = aptus_ud_iface_check,
+    .invalidate      = aptus_ud_iface_invalidate,
+    .progress        = aptus_ud_iface_progress,
 };

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the UD-SR channel (Koop et al., "MVAPICH-Aptus", IPDPS 2008,
  * section 3.1; Friedley et al., "Scalable High Performance Message Passing
@@ -41,7 +42,7 @@ typedef struct aptus_ud_peer aptus_ud_peer_t;
 typedef struct aptus_ud_peer_ext aptus_ud_peer_ext_t;
 
 #define APTUS_UD_MAX_IOV                                                       \
-    6 /* iovs per message: one datagram holds our header, the copied          \
+    6 /* iovs per message: one datagram holds our header, the copied           \
          header, and these */
 /* Streams (endpoints at once) to one remote interface: the header's
  * 16-bit stream number. Failed streams are reclaimed, so this bounds the
@@ -50,15 +51,15 @@ typedef struct aptus_ud_peer_ext aptus_ud_peer_ext_t;
 
 typedef struct aptus_ud_chan_config {
     aptus_rel_config_t rel;
-    size_t max_msg;     /* largest message, segmented above MTU */
-    size_t max_am_hdr;  /* am_zcopy header bytes */
-    unsigned rx_pool;   /* receive descriptors allocated at a time */
-    unsigned rx_max;    /* ceiling of the receive pool (descriptors the
-                           application may hold, plus those posted) */
-    unsigned rx_budget; /* deferred messages delivered per progress call */
+    size_t max_msg;      /* largest message, segmented above MTU */
+    size_t max_am_hdr;   /* am_zcopy header bytes */
+    unsigned rx_pool;    /* receive descriptors allocated at a time */
+    unsigned rx_max;     /* ceiling of the receive pool (descriptors the
+                            application may hold, plus those posted) */
+    unsigned rx_budget;  /* deferred messages delivered per progress call */
     size_t tx_max_bytes; /* the window is full at this many payload bytes
                             in flight too (0: datagrams alone bound it) */
-    size_t am_align;    /* received payload: (data + am_align_offset) is a */
+    size_t am_align;     /* received payload: (data + am_align_offset) is a */
     size_t am_align_offset; /* multiple of am_align (0 or 1: no demand) */
     size_t rx_headroom;     /* bytes UCT users need before payload */
     unsigned rx_batch;      /* datagrams per receive call */
@@ -133,7 +134,7 @@ enum {
 #define APTUS_UD_PATH_ETHERNET 1452
 /* Size for streams a peer opened before an endpoint here named its size
  * (they carry ACKs and control messages until then). */
-#define APTUS_UD_PATH_UNKNOWN  512
+#define APTUS_UD_PATH_UNKNOWN 512
 /* A probe goes this many times, PATH_PROBE_US apart doubling, before the
  * size is given up as lost on the path. */
 #define APTUS_UD_PATH_TRIES    4
@@ -172,11 +173,11 @@ struct aptus_ud_peer_ext {
     aptus_ud_peer_t *peer;
     struct aptus_ud_rx_desc *held; /* out-of-order packets, PSN order */
     struct aptus_ud_rx_desc *held_tail;
-    aptus_rel_rx_map_t held_map; /* the window's map of them */
-    struct aptus_ud_reasm *reasm;  /* message being reassembled */
-    ucs_arbiter_group_t pending;   /* uct_pending_req_t waiting for window */
-    uint64_t path_due_us; /* the next probe goes then */
-    uint16_t path_probe;  /* datagram size being probed, 0: none */
+    aptus_rel_rx_map_t held_map;  /* the window's map of them */
+    struct aptus_ud_reasm *reasm; /* message being reassembled */
+    ucs_arbiter_group_t pending;  /* uct_pending_req_t waiting for window */
+    uint64_t path_due_us;         /* the next probe goes then */
+    uint16_t path_probe;          /* datagram size being probed, 0: none */
     uint16_t path_want;   /* the size both ends take (the search's top) */
     uint8_t path_tries;   /* probes of path_probe sent */
     uint32_t opening_idx; /* with APTUS_UD_PEER_OPENING: its ring slot */
@@ -230,7 +231,7 @@ enum {
  * costs memory only to messages that use it (a window of 1024 small
  * messages in flight, or 100,000 unexpected ones held by the application,
  * cost 2 KiB each, not the MTU). */
-#define APTUS_UD_TINY_PAYLOAD 2048
+#define APTUS_UD_TINY_PAYLOAD    2048
 #define APTUS_UD_RX_COPY_CLASSES 2
 
 /* A message being sent: payload inline (short, bcopy) or in the user's
@@ -264,11 +265,11 @@ typedef struct aptus_ud_chan_stats {
     uint64_t rx_hold_limit;     /* a datagram past a hole not held: the
                                    receive buffers left must take holes */
     uint64_t peers_created, peers_failed, peers_reclaimed;
-    uint64_t path_probes;     /* path probes sent */
-    uint64_t path_raised;     /* a peer's datagram size went up: confirmed */
-    uint64_t path_lost;       /* a size lost on the path: every probe of it
-                                 went unanswered, a smaller one is used */
-    uint64_t path_replies;    /* probes of peers answered */
+    uint64_t path_probes;  /* path probes sent */
+    uint64_t path_raised;  /* a peer's datagram size went up: confirmed */
+    uint64_t path_lost;    /* a size lost on the path: every probe of it
+                              went unanswered, a smaller one is used */
+    uint64_t path_replies; /* probes of peers answered */
     /* Incarnations (see ud_sr_proto.h): */
     uint64_t rx_opening;      /* data asking for the handshake, answered
                                  and not delivered */
@@ -288,9 +289,9 @@ typedef struct aptus_ud_chan_stats {
 static inline khint_t aptus_ud_peer_hash(const aptus_ud_peer_t *peer)
 {
     const uint32_t *w = (const uint32_t *)peer->addr.raw;
-    khint_t h = (khint_t)(peer->remote_key ^ (peer->remote_key >> 32)) *
-                    0x9e3779b1u ^
-                peer->conn_id;
+    khint_t h =
+        (khint_t)(peer->remote_key ^ (peer->remote_key >> 32)) * 0x9e3779b1u ^
+        peer->conn_id;
     unsigned i;
 
     for (i = 0; i < APTUS_WIRE_ADDR_LEN / 4; ++i) {
@@ -404,7 +405,7 @@ struct aptus_ud_chan {
     ucs_mpool_t peer_mp;
     ucs_mpool_t ext_mp;
     ucs_mpool_t tx_mp[APTUS_UD_TX_POOLS];
-    ucs_mpool_t rx_mp;       /* datagram buffers, posted to the wire */
+    ucs_mpool_t rx_mp; /* datagram buffers, posted to the wire */
     /* Buffers a message much smaller than a datagram is copied into on
      * arrival, by size class (2 KiB, half a datagram): what the user keeps
      * costs at most 4x its size, not the MTU. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: UD-SR channel internals shared by its .c files.
  */
@@ -5,6 +6,8 @@
 #define APTUS_UD_SR_CHAN_INT_H_
 
 #include "ud_sr_chan.h"
+
+#include "base/aptus_log.h"
 
 #include <ucs/debug/log.h>
 
@@ -110,7 +113,8 @@ static inline void aptus_ud_peer_free(aptus_ud_chan_t *chan,
     if (chan->ops->peer_free != NULL) {
         chan->ops->peer_free(chan->ops_arg, peer);
     }
-    ucs_mpool_put(UCS_PTR_BYTE_OFFSET(peer, -(ptrdiff_t)chan->config.peer_headroom));
+    ucs_mpool_put(
+        UCS_PTR_BYTE_OFFSET(peer, -(ptrdiff_t)chan->config.peer_headroom));
 }
 
 void aptus_ud_peer_ext_try_release(aptus_ud_chan_t *chan,
@@ -169,6 +173,25 @@ typedef struct aptus_ud_tx_ctx {
     aptus_ud_peer_t *peer;
     ucs_status_t status;
 } aptus_ud_tx_ctx_t;
+
+/* One line per datagram at UCX_LOG_LEVEL=data: direction, the peer's
+ * address and the decoded header (the packet trace). */
+void aptus_ud_trace_dgram(aptus_ud_chan_t *chan, const char *dir,
+                          const aptus_wire_addr_t *addr,
+                          const struct iovec *iov, unsigned iovcnt);
+
+static inline void aptus_ud_trace_tx(aptus_ud_chan_t *chan,
+                                     const aptus_dgram_tx_t *tx, unsigned count)
+{
+    unsigned i;
+
+    if (ucs_unlikely(aptus_log_data_enabled())) {
+        for (i = 0; i < count; ++i) {
+            aptus_ud_trace_dgram(chan, "tx", tx[i].dst, tx[i].iov,
+                                 tx[i].iovcnt);
+        }
+    }
+}
 
 /* ud_sr_rx.c */
 /* A receive buffer was wanted at the pool's ceiling: count, say once. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: UD-SR channel, receive side: validation, reliability,
  * reassembly, ordered delivery.
@@ -172,8 +173,8 @@ void aptus_ud_rx_pool_exhausted(aptus_ud_chan_t *chan)
         return;
     }
     chan->rx_pool_reported = 1;
-    prefix = (chan->config.var_prefix != NULL) ? chan->config.var_prefix
-                                               : "UD_SR_";
+    prefix =
+        (chan->config.var_prefix != NULL) ? chan->config.var_prefix : "UD_SR_";
     ucs_diag("out of receive buffers: the application holds received "
              "messages up to UCX_%sRX_MAX_BUFS=%u (or memory ran out); "
              "datagrams are dropped until it releases them, and peers may "
@@ -459,8 +460,8 @@ static void aptus_ud_rx_data(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         aptus_rel_rx_request(&peer->rx, (aptus_psn_t)(pkt->psn + 1), 0);
     }
 
-    verdict = aptus_rel_rx_classify(&peer->rx, aptus_ud_peer_rx_map(peer),
-                                    pkt->psn);
+    verdict =
+        aptus_rel_rx_classify(&peer->rx, aptus_ud_peer_rx_map(peer), pkt->psn);
     if (ucs_unlikely((verdict == APTUS_REL_RX_HOLD) &&
                      (chan->rx_held >= chan->rx_held_max))) {
         chan->stats.rx_hold_limit++; /* as if lost: resent after the hole */
@@ -705,6 +706,10 @@ static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
     int consumed = 0;
     int opener;
 
+    if (ucs_unlikely(aptus_log_data_enabled())) {
+        struct iovec iov = { aptus_ud_rx_dgram(chan, desc), length };
+        aptus_ud_trace_dgram(chan, "rx", src, &iov, 1);
+    }
     pstatus = aptus_ud_sr_parse(aptus_ud_rx_dgram(chan, desc), length,
                                 chan->config.crc, &pkt);
     if (ucs_unlikely(pstatus != APTUS_UD_SR_PARSE_OK)) {
@@ -786,9 +791,9 @@ static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
     ctx.chan   = chan;
     ctx.peer   = peer;
     ctx.status = UCS_OK;
-    astatus    = aptus_rel_tx_ack(&peer->tx, &chan->config.rel, pkt.ack,
-                                  pkt.sack, pkt.sack_words, chan->now_us,
-                                  aptus_ud_tx_release, &ctx);
+    astatus = aptus_rel_tx_ack(&peer->tx, &chan->config.rel, pkt.ack, pkt.sack,
+                               pkt.sack_words, chan->now_us,
+                               aptus_ud_tx_release, &ctx);
     if (ucs_unlikely(astatus != APTUS_REL_ACK_OK)) {
         chan->stats.rx_bad_ack++;
         return 0;

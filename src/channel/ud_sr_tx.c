@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: UD-SR channel, send side: messages, segmentation, ACKs,
  * retransmission.
@@ -201,9 +202,9 @@ static void aptus_ud_tx_path(aptus_ud_chan_t *chan,
     pkt.dest_token  = dest_token;
     pkt.src_token   = src_token;
     pkt.psn         = (uint16_t)size;
-    pkt.type     = APTUS_UD_SR_TYPE_ACK;
-    pkt.flags    = APTUS_UD_SR_F_PATH | (reply ? APTUS_UD_SR_F_REPLY : 0);
-    pkt.conn_id  = conn_id;
+    pkt.type        = APTUS_UD_SR_TYPE_ACK;
+    pkt.flags       = APTUS_UD_SR_F_PATH | (reply ? APTUS_UD_SR_F_REPLY : 0);
+    pkt.conn_id     = conn_id;
     iov[0].iov_base = hdr;
     iov[0].iov_len  = aptus_ud_sr_build(hdr, &pkt);
     iov[1].iov_base = aptus_ud_path_pad;
@@ -212,6 +213,7 @@ static void aptus_ud_tx_path(aptus_ud_chan_t *chan,
     tx.iov          = iov;
     tx.iovcnt       = reply ? 1 : 2;
     aptus_ud_tx_batch_flush(chan); /* in order behind what is built */
+    aptus_ud_trace_tx(chan, &tx, 1);
     (void)chan->wire->ops->send(chan->wire, &tx, 1, &sent);
 }
 
@@ -246,9 +248,8 @@ void aptus_ud_tx_probe(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
     ctx.chan   = chan;
     ctx.peer   = peer;
     ctx.status = UCS_OK;
-    chan->stats.tx_retransmits +=
-        aptus_rel_tx_resend_oldest(&peer->tx, chan->now_us,
-                                   aptus_ud_tx_resend, &ctx);
+    chan->stats.tx_retransmits += aptus_rel_tx_resend_oldest(
+        &peer->tx, chan->now_us, aptus_ud_tx_resend, &ctx);
 }
 
 void aptus_ud_tx_batch_flush(aptus_ud_chan_t *chan)
@@ -261,6 +262,7 @@ void aptus_ud_tx_batch_flush(aptus_ud_chan_t *chan)
     }
     /* What the wire could not take stays in the window and goes again when
      * its timer expires, like a datagram lost on the way. */
+    aptus_ud_trace_tx(chan, batch->tx, batch->count);
     (void)chan->wire->ops->send(chan->wire, batch->tx, batch->count, &sent);
     batch->count = 0;
 }
@@ -448,17 +450,16 @@ static ssize_t aptus_ud_tx_bcopy(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
      * largest message (a single datagram's when one holds any message); a
      * result that fits a smaller buffer moves there, so that large buffers
      * are held only by large messages. */
-    msg = aptus_ud_tx_msg_get(chan,
-                              (aptus_ud_peer_class(chan, peer)->single >=
-                               chan->config.max_msg)
-                                      ? APTUS_UD_TX_SMALL
-                                      : APTUS_UD_TX_LARGE,
-                              send->am_id, aptus_ud_send_hdr_flags(send));
+    msg = aptus_ud_tx_msg_get(
+        chan,
+        (aptus_ud_peer_class(chan, peer)->single >= chan->config.max_msg)
+            ? APTUS_UD_TX_SMALL
+            : APTUS_UD_TX_LARGE,
+        send->am_id, aptus_ud_send_hdr_flags(send));
     if (msg == NULL) {
         return UCS_ERR_NO_RESOURCE;
     }
-    length =
-        send->pack.cb(aptus_ud_tx_msg_data(chan, msg), send->pack.arg);
+    length = send->pack.cb(aptus_ud_tx_msg_data(chan, msg), send->pack.arg);
     ucs_assertv(length <= chan->config.max_msg, "packed %zu > max %zu", length,
                 chan->config.max_msg);
 
@@ -470,8 +471,8 @@ static ssize_t aptus_ud_tx_bcopy(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     }
 
     if ((nfrags == 1) && (aptus_ud_tx_pool(length) < msg->pool)) {
-        small = aptus_ud_tx_msg_get(chan, aptus_ud_tx_pool(length),
-                                    send->am_id, aptus_ud_send_hdr_flags(send));
+        small = aptus_ud_tx_msg_get(chan, aptus_ud_tx_pool(length), send->am_id,
+                                    aptus_ud_send_hdr_flags(send));
         if (small != NULL) {
             memcpy(aptus_ud_tx_msg_data(chan, small),
                    aptus_ud_tx_msg_data(chan, msg), length);
@@ -507,10 +508,10 @@ static ucs_status_t aptus_ud_tx_zcopy(aptus_ud_chan_t *chan,
     }
 
     /* a single datagram keeps only our copy of the header inline */
-    msg = aptus_ud_tx_msg_get(
-        chan,
-        (nfrags == 1) ? aptus_ud_tx_pool(send->hdr_len) : APTUS_UD_TX_LARGE,
-        send->am_id, aptus_ud_send_hdr_flags(send));
+    msg = aptus_ud_tx_msg_get(chan,
+                              (nfrags == 1) ? aptus_ud_tx_pool(send->hdr_len)
+                                            : APTUS_UD_TX_LARGE,
+                              send->am_id, aptus_ud_send_hdr_flags(send));
     if (msg == NULL) {
         return UCS_ERR_NO_RESOURCE;
     }
@@ -605,8 +606,8 @@ ssize_t aptus_ud_chan_send(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
             }
             return aptus_ud_tx_copy_split(chan, peer, send, length);
         }
-        msg = aptus_ud_tx_msg_get(chan, aptus_ud_tx_pool(length),
-                                  send->am_id, aptus_ud_send_hdr_flags(send));
+        msg = aptus_ud_tx_msg_get(chan, aptus_ud_tx_pool(length), send->am_id,
+                                  aptus_ud_send_hdr_flags(send));
         if (msg == NULL) {
             return UCS_ERR_NO_RESOURCE;
         }
@@ -686,4 +687,32 @@ ssize_t aptus_ud_chan_send_internal(aptus_ud_chan_t *chan,
     aptus_chan_send_pack(&send, id, aptus_ud_internal_pack, &pack);
     send.flags = APTUS_CHAN_SEND_F_INTERNAL;
     return aptus_ud_chan_send(chan, peer, &send);
+}
+
+void aptus_ud_trace_dgram(aptus_ud_chan_t *chan, const char *dir,
+                          const aptus_wire_addr_t *addr,
+                          const struct iovec *iov, unsigned iovcnt)
+{
+    aptus_ud_sr_parse_status_t status;
+    char addr_str[64], pkt_str[256];
+    aptus_ud_sr_pkt_t pkt;
+    size_t length = 0;
+    unsigned i;
+
+    for (i = 0; i < iovcnt; ++i) {
+        length += iov[i].iov_len;
+    }
+    /* the header and its extensions are in the first piece; the parser
+     * reads no payload without a CRC check */
+    status = aptus_ud_sr_parse(iov[0].iov_base, length, 0, &pkt);
+    chan->wire->ops->addr_str(addr, addr_str, sizeof(addr_str));
+    if (status != APTUS_UD_SR_PARSE_OK) {
+        aptus_trace_data("%s %s %s: %zu bytes, %s",
+                         aptus_chan_name(&chan->super), dir, addr_str, length,
+                         aptus_ud_sr_parse_status_str(status));
+        return;
+    }
+    aptus_ud_sr_snprint(&pkt, pkt_str, sizeof(pkt_str));
+    aptus_trace_data("%s %s %s: %s", aptus_chan_name(&chan->super), dir,
+                     addr_str, pkt_str);
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the UD-ZCopy channel (see ud_zcopy.h).
  */
@@ -8,6 +9,7 @@
 #include "ud_zcopy.h"
 #include "../proto/random.h"
 #include "ud_sr_chan_int.h"
+#include "base/aptus_log.h"
 
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/math.h>
@@ -190,10 +192,10 @@ ucs_status_t aptus_udz_init(aptus_udz_t *udz, aptus_ud_chan_t *ud,
     udz->super.ops     = &aptus_udz_chan_iface_ops;
     udz->super.carrier = &ud->super;
     udz->ud            = ud;
-    udz->config    = *config;
-    udz->check     = check;
-    udz->check_arg = check_arg;
-    udz->payload   = ud->wire->mtu - APTUS_ZC_HDR_LEN;
+    udz->config        = *config;
+    udz->check         = check;
+    udz->check_arg     = check_arg;
+    udz->payload       = ud->wire->mtu - APTUS_ZC_HDR_LEN;
     /* datagrams per segmented send (0: the wire has none) */
     udz->max_train =
         ucs_min(ucs_min(ud->wire->seg_max_count, APTUS_UDZ_TRAIN_MAX),
@@ -496,7 +498,7 @@ ucs_status_t aptus_udz_get(aptus_udz_t *udz, aptus_ud_peer_t *peer, void *dest,
             /* datagrams of the size the path to the peer carries */
             payload = (uint32_t)ucs_min(udz->payload,
                                         aptus_ud_peer_mtu(udz->ud, peer) -
-                                                APTUS_ZC_HDR_LEN);
+                                            APTUS_ZC_HDR_LEN);
             count   = aptus_zc_count(length, payload);
             get->bitmap =
                 ucs_malloc(aptus_zc_bitmap_words(count) * sizeof(uint64_t),
@@ -506,8 +508,8 @@ ucs_status_t aptus_udz_get(aptus_udz_t *udz, aptus_ud_peer_t *peer, void *dest,
             } else {
                 get->ctx->get = get;
                 get->copy     = 0;
-                aptus_zc_rx_init(&get->rx, length, payload,
-                                 udz->config.window, get->bitmap);
+                aptus_zc_rx_init(&get->rx, length, payload, udz->config.window,
+                                 get->bitmap);
                 get->expect = 0;
             }
         }
@@ -655,10 +657,13 @@ static unsigned aptus_udz_get_recv(aptus_udz_t *udz, aptus_udz_get_t *get)
             aptus_udz_gather(iov, rxv->iovcnt, pos, hdr, APTUS_ZC_HDR_LEN);
             if ((aptus_zc_data_parse(hdr, seglen, &data) != 0) ||
                 (data.key != get->ctx->key) || (data.xfer != get->xfer)) {
+                aptus_trace_data("udz rx: %zu bytes, stale or forged", seglen);
                 udz->stats.bad_key++; /* stale or forged: slots stay missing */
                 continue;
             }
             plen = seglen - APTUS_ZC_HDR_LEN;
+            aptus_trace_data("udz rx: xfer %u index %u seq %u len %zu",
+                             data.xfer, data.index, data.seq, plen);
             /* slots are full-size but for the transfer's last index, which
              * is posted last: a datagram at a multiple of the full size
              * landed in the slot of that rank */
@@ -894,6 +899,9 @@ static int aptus_udz_put_pump(aptus_udz_t *udz, aptus_udz_put_t *put)
             udz->tx[n].iov                 = &udz->tx_iov[2 * n];
             udz->tx[n].iovcnt              = 2;
             idx[n]                         = index;
+            aptus_trace_data("udz tx: xfer %u index %u seq %u len %zu",
+                             data.xfer, data.index, data.seq,
+                             udz->tx_iov[2 * n + 1].iov_len);
             if (index < first_new) {
                 udz->stats.dgrams_resent++;
             }
@@ -1054,9 +1062,8 @@ static void aptus_udz_handle_req(aptus_udz_t *udz, aptus_ud_peer_t *peer,
 
 /* ---- writes (put): a get turned around -------------------------------- */
 
-static aptus_udz_write_t *aptus_udz_find_write(aptus_udz_t *udz,
-                                               aptus_ud_peer_t *peer,
-                                               uint32_t xfer)
+static aptus_udz_write_t *
+aptus_udz_find_write(aptus_udz_t *udz, aptus_ud_peer_t *peer, uint32_t xfer)
 {
     aptus_udz_write_t *wr;
 
@@ -1102,8 +1109,7 @@ static void aptus_udz_send_write(aptus_udz_t *udz, aptus_udz_write_t *wr)
     msg.write.dest_token = wr->token;
     msg.write.src_addr   = (uintptr_t)wr->src;
     msg.write.src_token  = wr->src_token;
-    wr->req_pending = (aptus_udz_send(udz, wr->peer, &msg, NULL, 0) !=
-                       UCS_OK);
+    wr->req_pending = (aptus_udz_send(udz, wr->peer, &msg, NULL, 0) != UCS_OK);
 }
 
 /* The write ends: the source is no longer exported, and what this side
@@ -1233,8 +1239,7 @@ static void aptus_udz_wtarget_reply(aptus_udz_t *udz, aptus_udz_wtarget_t *wt)
 /* The target's get of the writer's data ended. */
 static void aptus_udz_wtarget_done(uct_completion_t *comp)
 {
-    aptus_udz_wtarget_t *wt = ucs_container_of(comp, aptus_udz_wtarget_t,
-                                               comp);
+    aptus_udz_wtarget_t *wt = ucs_container_of(comp, aptus_udz_wtarget_t, comp);
 
     wt->status = comp->status;
     aptus_udz_wtarget_reply(wt->udz, wt);
@@ -1258,8 +1263,8 @@ static void aptus_udz_handle_write(aptus_udz_t *udz, aptus_ud_peer_t *peer,
 
     /* write only into memory the user registered and gave the key of */
     if ((udz->check == NULL) ||
-        !udz->check(udz->check_arg, msg->write.dest_token,
-                    msg->write.dest_addr, msg->write.length)) {
+        !udz->check(udz->check_arg, msg->write.dest_token, msg->write.dest_addr,
+                    msg->write.length)) {
         udz->stats.write_refused++;
         wt->status = UCS_ERR_INVALID_ADDR;
         aptus_udz_wtarget_reply(udz, wt);
@@ -1409,7 +1414,7 @@ ucs_status_t aptus_udz_internal(aptus_udz_t *udz, aptus_ud_peer_t *peer,
             break;
         }
         memcpy(get->dest + msg.copy.offset, msg.copy.data, msg.copy.length);
-        get->copied      += msg.copy.length;
+        get->copied += msg.copy.length;
         get->last_data_us = udz->ud->now_us;
         get->stall_shift  = 0;
         if (get->copied == get->length) {
@@ -1662,15 +1667,15 @@ static unsigned aptus_udz_iface_progress(aptus_chan_t *chan, int is_async)
 const aptus_chan_ops_t aptus_udz_chan_iface_ops = {
     .type            = APTUS_CHAN_UD_ZCOPY,
     .peer_size       = 0,
-    .peer_connect    = NULL, /* UD-SR's streams */
+    .peer_connect    = NULL,                            /* UD-SR's streams */
     .peer_disconnect = aptus_udz_iface_peer_disconnect, /* its gets, puts */
-    .send          = NULL,
-    .put           = aptus_udz_iface_put,
-    .get           = aptus_udz_iface_get,
-    .flush         = aptus_udz_iface_flush,
-    .pending_add   = aptus_chan_carrier_pending_add,
-    .pending_purge = aptus_chan_carrier_pending_purge,
-    .check         = aptus_chan_carrier_check,
-    .invalidate    = aptus_chan_carrier_invalidate,
-    .progress      = aptus_udz_iface_progress,
+    .send            = NULL,
+    .put             = aptus_udz_iface_put,
+    .get             = aptus_udz_iface_get,
+    .flush           = aptus_udz_iface_flush,
+    .pending_add     = aptus_chan_carrier_pending_add,
+    .pending_purge   = aptus_chan_carrier_pending_purge,
+    .check           = aptus_chan_carrier_check,
+    .invalidate      = aptus_chan_carrier_invalidate,
+    .progress        = aptus_udz_iface_progress,
 };

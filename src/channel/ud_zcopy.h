@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the UD-ZCopy channel (Koop et al., "MVAPICH-Aptus", IPDPS 2008,
  * section 3.2).
@@ -34,11 +35,11 @@ extern "C" {
 #define APTUS_UDZ_TRAIN_MAX 64
 
 typedef struct aptus_udz_config {
-    size_t thresh;     /* smaller gets take the copy-based path */
-    unsigned contexts; /* receive contexts (dedicated queues) */
-    unsigned window;   /* datagrams one context holds: the owner's window */
-    unsigned batch;    /* datagrams per receive or send call */
-    size_t max_get;    /* largest get */
+    size_t thresh;       /* smaller gets take the copy-based path */
+    unsigned contexts;   /* receive contexts (dedicated queues) */
+    unsigned window;     /* datagrams one context holds: the owner's window */
+    unsigned batch;      /* datagrams per receive or send call */
+    size_t max_get;      /* largest get */
     unsigned max_served; /* transfers this side serves at once (owner) */
 } aptus_udz_config_t;
 
@@ -60,7 +61,7 @@ typedef struct aptus_udz_stats {
     uint64_t duplicates, bad_key, bad_index, truncated, credits, nacks;
     uint64_t stalls, probes, errors, aborted;
     uint64_t writes, write_bytes, write_refused;
-    uint64_t puts_inline; /* small puts carried in the stream */
+    uint64_t puts_inline;     /* small puts carried in the stream */
     uint64_t reflect_refused; /* requests naming another node's address */
     uint64_t serve_limit;     /* requests answered "busy" at MAX_SERVED */
     uint64_t busy_retries;    /* this side's requests retried after "busy" */
@@ -81,15 +82,15 @@ typedef struct aptus_udz {
     unsigned max_train; /* datagrams per segmented send */
     aptus_udz_ctx_t *ctxs;
     unsigned num_ctxs;
-    ucs_list_link_t gets;    /* this side asked */
-    ucs_list_link_t puts;    /* this side serves */
-    unsigned num_puts;       /* on the list: at most config.max_served */
-    uint64_t last_req_us;    /* a peer last asked this side for data */
+    ucs_list_link_t gets;           /* this side asked */
+    ucs_list_link_t puts;           /* this side serves */
+    unsigned num_puts;              /* on the list: at most config.max_served */
+    uint64_t last_req_us;           /* a peer last asked this side for data */
     const volatile int *stop_async; /* set while the user waits for the
                                        async lock: the async thread stops
                                        streaming (the user goes on) */
-    void *bounce;            /* put_bcopy's packing buffer, on first use */
-    ucs_list_link_t flushes; /* waiting for gets and writes to finish */
+    void *bounce;             /* put_bcopy's packing buffer, on first use */
+    ucs_list_link_t flushes;  /* waiting for gets and writes to finish */
     ucs_list_link_t writes;   /* this side put: the target reads them */
     ucs_list_link_t wtargets; /* this side reads what a writer put */
     int closing;
@@ -189,9 +190,9 @@ void aptus_udz_peer_failed(aptus_udz_t *udz, aptus_ud_peer_t *peer,
 /* The user's endpoint to peer is gone: its gets and writes are cancelled. */
 void aptus_udz_peer_disconnect(aptus_udz_t *udz, aptus_ud_peer_t *peer);
 
-/* UCS_OK when peer (NULL: any) has no get or write outstanding; otherwise comp (if
- * any) is completed when they are done, with comp->count raised by one
- * when 'counted' says the caller already owns a unit of it. */
+/* UCS_OK when peer (NULL: any) has no get or write outstanding; otherwise comp
+ * (if any) is completed when they are done, with comp->count raised by one when
+ * 'counted' says the caller already owns a unit of it. */
 ucs_status_t aptus_udz_flush(aptus_udz_t *udz, aptus_ud_peer_t *peer,
                              uct_completion_t *comp, int counted);
 

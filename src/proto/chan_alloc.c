@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: allocation of RC and fast-path channels (see chan_alloc.h).
  */
@@ -178,8 +179,8 @@ aptus_alloc_action_t aptus_alloc_requested(aptus_alloc_t *alloc,
 
 aptus_alloc_action_t aptus_alloc_answered(aptus_alloc_t *alloc,
                                           aptus_alloc_peer_t *peer,
-                                          aptus_alloc_kind_t kind,
-                                          int granted, uint64_t now_us)
+                                          aptus_alloc_kind_t kind, int granted,
+                                          uint64_t now_us)
 {
     aptus_alloc_slot_t *slot = &peer->slot[kind];
 
@@ -204,7 +205,7 @@ aptus_alloc_action_t aptus_alloc_answered(aptus_alloc_t *alloc,
         return APTUS_ALLOC_ACT_NONE;
     }
     return aptus_alloc_take(alloc, peer, kind, now_us) ? APTUS_ALLOC_ACT_OPEN
-                                                        : APTUS_ALLOC_ACT_DEMOTE;
+                                                       : APTUS_ALLOC_ACT_DEMOTE;
 }
 
 aptus_alloc_action_t aptus_alloc_check(aptus_alloc_t *alloc,

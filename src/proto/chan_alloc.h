@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: allocation of the expensive channels (RC connections and
  * fast-path channels) to the peers that earn them, under per-process caps.
@@ -65,9 +66,9 @@ typedef struct aptus_alloc_config {
 } aptus_alloc_config_t;
 
 typedef struct aptus_alloc_slot {
-    uint8_t state;        /* aptus_alloc_state_t */
-    uint64_t since_us;    /* entered this state */
-    uint64_t last_use_us; /* GRANTED: last message over it */
+    uint8_t state;          /* aptus_alloc_state_t */
+    uint64_t since_us;      /* entered this state */
+    uint64_t last_use_us;   /* GRANTED: last message over it */
     uint64_t not_before_us; /* NONE: no request before this time */
 } aptus_alloc_slot_t;
 
@@ -132,8 +133,8 @@ aptus_alloc_action_t aptus_alloc_requested(aptus_alloc_t *alloc,
  * had expired: the slot is free again). */
 aptus_alloc_action_t aptus_alloc_answered(aptus_alloc_t *alloc,
                                           aptus_alloc_peer_t *peer,
-                                          aptus_alloc_kind_t kind,
-                                          int granted, uint64_t now_us);
+                                          aptus_alloc_kind_t kind, int granted,
+                                          uint64_t now_us);
 
 /* Timers of one peer: an unanswered request expires, an idle channel is
  * demoted (DEMOTE with *kind_p; its slot is free when this returns).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the rc_fp wire formats (see fp_proto.h).
  */
@@ -19,15 +20,14 @@ int aptus_fp_msg_hdr_parse(const uint8_t *msg, uint32_t length,
     return 0;
 }
 
-void aptus_fp_trailer_pack(uint8_t *trailer, uint16_t nonce,
-                           uint32_t fp_before)
+void aptus_fp_trailer_pack(uint8_t *trailer, uint16_t nonce, uint32_t fp_before)
 {
     aptus_put16(trailer, nonce);
     aptus_put32(trailer + 2, fp_before);
 }
 
-int aptus_fp_trailer_parse(const uint8_t *data, size_t length,
-                           uint16_t *nonce, uint32_t *fp_before)
+int aptus_fp_trailer_parse(const uint8_t *data, size_t length, uint16_t *nonce,
+                           uint32_t *fp_before)
 {
     const uint8_t *t;
 
@@ -127,8 +127,8 @@ int aptus_fp_ctl_parse(const uint8_t *buf, size_t length, aptus_fp_ctl_t *ctl)
         /* the geometry must be one this side would make itself */
         if ((ctl->grant.mode >= APTUS_FP_MODE_LAST) ||
             (aptus_fp_geom_make((ctl->grant.mode == APTUS_FP_VELOBLOCK)
-                                        ? APTUS_FP_VELOBLOCK
-                                        : APTUS_FP_ORIGINAL,
+                                    ? APTUS_FP_VELOBLOCK
+                                    : APTUS_FP_ORIGINAL,
                                 ctl->grant.size, ctl->grant.slots,
                                 ctl->grant.slot_size, &geom, &why) != 0) ||
             (geom.size != ctl->grant.size) ||

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: what the rc_fp transport adds to the wire, pure logic.
  *
@@ -100,8 +101,8 @@ void aptus_fp_trailer_pack(uint8_t *trailer, uint16_t nonce,
                            uint32_t fp_before);
 
 /* The trailer at the end of data[0 .. length); -1 when too short. */
-int aptus_fp_trailer_parse(const uint8_t *data, size_t length,
-                           uint16_t *nonce, uint32_t *fp_before);
+int aptus_fp_trailer_parse(const uint8_t *data, size_t length, uint16_t *nonce,
+                           uint32_t *fp_before);
 
 /* Encode into buf (APTUS_FP_CTL_MAX_LEN); returns the length. */
 size_t aptus_fp_ctl_pack(uint8_t *buf, const aptus_fp_ctl_t *ctl);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the fast-path ring in its three modes (see fp_ring.h).
  */
@@ -55,8 +56,8 @@ int aptus_fp_geom_make(aptus_fp_mode_t mode, uint32_t block_size,
 uint32_t aptus_fp_max_len(const aptus_fp_geom_t *geom)
 {
     return (geom->mode == APTUS_FP_VELOBLOCK)
-                   ? aptus_vb_max_len(geom->size)
-                   : geom->slot_size - APTUS_FP_FIXED_OVERHEAD;
+               ? aptus_vb_max_len(geom->size)
+               : geom->slot_size - APTUS_FP_FIXED_OVERHEAD;
 }
 
 uint32_t aptus_fp_credits_total(const aptus_fp_geom_t *geom)
@@ -233,7 +234,7 @@ void aptus_fp_rx_release(aptus_fp_rx_t *rx, uint8_t *mem,
     slot                  = mem + (size_t)rx->next * rx->geom.slot_size;
     slot[3 + msg->length] = 0;
     slot[0]               = 0;
-    rx->next = (rx->next + 1 == rx->geom.slots) ? 0 : rx->next + 1;
+    rx->next              = (rx->next + 1 == rx->geom.slots) ? 0 : rx->next + 1;
     rx->freed++;
     rx->msgs++;
 }

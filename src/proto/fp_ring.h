@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the receive ring of one RDMA fast-path channel, in the three
  * modes the Veloblock paper measures (M. J. Koop, A. P. Sampat, D. K. Panda,
@@ -86,9 +87,9 @@ uint32_t aptus_fp_credits_total(const aptus_fp_geom_t *geom);
 
 typedef struct aptus_fp_tx {
     aptus_fp_geom_t geom;
-    aptus_vb_tx_t vb;  /* VELOBLOCK */
-    uint32_t next;     /* fixed: slot of the next message */
-    uint32_t credits;  /* fixed: free slots */
+    aptus_vb_tx_t vb; /* VELOBLOCK */
+    uint32_t next;    /* fixed: slot of the next message */
+    uint32_t credits; /* fixed: free slots */
     uint64_t msgs, no_room;
 } aptus_fp_tx_t;
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the wire format of the reliable multicast broadcast (see
  * mcast_proto.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: reliable multicast broadcast, the protocol (see
  * mcast_window.h).
@@ -140,10 +141,10 @@ static uint64_t aptus_mc_all_frags(uint16_t nfrag)
 
 uint32_t aptus_mc_window_rto(const aptus_mc_window_t *w)
 {
-    uint64_t rto = (uint64_t)aptus_rtt_rto(w->srtt_us, w->rttvar_us,
-                                           w->cfg.rto_init_us,
-                                           w->cfg.rto_min_us, w->cfg.rto_max_us)
-                   << w->rto_backoff;
+    uint64_t rto =
+        (uint64_t)aptus_rtt_rto(w->srtt_us, w->rttvar_us, w->cfg.rto_init_us,
+                                w->cfg.rto_min_us, w->cfg.rto_max_us)
+        << w->rto_backoff;
 
     return (rto > w->cfg.rto_max_us) ? w->cfg.rto_max_us : (uint32_t)rto;
 }

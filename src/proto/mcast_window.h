@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: reliable multicast broadcast, the protocol (wire format in
  * mcast_proto.h).

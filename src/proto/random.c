@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: keys and tokens from the OS CSPRNG (see random.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the RC-SR wire format and credit flow control (see
  * rc_sr_proto.h).
@@ -155,4 +156,13 @@ int aptus_rc_credits_returned(aptus_rc_credits_t *fc, uint32_t credits,
     }
     fc->tx += credits;
     return 1;
+}
+
+const char *aptus_frame_type_str(unsigned type)
+{
+    static const char *names[] = { "MSG",       "IMM",       "WRITE",
+                                   "READ_REQ",  "READ_RESP", "READ_ERR",
+                                   "FENCE_ACK", "PROVE_REQ", "PROVE_ANS" };
+
+    return (type < sizeof(names) / sizeof(names[0])) ? names[type] : "?";
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the RC-SR wire format and credit flow control.
  *
@@ -131,6 +132,10 @@ void aptus_frame_hdr_pack(uint8_t *hdr, unsigned type, size_t length);
  * or of an unknown type are BAD. */
 aptus_frame_result_t aptus_frame_parse(const uint8_t *buf, size_t avail,
                                        size_t max_len, aptus_frame_t *frame);
+
+/* The name of a frame type, for traces ("MSG", "WRITE", ...; "?" for one
+ * no frame has). */
+const char *aptus_frame_type_str(unsigned type);
 
 typedef struct aptus_rc_msg {
     unsigned kind;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: UD-SR reliability window (see rel_window.h).
  */
@@ -67,10 +68,10 @@ void aptus_rel_tx_push(aptus_rel_tx_t *tx, aptus_rel_txe_t *txe,
 uint32_t aptus_rel_tx_rto(const aptus_rel_tx_t *tx,
                           const aptus_rel_config_t *cfg)
 {
-    uint64_t rto = (uint64_t)aptus_rtt_rto(tx->srtt_us, tx->rttvar_us,
-                                           cfg->rto_init_us, cfg->rto_min_us,
-                                           cfg->rto_max_us)
-                   << tx->backoff;
+    uint64_t rto =
+        (uint64_t)aptus_rtt_rto(tx->srtt_us, tx->rttvar_us, cfg->rto_init_us,
+                                cfg->rto_min_us, cfg->rto_max_us)
+        << tx->backoff;
 
     return (rto > cfg->rto_max_us) ? cfg->rto_max_us : (uint32_t)rto;
 }
@@ -333,9 +334,9 @@ static uint64_t aptus_rel_tx_due_from(const aptus_rel_tx_t *tx,
         probe_due = oldest + aptus_rel_tx_probe_after(tx, cfg);
         if (tx->probing) {
             /* probe_time keeps the low 32 bits of the last probe's time */
-            probe_due = now_us - (uint32_t)((uint32_t)now_us - tx->probe_time) +
-                        aptus_rel_probe_gap(tx, cfg,
-                                            aptus_rel_tx_probe_after(tx, cfg));
+            probe_due =
+                now_us - (uint32_t)((uint32_t)now_us - tx->probe_time) +
+                aptus_rel_probe_gap(tx, cfg, aptus_rel_tx_probe_after(tx, cfg));
         }
         if (probe_due < due) {
             due = probe_due;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: UD-SR reliability window.
  *
@@ -20,9 +21,10 @@
  *
  * Design notes (Friedley et al., "Scalable High Performance Message Passing
  * over InfiniBand for Open MPI", KiCC 2007, section 4; Koop et al.,
- * "MVAPICH-Aptus", IPDPS 2008, section 5.2): the UD BTL resent a whole VFRAG on loss; the selective map lets one
- * lost datagram be resent alone, and the receiver holds up to
- * APTUS_REL_RX_WINDOW packets past a hole so nothing that arrived is resent.
+ * "MVAPICH-Aptus", IPDPS 2008, section 5.2): the UD BTL resent a whole VFRAG on
+ * loss; the selective map lets one lost datagram be resent alone, and the
+ * receiver holds up to APTUS_REL_RX_WINDOW packets past a hole so nothing that
+ * arrived is resent.
  */
 #ifndef APTUS_REL_WINDOW_H_
 #define APTUS_REL_WINDOW_H_
@@ -258,15 +260,15 @@ void aptus_rel_tx_purge(aptus_rel_tx_t *tx, aptus_rel_txe_cb_t release_cb,
 /* ---- receive side ----------------------------------------------------- */
 
 enum {
-    APTUS_REL_RX_ACK_NOW = 1u << 0, /* hole, duplicate, probe: acknowledge
-                                       with this batch */
-    APTUS_REL_RX_REPLY = 1u << 1,   /* the next explicit ACK answers a
-                                       request */
+    APTUS_REL_RX_ACK_NOW = 1u << 0,  /* hole, duplicate, probe: acknowledge
+                                        with this batch */
+    APTUS_REL_RX_REPLY = 1u << 1,    /* the next explicit ACK answers a
+                                        request */
     APTUS_REL_RX_ACK_SOON = 1u << 2, /* data asked for an ACK: on the next
                                        progress, unless a reply to the
                                        sender carries it first */
-    APTUS_REL_RX_HOLDING = 1u << 3  /* packets are held past a hole (the
-                                       map is in use) */
+    APTUS_REL_RX_HOLDING = 1u << 3   /* packets are held past a hole (the
+                                        map is in use) */
 };
 
 /* Which packets past a hole the receiver holds: a ring of bits indexed by

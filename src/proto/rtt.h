@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: round-trip time estimation and retransmission timeout
  * (RFC 6298), shared by the protocols that retransmit: the UD-SR window
@@ -57,9 +58,8 @@ static inline uint32_t aptus_rtt_rto(uint32_t srtt_us, uint32_t rttvar_us,
 
 /* NULL when the bounds are consistent, else what is wrong (the names are
  * the configuration's: RTO_MIN, RTO_MAX, RTO_INIT). */
-static inline const char *aptus_rtt_bounds_check(uint32_t min_us,
-                                                 uint32_t max_us,
-                                                 uint32_t init_us)
+static inline const char *
+aptus_rtt_bounds_check(uint32_t min_us, uint32_t max_us, uint32_t init_us)
 {
     if (min_us == 0) {
         return "RTO_MIN must be positive";

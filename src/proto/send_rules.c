@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the send rule chain (see send_rules.h).
  */
@@ -10,15 +11,13 @@
 #include <string.h>
 
 const char *const aptus_rule_chan_names[APTUS_RULE_CHAN_LAST] = {
-    [APTUS_RULE_UD_SR]    = "ud_sr",
-    [APTUS_RULE_UD_ZCOPY] = "ud_zcopy",
-    [APTUS_RULE_RC_SR]    = "rc_sr",
-    [APTUS_RULE_RC_RDMA]  = "rc_rdma",
-    [APTUS_RULE_RC_FP]    = "rc_fp",
+    [APTUS_RULE_UD_SR] = "ud_sr", [APTUS_RULE_UD_ZCOPY] = "ud_zcopy",
+    [APTUS_RULE_RC_SR] = "rc_sr", [APTUS_RULE_RC_RDMA] = "rc_rdma",
+    [APTUS_RULE_RC_FP] = "rc_fp",
 };
 
 static const char *const aptus_rule_op_names[] = {
-    [APTUS_RULE_LE] = "<=", [APTUS_RULE_LT] = "<", [APTUS_RULE_GE] = ">=",
+    [APTUS_RULE_LE] = "<=", [APTUS_RULE_LT] = "<",  [APTUS_RULE_GE] = ">=",
     [APTUS_RULE_GT] = ">",  [APTUS_RULE_EQ] = "==",
 };
 
@@ -276,12 +275,11 @@ size_t aptus_rule_chain_format(const aptus_rule_chain_t *chain, char *buf,
             APTUS_RULE_PUT("any");
         }
         for (c = 0; c < rule->num_conds; ++c) {
-            APTUS_RULE_PUT("%s%s%s%llu", (c > 0) ? "&" : "",
-                           (rule->conds[c].subject == APTUS_RULE_PEERS) ?
-                                   "peers" :
-                                   "",
-                           aptus_rule_op_names[rule->conds[c].op],
-                           (unsigned long long)rule->conds[c].value);
+            APTUS_RULE_PUT(
+                "%s%s%s%llu", (c > 0) ? "&" : "",
+                (rule->conds[c].subject == APTUS_RULE_PEERS) ? "peers" : "",
+                aptus_rule_op_names[rule->conds[c].op],
+                (unsigned long long)rule->conds[c].value);
         }
         APTUS_RULE_PUT(" %s}", aptus_rule_chan_names[rule->chan]);
     }
@@ -449,5 +447,5 @@ aptus_rule_chan_t aptus_rule_chain_select(const aptus_rule_chain_t *chain,
     }
     *rule_p = chain->num_rules;
     return (kind & APTUS_RULE_BIT(APTUS_RULE_UD_SR)) ? APTUS_RULE_UD_SR
-                                                      : APTUS_RULE_UD_ZCOPY;
+                                                     : APTUS_RULE_UD_ZCOPY;
 }

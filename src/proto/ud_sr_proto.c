@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the UD-SR wire format (see ud_sr_proto.h).
  */
@@ -83,8 +84,8 @@ aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
         return APTUS_UD_SR_PARSE_TRUNCATED;
     }
 
-    pkt->dest_key = aptus_get64(p + 0);
-    pkt->src_key  = aptus_get64(p + 8);
+    pkt->dest_key   = aptus_get64(p + 0);
+    pkt->src_key    = aptus_get64(p + 8);
     pkt->dest_token = aptus_get32(p + 16);
     pkt->src_token  = aptus_get32(p + 20);
     pkt->psn        = aptus_get16(p + 24);
@@ -94,8 +95,8 @@ aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
     pkt->am_id      = p[28] >> APTUS_UD_SR_TYPE_BITS;
     pkt->conn_id    = aptus_get16(p + 30);
     pkt->sack_words = 0;
-    pkt->msg_len  = 0;
-    pkt->crc      = 0;
+    pkt->msg_len    = 0;
+    pkt->crc        = 0;
 
     if (pkt->flags & ~APTUS_UD_SR_F_KNOWN) {
         return APTUS_UD_SR_PARSE_BAD_FLAGS;

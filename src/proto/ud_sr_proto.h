@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the UD-SR wire format.
  *
@@ -72,11 +73,11 @@ extern "C" {
 #endif
 
 #define APTUS_UD_SR_HDR_LEN        32u
-#define APTUS_UD_SR_EXT_LEN      8u
+#define APTUS_UD_SR_EXT_LEN        8u
 #define APTUS_UD_SR_SACK_WORDS_MAX 16u /* a window of 1024 datagrams */
 /* Longest header of a DATA datagram, and the longest ACK */
-#define APTUS_UD_SR_HDR_MAX_LEN  (APTUS_UD_SR_HDR_LEN + APTUS_UD_SR_EXT_LEN)
-#define APTUS_UD_SR_ACK_MAX_LEN                                               \
+#define APTUS_UD_SR_HDR_MAX_LEN (APTUS_UD_SR_HDR_LEN + APTUS_UD_SR_EXT_LEN)
+#define APTUS_UD_SR_ACK_MAX_LEN                                                \
     (APTUS_UD_SR_HDR_LEN + APTUS_UD_SR_SACK_WORDS_MAX * APTUS_UD_SR_EXT_LEN)
 #define APTUS_UD_SR_AM_ID_MAX    32u    /* UCT_AM_ID_MAX */
 #define APTUS_UD_SR_INTERNAL_MAX 8u     /* internal message ids */
@@ -121,7 +122,7 @@ typedef struct aptus_ud_sr_pkt {
     uint8_t flags;
     uint8_t am_id;
     uint16_t conn_id;
-    uint8_t sack_words;     /* with APTUS_UD_SR_F_SACK: 1 .. SACK_WORDS_MAX */
+    uint8_t sack_words; /* with APTUS_UD_SR_F_SACK: 1 .. SACK_WORDS_MAX */
     uint64_t sack[APTUS_UD_SR_SACK_WORDS_MAX]; /* sack_words of them */
     uint32_t msg_len;       /* valid on a FIRST fragment without LAST */
     uint32_t crc;           /* valid with APTUS_UD_SR_F_CRC */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the Veloblock ring of the RDMA fast path (see veloblock.h).
  */
@@ -60,11 +61,10 @@ aptus_vb_status_t aptus_vb_tx_pack(aptus_vb_tx_t *tx, const void *payload,
 }
 
 aptus_vb_status_t aptus_vb_tx_pack_iov(aptus_vb_tx_t *tx,
-                                       const struct iovec *iov,
-                                       unsigned iovcnt, uint8_t *image,
-                                       aptus_vb_write_t *write)
+                                       const struct iovec *iov, unsigned iovcnt,
+                                       uint8_t *image, aptus_vb_write_t *write)
 {
-    uint32_t len = aptus_vb_iov_len(iov, iovcnt);
+    uint32_t len  = aptus_vb_iov_len(iov, iovcnt);
     uint32_t cost = len + APTUS_VB_OVERHEAD;
     uint32_t fresh;
 
@@ -84,11 +84,11 @@ aptus_vb_status_t aptus_vb_tx_pack_iov(aptus_vb_tx_t *tx,
             tx->no_room++;
             return APTUS_VB_NO_ROOM;
         }
-        image[0]       = APTUS_VB_FLAG_WRAP;
-        write->offset  = tx->slot;
-        write->total   = 1;
-        tx->credits   -= tx->slot;
-        tx->slot       = tx->size - 1;
+        image[0]      = APTUS_VB_FLAG_WRAP;
+        write->offset = tx->slot;
+        write->total  = 1;
+        tx->credits -= tx->slot;
+        tx->slot = tx->size - 1;
         tx->wraps++;
         return APTUS_VB_WRAPPED;
     }
@@ -104,7 +104,7 @@ aptus_vb_status_t aptus_vb_tx_pack_iov(aptus_vb_tx_t *tx,
     aptus_put16(image + 1 + len, (uint16_t)len);
     image[cost] = APTUS_VB_FLAG_MSG;
     tx->credits -= fresh;
-    tx->slot    -= cost;
+    tx->slot -= cost;
     tx->msgs++;
     return APTUS_VB_OK;
 }
@@ -139,7 +139,7 @@ aptus_vb_status_t aptus_vb_rx_poll(aptus_vb_rx_t *rx, uint8_t *block,
             }
             /* the rest of the trip is the sender's loss: credit it */
             rx->freed += rx->slot + 1;
-            rx->slot   = rx->size - 1;
+            rx->slot = rx->size - 1;
             rx->wraps++;
             continue;
         }
@@ -167,7 +167,7 @@ void aptus_vb_rx_release(aptus_vb_rx_t *rx, uint8_t *block,
         /* the one slot no earlier message of the next trip clears */
         block[rx->slot] = APTUS_VB_FLAG_EMPTY;
     }
-    rx->slot  -= cost;
+    rx->slot -= cost;
     rx->freed += cost;
     rx->msgs++;
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the Veloblock ring of the RDMA fast path, pure logic.
  *
@@ -49,11 +50,7 @@ extern "C" {
 #define APTUS_VB_MIN_SIZE 64
 #define APTUS_VB_MAX_SIZE (1u << 30)
 
-enum {
-    APTUS_VB_FLAG_EMPTY = 0,
-    APTUS_VB_FLAG_MSG   = 1,
-    APTUS_VB_FLAG_WRAP  = 2
-};
+enum { APTUS_VB_FLAG_EMPTY = 0, APTUS_VB_FLAG_MSG = 1, APTUS_VB_FLAG_WRAP = 2 };
 
 typedef enum aptus_vb_status {
     APTUS_VB_OK,
@@ -124,9 +121,8 @@ aptus_vb_status_t aptus_vb_tx_pack(aptus_vb_tx_t *tx, const void *payload,
 
 /* The same, with the payload gathered from iov. */
 aptus_vb_status_t aptus_vb_tx_pack_iov(aptus_vb_tx_t *tx,
-                                       const struct iovec *iov,
-                                       unsigned iovcnt, uint8_t *image,
-                                       aptus_vb_write_t *write);
+                                       const struct iovec *iov, unsigned iovcnt,
+                                       uint8_t *image, aptus_vb_write_t *write);
 
 /* Bytes of iov (UINT32_MAX when more), and their copy to dest. */
 uint32_t aptus_vb_iov_len(const struct iovec *iov, unsigned iovcnt);

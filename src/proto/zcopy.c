@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: UD-ZCopy protocol logic (see zcopy.h).
  */
@@ -32,10 +33,10 @@ int aptus_zc_data_parse(const void *buf, size_t len, aptus_zc_data_t *data)
 }
 
 /* Control messages: type, 3 zero bytes, xfer, then the body. */
-#define APTUS_ZC_MSG_HDR  8u
-#define APTUS_ZC_REQ_LEN  (APTUS_ZC_MSG_HDR + 64u)
-#define APTUS_ZC_DONE_LEN (APTUS_ZC_MSG_HDR + 8u)
-#define APTUS_ZC_COPY_HDR (APTUS_ZC_MSG_HDR + 8u)
+#define APTUS_ZC_MSG_HDR   8u
+#define APTUS_ZC_REQ_LEN   (APTUS_ZC_MSG_HDR + 64u)
+#define APTUS_ZC_DONE_LEN  (APTUS_ZC_MSG_HDR + 8u)
+#define APTUS_ZC_COPY_HDR  (APTUS_ZC_MSG_HDR + 8u)
 #define APTUS_ZC_WRITE_LEN (APTUS_ZC_MSG_HDR + 40u)
 
 size_t aptus_zc_msg_len(const aptus_zc_msg_t *msg)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: UD-ZCopy, zero-copy transfer of large messages over unreliable
  * datagrams (Koop, Jones, Panda, "MVAPICH-Aptus: Scalable High-Performance
@@ -123,7 +124,7 @@ typedef struct aptus_zc_msg {
             aptus_zc_range_t ranges[APTUS_ZC_MAX_RANGES];
         } credit;
         struct {
-            uint64_t dest_addr;  /* in the target's memory */
+            uint64_t dest_addr; /* in the target's memory */
             uint64_t length;
             uint64_t dest_token; /* the target's registration token */
             uint64_t src_addr;   /* in the writer's memory */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the wire interface, connection part.
  *
@@ -122,17 +123,17 @@ typedef struct aptus_conn_handlers {
 } aptus_conn_handlers_t;
 
 typedef struct aptus_conn_wire_config {
-    size_t max_frame;    /* largest message payload, bytes */
-    size_t rx_headroom;  /* owner's bytes before each receive area */
-    unsigned rx_buffers; /* receive pool size expected (shared by all
-                            connections), allocated as needed */
+    size_t max_frame;        /* largest message payload, bytes */
+    size_t rx_headroom;      /* owner's bytes before each receive area */
+    unsigned rx_buffers;     /* receive pool size expected (shared by all
+                                connections), allocated as needed */
     unsigned rx_max_buffers; /* the pool grows on demand up to this (0:
                                 rx_buffers); then reads wait, counted in
                                 rx_pool_empty */
     size_t rx_alignment;     /* a receive area's byte at rx_align_offset is */
     size_t rx_align_offset;  /* aligned to rx_alignment (a power of 2) */
-    size_t max_backlog;  /* queued bytes per connection before sends are
-                            refused (messages beyond credits never queue) */
+    size_t max_backlog;      /* queued bytes per connection before sends are
+                                refused (messages beyond credits never queue) */
     const aptus_conn_handlers_t *handlers;
     void *arg;
     /* Whether [address, +length) lies in memory registered here under
@@ -155,23 +156,23 @@ typedef struct aptus_conn_wire_stats {
     uint64_t rx_pool_empty;  /* reads deferred: the pool is at its ceiling */
     uint64_t rx_pool_in_use; /* receive buffers in use (held ones too) */
     uint64_t rx_pool_peak;   /* the most ever in use at once */
-    uint64_t rx_malformed;  /* connections cut for a bad frame */
-    uint64_t failures;    /* broken: reset, refused, malformed */
-    uint64_t peer_closes; /* closed by the peer in order */
+    uint64_t rx_malformed;   /* connections cut for a bad frame */
+    uint64_t failures;       /* broken: reset, refused, malformed */
+    uint64_t peer_closes;    /* closed by the peer in order */
     uint64_t writes;
     uint64_t write_bytes;
     uint64_t reads;
     uint64_t read_bytes;
     uint64_t imms;
-    uint64_t refused; /* one-sided operations refused */
+    uint64_t refused;       /* one-sided operations refused */
     uint64_t accept_paused; /* out of descriptors: accepting paused */
-    uint64_t conn_writes;     /* writes carried over connections */
+    uint64_t conn_writes;   /* writes carried over connections */
     uint64_t conn_write_bytes;
-    uint64_t conn_reads;      /* reads carried over connections */
+    uint64_t conn_reads; /* reads carried over connections */
     uint64_t conn_read_bytes;
-    uint64_t conn_served;     /* peers' reads served here */
+    uint64_t conn_served; /* peers' reads served here */
     uint64_t conn_served_bytes;
-    uint64_t conn_refused;    /* peers' operations outside any region */
+    uint64_t conn_refused; /* peers' operations outside any region */
     uint64_t pid_proven;   /* connections whose peer's pid the kernel proved */
     uint64_t pid_unproven; /* answered, not proven: another host, another
                               PID namespace, or a wrong answer */

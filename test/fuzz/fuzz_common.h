@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: what the libFuzzer targets share. Each target feeds one
  * parser that faces the network (a datagram, a connection's bytes, a
@@ -15,13 +16,13 @@
 #include <stdlib.h>
 
 /* A broken promise: report and abort, so libFuzzer keeps the input. */
-#define FUZZ_CHECK(_cond)                                                    \
-    do {                                                                     \
-        if (!(_cond)) {                                                      \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, \
-                    #_cond);                                                 \
-            abort();                                                         \
-        }                                                                    \
+#define FUZZ_CHECK(_cond)                                                      \
+    do {                                                                       \
+        if (!(_cond)) {                                                        \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__,   \
+                    #_cond);                                                   \
+            abort();                                                           \
+        }                                                                      \
     } while (0)
 
 /* Whether [p, p + len) lies inside [base, base + size). */

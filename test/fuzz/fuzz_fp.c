@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus fuzz target: what a fast-path peer controls (proto/fp_proto.h,
  * proto/fp_ring.h): the control messages, a message's header and trailer,
@@ -10,8 +11,7 @@
 
 #include <string.h>
 
-static void fuzz_block(const uint8_t *data, size_t size,
-                       aptus_fp_mode_t mode)
+static void fuzz_block(const uint8_t *data, size_t size, aptus_fp_mode_t mode)
 {
     static uint8_t block[8192];
     aptus_fp_geom_t geom;

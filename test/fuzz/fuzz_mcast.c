@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus fuzz target: the multicast broadcast header (proto/mcast_proto.h)
  * and the protocol behind it (proto/mcast_window.h). An accepted datagram

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus fuzz target: the bytes of an RC-SR connection
  * (proto/rc_sr_proto.h): frames one after another, each message and
@@ -30,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         FUZZ_CHECK(frame.payload + frame.length > p);
         left -= (size_t)(frame.payload + frame.length - p);
-        p     = frame.payload + frame.length;
+        p = frame.payload + frame.length;
     }
     return 0;
 }

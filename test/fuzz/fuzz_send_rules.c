@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus fuzz target: the grammar of UCX_APTUS_SEND_RULES
  * (proto/send_rules.h). Any text is accepted or refused with a position

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus fuzz target: a UD-SR datagram (proto/ud_sr_proto.h), with and
  * without the CRC check. An accepted datagram's payload lies inside it,

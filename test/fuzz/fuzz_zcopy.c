@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus fuzz target: UD-ZCopy's data header and control messages
  * (proto/zcopy.h). An accepted message encodes back to the same length,

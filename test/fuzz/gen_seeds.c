@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the seed corpora of the fuzz targets, well-formed inputs of
  * every kind each parser accepts (a fuzzer mutates from there). Writes
@@ -47,7 +48,7 @@ static void ud_sr_seeds(void)
         APTUS_UD_SR_F_FIRST,
         APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_ACK_REQ,
         APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_OPEN |
-                APTUS_UD_SR_F_CRC,
+            APTUS_UD_SR_F_CRC,
         APTUS_UD_SR_F_NOP,
         APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_INTERNAL,
     };
@@ -60,22 +61,22 @@ static void ud_sr_seeds(void)
      * and a RESET */
     for (i = 0; i < sizeof(flags) + 3; ++i) {
         memset(&pkt, 0, sizeof(pkt));
-        pkt.dest_key    = 0x1122334455667788ull;
-        pkt.src_key     = 0x99aabbccddeeff01ull;
-        pkt.psn         = 7 + i;
-        pkt.ack         = 3;
-        pkt.conn_id     = i;
-        pkt.am_id       = 1;
-        pkt.msg_len     = 4096;
+        pkt.dest_key = 0x1122334455667788ull;
+        pkt.src_key  = 0x99aabbccddeeff01ull;
+        pkt.psn      = 7 + i;
+        pkt.ack      = 3;
+        pkt.conn_id  = i;
+        pkt.am_id    = 1;
+        pkt.msg_len  = 4096;
         if (i < sizeof(flags)) {
             pkt.type  = APTUS_UD_SR_TYPE_DATA;
             pkt.flags = flags[i];
         } else if (i < sizeof(flags) + 2) {
-            pkt.type       = APTUS_UD_SR_TYPE_ACK;
-            pkt.am_id      = 0;
-            pkt.flags      = APTUS_UD_SR_F_SACK;
-            pkt.sack_words = (i == sizeof(flags)) ? 1
-                                                  : APTUS_UD_SR_SACK_WORDS_MAX;
+            pkt.type  = APTUS_UD_SR_TYPE_ACK;
+            pkt.am_id = 0;
+            pkt.flags = APTUS_UD_SR_F_SACK;
+            pkt.sack_words =
+                (i == sizeof(flags)) ? 1 : APTUS_UD_SR_SACK_WORDS_MAX;
             for (w = 0; w < pkt.sack_words; ++w) {
                 pkt.sack[w] = 0x5a5a5a5a5a5a5a5aull << (w % 3);
             }
@@ -90,7 +91,7 @@ static void ud_sr_seeds(void)
                              ? 0
                              : 0x01020304u;
         pkt.src_token  = 0x0a0b0c0du;
-        len = aptus_ud_sr_build(buf, &pkt);
+        len            = aptus_ud_sr_build(buf, &pkt);
         if ((pkt.type == APTUS_UD_SR_TYPE_DATA) &&
             !(pkt.flags & APTUS_UD_SR_F_NOP)) {
             memset(buf + len, 0xab, 32);
@@ -113,7 +114,7 @@ static void rc_sr_seeds(void)
 {
     uint8_t buf[512], body[APTUS_RC_HELLO_LEN];
     aptus_rc_hello_t hello = { 0x1234, 0x5678, 16, APTUS_RC_VERSION, 9, 0, 1 };
-    size_t len = 0;
+    size_t len             = 0;
 
     aptus_rc_hello_pack(body, &hello);
     len = rc_frame(buf, APTUS_RC_KIND_HELLO, 0, body, sizeof(body));
@@ -149,9 +150,9 @@ static void zcopy_seeds(void)
             msg.req.edge        = 64;
             break;
         case APTUS_ZC_MSG_CREDIT:
-            msg.credit.edge          = 128;
-            msg.credit.seen_seq      = 100;
-            msg.credit.num_ranges    = 2;
+            msg.credit.edge            = 128;
+            msg.credit.seen_seq        = 100;
+            msg.credit.num_ranges      = 2;
             msg.credit.ranges[0].first = 3;
             msg.credit.ranges[0].last  = 5;
             msg.credit.ranges[1].first = 9;
@@ -248,11 +249,10 @@ static void mcast_seeds(void)
         { APTUS_MC_TYPE_DATA, APTUS_MC_F_ACK, 0, 0, 0, 1, 0 },
         { APTUS_MC_TYPE_DATA, APTUS_MC_F_ACK, 600, 256, 1, 3, 256 },
         { APTUS_MC_TYPE_DATA, APTUS_MC_F_ACK, 600, 512, 2, 3, 88 },
-        { APTUS_MC_TYPE_REPAIR, APTUS_MC_F_ACK | APTUS_MC_F_ACK_REQ, 100, 0,
-          0, 1, 100 },
+        { APTUS_MC_TYPE_REPAIR, APTUS_MC_F_ACK | APTUS_MC_F_ACK_REQ, 100, 0, 0,
+          1, 100 },
         { APTUS_MC_TYPE_ACK, APTUS_MC_F_ACK, 0, 0, 0, 0, 0 },
-        { APTUS_MC_TYPE_ACK, APTUS_MC_F_ACK | APTUS_MC_F_REPLY, 0, 0, 0, 0,
-          0 },
+        { APTUS_MC_TYPE_ACK, APTUS_MC_F_ACK | APTUS_MC_F_REPLY, 0, 0, 0, 0, 0 },
         { APTUS_MC_TYPE_NACK, APTUS_MC_F_ACK, 0, 0, 0, 0, 0 },
         { APTUS_MC_TYPE_REPORT, APTUS_MC_F_ACK, 0, 0, 0, 0, 0 },
         { APTUS_MC_TYPE_POLL, APTUS_MC_F_ACK, 0, 0, 0, 0, 0 },

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus MPI test: data-verifying MPI_Bcast, as a user of the multicast
  * broadcast library (libaptus_bcast) would break it.
@@ -119,8 +120,8 @@ static size_t max_size = 65536;
 
 static void phase_sizes(int rounds)
 {
-    static const size_t sizes[] = { 1,    7,     8,     100,   1000,  1324,
-                                    1325, 2048,  4000,  8192,  8193,  16384,
+    static const size_t sizes[] = { 1,     7,     8,     100,  1000, 1324,
+                                    1325,  2048,  4000,  8192, 8193, 16384,
                                     32767, 32768, 32769, 65536 };
     int round, root;
     unsigned i;
@@ -167,18 +168,18 @@ static void phase_types(void)
 
     for (root = 0; root < nranks; ++root) {
         for (i = 0; i < N; ++i) {
-            ints[i]  = (me == root) ? root * 100000 + i : -1;
-            dbl[i]   = (me == root) ? root + i * 0.5 : -1.0;
-            si[i].s  = (short)((me == root) ? root + i : -1);
-            si[i].i  = (me == root) ? root * 7 + i : -1;
+            ints[i] = (me == root) ? root * 100000 + i : -1;
+            dbl[i]  = (me == root) ? root + i * 0.5 : -1.0;
+            si[i].s = (short)((me == root) ? root + i : -1);
+            si[i].i = (me == root) ? root * 7 + i : -1;
         }
         for (i = 0; i < N * STRIDE; ++i) {
             vec[i] = (me == root) ? root * 1000 + i : -2;
         }
         memset(recs, 0, sizeof(recs));
         for (i = 0; i < 64; ++i) {
-            recs[i].c = (char)((me == root) ? 'a' + i % 26 : 0);
-            recs[i].d = (me == root) ? root * 0.25 + i : 0;
+            recs[i].c    = (char)((me == root) ? 'a' + i % 26 : 0);
+            recs[i].d    = (me == root) ? root * 0.25 + i : 0;
             recs[i].k[0] = recs[i].k[1] = recs[i].k[2] =
                 (me == root) ? root + i : 0;
         }
@@ -372,7 +373,7 @@ int main(int argc, char **argv)
 {
     int rounds = 2, burst = 2000, opt, victim = -1, at = 0, sig = SIGKILL;
     const char *phases = "sizes,types,comms,burst,slow,cycle,threads";
-    long total_errors = 0;
+    long total_errors  = 0;
     int provided;
     double t0;
 
@@ -445,8 +446,7 @@ int main(int argc, char **argv)
            nranks, (int)getpid(), (errors == 0) ? "OK" : "FAIL", checked,
            errors);
     fflush(stdout);
-    MPI_Reduce(&errors, &total_errors, 1, MPI_LONG, MPI_SUM, 0,
-               MPI_COMM_WORLD);
+    MPI_Reduce(&errors, &total_errors, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         printf("bcast_check: %s ranks=%d errors=%ld\n",
                (total_errors == 0) ? "PASS" : "FAIL", nranks, total_errors);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus MPI test: each rank talks heavily to a few peers and lightly
  * to all others -- the traffic pattern the hybrid transport is built for
@@ -94,12 +95,24 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     while ((opt = getopt(argc, argv, "i:h:b:s:l:e:")) != -1) {
         switch (opt) {
-        case 'i': iters = atoi(optarg); break;
-        case 'h': heavy = atoi(optarg); break;
-        case 'b': burst = atoi(optarg); break;
-        case 's': size = mpi_test_parse_size("heavy_light", optarg); break;
-        case 'l': large = mpi_test_parse_size("heavy_light", optarg); break;
-        case 'e': every = atoi(optarg); break;
+        case 'i':
+            iters = atoi(optarg);
+            break;
+        case 'h':
+            heavy = atoi(optarg);
+            break;
+        case 'b':
+            burst = atoi(optarg);
+            break;
+        case 's':
+            size = mpi_test_parse_size("heavy_light", optarg);
+            break;
+        case 'l':
+            large = mpi_test_parse_size("heavy_light", optarg);
+            break;
+        case 'e':
+            every = atoi(optarg);
+            break;
         default:
             fprintf(stderr, "usage: heavy_light [-i ITERS] [-h HEAVY] "
                             "[-b BURST] [-s SIZE] [-l LARGE] [-e EVERY]\n");
@@ -139,13 +152,13 @@ int main(int argc, char **argv)
 
         for (k = 0; k < nheavy; ++k) {
             for (m = 0; m < burst + big; ++m) {
-                size_t len = (m == burst) ? large : size;
+                size_t len     = (m == burst) ? large : size;
                 expect[nr].src = peers[k];
                 expect[nr].msg = m;
                 expect[nr].len = len;
                 MPI_Irecv(rbuf[nr], (int)len, MPI_BYTE, peers[k],
-                          (m == burst) ? TAG_LARGE : TAG_HEAVY,
-                          MPI_COMM_WORLD, &req[nr]);
+                          (m == burst) ? TAG_LARGE : TAG_HEAVY, MPI_COMM_WORLD,
+                          &req[nr]);
                 ++nr;
             }
         }
@@ -166,8 +179,8 @@ int main(int argc, char **argv)
                 size_t len = (m == burst) ? large : size;
                 fill(sbuf[ns], peers[k], iter, m, len);
                 MPI_Isend(sbuf[ns], (int)len, MPI_BYTE, peers[k],
-                          (m == burst) ? TAG_LARGE : TAG_HEAVY,
-                          MPI_COMM_WORLD, &req[ns]);
+                          (m == burst) ? TAG_LARGE : TAG_HEAVY, MPI_COMM_WORLD,
+                          &req[ns]);
                 bytes += len;
                 ++ns;
             }
@@ -193,8 +206,7 @@ int main(int argc, char **argv)
            rank, nranks, (int)getpid(), errors ? "FAIL" : "OK", nheavy, bytes,
            MPI_Wtime() - t0);
     fflush(stdout);
-    MPI_Reduce(&errors, &total_errors, 1, MPI_LONG, MPI_SUM, 0,
-               MPI_COMM_WORLD);
+    MPI_Reduce(&errors, &total_errors, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         printf("heavy_light: %s (%d ranks, %d iterations, %d heavy peers "
                "each)\n",

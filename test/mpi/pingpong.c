@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus MPI test: data-verifying ping-pong between ranks 0 and 1.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus MPI test: an application that holds many unexpected messages.
  *
@@ -59,8 +60,9 @@ static void report(const char *what, long src, long seq, long want)
 {
     errors++;
     if (reports++ < MAX_REPORTS) {
-        fprintf(stderr, "unexpected rank %d: from %ld: %s (%ld, expected %ld)\n",
-                rank, src, what, seq, want);
+        fprintf(stderr,
+                "unexpected rank %d: from %ld: %s (%ld, expected %ld)\n", rank,
+                src, what, seq, want);
     }
 }
 
@@ -68,7 +70,7 @@ int main(int argc, char **argv)
 {
     long count = 100000, *next_seq, total_errors = 0;
     size_t bytes = 4, words;
-    int rounds = 2, round, opt, src, last;
+    int rounds   = 2, round, opt, src, last;
     uint32_t buf[MAX_BYTES / 4], expect[MAX_BYTES / 4];
     double t0, t_send = 0, t_recv = 0;
     MPI_Status st;
@@ -91,8 +93,9 @@ int main(int argc, char **argv)
             break;
         default:
             if (rank == 0) {
-                fprintf(stderr,
-                        "usage: unexpected [-c COUNT] [-s BYTES] [-r ROUNDS]\n");
+                fprintf(
+                    stderr,
+                    "usage: unexpected [-c COUNT] [-s BYTES] [-r ROUNDS]\n");
             }
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
@@ -161,8 +164,7 @@ int main(int argc, char **argv)
            rank, nranks, (int)getpid(), (errors == 0) ? "OK" : "FAIL", count,
            bytes, rounds, t_send, t_recv, errors);
     fflush(stdout);
-    MPI_Reduce(&errors, &total_errors, 1, MPI_LONG, MPI_SUM, 0,
-               MPI_COMM_WORLD);
+    MPI_Reduce(&errors, &total_errors, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         printf("unexpected: %s (%d ranks, %ld held messages per round, %ld "
                "errors)\n",

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the instruction cost of an 8-byte active message.
  *
@@ -27,9 +28,9 @@
 #define _GNU_SOURCE
 #include "perf_probe.h"
 
-#define PROG      "am_instr"
-#define AM_ID     1
-#define WARMUP    1000
+#define PROG   "am_instr"
+#define AM_ID  1
+#define WARMUP 1000
 
 static volatile unsigned long am_instr_received[2];
 
@@ -46,8 +47,7 @@ static void am_instr_send(perf_uct_t *uct, uct_ep_h ep)
     ucs_status_t status;
 
     while ((status = uct_ep_am_short(ep, AM_ID, 0, &payload,
-                                     sizeof(payload))) ==
-           UCS_ERR_NO_RESOURCE) {
+                                     sizeof(payload))) == UCS_ERR_NO_RESOURCE) {
         uct_worker_progress(uct->worker);
     }
     perf_check(status, PROG, "uct_ep_am_short");
@@ -113,8 +113,8 @@ int main(int argc, char **argv)
     int ret;
 
     opts.num_eps = 20000; /* here: iterations */
-    ret = perf_parse_opts(argc, argv, "t:d:n:h", PROG, "ud_sr", &opts,
-                          am_instr_opt, NULL, usage);
+    ret          = perf_parse_opts(argc, argv, "t:d:n:h", PROG, "ud_sr", &opts,
+                                   am_instr_opt, NULL, usage);
     if (ret >= 0) {
         return ret;
     }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: helpers shared by the resource benchmarks of test/perf
  * (ud_sr_ep_memory.c, rc_conn_memory.c).

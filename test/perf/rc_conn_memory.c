@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: resources of established connections.
  *
@@ -41,9 +42,10 @@
  * (exit status 3).
  *
  * Build (public UCX headers only):
- *   gcc -O2 -o rc_conn_memory rc_conn_memory.c $(pkg-config --cflags --libs ucx)
- * Run (the aptus module must be in the process for rc_sr):
- *   UCX_APTUS_STATS=stdout LD_PRELOAD=.../libuct_aptus.so ./rc_conn_memory -n 1000
+ *   gcc -O2 -o rc_conn_memory rc_conn_memory.c $(pkg-config --cflags --libs
+ * ucx) Run (the aptus module must be in the process for rc_sr):
+ *   UCX_APTUS_STATS=stdout LD_PRELOAD=.../libuct_aptus.so ./rc_conn_memory -n
+ * 1000
  *   ./rc_conn_memory -t tcp -n 1000
  */
 #define _GNU_SOURCE
@@ -84,9 +86,9 @@ static void snapshot(snapshot_t *s)
 typedef struct {
     unsigned char *old; /* old[fd] != 0: open at the baseline */
     int max_fd;
-    long sockets;       /* new sockets seen */
-    long other;         /* new descriptors that are not sockets */
-    size_t sockbuf;     /* their SO_SNDBUF + SO_RCVBUF */
+    long sockets;   /* new sockets seen */
+    long other;     /* new descriptors that are not sockets */
+    size_t sockbuf; /* their SO_SNDBUF + SO_RCVBUF */
 } fd_scan_t;
 
 static void fd_mark_old(int fd, void *arg)
@@ -279,7 +281,7 @@ int main(int argc, char **argv)
                                progress.max_ms, t0);
     snapshot(&s1);
     scan.sockets = scan.other = 0;
-    scan.sockbuf = 0;
+    scan.sockbuf              = 0;
     perf_for_each_fd(fd_scan_new, &scan);
 
     printf("tl=%s dev=%s conns=%u bytes_per_conn_malloc=%.1f "
@@ -300,13 +302,14 @@ int main(int argc, char **argv)
         printf(" sockbuf_alloc_bytes_per_conn=%.1f",
                (double)(s1.sock_mem - s0.sock_mem) / opts.num_eps);
     }
-    printf(" create_ns_per_ep=%.0f connect_ms=%.1f established=%s"
-           " malloc_total=%zd rss_total=%zd new_sockets=%ld new_other_fds=%ld\n",
-           (t1 - t0) * 1e9 / opts.num_eps,
-           (connected >= 0) ? connected * 1e3 : -1.0,
-           (connected >= 0) ? "yes" : "no",
-           (ssize_t)s1.malloc - (ssize_t)s0.malloc,
-           (ssize_t)s1.rss - (ssize_t)s0.rss, scan.sockets, scan.other);
+    printf(
+        " create_ns_per_ep=%.0f connect_ms=%.1f established=%s"
+        " malloc_total=%zd rss_total=%zd new_sockets=%ld new_other_fds=%ld\n",
+        (t1 - t0) * 1e9 / opts.num_eps,
+        (connected >= 0) ? connected * 1e3 : -1.0,
+        (connected >= 0) ? "yes" : "no",
+        (ssize_t)s1.malloc - (ssize_t)s0.malloc,
+        (ssize_t)s1.rss - (ssize_t)s0.rss, scan.sockets, scan.other);
     if (scan.other != 0) {
         fprintf(stderr,
                 "rc_conn_memory: note: %ld new descriptors are not sockets\n",

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX-Aptus: shared helpers of the MPI test scripts (test_mpi.sh,
 # test_loss.sh, test_mpi_rc.sh). Sourced, not run. Bash only.
 #

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # mpi4py's own test suite, run as a user would, over UCX's tcp and over
 # ud_sr, rc_sr and aptus (APTUS_MPI4PY_TLS), with Open MPI's pml/ucx; prints one line per transport
 # and rank count.

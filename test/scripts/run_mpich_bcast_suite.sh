@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX-Aptus: MPICH's own test suite, its broadcast tests (test/mpi/coll of
 # `apt-get source mpich`, built with its configure: the coll testlist and
 # the datatype (DTP) testlist), run as a user would

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX-Aptus: MPI tests of the multicast MPI_Bcast library (libaptus_bcast.so
 # for Open MPI, libaptus_bcast_mpich.so for MPICH), as a user would break it.
 #

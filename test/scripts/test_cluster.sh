@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX-Aptus: the cross-host suite, on a cluster in a box (contrib/cluster.sh):
 # hosts are network namespaces with their own PID, UTS and mount namespaces
 # on a bridge, so every byte between ranks of different hosts crosses a

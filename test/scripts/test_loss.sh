@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX-Aptus: packet-loss tests of the ud_sr transport under MPI.
 #
 # The data-verifying all-to-all (test/mpi/alltoall.c, 4 ranks, Open MPI and

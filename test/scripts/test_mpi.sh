@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX-Aptus: MPI tests of the ud_sr transport.
 #
 # Builds test/mpi/pingpong.c and test/mpi/alltoall.c with Open MPI and MPICH

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX-Aptus: MPI jobs over the hybrid transport (UCX_TLS=aptus,self).
 #
 # test/mpi/heavy_light.c: every rank talks heavily to its 2H ring

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX-Aptus: MPI tests over a chosen transport list, made for rc_sr.
 #
 # Builds test/mpi/pingpong.c, alltoall.c and onesided.c with Open MPI and

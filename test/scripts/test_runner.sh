@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX-Aptus: checks the test runner's own bookkeeping (contrib/suite-lib.sh)
 # on made-up suites: totals from "N passed, M failed" and GoogleTest
 # summaries, a crashed suite counted as a failure even when another suite

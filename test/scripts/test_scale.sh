@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX-Aptus: MPI at scale and with held messages, beside UCX's own tcp.
 #
 # Two ways users break transports that small tests do not:

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCP programs over ud_sr: a peer that dies is reported through UCP's peer
 # error handling (UCP_ERR_HANDLING_MODE_PEER), both while sending to it and
 # while idle (UCP's keepalive over uct_ep_check), and nothing hangs.

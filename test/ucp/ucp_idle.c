@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: a UCP worker that sits idle, calling progress once a
  * millisecond for the given seconds, as an application between phases.
@@ -41,7 +42,8 @@ int main(int argc, char **argv)
         usleep(1000);
         clock_gettime(CLOCK_MONOTONIC, &now);
     } while ((now.tv_sec - start.tv_sec) +
-                     (now.tv_nsec - start.tv_nsec) * 1e-9 < seconds);
+                 (now.tv_nsec - start.tv_nsec) * 1e-9 <
+             seconds);
     ucp_worker_destroy(worker);
     ucp_cleanup(context);
     printf("ucp_idle: PASS (%.1f s)\n", seconds);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus UCP test: a peer that dies is reported through UCP's error
  * handling (UCP_ERR_HANDLING_MODE_PEER) over ud_sr, and nothing hangs.

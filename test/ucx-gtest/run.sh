@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX's own GoogleTest conformance suite (test/gtest of the installed UCX
 # version) with the ud_sr and rc_sr transports instantiated beside UCX's tcp.
 #

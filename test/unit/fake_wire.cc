@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The deterministic fake wire (see fake_wire.h).
  */

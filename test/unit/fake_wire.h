@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A deterministic datagram wire for unit tests: datagrams sit "in flight"
  * until the test delivers them, and a per-datagram filter chosen by the

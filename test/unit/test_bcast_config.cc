@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus unit tests: the multicast broadcast library's settings and
  * group addresses (src/bcast/bcast_config.c, bcast_net.c), without MPI.
@@ -15,7 +16,8 @@ extern "C" {
 #include <set>
 #include <string>
 
-namespace {
+namespace
+{
 
 std::map<std::string, std::string> g_env;
 
@@ -25,9 +27,13 @@ const char *fake_env(const char *name)
     return (it == g_env.end()) ? nullptr : it->second.c_str();
 }
 
-class bcast_config : public testing::Test {
-protected:
-    void SetUp() override { g_env.clear(); }
+class bcast_config : public testing::Test
+{
+  protected:
+    void SetUp() override
+    {
+        g_env.clear();
+    }
 
     /* reads the fake environment; returns the error text ("" when good) */
     std::string read(aptus_bc_config_t *cfg)
@@ -128,7 +134,7 @@ TEST_F(bcast_config, malformed_values_name_the_variable)
     for (const auto &b : bad) {
         SCOPED_TRACE(std::string(b.name) + "=" + b.value);
         g_env.clear();
-        g_env[b.name] = b.value;
+        g_env[b.name]   = b.value;
         std::string err = read(&cfg);
         EXPECT_NE(std::string::npos, err.find(b.name)) << err;
     }
@@ -181,8 +187,8 @@ TEST(bcast_net, bad_interface_is_named)
     EXPECT_NE(nullptr, strstr(err, "APTUS_BCAST_IF=no-such-if0")) << err;
 
     /* the loopback by name and by address: found, with its MTU */
-    ASSERT_EQ(0, aptus_bc_net_pick_if("lo", &g, &ifaddr, &mtu, err,
-                                      sizeof(err)))
+    ASSERT_EQ(0,
+              aptus_bc_net_pick_if("lo", &g, &ifaddr, &mtu, err, sizeof(err)))
         << err;
     EXPECT_EQ(htonl(INADDR_LOOPBACK), ifaddr.s_addr);
     EXPECT_GE(mtu, 1280u);

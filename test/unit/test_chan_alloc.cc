@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: allocation of RC and fast-path channels under caps: the
  * earning rule, agreement of both sides, refusal, simultaneous requests,
@@ -19,17 +20,17 @@ aptus_alloc_config_t test_config()
 {
     aptus_alloc_config_t c;
     memset(&c, 0, sizeof(c));
-    c.max[APTUS_ALLOC_RC]  = 16;
-    c.max[APTUS_ALLOC_FP]  = 8;
-    c.window_us            = 100000;
-    c.rc_msgs              = 64;
-    c.rc_bytes             = 1 << 20;
-    c.fp_msgs              = 128;
-    c.fp_max_size          = 2048;
-    c.request_timeout_us   = 1000000;
-    c.backoff_us           = 500000;
-    c.idle_us              = 2000000;
-    c.hold_us              = 1000000;
+    c.max[APTUS_ALLOC_RC] = 16;
+    c.max[APTUS_ALLOC_FP] = 8;
+    c.window_us           = 100000;
+    c.rc_msgs             = 64;
+    c.rc_bytes            = 1 << 20;
+    c.fp_msgs             = 128;
+    c.fp_max_size         = 2048;
+    c.request_timeout_us  = 1000000;
+    c.backoff_us          = 500000;
+    c.idle_us             = 2000000;
+    c.hold_us             = 1000000;
     return c;
 }
 
@@ -42,8 +43,8 @@ aptus_alloc_action_t send_n(aptus_alloc_t &a, aptus_alloc_peer_t &p, int n,
     aptus_alloc_action_t act = APTUS_ALLOC_ACT_NONE;
     for (int i = 0; i < n; ++i) {
         aptus_alloc_kind_t k;
-        aptus_alloc_action_t r = aptus_alloc_sent(&a, &p, size, used, now++,
-                                                  &k);
+        aptus_alloc_action_t r =
+            aptus_alloc_sent(&a, &p, size, used, now++, &k);
         if ((r != APTUS_ALLOC_ACT_NONE) && (act == APTUS_ALLOC_ACT_NONE)) {
             act  = r;
             kind = k;
@@ -88,12 +89,12 @@ TEST(chan_alloc, configuration_is_checked)
     EXPECT_EQ(nullptr, aptus_alloc_config_check(&c));
     c.max[APTUS_ALLOC_FP] = 17;
     EXPECT_NE(nullptr, aptus_alloc_config_check(&c));
-    c            = test_config();
-    c.window_us  = 0;
+    c           = test_config();
+    c.window_us = 0;
     EXPECT_NE(nullptr, aptus_alloc_config_check(&c));
-    c            = test_config();
-    c.rc_msgs    = 0;
-    c.rc_bytes   = 0;
+    c          = test_config();
+    c.rc_msgs  = 0;
+    c.rc_bytes = 0;
     EXPECT_NE(nullptr, aptus_alloc_config_check(&c));
 }
 
@@ -239,15 +240,17 @@ TEST(chan_alloc, idle_channels_are_demoted_with_hysteresis)
     for (int i = 0; i < 50; ++i) {
         now += c.idle_us / 10;
         send_n(a, a_to_b, 1, 64, now, kind, APTUS_ALLOC_FP);
-        EXPECT_EQ(APTUS_ALLOC_ACT_NONE, aptus_alloc_check(&a, &a_to_b, now,
-                                                          &kind));
+        EXPECT_EQ(APTUS_ALLOC_ACT_NONE,
+                  aptus_alloc_check(&a, &a_to_b, now, &kind));
     }
     /* idle: the fast path goes first, then the connection */
     now += c.idle_us;
-    ASSERT_EQ(APTUS_ALLOC_ACT_DEMOTE, aptus_alloc_check(&a, &a_to_b, now, &kind));
+    ASSERT_EQ(APTUS_ALLOC_ACT_DEMOTE,
+              aptus_alloc_check(&a, &a_to_b, now, &kind));
     EXPECT_EQ(APTUS_ALLOC_FP, kind);
     aptus_alloc_release(&b, &b_to_a, APTUS_ALLOC_FP, now);
-    ASSERT_EQ(APTUS_ALLOC_ACT_DEMOTE, aptus_alloc_check(&a, &a_to_b, now, &kind));
+    ASSERT_EQ(APTUS_ALLOC_ACT_DEMOTE,
+              aptus_alloc_check(&a, &a_to_b, now, &kind));
     EXPECT_EQ(APTUS_ALLOC_RC, kind);
     aptus_alloc_release(&b, &b_to_a, APTUS_ALLOC_RC, now);
     EXPECT_EQ(0u, a.used[APTUS_ALLOC_RC] + a.used[APTUS_ALLOC_FP]);
@@ -278,9 +281,9 @@ TEST(chan_alloc, idle_channels_are_demoted_with_hysteresis)
 TEST(chan_alloc, a_use_stamped_after_the_check_time_keeps_the_channel)
 {
     two_sides t;
-    aptus_alloc_t &a            = t.a;
-    aptus_alloc_peer_t &a_to_b  = t.a_to_b;
-    uint64_t &now               = t.now;
+    aptus_alloc_t &a           = t.a;
+    aptus_alloc_peer_t &a_to_b = t.a_to_b;
+    uint64_t &now              = t.now;
     aptus_alloc_kind_t kind;
     ASSERT_NO_FATAL_FAILURE(t.rc_up());
 
@@ -395,8 +398,8 @@ struct sim {
             case GRANT:
             case REFUSE:
                 act(m.to, m.from,
-                    aptus_alloc_answered(&p.alloc, &pp, m.kind,
-                                         m.type == GRANT, now),
+                    aptus_alloc_answered(&p.alloc, &pp, m.kind, m.type == GRANT,
+                                         now),
                     m.kind);
                 break;
             case DEMOTE:
@@ -447,23 +450,23 @@ TEST(chan_alloc, many_processes_never_exceed_their_caps)
         s.now += 2;
         int self = s.rng() % n;
         /* the heavy set moves every 100,000 steps, so channels must move */
-        int peer = (s.rng() % 10 < 8) ?
-                           heavy[self][(s.rng() % 3 + step / 100000) % 6] :
-                           (int)(s.rng() % n);
+        int peer = (s.rng() % 10 < 8)
+                       ? heavy[self][(s.rng() % 3 + step / 100000) % 6]
+                       : (int)(s.rng() % n);
         if (peer == self) {
             continue;
         }
         aptus_alloc_peer_t &pp = s.procs[self].peers[peer];
         aptus_alloc_kind_t used =
-                (pp.slot[APTUS_ALLOC_FP].state == APTUS_ALLOC_GRANTED) ?
-                        APTUS_ALLOC_FP :
-                (pp.slot[APTUS_ALLOC_RC].state == APTUS_ALLOC_GRANTED) ?
-                        APTUS_ALLOC_RC :
-                        APTUS_ALLOC_KIND_LAST;
+            (pp.slot[APTUS_ALLOC_FP].state == APTUS_ALLOC_GRANTED)
+                ? APTUS_ALLOC_FP
+            : (pp.slot[APTUS_ALLOC_RC].state == APTUS_ALLOC_GRANTED)
+                ? APTUS_ALLOC_RC
+                : APTUS_ALLOC_KIND_LAST;
         aptus_alloc_kind_t kind = APTUS_ALLOC_KIND_LAST;
-        size_t size = (s.rng() % 4 == 0) ? 65536 : 256;
-        aptus_alloc_action_t a = aptus_alloc_sent(&s.procs[self].alloc, &pp,
-                                                  size, used, s.now, &kind);
+        size_t size             = (s.rng() % 4 == 0) ? 65536 : 256;
+        aptus_alloc_action_t a  = aptus_alloc_sent(&s.procs[self].alloc, &pp,
+                                                   size, used, s.now, &kind);
         s.act(self, peer, a, kind);
         if (step % 64 == 0) {
             int q = s.rng() % n;
@@ -490,15 +493,14 @@ TEST(chan_alloc, many_processes_never_exceed_their_caps)
     for (int i = 0; i < n; ++i) {
         for (int j = 0; j < n; ++j) {
             for (int k = 0; k < APTUS_ALLOC_KIND_LAST; ++k) {
-                EXPECT_EQ(s.procs[i].peers[j].slot[k].state ==
-                                  APTUS_ALLOC_GRANTED,
-                          s.procs[j].peers[i].slot[k].state ==
-                                  APTUS_ALLOC_GRANTED)
-                        << i << "-" << j << " kind " << k << " states "
-                        << (int)s.procs[i].peers[j].slot[k].state << "/"
-                        << (int)s.procs[j].peers[i].slot[k].state << " rc "
-                        << (int)s.procs[i].peers[j].slot[0].state << "/"
-                        << (int)s.procs[j].peers[i].slot[0].state;
+                EXPECT_EQ(
+                    s.procs[i].peers[j].slot[k].state == APTUS_ALLOC_GRANTED,
+                    s.procs[j].peers[i].slot[k].state == APTUS_ALLOC_GRANTED)
+                    << i << "-" << j << " kind " << k << " states "
+                    << (int)s.procs[i].peers[j].slot[k].state << "/"
+                    << (int)s.procs[j].peers[i].slot[k].state << " rc "
+                    << (int)s.procs[i].peers[j].slot[0].state << "/"
+                    << (int)s.procs[j].peers[i].slot[0].state;
             }
         }
         granted += s.procs[i].alloc.stats.granted[APTUS_ALLOC_RC];

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the same conformance cases against every channel, through the
  * one channel interface (src/channel/chan.h): eager channels (UD-SR, RC-SR)
@@ -28,9 +29,9 @@ class chan_conformance : public uct_aptus_test,
     chan_conformance()
     {
         m_type = GetParam();
-        m_ud   = (m_type == APTUS_CHAN_UD_SR) || (m_type == APTUS_CHAN_UD_ZCOPY);
-        m_fp   = (m_type == APTUS_CHAN_RC_FP);
-        m_tl   = m_ud ? "ud_sr" : (m_fp ? "rc_fp" : "rc_sr");
+        m_ud = (m_type == APTUS_CHAN_UD_SR) || (m_type == APTUS_CHAN_UD_ZCOPY);
+        m_fp = (m_type == APTUS_CHAN_RC_FP);
+        m_tl = m_ud ? "ud_sr" : (m_fp ? "rc_fp" : "rc_sr");
         if (m_ud) {
             m_default_cfg = { { "TIMEOUT", "2s" } };
         } else if (m_fp) {
@@ -48,8 +49,7 @@ class chan_conformance : public uct_aptus_test,
             uint64_t h = 0;
             ASSERT_EQ(UCS_OK, uct_ep_am_short(m_a.ep, 1, h, nullptr, 0));
             ASSERT_TRUE(wait_for([&] {
-                return ucs_derived_of(m_a.ep, uct_rc_fp_ep_t)
-                        ->fp.peer.attached;
+                return ucs_derived_of(m_a.ep, uct_rc_fp_ep_t)->fp.peer.attached;
             }));
             ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == 1; }));
             m_b.rx.msgs.clear();
@@ -77,11 +77,11 @@ class chan_conformance : public uct_aptus_test,
     {
         if (m_fp) {
             return (aptus_chan_peer_t *)&ucs_derived_of(e.ep, uct_rc_fp_ep_t)
-                    ->fp.peer;
+                ->fp.peer;
         }
         if (m_ud) {
             return (aptus_chan_peer_t *)&ucs_derived_of(e.ep, uct_ud_sr_ep_t)
-                    ->peer;
+                ->peer;
         }
         return (aptus_chan_peer_t *)&ucs_derived_of(e.ep, uct_rc_sr_ep_t)->link;
     }
@@ -99,9 +99,8 @@ class chan_conformance : public uct_aptus_test,
     {
         aptus_chan_t *c = chan(m_a);
         ssize_t ret;
-        while ((ret = locked([&] {
-                    return c->ops->send(c, peer(m_a), &s);
-                })) == UCS_ERR_NO_RESOURCE) {
+        while ((ret = locked([&] { return c->ops->send(c, peer(m_a), &s); })) ==
+               UCS_ERR_NO_RESOURCE) {
             progress();
         }
         return ret;
@@ -206,9 +205,9 @@ TEST_P(chan_conformance, a_peer_made_through_the_table_carries_messages)
         aptus_ud_peer_t *p = (aptus_ud_peer_t *)peer(m_a);
         ud.addr            = &p->addr;
         ud.remote_key      = p->remote_key;
-        ud.mtu             = aptus_ud_peer_mtu(
-            ucs_derived_of(chan(m_a), aptus_ud_chan_t), p);
-        remote             = &ud;
+        ud.mtu =
+            aptus_ud_peer_mtu(ucs_derived_of(chan(m_a), aptus_ud_chan_t), p);
+        remote = &ud;
     } else {
         auto *ia = (const uct_rc_sr_iface_addr_t *)m_b.iface_addr.data();
         aptus_sock_wire_addr_make(m_b.dev_addr.data(), ia->port, &addr);
@@ -222,11 +221,9 @@ TEST_P(chan_conformance, a_peer_made_through_the_table_carries_messages)
     std::vector<uint8_t> storage(c->ops->peer_size + 64);
     aptus_chan_peer_t *p2 = nullptr;
     ASSERT_EQ(UCS_OK, locked([&] {
-                  return aptus_chan_peer_connect(c, remote,
-                                                 c->ops->peer_size ?
-                                                         storage.data() :
-                                                         nullptr,
-                                                 &p2);
+                  return aptus_chan_peer_connect(
+                      c, remote, c->ops->peer_size ? storage.data() : nullptr,
+                      &p2);
               }));
     ASSERT_NE(nullptr, p2);
     if (c->ops->peer_size > 0) {
@@ -433,8 +430,8 @@ TEST_P(chan_conformance, data_moves_by_key)
         struct iovec piov        = { src.data(), src.size() };
         init_comp(comp);
         while ((status = locked([&] {
-                    return c->ops->put(c, peer(m_a), &piov, 1, base + 100,
-                                       &key, &comp.super);
+                    return c->ops->put(c, peer(m_a), &piov, 1, base + 100, &key,
+                                       &comp.super);
                 })) == UCS_ERR_NO_RESOURCE) {
             progress();
         }
@@ -467,12 +464,10 @@ TEST_P(chan_conformance, invalidated_peer_fails_and_is_reported_once)
         uint64_t h = 0;
         aptus_chan_send_t s;
         aptus_chan_send_copy(&s, 1, &h, sizeof(h), nullptr, 0);
-        EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, locked([&] {
-                      return c->ops->send(c, peer(m_a), &s);
-                  }));
-        ucs_status_t status = locked([&] {
-            return c->ops->flush(c, peer(m_a), 0, nullptr);
-        });
+        EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT,
+                  locked([&] { return c->ops->send(c, peer(m_a), &s); }));
+        ucs_status_t status =
+            locked([&] { return c->ops->flush(c, peer(m_a), 0, nullptr); });
         EXPECT_TRUE(UCS_STATUS_IS_ERR(status)) << ucs_status_string(status);
     }
     ucs_time_t end = ucs_get_time() + ucs_time_from_msec(50);
@@ -482,13 +477,10 @@ TEST_P(chan_conformance, invalidated_peer_fails_and_is_reported_once)
     EXPECT_EQ(1, m_a.err.count.load());
 }
 
-INSTANTIATE_TEST_SUITE_P(channels, chan_conformance,
-                         ::testing::Values(APTUS_CHAN_UD_SR,
-                                           APTUS_CHAN_UD_ZCOPY,
-                                           APTUS_CHAN_RC_SR,
-                                           APTUS_CHAN_RC_RDMA,
-                                           APTUS_CHAN_RC_FP),
-                         [](const ::testing::TestParamInfo<aptus_chan_type_t>
-                                    &info) {
-                             return std::string(aptus_chan_names[info.param]);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    channels, chan_conformance,
+    ::testing::Values(APTUS_CHAN_UD_SR, APTUS_CHAN_UD_ZCOPY, APTUS_CHAN_RC_SR,
+                      APTUS_CHAN_RC_RDMA, APTUS_CHAN_RC_FP),
+    [](const ::testing::TestParamInfo<aptus_chan_type_t> &info) {
+        return std::string(aptus_chan_names[info.param]);
+    });

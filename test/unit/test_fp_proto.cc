@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What a fast-path peer sends faces the network, or rather lands in this
  * process's memory: the control messages (REQUEST, GRANT, REFUSE, CREDIT,
@@ -23,21 +24,21 @@ TEST(fp_proto, control_messages_round_trip)
 {
     aptus_fp_ctl_t in[5], out;
     memset(in, 0, sizeof(in));
-    in[0].type            = APTUS_FP_CTL_REQUEST;
-    in[0].nonce           = 7;
-    in[0].request.host_id = 0x1122334455667788ull;
-    in[1].type            = APTUS_FP_CTL_GRANT;
-    in[1].nonce           = 8;
-    in[1].grant.mode      = APTUS_FP_VELOBLOCK;
-    in[1].grant.size      = 32768;
-    in[1].grant.address   = 0x7f0000001000ull;
-    in[1].grant.pid       = 4242;
-    in[1].grant.host_id   = 99;
-    in[2].type            = APTUS_FP_CTL_REFUSE;
-    in[2].nonce           = 9;
-    in[3].type            = APTUS_FP_CTL_CREDIT;
-    in[3].nonce           = 10;
-    in[3].credit.credits  = 12345;
+    in[0].type             = APTUS_FP_CTL_REQUEST;
+    in[0].nonce            = 7;
+    in[0].request.host_id  = 0x1122334455667788ull;
+    in[1].type             = APTUS_FP_CTL_GRANT;
+    in[1].nonce            = 8;
+    in[1].grant.mode       = APTUS_FP_VELOBLOCK;
+    in[1].grant.size       = 32768;
+    in[1].grant.address    = 0x7f0000001000ull;
+    in[1].grant.pid        = 4242;
+    in[1].grant.host_id    = 99;
+    in[2].type             = APTUS_FP_CTL_REFUSE;
+    in[2].nonce            = 9;
+    in[3].type             = APTUS_FP_CTL_CREDIT;
+    in[3].nonce            = 10;
+    in[3].credit.credits   = 12345;
     in[4].type             = APTUS_FP_CTL_RELEASE;
     in[4].nonce            = 11;
     in[4].release.fp_total = 777;
@@ -76,8 +77,8 @@ TEST(fp_proto, header_and_trailer_round_trip)
     ASSERT_EQ(0, aptus_fp_trailer_parse(data, sizeof(data), &nonce, &before));
     EXPECT_EQ(0xabcdu, nonce);
     EXPECT_EQ(55u, before);
-    EXPECT_EQ(-1, aptus_fp_trailer_parse(data, APTUS_FP_TRAILER_LEN - 1,
-                                         &nonce, &before));
+    EXPECT_EQ(-1, aptus_fp_trailer_parse(data, APTUS_FP_TRAILER_LEN - 1, &nonce,
+                                         &before));
 }
 
 TEST(fp_proto, fuzz_control_messages)

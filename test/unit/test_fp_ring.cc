@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The fast-path ring in its three modes (src/proto/fp_ring.c): Veloblock,
  * Original (fixed top-fill slots with a sender mirror) and
@@ -47,11 +48,9 @@ struct channel {
 
     aptus_vb_status_t send(const std::vector<uint8_t> &payload)
     {
-        struct iovec iov[2] = {
-            { (void *)payload.data(), payload.size() / 2 },
-            { (void *)(payload.data() + payload.size() / 2),
-              payload.size() - payload.size() / 2 }
-        };
+        struct iovec iov[2] = { { (void *)payload.data(), payload.size() / 2 },
+                                { (void *)(payload.data() + payload.size() / 2),
+                                  payload.size() - payload.size() / 2 } };
         const uint8_t *image;
         aptus_vb_write_t w;
         aptus_vb_status_t st;
@@ -94,7 +93,8 @@ std::vector<uint8_t> bytes(unsigned seed, size_t len)
     return v;
 }
 
-class fp_ring : public ::testing::TestWithParam<aptus_fp_mode_t> {
+class fp_ring : public ::testing::TestWithParam<aptus_fp_mode_t>
+{
 };
 
 } // namespace
@@ -159,7 +159,7 @@ TEST_P(fp_ring, nothing_is_seen_before_the_last_piece_lands)
     channel c(geom_of(GetParam()));
     for (unsigned i = 0; i < 200; ++i) {
         std::vector<uint8_t> payload = bytes(i, (i * 37) % 900);
-        struct iovec iov = { payload.data(), payload.size() };
+        struct iovec iov             = { payload.data(), payload.size() };
         const uint8_t *image;
         aptus_vb_write_t w;
         aptus_vb_status_t st;
@@ -206,17 +206,15 @@ TEST_P(fp_ring, corruption_is_reported_never_followed)
     { /* a flag the sender cannot have made */
         channel c(geom_of(GetParam()));
         ASSERT_EQ(APTUS_VB_OK, c.send(bytes(1, 10)));
-        uint32_t at = (c.geom.mode == APTUS_FP_VELOBLOCK) ? c.geom.size - 1
-                                                            : 0;
+        uint32_t at = (c.geom.mode == APTUS_FP_VELOBLOCK) ? c.geom.size - 1 : 0;
         c.mem[at]   = 7;
         EXPECT_EQ(APTUS_VB_CORRUPT, c.recv(out));
     }
     { /* a length that does not fit */
         channel c(geom_of(GetParam()));
         ASSERT_EQ(APTUS_VB_OK, c.send(bytes(1, 10)));
-        uint32_t at = (c.geom.mode == APTUS_FP_VELOBLOCK) ? c.geom.size - 3
-                                                            : 1;
-        c.mem[at]     = 0xff;
+        uint32_t at = (c.geom.mode == APTUS_FP_VELOBLOCK) ? c.geom.size - 3 : 1;
+        c.mem[at]   = 0xff;
         c.mem[at + 1] = 0xff;
         EXPECT_EQ(APTUS_VB_CORRUPT, c.recv(out));
     }
@@ -237,7 +235,7 @@ TEST_P(fp_ring, many_channels_with_receivers_lagging_at_random)
     unsigned delivered = 0;
     uint32_t max       = aptus_fp_max_len(&chans[0].geom);
     for (unsigned step = 0; step < 40000; ++step) {
-        size_t i = rng() % chans.size();
+        size_t i   = rng() % chans.size();
         channel &c = chans[i];
         if (rng() % 3 != 0) {
             size_t len = (rng() % 4 == 0) ? rng() % (max + 1) : rng() % 300;
@@ -254,8 +252,7 @@ TEST_P(fp_ring, many_channels_with_receivers_lagging_at_random)
                     std::vector<uint8_t> out;
                     aptus_vb_status_t again = APTUS_VB_NO_ROOM;
                     for (int round = 0;
-                         (round < 2) && (again == APTUS_VB_NO_ROOM);
-                         ++round) {
+                         (round < 2) && (again == APTUS_VB_NO_ROOM); ++round) {
                         ASSERT_EQ(APTUS_VB_EMPTY, c.recv(out));
                         c.return_credits();
                         again = c.send(msg);
@@ -283,15 +280,13 @@ TEST_P(fp_ring, many_channels_with_receivers_lagging_at_random)
     EXPECT_GT(delivered, 5000u);
 }
 
-INSTANTIATE_TEST_SUITE_P(modes, fp_ring,
-                         ::testing::Values(APTUS_FP_VELOBLOCK,
-                                           APTUS_FP_ORIGINAL,
-                                           APTUS_FP_ORIGINAL_REDUCED),
-                         [](const ::testing::TestParamInfo<aptus_fp_mode_t>
-                                &info) {
-                             return std::string(
-                                 aptus_fp_mode_names[info.param]);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    modes, fp_ring,
+    ::testing::Values(APTUS_FP_VELOBLOCK, APTUS_FP_ORIGINAL,
+                      APTUS_FP_ORIGINAL_REDUCED),
+    [](const ::testing::TestParamInfo<aptus_fp_mode_t> &info) {
+        return std::string(aptus_fp_mode_names[info.param]);
+    });
 
 /* The paper's comparison: memory per channel, and small messages in
  * flight before the sender must wait for credits. */
@@ -305,8 +300,7 @@ TEST(fp_ring_modes, memory_and_capacity_as_in_the_paper)
     EXPECT_EQ(524288u, aptus_fp_recv_bytes(&og) + aptus_fp_send_bytes(&og));
     EXPECT_EQ(32768u, aptus_fp_recv_bytes(&rd) + aptus_fp_send_bytes(&rd));
     EXPECT_EQ(16u, (aptus_fp_recv_bytes(&og) + aptus_fp_send_bytes(&og)) /
-                           (aptus_fp_recv_bytes(&vb) +
-                            aptus_fp_send_bytes(&vb)));
+                       (aptus_fp_recv_bytes(&vb) + aptus_fp_send_bytes(&vb)));
     EXPECT_EQ(2u, rd.slots);
 
     auto capacity = [](const aptus_fp_geom_t &g, size_t len) {
@@ -336,6 +330,6 @@ TEST(fp_ring_modes, bad_geometry_is_refused_with_a_reason)
     EXPECT_EQ(-1, aptus_fp_geom_make(APTUS_FP_ORIGINAL_REDUCED, 8192, 0, 8192,
                                      &g, &why)); /* not one slot per side */
     EXPECT_NE(nullptr, why);
-    EXPECT_EQ(-1, aptus_fp_geom_make(APTUS_FP_ORIGINAL, 0, 4, 100000, &g,
-                                     &why));
+    EXPECT_EQ(-1,
+              aptus_fp_geom_make(APTUS_FP_ORIGINAL, 0, 4, 100000, &g, &why));
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The property the fast path stands on, hammered across two processes the
  * way rc_fp writes on the sock wire: the writer moves each message image
@@ -57,8 +58,10 @@ int reader(const aptus_fp_geom_t &geom, uint8_t *block, int credit_fd)
             continue;
         }
         if ((st != APTUS_VB_OK) || (msg.length != msg_len(i, max))) {
-            fprintf(stderr, "reader: message %u: status %d length %u, %u "
-                    "expected\n", i, (int)st, msg.length, msg_len(i, max));
+            fprintf(stderr,
+                    "reader: message %u: status %d length %u, %u "
+                    "expected\n",
+                    i, (int)st, msg.length, msg_len(i, max));
             return 2;
         }
         for (uint32_t k = 0; k < msg.length; ++k) {
@@ -79,7 +82,8 @@ int reader(const aptus_fp_geom_t &geom, uint8_t *block, int credit_fd)
     return 0;
 }
 
-class fp_vm_write : public ::testing::TestWithParam<aptus_fp_mode_t> {
+class fp_vm_write : public ::testing::TestWithParam<aptus_fp_mode_t>
+{
 };
 
 } // namespace
@@ -111,7 +115,7 @@ TEST_P(fp_vm_write, flag_written_last_is_seen_last_across_processes)
     std::vector<uint8_t> mirror(aptus_fp_send_bytes(&geom) + 1);
     std::vector<uint8_t> payload(max + 1);
     unsigned written = 0, wraps = 0;
-    bool failed      = false;
+    bool failed = false;
     for (unsigned i = 0; (i < num_msgs) && !failed;) {
         uint32_t len = msg_len(i, max);
         for (uint32_t k = 0; k < len; ++k) {
@@ -171,12 +175,10 @@ TEST_P(fp_vm_write, flag_written_last_is_seen_last_across_processes)
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(modes, fp_vm_write,
-                         ::testing::Values(APTUS_FP_VELOBLOCK,
-                                           APTUS_FP_ORIGINAL,
-                                           APTUS_FP_ORIGINAL_REDUCED),
-                         [](const ::testing::TestParamInfo<aptus_fp_mode_t>
-                                &info) {
-                             return std::string(
-                                 aptus_fp_mode_names[info.param]);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    modes, fp_vm_write,
+    ::testing::Values(APTUS_FP_VELOBLOCK, APTUS_FP_ORIGINAL,
+                      APTUS_FP_ORIGINAL_REDUCED),
+    [](const ::testing::TestParamInfo<aptus_fp_mode_t> &info) {
+        return std::string(aptus_fp_mode_names[info.param]);
+    });

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the multicast broadcast wire format (src/proto/mcast_proto.c):
  * every type encodes and decodes to the same bytes, and the parser refuses

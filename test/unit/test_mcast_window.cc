@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the multicast broadcast protocol (src/proto/mcast_window.c)
  * on a deterministic fake multicast network: datagrams wait in per-rank

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The memory domains ("aptus", "aptus_rc") answer every operation UCX may
  * call on them, those that UCX calls without checking capabilities first
@@ -12,7 +13,7 @@ extern "C" {
 #include <netinet/in.h>
 
 class md_ops : public uct_aptus_test,
-                     public ::testing::WithParamInterface<const char *>
+               public ::testing::WithParamInterface<const char *>
 {
   protected:
     md_ops()
@@ -52,10 +53,10 @@ TEST_P(md_ops, sockaddr_is_not_accessible)
     uct_md_attr_t attr;
     ASSERT_EQ(UCS_OK, uct_md_query(m_md, &attr));
     EXPECT_FALSE(attr.cap.flags & UCT_MD_FLAG_SOCKADDR);
-    EXPECT_EQ(0, uct_md_is_sockaddr_accessible(m_md, &addr,
-                                               UCT_SOCKADDR_ACC_LOCAL));
-    EXPECT_EQ(0, uct_md_is_sockaddr_accessible(m_md, &addr,
-                                               UCT_SOCKADDR_ACC_REMOTE));
+    EXPECT_EQ(
+        0, uct_md_is_sockaddr_accessible(m_md, &addr, UCT_SOCKADDR_ACC_LOCAL));
+    EXPECT_EQ(
+        0, uct_md_is_sockaddr_accessible(m_md, &addr, UCT_SOCKADDR_ACC_REMOTE));
 }
 
 TEST_P(md_ops, unsupported_operations_say_so)
@@ -67,9 +68,9 @@ TEST_P(md_ops, unsupported_operations_say_so)
     mem_attr.field_mask = UCT_MD_MEM_ATTR_FIELD_MEM_TYPE;
     EXPECT_EQ(UCS_ERR_UNSUPPORTED,
               uct_md_mem_query(m_md, buf.data(), buf.size(), &mem_attr));
-    EXPECT_EQ(UCS_ERR_UNSUPPORTED,
-              uct_md_detect_memory_type(m_md, buf.data(), buf.size(),
-                                        &mem_type));
+    EXPECT_EQ(
+        UCS_ERR_UNSUPPORTED,
+        uct_md_detect_memory_type(m_md, buf.data(), buf.size(), &mem_type));
 }
 
 INSTANTIATE_TEST_SUITE_P(domains, md_ops,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Keys and tokens: from the OS CSPRNG through one helper, never from the
  * time, the pid or a counter. What a test can see of that: values are

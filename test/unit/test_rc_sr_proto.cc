@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the RC-SR wire format and credit flow control
  * (src/proto/rc_sr_proto.c), including a fuzzer: the frame and message
@@ -227,15 +228,15 @@ TEST(rc_sr_proto, frame_bad)
                 { APTUS_FRAME_TYPE_READ_ERR, 0, 4 },
                 { APTUS_FRAME_TYPE_FENCE_ACK, 0, 1 } };
     for (const auto &r : rma) {
-        std::vector<uint8_t> ok = frame_bytes(r.type,
-                                              std::vector<uint8_t>(r.ok, 1));
-        std::vector<uint8_t> bad = frame_bytes(r.type,
-                                               std::vector<uint8_t>(r.bad, 1));
-        EXPECT_EQ(APTUS_FRAME_OK, aptus_frame_parse(ok.data(), ok.size(), 1000,
-                                                    &f))
+        std::vector<uint8_t> ok =
+            frame_bytes(r.type, std::vector<uint8_t>(r.ok, 1));
+        std::vector<uint8_t> bad =
+            frame_bytes(r.type, std::vector<uint8_t>(r.bad, 1));
+        EXPECT_EQ(APTUS_FRAME_OK,
+                  aptus_frame_parse(ok.data(), ok.size(), 1000, &f))
             << "type " << r.type << " len " << r.ok;
-        EXPECT_EQ(APTUS_FRAME_BAD, aptus_frame_parse(bad.data(), bad.size(),
-                                                     1000, &f))
+        EXPECT_EQ(APTUS_FRAME_BAD,
+                  aptus_frame_parse(bad.data(), bad.size(), 1000, &f))
             << "type " << r.type << " len " << r.bad;
     }
 
@@ -405,12 +406,38 @@ TEST(rc_sr_proto, hello_round_trip)
      * version, src_port, tag, conn_id */
     buf = hello_msg(0x0807060544332211ull, 0x6655, APTUS_RC_VERSION, 0,
                     0x1817161588776655ull, 0xaa99, 0xddccbbaa);
-    const uint8_t expect[APTUS_RC_HELLO_LEN] = {
-        0x52, 0x53, 0x43, 0x52, 0x11, 0x22, 0x33, 0x44,
-        0x05, 0x06, 0x07, 0x08, 0x55, 0x66, 0x77, 0x88,
-        0x15, 0x16, 0x17, 0x18, 0x55, 0x66, APTUS_RC_VERSION,
-        0,    0x99, 0xaa, 0,    0,    0xaa, 0xbb, 0xcc, 0xdd
-    };
+    const uint8_t expect[APTUS_RC_HELLO_LEN] = { 0x52,
+                                                 0x53,
+                                                 0x43,
+                                                 0x52,
+                                                 0x11,
+                                                 0x22,
+                                                 0x33,
+                                                 0x44,
+                                                 0x05,
+                                                 0x06,
+                                                 0x07,
+                                                 0x08,
+                                                 0x55,
+                                                 0x66,
+                                                 0x77,
+                                                 0x88,
+                                                 0x15,
+                                                 0x16,
+                                                 0x17,
+                                                 0x18,
+                                                 0x55,
+                                                 0x66,
+                                                 APTUS_RC_VERSION,
+                                                 0,
+                                                 0x99,
+                                                 0xaa,
+                                                 0,
+                                                 0,
+                                                 0xaa,
+                                                 0xbb,
+                                                 0xcc,
+                                                 0xdd };
     /* the tag is carried as given */
     buf[APTUS_RC_HDR_LEN + 26] = 0x34;
     buf[APTUS_RC_HDR_LEN + 27] = 0x12;
@@ -717,7 +744,8 @@ static void check_frame(const uint8_t *buf, size_t avail, size_t max_len,
     if (f.type == APTUS_FRAME_TYPE_IMM) {
         ASSERT_EQ((size_t)APTUS_FRAME_IMM_LEN, f.length);
     } else {
-        ASSERT_LE(f.length, std::max(max_len, (size_t)APTUS_FRAME_READ_REQ_LEN));
+        ASSERT_LE(f.length,
+                  std::max(max_len, (size_t)APTUS_FRAME_READ_REQ_LEN));
     }
     ASSERT_EQ(buf + APTUS_FRAME_HDR_LEN, f.payload);
     ++*ok_count;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Who may reach whose memory by pid: processes of one host and one PID
  * namespace. A process in another PID namespace (a container on this

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the UD-SR reliability window (src/proto/rel_window.c), on a
  * deterministic simulated link: every loss, duplicate and reordering is
@@ -82,8 +83,7 @@ class rel_link
     /* Receiver: handle one data packet; returns its verdict. */
     aptus_rel_rx_verdict_t rx(const wire_pkt &wp)
     {
-        aptus_rel_rx_verdict_t v =
-            aptus_rel_rx_classify(&m_rx, &m_map, wp.psn);
+        aptus_rel_rx_verdict_t v = aptus_rel_rx_classify(&m_rx, &m_map, wp.psn);
         aptus_rel_rx_commit(&m_rx, &m_map, wp.psn, v);
         if (v == APTUS_REL_RX_HOLD) {
             m_held[wp.psn] = wp.id;
@@ -104,8 +104,9 @@ class rel_link
     {
         uint64_t words[APTUS_REL_SACK_WORDS];
         unsigned n = aptus_rel_rx_sack(&m_rx, &m_map, words);
-        wire_pkt a{ false, 0, 0, m_rx.expected, n != 0,
-                    std::vector<uint64_t>(words, words + n) };
+        wire_pkt a{ false,  0,
+                    0,      m_rx.expected,
+                    n != 0, std::vector<uint64_t>(words, words + n) };
         aptus_rel_rx_acked(&m_rx, 1);
         return a;
     }
@@ -113,9 +114,9 @@ class rel_link
     aptus_rel_ack_status_t tx_ack(const wire_pkt &a)
     {
         aptus_rel_tx_heard(&m_tx, m_now);
-        aptus_rel_ack_status_t st = aptus_rel_tx_ack(
-            &m_tx, &m_cfg, a.ack, a.sack.data(), (unsigned)a.sack.size(), m_now,
-            release_cb, this);
+        aptus_rel_ack_status_t st =
+            aptus_rel_tx_ack(&m_tx, &m_cfg, a.ack, a.sack.data(),
+                             (unsigned)a.sack.size(), m_now, release_cb, this);
         return st;
     }
 
@@ -163,7 +164,8 @@ class rel_link
         rel_link *self = static_cast<rel_link *>(arg);
         packet *p      = reinterpret_cast<packet *>(txe);
         self->m_resent.push_back(p->id);
-        self->m_to_rx.push_back(wire_pkt{ true, txe->psn, p->id, 0, false, {} });
+        self->m_to_rx.push_back(
+            wire_pkt{ true, txe->psn, p->id, 0, false, {} });
     }
 
     aptus_rel_config_t m_cfg;
@@ -746,7 +748,8 @@ class rel_window_random : public ::testing::TestWithParam<unsigned>
             unsigned resent;
             ASSERT_NE(APTUS_REL_TIMER_FAILED, l.timer(&resent));
 
-            if ((l.m_released.size() == total) && aptus_rel_tx_is_idle(&l.m_tx)) {
+            if ((l.m_released.size() == total) &&
+                aptus_rel_tx_is_idle(&l.m_tx)) {
                 break;
             }
         }

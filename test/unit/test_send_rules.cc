@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the send rule chain: grammar (every kind of error, with its
  * position), canonical form, and the evaluator.
@@ -20,7 +21,7 @@ aptus_rule_chain_t parse_ok(const std::string &text)
     aptus_rule_chain_t chain;
     aptus_rule_error_t err;
     EXPECT_EQ(0, aptus_rule_chain_parse(text.c_str(), &chain, &err))
-            << text << ": position " << err.position << ": " << err.message;
+        << text << ": position " << err.position << ": " << err.message;
     return chain;
 }
 
@@ -34,9 +35,9 @@ std::string format(const aptus_rule_chain_t &chain)
 
 const unsigned eager = APTUS_RULE_EAGER_CHANS;
 const unsigned data  = APTUS_RULE_DATA_CHANS;
-const unsigned rc    = APTUS_RULE_BIT(APTUS_RULE_RC_SR) |
-                    APTUS_RULE_BIT(APTUS_RULE_RC_RDMA);
-const unsigned fp    = APTUS_RULE_BIT(APTUS_RULE_RC_FP);
+const unsigned rc =
+    APTUS_RULE_BIT(APTUS_RULE_RC_SR) | APTUS_RULE_BIT(APTUS_RULE_RC_RDMA);
+const unsigned fp = APTUS_RULE_BIT(APTUS_RULE_RC_FP);
 
 } // namespace
 
@@ -94,9 +95,9 @@ TEST(send_rules, first_applicable_rule_with_an_allocated_channel_wins)
     EXPECT_EQ(5u, rule); /* {any ud_zcopy} */
     /* and a chain without data rules leaves it to UD of its kind */
     aptus_rule_chain_t eager_only =
-            parse_ok("{<=2048 rc_fp},{<=8192 rc_sr},{<=8192 ud_sr}");
-    EXPECT_EQ(APTUS_RULE_UD_SR, aptus_rule_chain_select(&eager_only, eager,
-                                                        9000, 8, rc, &rule));
+        parse_ok("{<=2048 rc_fp},{<=8192 rc_sr},{<=8192 ud_sr}");
+    EXPECT_EQ(APTUS_RULE_UD_SR,
+              aptus_rule_chain_select(&eager_only, eager, 9000, 8, rc, &rule));
     EXPECT_EQ(eager_only.num_rules, rule);
     /* rendezvous data never goes by an eager channel's rule */
     EXPECT_EQ(APTUS_RULE_RC_RDMA,
@@ -108,7 +109,7 @@ TEST(send_rules, first_applicable_rule_with_an_allocated_channel_wins)
 TEST(send_rules, peer_count_conditions)
 {
     aptus_rule_chain_t chain =
-            parse_ok("{peers<=16&>1024 rc_sr},{peers>16 ud_sr},{any ud_sr}");
+        parse_ok("{peers<=16&>1024 rc_sr},{peers>16 ud_sr},{any ud_sr}");
     unsigned rule;
     EXPECT_EQ(APTUS_RULE_RC_SR,
               aptus_rule_chain_select(&chain, eager, 4096, 16, rc, &rule));
@@ -155,7 +156,7 @@ TEST(send_rules, every_error_is_refused_with_its_position)
         EXPECT_EQ(-1, aptus_rule_chain_parse(c.text, &chain, &err)) << c.text;
         EXPECT_EQ(c.position, err.position) << c.text << ": " << err.message;
         EXPECT_NE(nullptr, strstr(err.message, c.says))
-                << c.text << ": " << err.message;
+            << c.text << ": " << err.message;
     }
     /* too many rules */
     std::string many;
@@ -177,7 +178,7 @@ TEST(send_rules, mutated_chains_never_crash_and_point_inside_the_text)
     /* what a user's typing does to the variable */
     std::mt19937 rng(7);
     const std::string alphabet = "{}<>=&, anyperskmdufpoz_0123456789";
-    unsigned parsed = 0;
+    unsigned parsed            = 0;
     for (int i = 0; i < 20000; ++i) {
         std::string s = paper_chain;
         int edits     = 1 + rng() % 4;

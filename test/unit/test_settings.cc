@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Every setting has a range (DESIGN.md): a table of bad values of every
  * transport's settings, each refused at interface open with an error that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the sock wire's connection part (src/wire/sock/sock_conn.c)
  * used directly, without a UCT interface: two wires on "lo" in one process,
@@ -250,12 +251,12 @@ class sock_conn : public ::testing::Test
               size_t max_backlog = MAX_BACKLOG)
     {
         aptus_conn_wire_config_t cfg = {}; /* rx_max_buffers 0: a fixed pool */
-        cfg.max_frame   = MAX_FRAME;
-        cfg.rx_headroom = HEADROOM;
-        cfg.rx_buffers  = rx_buffers;
-        cfg.max_backlog = max_backlog;
-        cfg.handlers    = &handlers;
-        cfg.arg         = &s;
+        cfg.max_frame                = MAX_FRAME;
+        cfg.rx_headroom              = HEADROOM;
+        cfg.rx_buffers               = rx_buffers;
+        cfg.max_backlog              = max_backlog;
+        cfg.handlers                 = &handlers;
+        cfg.arg                      = &s;
         ASSERT_EQ(UCS_OK, aptus_sock_conn_open("lo", &cfg, &s.wire));
         ASSERT_NE(nullptr, s.wire);
     }
@@ -844,8 +845,8 @@ TEST_F(sock_conn, one_sided_write_read)
     EXPECT_EQ(0, memcmp(region, whole.data(), len));
     uint8_t last = 0x5a;
     w            = { &last, 1 };
-    ASSERT_EQ(UCS_OK, m_a.wire->ops->write(m_ab, &key,
-                                           key.address + len - 1, &w, 1));
+    ASSERT_EQ(UCS_OK,
+              m_a.wire->ops->write(m_ab, &key, key.address + len - 1, &w, 1));
     EXPECT_EQ(0x5a, region[len - 1]);
     ASSERT_EQ(UCS_OK,
               m_a.wire->ops->write(m_ab, &key, key.address + len, &w, 0));
@@ -855,8 +856,7 @@ TEST_F(sock_conn, one_sided_write_read)
     for (unsigned i = 0; i < 16; ++i) {
         r16[i] = { rd.data() + i * (len / 16), len / 16 };
     }
-    ASSERT_EQ(UCS_OK,
-              m_a.wire->ops->read(m_ab, &key, key.address, r16, 16));
+    ASSERT_EQ(UCS_OK, m_a.wire->ops->read(m_ab, &key, key.address, r16, 16));
     EXPECT_EQ(0, memcmp(rd.data(), region, len));
     for (size_t i = 0; i < guard; ++i) {
         ASSERT_EQ(0xee, mem[i]);
@@ -954,8 +954,7 @@ TEST_F(sock_conn, one_sided_gather_length_overflow_refused)
 
     /* 2^63 + 2^63 = 0 */
     struct iovec iov[2] = { { src.data(), half }, { src.data(), half } };
-    ucs_status_t status =
-        m_a.wire->ops->write(m_ab, &key, key.address, iov, 2);
+    ucs_status_t status = m_a.wire->ops->write(m_ab, &key, key.address, iov, 2);
     EXPECT_TRUE((status == UCS_ERR_INVALID_ADDR) ||
                 (status == UCS_ERR_INVALID_PARAM))
         << ucs_status_string(status);
@@ -1139,7 +1138,8 @@ TEST_F(sock_conn, raw_client_garbage_cut)
 
     /* the client sees its connection end, after the wire's PROVE_REQ */
     std::vector<uint8_t> req(APTUS_FRAME_HDR_LEN + APTUS_FRAME_PROVE_REQ_LEN);
-    EXPECT_EQ((ssize_t)req.size(), recv(fd, req.data(), req.size(), MSG_WAITALL));
+    EXPECT_EQ((ssize_t)req.size(),
+              recv(fd, req.data(), req.size(), MSG_WAITALL));
     EXPECT_EQ(APTUS_FRAME_TYPE_PROVE_REQ, req[3]);
     struct pollfd pfd = { fd, POLLIN, 0 };
     ASSERT_EQ(1, poll(&pfd, 1, 2000));
@@ -1537,15 +1537,15 @@ TEST_F(sock_conn, edited_key_naming_another_process_refused)
      * the child (same user), so a refusal below is the wire's */
     uint8_t peek[16];
     struct iovec lv = { peek, sizeof(peek) }, rv = { mem.data(), sizeof(peek) };
-    bool kernel_allows = (process_vm_readv(child, &lv, 1, &rv, 1, 0) ==
-                          (ssize_t)sizeof(peek));
+    bool kernel_allows =
+        (process_vm_readv(child, &lv, 1, &rv, 1, 0) == (ssize_t)sizeof(peek));
 
     aptus_mem_key_t key = key_of(m_b.wire, mem.data(), len);
     key.pid             = child;
     ASSERT_TRUE(m_a.wire->ops->key_reachable(m_ab, &key));
-    std::vector<uint8_t> src = pattern(4, 256), dst(256, 0x11);
-    struct iovec wiov = { src.data(), src.size() };
-    struct iovec riov = { dst.data(), dst.size() };
+    std::vector<uint8_t> src             = pattern(4, 256), dst(256, 0x11);
+    struct iovec wiov                    = { src.data(), src.size() };
+    struct iovec riov                    = { dst.data(), dst.size() };
     const aptus_conn_wire_stats_t before = m_a.wire->stats;
 
     EXPECT_EQ(UCS_ERR_INVALID_ADDR,

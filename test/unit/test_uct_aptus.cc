@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The aptus transport at the UCT level: two (or more) interfaces in one
  * process over the real sock wires. Mixed-size messages to one peer arrive
@@ -48,8 +49,7 @@ class uct_aptus : public uct_aptus_test
 
         init_comp(c);
         for (;;) {
-            if ((how == 0) &&
-                (data.size() <= iface(from)->max_short)) {
+            if ((how == 0) && (data.size() <= iface(from)->max_short)) {
                 uint64_t hdr;
                 memcpy(&hdr, data.data(), 8);
                 status = uct_ep_am_short(from.ep, 1, hdr, data.data() + 8,
@@ -63,13 +63,11 @@ class uct_aptus : public uct_aptus_test
                 }
             } else {
                 size_t half      = data.size() / 2;
-                uct_iov_t iov[2] = {
-                    { (void *)data.data(), half, NULL, 0, 1 },
-                    { (void *)(data.data() + half), data.size() - half, NULL,
-                      0, 1 }
-                };
-                status = uct_ep_am_zcopy(from.ep, 1, NULL, 0, iov, 2, 0,
-                                         &c.super);
+                uct_iov_t iov[2] = { { (void *)data.data(), half, NULL, 0, 1 },
+                                     { (void *)(data.data() + half),
+                                       data.size() - half, NULL, 0, 1 } };
+                status =
+                    uct_ep_am_zcopy(from.ep, 1, NULL, 0, iov, 2, 0, &c.super);
                 if (status == UCS_INPROGRESS) {
                     ASSERT_TRUE(wait_for([&] { return c.done > 0; }));
                     status = c.status;
@@ -107,8 +105,8 @@ class uct_aptus : public uct_aptus_test
                          const std::vector<std::vector<uint8_t>> &sent,
                          size_t first = 0)
     {
-        ASSERT_TRUE(wait_for(
-            [&] { return rx_count(to) >= first + sent.size(); }, 30));
+        ASSERT_TRUE(
+            wait_for([&] { return rx_count(to) >= first + sent.size(); }, 30));
         ASSERT_EQ(first + sent.size(), rx_count(to));
         for (size_t i = 0; i < sent.size(); ++i) {
             ASSERT_EQ(sent[i], to.rx.msgs[first + i]) << "message " << i;
@@ -158,9 +156,8 @@ class uct_aptus : public uct_aptus_test
 
     /* small (fast path by the default rules) and middle-sized (RC-SR)
      * messages, some above 8 KB (UD), every kind of send */
-    std::vector<std::vector<uint8_t>> send_small_mixed(entity &from,
-                                                       unsigned count,
-                                                       unsigned seed)
+    std::vector<std::vector<uint8_t>>
+    send_small_mixed(entity &from, unsigned count, unsigned seed)
     {
         std::vector<std::vector<uint8_t>> sent;
         for (unsigned i = 0; i < count; ++i) {
@@ -242,11 +239,10 @@ TEST_F(uct_aptus, large_eager_messages_go_over_the_connection)
             ASSERT_FALSE(HasFatalFailure()) << seg << " " << i;
         }
         expect_received(m_b, sent);
-        auto a = stats(m_a);
+        auto a           = stats(m_a);
         unsigned over_rc = (strcmp(seg, "32k") == 0) ? 30 : 0;
         EXPECT_EQ(over_rc, a["rc_sr_msgs"] - before["rc_sr_msgs"]) << seg;
-        EXPECT_EQ(30 - over_rc, a["ud_sr_msgs"] - before["ud_sr_msgs"])
-                << seg;
+        EXPECT_EQ(30 - over_rc, a["ud_sr_msgs"] - before["ud_sr_msgs"]) << seg;
         EXPECT_EQ(0u, stats(m_b)["rx_duplicates"] + stats(m_b)["rx_malformed"]);
         close(m_a);
         close(m_b);
@@ -260,9 +256,8 @@ TEST_F(uct_aptus, sizes_around_the_rc_limit)
     /* up to 8192 B (UCT header included) go over RC by the rules, a
      * trailer on top; one byte more goes over UD; and a rule that allows
      * more than an RC message holds (RC_SEG_SIZE) sends those over UD */
-    for (const char *rules :
-         { "{<=2008 ud_sr},{<=8192 rc_sr},{any ud_sr}",
-           "{<=64k rc_sr},{any ud_sr}" }) {
+    for (const char *rules : { "{<=2008 ud_sr},{<=8192 rc_sr},{any ud_sr}",
+                               "{<=64k rc_sr},{any ud_sr}" }) {
         auto cfg           = eager_rc();
         cfg["SEND_RULES"]  = rules;
         cfg["RC_SEG_SIZE"] = "8k";
@@ -376,8 +371,8 @@ TEST_F(uct_aptus, order_kept_when_ud_datagrams_are_late)
     /* UD datagrams delayed at random while RC ones are not: messages
      * overtake each other between the channels, the receiver holds the
      * early ones */
-    auto cfg            = eager_rc();
-    cfg["FAULT_DELAY"]  = "0.3";
+    auto cfg                = eager_rc();
+    cfg["FAULT_DELAY"]      = "0.3";
     cfg["FAULT_DELAY_TIME"] = "2ms";
     setup_pair(cfg);
     auto sent = send_mixed(m_a, 2000, 3);
@@ -452,7 +447,7 @@ TEST_F(uct_aptus, cap_holds_and_refused_peers_stay_on_ud)
     auto cfg = eager_rc();
     entity r, s[3];
     ASSERT_EQ(UCS_OK, open(r, [&] {
-                  auto c       = cfg;
+                  auto c      = cfg;
                   c["MAX_RC"] = "1";
                   return c;
               }()));
@@ -663,10 +658,10 @@ TEST_F(uct_aptus, get_zcopy_over_ud_then_rc_rdma)
         test_comp c;
         init_comp(c);
         ucs_status_t status;
-        while ((status = uct_ep_get_zcopy(
-                    m_a.ep, &iov, 1,
-                    (uint64_t)(uintptr_t)rb.data.data() + offset,
-                    rb.rkey.rkey, &c.super)) == UCS_ERR_NO_RESOURCE) {
+        while (
+            (status = uct_ep_get_zcopy(
+                 m_a.ep, &iov, 1, (uint64_t)(uintptr_t)rb.data.data() + offset,
+                 rb.rkey.rkey, &c.super)) == UCS_ERR_NO_RESOURCE) {
             progress();
         }
         if (status == UCS_INPROGRESS) {
@@ -700,10 +695,10 @@ TEST_F(uct_aptus, put_zcopy_over_ud_then_rc_rdma)
         test_comp c;
         init_comp(c);
         ucs_status_t status;
-        while ((status = uct_ep_put_zcopy(
-                    m_a.ep, &iov, 1,
-                    (uint64_t)(uintptr_t)rb.data.data() + offset,
-                    rb.rkey.rkey, &c.super)) == UCS_ERR_NO_RESOURCE) {
+        while (
+            (status = uct_ep_put_zcopy(
+                 m_a.ep, &iov, 1, (uint64_t)(uintptr_t)rb.data.data() + offset,
+                 rb.rkey.rkey, &c.super)) == UCS_ERR_NO_RESOURCE) {
             progress();
         }
         if (status == UCS_INPROGRESS) {
@@ -719,7 +714,8 @@ TEST_F(uct_aptus, put_zcopy_over_ud_then_rc_rdma)
     put(1, 777, 32);       /* small: the target's get takes the copy path */
     EXPECT_EQ(0, memcmp(before.data() + 4096 + 300000,
                         rb.data.data() + 4096 + 300000,
-                        rb.data.size() - 4096 - 300000)) << "written past";
+                        rb.data.size() - 4096 - 300000))
+        << "written past";
     EXPECT_EQ(2u, stats(m_a)["ud_zcopy_msgs"]);
     EXPECT_EQ(2u, stats(m_a)["zc_puts"]);
     EXPECT_EQ(1u, stats(m_b)["zc_gets"]);
@@ -739,15 +735,15 @@ TEST_F(uct_aptus, put_with_a_wrong_token_is_refused_and_writes_nothing)
     remote_buf rb;
     expose(rb, 128 * 1024);
     std::vector<uint8_t> before = rb.data;
-    uct_aptus_rkey_t forged = *(const uct_aptus_rkey_t *)rb.rkey.rkey;
+    uct_aptus_rkey_t forged     = *(const uct_aptus_rkey_t *)rb.rkey.rkey;
     forged.token ^= 0x5a5a5a5a5a5a5a5aull; /* the right region, a guess */
     std::vector<uint8_t> src = pattern(41, 100000);
     uct_iov_t iov            = { src.data(), src.size(), NULL, 0, 1 };
     test_comp c;
     init_comp(c);
-    ucs_status_t status = uct_ep_put_zcopy(
-        m_a.ep, &iov, 1, (uint64_t)(uintptr_t)rb.data.data(),
-        (uct_rkey_t)&forged, &c.super);
+    ucs_status_t status =
+        uct_ep_put_zcopy(m_a.ep, &iov, 1, (uint64_t)(uintptr_t)rb.data.data(),
+                         (uct_rkey_t)&forged, &c.super);
     ASSERT_EQ(UCS_INPROGRESS, status);
     ASSERT_TRUE(wait_for([&] { return c.done > 0; }));
     EXPECT_EQ(UCS_ERR_INVALID_ADDR, c.status);
@@ -795,9 +791,9 @@ TEST_F(uct_aptus, fence_holds_later_operations_until_a_put_is_in_place)
     src        = pattern(52, rb.data.size());
     iov.buffer = src.data();
     init_comp(c);
-    status = uct_ep_put_zcopy(m_a.ep, &iov, 1,
-                              (uint64_t)(uintptr_t)rb.data.data(),
-                              rb.rkey.rkey, &c.super);
+    status =
+        uct_ep_put_zcopy(m_a.ep, &iov, 1, (uint64_t)(uintptr_t)rb.data.data(),
+                         rb.rkey.rkey, &c.super);
     ASSERT_TRUE((status == UCS_OK) || (status == UCS_INPROGRESS));
     EXPECT_EQ(UCS_OK, flush_ep(m_a.ep));
     EXPECT_EQ((status == UCS_INPROGRESS) ? 1 : 0, c.done);
@@ -838,9 +834,9 @@ TEST_F(uct_aptus, pending_requests_resume_on_either_channel)
         std::vector<uint8_t> copy = data;
         ssize_t ret = uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &copy, 0);
         if (ret == UCS_ERR_NO_RESOURCE) {
-            req *r   = new req;
-            r->ep    = m_a.ep;
-            r->data  = data;
+            req *r        = new req;
+            r->ep         = m_a.ep;
+            r->data       = data;
             r->super.func = [](uct_pending_req_t *self) -> ucs_status_t {
                 req *r      = ucs_container_of(self, req, super);
                 ssize_t ret = uct_ep_am_bcopy(r->ep, 1, pack_vec, &r->data, 0);
@@ -887,9 +883,9 @@ TEST_F(uct_aptus, forged_connection_for_unknown_stream_delivers_nothing)
     const uct_aptus_tl_iface_addr_t *baddr =
         (const uct_aptus_tl_iface_addr_t *)m_b.iface_addr.data();
     memcpy(&addr, &iface(m_b)->conn->addr, sizeof(addr));
-    ASSERT_EQ(UCS_OK, aptus_rc_chan_connect(&xi->rc, &link, &addr, baddr->key,
-                                            baddr->rc_port, baddr->rc_credits,
-                                            7));
+    ASSERT_EQ(UCS_OK,
+              aptus_rc_chan_connect(&xi->rc, &link, &addr, baddr->key,
+                                    baddr->rc_port, baddr->rc_credits, 7));
     uint8_t msg[16] = { 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0 };
     aptus_chan_send_t s;
     aptus_chan_send_copy(&s, 1, NULL, 0, msg, sizeof(msg));
@@ -975,7 +971,7 @@ TEST_F(uct_aptus, granted_peer_may_send_before_its_grant_arrives)
      * the connection before the datagram with the GRANT */
     setup_pair(eager_rc());
     std::vector<std::vector<uint8_t>> a_sent;
-    for (unsigned i = 0; i < 20; ++i) { /* earns it: a asks */
+    for (unsigned i = 0; i < 20; ++i) {            /* earns it: a asks */
         a_sent.push_back(pattern(6000 + i, 3000)); /* RC's size by the rules */
         std::vector<uint8_t> copy = a_sent.back();
         ASSERT_EQ(3000, uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &copy, 0));
@@ -1012,7 +1008,7 @@ TEST_F(uct_aptus, broken_connection_falls_back_to_ud_losing_nothing)
     /* messages in flight on a connection that breaks go again over UD,
      * in order, none twice; the peer does not fail */
     setup_pair(eager_rc());
-    auto sent = send_mixed(m_a, 300, 10);
+    auto sent             = send_mixed(m_a, 300, 10);
     uct_aptus_tl_ep_t *ep = ucs_derived_of(m_a.ep, uct_aptus_tl_ep_t);
     ASSERT_NE(nullptr, ep->rc);
     ASSERT_TRUE(ep->rc->connected);
@@ -1069,12 +1065,10 @@ TEST_F(uct_aptus, replies_carry_the_confirmations)
         /* RC's size by the default rules, both ways */
         sent_ab.push_back(pattern(150000 + i, 3000 + i));
         send(m_a, sent_ab.back(), 1 + i % 2);
-        ASSERT_TRUE(wait_for(
-                [&] { return rx_count(m_b) == sent_ab.size(); }));
+        ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == sent_ab.size(); }));
         sent_ba.push_back(pattern(160000 + i, 4000 + i));
         send(m_b, sent_ba.back(), 1 + i % 2);
-        ASSERT_TRUE(wait_for(
-                [&] { return rx_count(m_a) == sent_ba.size(); }));
+        ASSERT_TRUE(wait_for([&] { return rx_count(m_a) == sent_ba.size(); }));
     }
     expect_received(m_b, sent_ab);
     expect_received(m_a, sent_ba);
@@ -1107,7 +1101,7 @@ TEST_F(uct_aptus, receiver_that_stops_progressing_for_seconds)
     ucs_time_t end = ucs_get_time() + ucs_time_from_sec(2.0);
     unsigned i     = 0;
     while (ucs_get_time() < end) {
-        std::vector<uint8_t> d = pattern(90000 + i, 8 + (i * 997) % 7000);
+        std::vector<uint8_t> d    = pattern(90000 + i, 8 + (i * 997) % 7000);
         std::vector<uint8_t> copy = d;
         ssize_t ret = uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &copy, 0);
         if (ret >= 0) {

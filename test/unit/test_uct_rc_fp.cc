@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The rc_fp transport at the UCT level: two or more interfaces in one
  * process over the sock wire (TCP and process_vm_writev). Mixed sizes in
@@ -59,11 +60,9 @@ class uct_rc_fp : public uct_aptus_test
                 status      = (ret >= 0) ? UCS_OK : (ucs_status_t)ret;
             } else {
                 size_t half      = data.size() / 2;
-                uct_iov_t iov[2] = {
-                    { (void *)data.data(), half, NULL, 0, 1 },
-                    { (void *)(data.data() + half), data.size() - half, NULL,
-                      0, 1 }
-                };
+                uct_iov_t iov[2] = { { (void *)data.data(), half, NULL, 0, 1 },
+                                     { (void *)(data.data() + half),
+                                       data.size() - half, NULL, 0, 1 } };
                 status = uct_ep_am_zcopy(ep, 1, NULL, 0, iov, 2, 0, NULL);
             }
             if (status != UCS_ERR_NO_RESOURCE) {
@@ -110,14 +109,16 @@ class uct_rc_fp : public uct_aptus_test
 };
 
 class uct_rc_fp_mode : public uct_rc_fp,
-                       public ::testing::WithParamInterface<std::string> {
+                       public ::testing::WithParamInterface<std::string>
+{
 };
 
 } // namespace
 
 TEST_P(uct_rc_fp_mode, mixed_sizes_in_order_across_fast_path_and_rc_sr)
 {
-    setup_pair({ { "MODE", GetParam() }, { "THRESH", "4" }, { "MAX_MSG", "4k" } });
+    setup_pair(
+        { { "MODE", GetParam() }, { "THRESH", "4" }, { "MAX_MSG", "4k" } });
     auto sent = send_mixed(m_a, 3000, 1);
     expect_received(m_b, sent);
     auto a = stats(m_a), b = stats(m_b);
@@ -126,8 +127,8 @@ TEST_P(uct_rc_fp_mode, mixed_sizes_in_order_across_fast_path_and_rc_sr)
     /* two slots: the receiver, which progresses only when the sender
      * must wait, returns them too late for most messages (the paper's
      * point about Original-Reduced) */
-    EXPECT_GT(a["fp_tx_msgs"], (GetParam() == "original_reduced") ? 100u
-                                                                     : 1000u);
+    EXPECT_GT(a["fp_tx_msgs"],
+              (GetParam() == "original_reduced") ? 100u : 1000u);
     EXPECT_EQ(a["fp_tx_msgs"], b["fp_rx_msgs"]);
     EXPECT_EQ(3000u - a["fp_tx_msgs"], a["tx_msgs"] - a["fp_requests"] -
                                            a["fp_released"]); /* the rest */
@@ -267,7 +268,7 @@ TEST_F(uct_rc_fp, memory_per_channel_in_each_mode)
         expect_received(m_b, sent);
         /* the sender's share is held once the grant is in */
         ASSERT_TRUE(wait_for([&] { return stats(m_a)["fp_tx_channels"] == 1; }))
-                << m.mode;
+            << m.mode;
         auto a = stats(m_a), b = stats(m_b);
         EXPECT_EQ(m.recv, b["fp_recv_bytes_per_channel"]) << m.mode;
         EXPECT_EQ(m.send, a["fp_send_bytes_per_channel"]) << m.mode;
@@ -285,14 +286,14 @@ TEST_F(uct_rc_fp, malformed_control_and_bad_ids_are_dropped_and_counted)
     uint8_t junk[7]       = { 9, 1, 2, 3, 4, 5, 6 };
     aptus_chan_send_t s;
     aptus_chan_send_copy(&s, APTUS_FP_CTL_AM, NULL, 0, junk, sizeof(junk));
-    ASSERT_EQ(UCS_OK, (ucs_status_t)aptus_rc_chan_send(
-                              &iface(m_a)->super.chan, link, &s));
+    ASSERT_EQ(UCS_OK, (ucs_status_t)aptus_rc_chan_send(&iface(m_a)->super.chan,
+                                                       link, &s));
     aptus_chan_send_copy(&s, 40, NULL, 0, junk, sizeof(junk)); /* no such id */
-    ASSERT_EQ(UCS_OK, (ucs_status_t)aptus_rc_chan_send(
-                              &iface(m_a)->super.chan, link, &s));
+    ASSERT_EQ(UCS_OK, (ucs_status_t)aptus_rc_chan_send(&iface(m_a)->super.chan,
+                                                       link, &s));
     aptus_chan_send_copy(&s, 1, NULL, 0, junk, 3); /* shorter than a trailer */
-    ASSERT_EQ(UCS_OK, (ucs_status_t)aptus_rc_chan_send(
-                              &iface(m_a)->super.chan, link, &s));
+    ASSERT_EQ(UCS_OK, (ucs_status_t)aptus_rc_chan_send(&iface(m_a)->super.chan,
+                                                       link, &s));
     ASSERT_TRUE(wait_for([&] {
         auto b = stats(m_b);
         return (b["fp_ctl_malformed"] == 1) && (b["rx_bad_am_id"] == 2);
@@ -314,7 +315,7 @@ TEST_F(uct_rc_fp, corrupt_block_fails_the_peer_not_silently)
     }
     ASSERT_EQ(1u, iface(m_b)->num_rx);
     ASSERT_GT(stats(m_a)["fp_tx_msgs"], 0u);
-    aptus_fp_block_t *blk = iface(m_b)->rx[0]->block;
+    aptus_fp_block_t *blk       = iface(m_b)->rx[0]->block;
     blk->mem[blk->ring.vb.slot] = 0x77; /* the byte the receiver polls */
     ASSERT_TRUE(wait_for([&] { return m_b.err.count.load() > 0; }, 10));
     EXPECT_EQ(1u, stats(m_b)["fp_rx_corrupt"]);

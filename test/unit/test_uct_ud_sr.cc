@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCT-level tests of the ud_sr transport through the public UCT API: two
  * interfaces in one process on the loopback device, over the real sock
@@ -12,6 +13,8 @@
 extern "C" {
 #include <uct/api/uct.h>
 #include <ucs/async/async.h>
+#include <ucs/config/global_opts.h>
+#include <ucs/debug/log.h>
 #include <ucs/time/time.h>
 #include "uct/ud/ud_sr_iface.h"
 #include "uct/base/aptus_md.h"
@@ -87,8 +90,7 @@ class uct_ud_sr : public uct_aptus_test
         std::vector<uint8_t> dst;
         test_comp c;
         ASSERT_NO_FATAL_FAILURE(start_get(rb, dst, c));
-        ucs_time_t deadline = ucs_get_time() +
-                              ucs_time_from_sec(deadline_sec);
+        ucs_time_t deadline = ucs_get_time() + ucs_time_from_sec(deadline_sec);
         ucs_time_t next_b   = ucs_get_time();
         while ((c.done == 0) && (ucs_get_time() < deadline)) {
             getter_progress();
@@ -227,15 +229,23 @@ TEST_F(uct_ud_sr, bad_configuration_refused)
     /* times: negative, zero where it would spin, beyond what a timer can
      * mean, out of order with each other */
     for (auto bad : std::vector<std::pair<const char *, const char *>>{
-             { "TIMER_TICK", "-1" },      { "TIMER_TICK", "0" },
-             { "TIMER_TICK", "1000s" },   { "ASYNC_INTERVAL", "0" },
-             { "ASYNC_INTERVAL", "-5ms" }, { "ASYNC_INTERVAL_MAX", "-1" },
-             { "PROBE_MIN", "-1us" },     { "RTO_MIN", "-1" },
-             { "RTO_MIN", "0" },          { "RTO_MAX", "1ms" },
-             { "RTO_INIT", "1us" },       { "RTO_INIT", "-1" },
-             { "TIMEOUT", "-1" },         { "TIMEOUT", "0" },
+             { "TIMER_TICK", "-1" },
+             { "TIMER_TICK", "0" },
+             { "TIMER_TICK", "1000s" },
+             { "ASYNC_INTERVAL", "0" },
+             { "ASYNC_INTERVAL", "-5ms" },
+             { "ASYNC_INTERVAL_MAX", "-1" },
+             { "PROBE_MIN", "-1us" },
+             { "RTO_MIN", "-1" },
+             { "RTO_MIN", "0" },
+             { "RTO_MAX", "1ms" },
+             { "RTO_INIT", "1us" },
+             { "RTO_INIT", "-1" },
+             { "TIMEOUT", "-1" },
+             { "TIMEOUT", "0" },
              { "FAULT_DELAY_TIME", "-1ms" } }) {
-        EXPECT_EQ(UCS_ERR_INVALID_PARAM, open(m_a, { { bad.first, bad.second } }))
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+                  open(m_a, { { bad.first, bad.second } }))
             << bad.first << "=" << bad.second;
     }
     /* the edges that mean something */
@@ -377,7 +387,8 @@ TEST_F(uct_ud_sr, window_bounded_by_bytes_in_flight)
     setup_pair({ { "FAULT_DROP", "1" }, { "TX_WINDOW_BYTES", "64k" } });
     std::vector<uint8_t> msg = pattern(3, 16000);
     unsigned sent            = 0;
-    while ((sent < 1024) && (uct_ep_am_bcopy(m_a.ep, 2, pack_vec, &msg, 0) > 0)) {
+    while ((sent < 1024) &&
+           (uct_ep_am_bcopy(m_a.ep, 2, pack_vec, &msg, 0) > 0)) {
         ++sent;
     }
     EXPECT_EQ((65536u + 16000u - 1) / 16000u, sent);
@@ -453,6 +464,77 @@ TEST_F(uct_ud_sr, iface_flush_with_completion)
     EXPECT_EQ(UCS_OK, c.status);
     EXPECT_EQ(UCS_OK, uct_iface_flush(m_a.iface, 0, NULL));
     EXPECT_EQ(1u, rx_count(m_b));
+}
+
+/* Lines of the packet trace, caught from the log handlers. */
+static std::vector<std::string> *trace_lines;
+
+static ucs_log_func_rc_t trace_catch(const char *file, unsigned line,
+                                     const char *function,
+                                     ucs_log_level_t level,
+                                     const ucs_log_component_config_t *comp,
+                                     const char *message, va_list ap)
+{
+    char buf[512];
+
+    if ((trace_lines == nullptr) || (level != UCS_LOG_LEVEL_PRINT)) {
+        return UCS_LOG_FUNC_RC_CONTINUE;
+    }
+    vsnprintf(buf, sizeof(buf), message, ap);
+    if (strncmp(buf, "data: ", 6) != 0) {
+        return UCS_LOG_FUNC_RC_CONTINUE;
+    }
+    trace_lines->push_back(buf);
+    return UCS_LOG_FUNC_RC_STOP;
+}
+
+/* UCX_LOG_LEVEL=data: a line per datagram each way, with the decoded
+ * header (whatever level libucs was built to print); none below it. */
+TEST_F(uct_ud_sr, packet_trace_at_data_level)
+{
+    setup_pair();
+    std::vector<uint8_t> data = pattern(3, 100);
+    ASSERT_GT(uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &data, 0), 0);
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == 1; }));
+    ASSERT_EQ(UCS_OK, flush_ep(m_a.ep));
+
+    std::vector<std::string> lines;
+    ucs_log_level_t saved = ucs_global_opts.log_component.log_level;
+    trace_lines           = &lines;
+    ucs_log_push_handler(trace_catch);
+    bool quiet = (uct_ep_am_bcopy(m_a.ep, 2, pack_vec, &data, 0) > 0) &&
+                 wait_for([&] { return rx_count(m_b) == 2; }) &&
+                 (flush_ep(m_a.ep) == UCS_OK);
+    EXPECT_TRUE(quiet);
+    EXPECT_TRUE(lines.empty()); /* nothing below the data level */
+    ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_TRACE_DATA;
+    bool done = (uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &data, 0) > 0) &&
+                wait_for([&] { return rx_count(m_b) == 3; }) &&
+                (flush_ep(m_a.ep) == UCS_OK);
+    ucs_global_opts.log_component.log_level = saved;
+    ucs_log_pop_handler();
+    trace_lines = nullptr;
+    ASSERT_TRUE(done);
+
+    unsigned tx_data = 0, rx_data = 0, acks = 0;
+    for (auto &l : lines) {
+        if (l.find("ud_sr tx ") != std::string::npos &&
+            l.find(" DATA ") != std::string::npos &&
+            l.find(" am 1 ") != std::string::npos &&
+            l.find(" len 100 ") != std::string::npos) {
+            ++tx_data;
+        }
+        if (l.find("ud_sr rx ") != std::string::npos &&
+            l.find(" DATA ") != std::string::npos) {
+            ++rx_data;
+        }
+        if (l.find(" ACK ") != std::string::npos) {
+            ++acks;
+        }
+    }
+    EXPECT_EQ(1u, tx_data) << ::testing::PrintToString(lines);
+    EXPECT_EQ(1u, rx_data) << ::testing::PrintToString(lines);
+    EXPECT_GE(acks, 1u); /* the acknowledgement, sent and received */
 }
 
 TEST_F(uct_ud_sr, async_handler_runs_without_progress)
@@ -718,9 +800,9 @@ TEST_F(uct_ud_sr, async_timer_wakes_rarely_while_the_user_progresses)
      * wake-up took a core from a rank (LAMMPS: 5% of the loop time). The
      * period doubles while the user progresses, and comes back to
      * ASYNC_INTERVAL once the user is away. */
-    setup_pair({ { "ASYNC_INTERVAL", "2ms" },
-                 { "ASYNC_INTERVAL_MAX", "64ms" } });
-    uint64_t w0     = stats(m_b)["async_wakeups"];
+    setup_pair(
+        { { "ASYNC_INTERVAL", "2ms" }, { "ASYNC_INTERVAL_MAX", "64ms" } });
+    uint64_t w0    = stats(m_b)["async_wakeups"];
     ucs_time_t end = ucs_get_time() + ucs_time_from_sec(1.0);
     while (ucs_get_time() < end) {
         uct_iface_progress(m_a.iface);
@@ -752,7 +834,8 @@ TEST_F(uct_ud_sr, gets_the_owner_turned_away_with_its_stream_full_complete)
      * of 128 KB in flight hung (the owner had dropped 82 "busy" answers);
      * here, without the fix, 11 of the 12 complete. Now such a get asks
      * again after a stall. */
-    setup_pair({ { "ZCOPY_MAX_SERVED", "1" }, { "ZCOPY_CONTEXTS", "1" },
+    setup_pair({ { "ZCOPY_MAX_SERVED", "1" },
+                 { "ZCOPY_CONTEXTS", "1" },
                  { "TX_WINDOW", "16" } });
     remote_buf rb;
     expose(rb, 256 * 1024 + 5);
@@ -889,12 +972,12 @@ TEST_F(uct_ud_sr, a_put_behind_deferred_messages_lands_before_its_ack)
         ASSERT_EQ(UCS_OK, st);
     }
     std::vector<uint8_t> s8 = pattern(31, 8);
-    ASSERT_EQ(UCS_OK, uct_ep_put_short(m_a.ep, s8.data(), s8.size(),
-                                       base + 100, rb.rkey.rkey));
+    ASSERT_EQ(UCS_OK, uct_ep_put_short(m_a.ep, s8.data(), s8.size(), base + 100,
+                                       rb.rkey.rkey));
     test_comp c;
     init_comp(c);
     ucs_status_t status = uct_ep_flush(m_a.ep, 0, &c.super);
-    deadline = ucs_get_time() + ucs_time_from_sec(10);
+    deadline            = ucs_get_time() + ucs_time_from_sec(10);
     while ((status == UCS_INPROGRESS) && (c.done == 0) &&
            (ucs_get_time() < deadline)) {
         getter_progress(); /* only a: b's async thread acknowledges */
@@ -969,8 +1052,7 @@ TEST_F(uct_ud_sr, sockets_open_on_use_within_the_system_limits)
     close(m_b);
 
     /* forced, as root, and asked for more than the limit: granted */
-    if ((geteuid() == 0) && (rmem_max > 0) &&
-        (4096L * 2048 * 2 > rmem_max)) {
+    if ((geteuid() == 0) && (rmem_max > 0) && (4096L * 2048 * 2 > rmem_max)) {
         ASSERT_EQ(UCS_OK, open(m_a, { { "SOCK_BUF_FORCE", "y" },
                                       { "RX_QUEUE_LEN", "4096" } }));
         sa = stats(m_a);
@@ -1127,7 +1209,7 @@ TEST_F(uct_ud_sr, registration_cache_reuses_regions)
 
 static unsigned long proc_peak_rss_kb()
 {
-    FILE *f = fopen("/proc/self/status", "r");
+    FILE *f          = fopen("/proc/self/status", "r");
     unsigned long kb = 0;
     char line[256];
     while ((f != nullptr) && fgets(line, sizeof(line), f)) {
@@ -1143,7 +1225,7 @@ static unsigned long proc_peak_rss_kb()
 
 static unsigned proc_open_fds()
 {
-    DIR *d = opendir("/proc/self/fd");
+    DIR *d     = opendir("/proc/self/fd");
     unsigned n = 0;
     while ((d != nullptr) && (readdir(d) != nullptr)) {
         ++n;
@@ -1521,7 +1603,10 @@ ucs_status_t aligned_am_cb(void *arg, void *data, size_t length, unsigned flags)
 
 TEST_F(uct_ud_sr, am_alignment_is_honoured)
 {
-    const size_t aligns[][2] = { { 64, 0 }, { 64, 7 }, { 256, 100 }, { 8, 3 },
+    const size_t aligns[][2] = { { 64, 0 },
+                                 { 64, 7 },
+                                 { 256, 100 },
+                                 { 8, 3 },
                                  { 16, 37 } /* offset beyond the alignment */ };
     for (auto &al : aligns) {
         m_tweak_params = [&](uct_iface_params_t &p) {

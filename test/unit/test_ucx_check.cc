@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The run-time check that the UCX in the process is the build the module
  * was compiled against: the build IDs read from the loaded libraries'
@@ -32,8 +33,7 @@ TEST(ucx_check, another_build_is_refused_with_one_line)
     if (!uct_aptus_loaded_build_id("libucs.so", hex, sizeof(hex))) {
         GTEST_SKIP() << "libucs has no build ID note";
     }
-    EXPECT_EQ(-1, uct_aptus_ucx_check_one("ucs", "0123abcd", why,
-                                          sizeof(why)));
+    EXPECT_EQ(-1, uct_aptus_ucx_check_one("ucs", "0123abcd", why, sizeof(why)));
     std::string line(why);
     EXPECT_NE(std::string::npos, line.find("not loaded")) << line;
     EXPECT_NE(std::string::npos, line.find("0123abcd")) << line;
@@ -41,6 +41,6 @@ TEST(ucx_check, another_build_is_refused_with_one_line)
     EXPECT_EQ(std::string::npos, line.find('\n'));
     /* unknown on either side: nothing to compare, no refusal */
     EXPECT_EQ(0, uct_aptus_ucx_check_one("ucs", "", why, sizeof(why)));
-    EXPECT_EQ(0, uct_aptus_ucx_check_one("nosuchlib", "0123", why,
-                                         sizeof(why)));
+    EXPECT_EQ(0,
+              uct_aptus_ucx_check_one("nosuchlib", "0123", why, sizeof(why)));
 }

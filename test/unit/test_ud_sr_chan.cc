@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the UD-SR channel (src/channel) on the deterministic fake
  * wire: segmentation, loss, duplication, reordering, ACK loss, window full
@@ -188,8 +189,8 @@ class ud_chan : public ::testing::Test
                             uint64_t header, const std::vector<uint8_t> &data)
     {
         aptus_chan_send_t send;
-        aptus_chan_send_copy(&send, am_id, &header, sizeof(header),
-                             data.data(), data.size());
+        aptus_chan_send_copy(&send, am_id, &header, sizeof(header), data.data(),
+                             data.size());
         return (ucs_status_t)aptus_ud_chan_send(&s.chan, peer, &send);
     }
 
@@ -959,8 +960,8 @@ TEST_F(ud_chan, window_of_1024_with_multiword_sack)
     std::vector<message> sent;
     for (unsigned i = 0; i < 1000; ++i) {
         message m{ (uint8_t)(i % 30), pattern(i, 64 + i % 100) };
-        ASSERT_EQ((ssize_t)m.data.size(),
-                  send_bcopy(m_a, pa, m.am_id, m.data)) << i;
+        ASSERT_EQ((ssize_t)m.data.size(), send_bcopy(m_a, pa, m.am_id, m.data))
+            << i;
         sent.push_back(m);
     }
     EXPECT_EQ(1000u, aptus_rel_tx_inflight(&pa->tx));
@@ -1332,9 +1333,8 @@ TEST_F(ud_chan, stale_datagram_of_a_reclaimed_stream_is_reset_not_adopted)
     for (unsigned i = 0; i < 5; ++i) {
         ASSERT_EQ(UCS_OK, send_short(m_a, pa, 1, i, pattern(i, 4)));
     }
-    ASSERT_TRUE(run_until([&] {
-        return (m_b.rx.size() == 5) && aptus_rel_tx_is_idle(&pa->tx);
-    }));
+    ASSERT_TRUE(run_until(
+        [&] { return (m_b.rx.size() == 5) && aptus_rel_tx_is_idle(&pa->tx); }));
     /* B's side of the stream dies alone (its reset is lost) and goes */
     aptus_ud_peer_t *pb = connect(m_b, m_a);
     ASSERT_EQ(pa->conn_id, pb->conn_id);
@@ -1499,15 +1499,16 @@ TEST_F(ud_chan, unfinished_messages_of_strangers_hold_at_most_max_reasm)
  * wait at least probe_repeat_us. */
 TEST_F(ud_chan, lost_datagram_recovered_within_round_trips_not_ticks)
 {
-    m_cfg.tick_us              = 200;
-    m_cfg.rel.probe_min_us     = 20;
-    m_cfg.rel.probe_repeat_us  = 400;
-    m_cfg.rel.rto_min_us       = 50000;
-    m_cfg.rel.rto_init_us      = 50000;
+    m_cfg.tick_us             = 200;
+    m_cfg.rel.probe_min_us    = 20;
+    m_cfg.rel.probe_repeat_us = 400;
+    m_cfg.rel.rto_min_us      = 50000;
+    m_cfg.rel.rto_init_us     = 50000;
     init_both();
-    aptus_ud_peer_t *p = connect(m_a, m_b);
+    aptus_ud_peer_t *p  = connect(m_a, m_b);
     auto fine_run_until = [&](std::function<bool()> pred) {
-        return fake_run_until(pred, [this] { round(5); }, 1000000);
+        return fake_run_until(
+            pred, [this] { round(5); }, 1000000);
     };
     for (unsigned i = 0; i < 20; ++i) { /* ping-pong: RTTs of ~10 us */
         ASSERT_EQ(UCS_OK, send_short(m_a, p, 1, i, pattern(i, 10)));
@@ -1558,9 +1559,9 @@ class ud_chan_path : public ud_chan
     {
         m_net.filter = [this, path_max](const fake_dgram &d,
                                         const aptus_ud_sr_pkt_t &) {
-            auto it       = m_net.wires.find(d.to);
-            size_t rx_mtu = (it != m_net.wires.end()) ? it->second->super.mtu
-                                                      : SIZE_MAX;
+            auto it = m_net.wires.find(d.to);
+            size_t rx_mtu =
+                (it != m_net.wires.end()) ? it->second->super.mtu : SIZE_MAX;
             if ((d.data.size() > path_max) || (d.data.size() > rx_mtu)) {
                 ++m_dropped_large;
                 return FAKE_DROP;
@@ -1587,7 +1588,7 @@ class ud_chan_path : public ud_chan
         EXPECT_TRUE(m_a.failed.empty());
     }
 
-    size_t m_largest_a     = 0;
+    size_t m_largest_a       = 0;
     unsigned m_dropped_large = 0;
 };
 
@@ -1609,7 +1610,8 @@ TEST_F(ud_chan_path, mixed_mtus_use_the_smaller_end)
     EXPECT_GE(m_b.chan.stats.path_replies, 1u);
 
     /* a short message of the sender's own size is split for this peer */
-    std::vector<uint8_t> big = pattern(7, aptus_ud_chan_max_short(&m_a.chan) - 8);
+    std::vector<uint8_t> big =
+        pattern(7, aptus_ud_chan_max_short(&m_a.chan) - 8);
     m_b.rx.clear();
     ASSERT_EQ(UCS_OK, send_short(m_a, p, 5, 0x1122334455667788ull, big));
     ASSERT_TRUE(run_until([&] { return m_b.rx.size() == 1; }));
@@ -1671,14 +1673,14 @@ TEST_F(ud_chan_path, stale_or_forged_answers_raise_nothing)
     uint8_t hdr[APTUS_UD_SR_HDR_LEN];
     aptus_ud_sr_pkt_t pkt;
     memset(&pkt, 0, sizeof(pkt));
-    pkt.dest_key = m_a.key;
-    pkt.src_key  = m_b.key;
-    pkt.psn      = 8952;
-    pkt.type     = APTUS_UD_SR_TYPE_ACK;
-    pkt.flags    = APTUS_UD_SR_F_PATH | APTUS_UD_SR_F_REPLY;
-    pkt.conn_id  = p->conn_id;
+    pkt.dest_key        = m_a.key;
+    pkt.src_key         = m_b.key;
+    pkt.psn             = 8952;
+    pkt.type            = APTUS_UD_SR_TYPE_ACK;
+    pkt.flags           = APTUS_UD_SR_F_PATH | APTUS_UD_SR_F_REPLY;
+    pkt.conn_id         = p->conn_id;
     pkt.dest_token      = p->local_token;
-    struct iovec iov = { hdr, aptus_ud_sr_build(hdr, &pkt) };
+    struct iovec iov    = { hdr, aptus_ud_sr_build(hdr, &pkt) };
     aptus_dgram_tx_t tx = { &m_a.wire->super.addr, &iov, 1 };
     unsigned sent;
     other->super.ops->send(&other->super, &tx, 1, &sent);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the UD-SR wire format (src/proto/ud_sr_proto.c), including
  * a mutation fuzzer: the parser faces the network, so no input may crash it
@@ -97,12 +98,12 @@ TEST(ud_sr_proto, round_trip_all_fields)
 
 TEST(ud_sr_proto, ack_with_sack_round_trip)
 {
-    aptus_ud_sr_pkt_t p      = {};
-    p.type                   = APTUS_UD_SR_TYPE_ACK;
-    p.flags                  = APTUS_UD_SR_F_SACK;
-    p.ack                    = 65535;
-    p.dest_token             = 7;
-    p.src_token              = 9;
+    aptus_ud_sr_pkt_t p = {};
+    p.type              = APTUS_UD_SR_TYPE_ACK;
+    p.flags             = APTUS_UD_SR_F_SACK;
+    p.ack               = 65535;
+    p.dest_token        = 7;
+    p.src_token         = 9;
     for (unsigned n = 1; n <= APTUS_UD_SR_SACK_WORDS_MAX; ++n) {
         p.sack_words = (uint8_t)n;
         for (unsigned i = 0; i < n; ++i) {
@@ -262,9 +263,8 @@ TEST(ud_sr_proto, rejects_malformed)
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_FLAGS,
               aptus_ud_sr_parse(buf.data(), buf.size(), 0, &q));
     /* on DATA the bit means OPEN: no map follows */
-    aptus_ud_sr_pkt_t d =
-        data_pkt(APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_OPEN,
-                 0);
+    aptus_ud_sr_pkt_t d = data_pkt(
+        APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST | APTUS_UD_SR_F_OPEN, 0);
     d.sack_words = 1;
     d.dest_token = 0; /* OPEN: the receiver's token is not known */
     buf          = build(d, payload);
@@ -448,11 +448,11 @@ TEST(ud_sr_proto, fuzz_mutations)
                     ASSERT_EQ(0u, q.am_id);
                 }
             } else if ((q.type == APTUS_UD_SR_TYPE_ACK) &&
-                       ((q.flags & (APTUS_UD_SR_F_PATH |
-                                    APTUS_UD_SR_F_REPLY)) ==
+                       ((q.flags &
+                         (APTUS_UD_SR_F_PATH | APTUS_UD_SR_F_REPLY)) ==
                         APTUS_UD_SR_F_PATH)) {
                 ASSERT_EQ(q.flags, APTUS_UD_SR_F_PATH); /* nothing else */
-                ASSERT_EQ((size_t)q.psn, buf.size()); /* padding probed */
+                ASSERT_EQ((size_t)q.psn, buf.size());   /* padding probed */
             } else {
                 ASSERT_EQ(0u, q.payload_len);
                 ASSERT_EQ(0, q.flags & APTUS_UD_SR_F_NOP);
@@ -487,11 +487,11 @@ TEST(ud_sr_proto, path_probe_and_answer)
 {
     aptus_ud_sr_pkt_t p = {};
     aptus_ud_sr_pkt_t out;
-    p.dest_key          = 1;
-    p.src_key           = 2;
-    p.type              = APTUS_UD_SR_TYPE_ACK;
-    p.flags             = APTUS_UD_SR_F_PATH;
-    p.psn               = 1452;
+    p.dest_key                 = 1;
+    p.src_key                  = 2;
+    p.type                     = APTUS_UD_SR_TYPE_ACK;
+    p.flags                    = APTUS_UD_SR_F_PATH;
+    p.psn                      = 1452;
     std::vector<uint8_t> probe = build(p, std::vector<uint8_t>(1452 - 32));
     ASSERT_EQ(APTUS_UD_SR_PARSE_OK,
               aptus_ud_sr_parse(probe.data(), probe.size(), 1, &out));
@@ -505,7 +505,7 @@ TEST(ud_sr_proto, path_probe_and_answer)
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_LENGTH,
               aptus_ud_sr_parse(probe.data(), probe.size(), 1, &out));
 
-    p.flags = APTUS_UD_SR_F_PATH | APTUS_UD_SR_F_REPLY;
+    p.flags                     = APTUS_UD_SR_F_PATH | APTUS_UD_SR_F_REPLY;
     std::vector<uint8_t> answer = build(p, {});
     ASSERT_EQ(APTUS_UD_SR_PARSE_OK,
               aptus_ud_sr_parse(answer.data(), answer.size(), 1, &out));
@@ -519,16 +519,16 @@ TEST(ud_sr_proto, path_probe_and_answer)
               aptus_ud_sr_parse(answer.data(), answer.size(), 1, &out));
 
     p.psn = 32;
-    for (uint8_t extra : { APTUS_UD_SR_F_ACK_REQ, APTUS_UD_SR_F_SACK,
-                           APTUS_UD_SR_F_CRC }) {
-        p.flags = APTUS_UD_SR_F_PATH | extra;
+    for (uint8_t extra :
+         { APTUS_UD_SR_F_ACK_REQ, APTUS_UD_SR_F_SACK, APTUS_UD_SR_F_CRC }) {
+        p.flags                  = APTUS_UD_SR_F_PATH | extra;
         std::vector<uint8_t> bad = build(p, {});
         EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_FLAGS,
                   aptus_ud_sr_parse(bad.data(), bad.size(), 1, &out))
             << (int)extra;
     }
-    p.type  = APTUS_UD_SR_TYPE_RESET;
-    p.flags = APTUS_UD_SR_F_PATH;
+    p.type                     = APTUS_UD_SR_TYPE_RESET;
+    p.flags                    = APTUS_UD_SR_F_PATH;
     std::vector<uint8_t> reset = build(p, {});
     EXPECT_EQ(APTUS_UD_SR_PARSE_BAD_FLAGS,
               aptus_ud_sr_parse(reset.data(), reset.size(), 1, &out));

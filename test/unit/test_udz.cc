@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the UD-ZCopy channel (src/channel/ud_zcopy.c) on the
  * deterministic fake wire: two UD-SR channels, each with its UD-ZCopy
@@ -92,13 +93,13 @@ class udz : public ::testing::TestWithParam<wire_mode>
     {
         m_cfg = fake_chan_config(16);
 
-        m_zcfg.thresh   = 8192;
-        m_zcfg.contexts = 2;
-        m_zcfg.window   = 64;
-        m_zcfg.batch    = 16;
-        m_zcfg.max_get  = 64 << 20;
+        m_zcfg.thresh     = 8192;
+        m_zcfg.contexts   = 2;
+        m_zcfg.window     = 64;
+        m_zcfg.batch      = 16;
+        m_zcfg.max_get    = 64 << 20;
         m_zcfg.max_served = 1024;
-        m_net.coalesce  = (GetParam() == WIRE_SEG_GRO);
+        m_net.coalesce    = (GetParam() == WIRE_SEG_GRO);
     }
 
     void TearDown() override
@@ -408,8 +409,8 @@ TEST_P(udz, request_naming_another_nodes_address_is_refused)
     zside third;
     init(third, 0xcccc0003); /* a bystander, with a queue of its own */
     aptus_dgram_rxq_t *victim;
-    ASSERT_EQ(UCS_OK, third.wire->super.ops->rxq_open(&third.wire->super, 8,
-                                                     &victim));
+    ASSERT_EQ(UCS_OK,
+              third.wire->super.ops->rxq_open(&third.wire->super, 8, &victim));
     expose(200 * 1000); /* above the copy threshold: zero copy */
     /* every request (and resend) is held until its context address names
      * the bystander's queue, then let go */
@@ -419,19 +420,19 @@ TEST_P(udz, request_naming_another_nodes_address_is_refused)
     };
     m_net.filter = [&](const fake_dgram &d, const aptus_ud_sr_pkt_t &pkt) {
         return ((kind(d, pkt) == K_REQ) && !names_victim(pkt)) ? FAKE_HOLD
-                                                                : FAKE_PASS;
+                                                               : FAKE_PASS;
     };
     unsigned forged = 0;
     auto forge      = [&] {
         for (auto &d : m_net.held) {
             aptus_ud_sr_pkt_t pkt;
-            ASSERT_EQ(0, aptus_ud_sr_parse(d.data.data(), d.data.size(), 0,
-                                           &pkt));
+            ASSERT_EQ(0,
+                           aptus_ud_sr_parse(d.data.data(), d.data.size(), 0, &pkt));
             /* REQ: an 8-byte header, the context address at body offset
              * 32; the forger knows the key and fixes the CRC up */
             size_t start = (const uint8_t *)pkt.payload - d.data.data();
             memcpy(d.data.data() + start + 40, victim->addr.raw,
-                   APTUS_ZC_ADDR_LEN);
+                        APTUS_ZC_ADDR_LEN);
             pkt.crc = aptus_crc32c(0, d.data.data() + start, pkt.payload_len);
             ASSERT_EQ(start, aptus_ud_sr_build(d.data.data(), &pkt));
             ++forged;

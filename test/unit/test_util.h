@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Helpers shared by the unit tests: a counting UCT completion and a data
  * pattern that differs per message and per byte.

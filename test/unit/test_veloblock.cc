@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The Veloblock ring (src/proto/veloblock.c): fill, wrap, credits, a
  * message that fills the block, zero-length messages, corruption, many
@@ -38,8 +39,7 @@ struct ring {
         aptus_vb_write_t w;
         aptus_vb_status_t st;
         while ((st = aptus_vb_tx_pack(&tx, payload.data(), payload.size(),
-                                      image.data(), &w)) ==
-               APTUS_VB_WRAPPED) {
+                                      image.data(), &w)) == APTUS_VB_WRAPPED) {
             aptus_vb_write_local(block.data(), &w, image.data());
         }
         if (st == APTUS_VB_OK) {
@@ -185,8 +185,8 @@ TEST(veloblock, corruption_is_detected_not_followed)
     {
         ring r(512);
         /* a message flag on a slot too close to the start for a length */
-        r.rx.slot       = 1;
-        r.block[1]      = APTUS_VB_FLAG_MSG;
+        r.rx.slot  = 1;
+        r.block[1] = APTUS_VB_FLAG_MSG;
         EXPECT_EQ(APTUS_VB_CORRUPT, r.recv(out));
     }
     {
@@ -213,9 +213,9 @@ TEST(veloblock, lagging_receiver_never_loses_or_reads_overwritten_data)
         while (received < 20000) {
             unsigned what = rng() % 4;
             if (what < 2) {
-                size_t len = (rng() % 4 == 0) ? rng() % (max + 1)
-                                              : rng() % (max / 8 + 1);
-                auto p     = payload(sent, len);
+                size_t len           = (rng() % 4 == 0) ? rng() % (max + 1)
+                                                        : rng() % (max / 8 + 1);
+                auto p               = payload(sent, len);
                 aptus_vb_status_t st = r.send(p);
                 ASSERT_TRUE((st == APTUS_VB_OK) || (st == APTUS_VB_NO_ROOM))
                     << st;
@@ -277,8 +277,8 @@ TEST(veloblock, flag_written_last_is_seen_last)
             aptus_vb_write_t w;
             aptus_vb_status_t st;
             for (;;) {
-                st = aptus_vb_tx_pack(&r.tx, p.data(), p.size(),
-                                      image.data(), &w);
+                st = aptus_vb_tx_pack(&r.tx, p.data(), p.size(), image.data(),
+                                      &w);
                 if (st == APTUS_VB_NO_ROOM) {
                     aptus_vb_tx_credit(&r.tx, credits.exchange(0));
                     continue;
@@ -291,7 +291,7 @@ TEST(veloblock, flag_written_last_is_seen_last)
         }
     });
     aptus_vb_msg_t msg;
-    for (unsigned i = 0; (i < count) && !failed; ) {
+    for (unsigned i = 0; (i < count) && !failed;) {
         aptus_vb_status_t st = aptus_vb_rx_poll(&r.rx, r.block.data(), &msg);
         if (st == APTUS_VB_EMPTY) {
             continue;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: one order per peer across channels: messages spread over
  * several ordered channels, switched at random, arrive exactly once and in
@@ -36,8 +37,8 @@ struct receiver {
 
     aptus_xorder_result_t arrive(aptus_xseq_t seq, uint32_t payload)
     {
-        auto *m    = new rx_msg;
-        m->payload = payload;
+        auto *m                 = new rx_msg;
+        m->payload              = payload;
         aptus_xorder_result_t r = aptus_xorder_rx_arrive(&rx, seq, &m->entry);
         if (r == APTUS_XORDER_DELIVER) {
             got.push_back(payload);
@@ -105,7 +106,8 @@ TEST(xorder, channels_switched_at_random_deliver_once_and_in_order)
                 if (!chans[c].empty() && (rng() % (c + 1) == 0)) {
                     wire_msg m = chans[c].front();
                     chans[c].pop_front();
-                    ASSERT_NE(APTUS_XORDER_DUPLICATE, r.arrive(m.seq, m.payload));
+                    ASSERT_NE(APTUS_XORDER_DUPLICATE,
+                              r.arrive(m.seq, m.payload));
                 }
             }
         }

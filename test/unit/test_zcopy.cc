@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the UD-ZCopy protocol logic (src/proto/zcopy.c): receiver
  * placement and misplacement, the window, missing ranges, the owner's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The UCT-level test fixture shared by the transports' tests: two
  * interfaces of one transport in one process on the loopback device, over
@@ -359,7 +360,7 @@ class uct_aptus_test : public ::testing::Test
         place(10, s8);
 
         std::vector<uint8_t> sb = pattern(22, attr.cap.put.max_bcopy);
-        auto pack = [](void *dest, void *arg) -> size_t {
+        auto pack               = [](void *dest, void *arg) -> size_t {
             auto *v = static_cast<std::vector<uint8_t> *>(arg);
             memcpy(dest, v->data(), v->size());
             return v->size();
@@ -396,7 +397,7 @@ class uct_aptus_test : public ::testing::Test
         /* read back what the stream wrote, through a bounce buffer */
         std::vector<uint8_t> got;
         auto unpack = [](void *arg, const void *data, size_t length) {
-            auto *v = static_cast<std::vector<uint8_t> *>(arg);
+            auto *v          = static_cast<std::vector<uint8_t> *>(arg);
             const uint8_t *p = static_cast<const uint8_t *>(data);
             v->assign(p, p + length);
         };
@@ -416,8 +417,7 @@ class uct_aptus_test : public ::testing::Test
         uct_aptus_rkey_t forged = *(const uct_aptus_rkey_t *)rb.rkey.rkey;
         forged.token ^= 1;
         while ((status = uct_ep_put_short(m_a.ep, s8.data(), s8.size(),
-                                          base + 5000,
-                                          (uct_rkey_t)&forged)) ==
+                                          base + 5000, (uct_rkey_t)&forged)) ==
                UCS_ERR_NO_RESOURCE) {
             progress();
         }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: what every transport's interface does alike.
  */
@@ -23,8 +24,7 @@
 
 ucs_status_t uct_aptus_iface_am_alignment(const char *tl_name,
                                           const uct_iface_params_t *params,
-                                          size_t *alignment_p,
-                                          size_t *offset_p)
+                                          size_t *alignment_p, size_t *offset_p)
 {
     uint64_t mask    = params->field_mask;
     size_t alignment = 1, offset = 0;
@@ -170,7 +170,7 @@ void uct_aptus_async_timer_backoff(uct_aptus_async_timer_t *timer)
     if (timer->period_us < timer->max_us) {
         /* a failure keeps the shorter period: more wake-ups, no harm */
         (void)uct_aptus_async_timer_set(
-                timer, ucs_min(timer->period_us * 2, timer->max_us));
+            timer, ucs_min(timer->period_us * 2, timer->max_us));
     }
 }
 
@@ -244,10 +244,10 @@ void uct_aptus_async_rx_init(uct_aptus_async_rx_t *rx, const char *tl_name,
 {
     ucs_status_t status;
 
-    rx->fd     = -1;
-    rx->armed  = 0;
-    rx->arms   = 0;
-    rx->events = 0;
+    rx->fd           = -1;
+    rx->armed        = 0;
+    rx->arms         = 0;
+    rx->events       = 0;
     rx->user_waiting = 0;
     if (fd < 0) {
         return;
@@ -354,8 +354,8 @@ int uct_aptus_iface_config_check(const char *tl_name, const char *prefix,
 
 static void uct_aptus_bcopy_get_done(uct_completion_t *self)
 {
-    uct_aptus_bcopy_get_t *get = ucs_container_of(self, uct_aptus_bcopy_get_t,
-                                                  comp);
+    uct_aptus_bcopy_get_t *get =
+        ucs_container_of(self, uct_aptus_bcopy_get_t, comp);
 
     if (self->status == UCS_OK) {
         get->unpack_cb(get->arg, get->data, get->length);
@@ -370,8 +370,8 @@ uct_aptus_bcopy_get_t *uct_aptus_bcopy_get_new(uct_unpack_callback_t unpack_cb,
                                                void *arg, size_t length,
                                                uct_completion_t *user_comp)
 {
-    uct_aptus_bcopy_get_t *get = ucs_malloc(sizeof(*get) + length,
-                                            "uct_aptus_bcopy_get");
+    uct_aptus_bcopy_get_t *get =
+        ucs_malloc(sizeof(*get) + length, "uct_aptus_bcopy_get");
 
     if (get != NULL) {
         get->comp.func   = uct_aptus_bcopy_get_done;

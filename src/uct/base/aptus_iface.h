@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: what every transport's interface does alike.
  */
@@ -145,12 +146,12 @@ void uct_aptus_async_timer_stop(uct_aptus_async_timer_t *timer);
  * rather than at the next tick. Edge-triggered: one wake-up per burst.
  */
 typedef struct uct_aptus_async_rx {
-    int fd;    /* -1: the wire has none (the timer alone covers) */
+    int fd; /* -1: the wire has none (the timer alone covers) */
     int armed;
     volatile int user_waiting; /* the user waits for the async lock: the
                                   async thread stops at the next batch */
-    uint64_t arms;   /* times the user went away */
-    uint64_t events; /* wake-ups that found the user away */
+    uint64_t arms;             /* times the user went away */
+    uint64_t events;           /* wake-ups that found the user away */
 } uct_aptus_async_rx_t;
 
 struct aptus_ud_chan;
@@ -186,8 +187,8 @@ static inline void uct_aptus_async_rx_arm(uct_aptus_async_rx_t *rx, int on)
         rx->armed = on;
         rx->arms += on;
         (void)ucs_async_modify_handler(
-                rx->fd,
-                on ? (UCS_EVENT_SET_EVREAD | UCS_EVENT_SET_EDGE_TRIGGERED) : 0);
+            rx->fd,
+            on ? (UCS_EVENT_SET_EVREAD | UCS_EVENT_SET_EDGE_TRIGGERED) : 0);
     }
 }
 
@@ -196,11 +197,11 @@ static inline void uct_aptus_async_rx_arm(uct_aptus_async_rx_t *rx, int on)
  * stops at its next batch (the user's progress goes on from there), so
  * the user does not spin on a core the two need for as long as a stream
  * takes. */
-#define UCT_APTUS_ASYNC_ENTER(_rx, _async) \
-    do { \
-        (_rx)->user_waiting = 1; \
-        UCS_ASYNC_BLOCK(_async); \
-        (_rx)->user_waiting = 0; \
+#define UCT_APTUS_ASYNC_ENTER(_rx, _async)                                     \
+    do {                                                                       \
+        (_rx)->user_waiting = 1;                                               \
+        UCS_ASYNC_BLOCK(_async);                                               \
+        (_rx)->user_waiting = 0;                                               \
     } while (0)
 
 /* Progress calls closer together than this: the user polls, and an armed
@@ -219,8 +220,8 @@ static inline void uct_aptus_async_rx_progress(uct_aptus_async_rx_t *rx,
                                                uint64_t prev_us,
                                                uint64_t now_us, int serving)
 {
-    uct_aptus_async_rx_arm(rx, serving && ((now_us - prev_us) >=
-                                           UCT_APTUS_ASYNC_POLL_GAP_US));
+    uct_aptus_async_rx_arm(
+        rx, serving && ((now_us - prev_us) >= UCT_APTUS_ASYNC_POLL_GAP_US));
 }
 
 /*

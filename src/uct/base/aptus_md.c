@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the memory domain (see aptus_md.h).
  */
@@ -272,23 +273,20 @@ static void uct_aptus_md_close(uct_md_h uct_md)
  * capability flags first (uct_md_is_sockaddr_accessible). The domain neither
  * allocates memory nor accepts connections by socket address. */
 static uct_md_ops_t uct_aptus_md_ops = {
-    .close                  = uct_aptus_md_close,
-    .query                  = uct_aptus_md_query,
-    .mem_alloc              = (uct_md_mem_alloc_func_t)
-            ucs_empty_function_return_unsupported,
-    .mem_free               = (uct_md_mem_free_func_t)
-            ucs_empty_function_return_unsupported,
-    .mem_advise             = (uct_md_mem_advise_func_t)
-            ucs_empty_function_return_unsupported,
-    .mem_reg                = uct_aptus_md_mem_reg,
-    .mem_dereg              = uct_aptus_md_mem_dereg,
-    .mem_query              = (uct_md_mem_query_func_t)
-            ucs_empty_function_return_unsupported,
-    .mkey_pack              = uct_aptus_md_mkey_pack,
+    .close     = uct_aptus_md_close,
+    .query     = uct_aptus_md_query,
+    .mem_alloc = (uct_md_mem_alloc_func_t)ucs_empty_function_return_unsupported,
+    .mem_free  = (uct_md_mem_free_func_t)ucs_empty_function_return_unsupported,
+    .mem_advise =
+        (uct_md_mem_advise_func_t)ucs_empty_function_return_unsupported,
+    .mem_reg   = uct_aptus_md_mem_reg,
+    .mem_dereg = uct_aptus_md_mem_dereg,
+    .mem_query = (uct_md_mem_query_func_t)ucs_empty_function_return_unsupported,
+    .mkey_pack = uct_aptus_md_mkey_pack,
     .is_sockaddr_accessible = (uct_md_is_sockaddr_accessible_func_t)
-            ucs_empty_function_return_zero_int,
-    .detect_memory_type     = (uct_md_detect_memory_type_func_t)
-            ucs_empty_function_return_unsupported,
+        ucs_empty_function_return_zero_int,
+    .detect_memory_type =
+        (uct_md_detect_memory_type_func_t)ucs_empty_function_return_unsupported,
 };
 
 static ucs_status_t uct_aptus_md_open(uct_component_t *component,

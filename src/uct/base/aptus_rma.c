@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: short and buffered one-sided operations over UD (aptus_rma.h).
  */
@@ -17,7 +18,7 @@
 size_t uct_aptus_rma_max_put_short(const aptus_udz_t *udz)
 {
     return ucs_min(udz->ud->wire->mtu - APTUS_UD_SR_HDR_MAX_LEN -
-                           APTUS_ZC_PUT_HDR,
+                       APTUS_ZC_PUT_HDR,
                    uct_aptus_rma_max_bcopy(udz));
 }
 
@@ -64,10 +65,10 @@ static int uct_aptus_rma_check(const char *op, uct_rkey_t rkey,
     return 1;
 }
 
-static ucs_status_t uct_aptus_rma_put(aptus_udz_t *udz,
-                                      aptus_ud_peer_t *peer, const char *op,
-                                      const void *buffer, size_t length,
-                                      uint64_t remote_addr, uct_rkey_t rkey)
+static ucs_status_t uct_aptus_rma_put(aptus_udz_t *udz, aptus_ud_peer_t *peer,
+                                      const char *op, const void *buffer,
+                                      size_t length, uint64_t remote_addr,
+                                      uct_rkey_t rkey)
 {
     if (length == 0) {
         return UCS_OK; /* as in UCX: nothing to move, the rkey may be a dummy */
@@ -90,8 +91,8 @@ ssize_t uct_aptus_rma_put_bcopy(aptus_udz_t *udz, aptus_ud_peer_t *peer,
     void *buf;
 
     if (udz->bounce == NULL) {
-        udz->bounce = ucs_malloc(aptus_udz_put_inline_max(udz),
-                                 "aptus_rma_bounce");
+        udz->bounce =
+            ucs_malloc(aptus_udz_put_inline_max(udz), "aptus_rma_bounce");
         if (udz->bounce == NULL) {
             return UCS_ERR_NO_MEMORY;
         }
@@ -99,8 +100,8 @@ ssize_t uct_aptus_rma_put_bcopy(aptus_udz_t *udz, aptus_ud_peer_t *peer,
     buf    = udz->bounce;
     length = pack_cb(buf, arg);
     ucs_assertv(length <= max, "put_bcopy packed %zu > %zu", length, max);
-    status = uct_aptus_rma_put(udz, peer, "put_bcopy", buf, length,
-                               remote_addr, rkey);
+    status = uct_aptus_rma_put(udz, peer, "put_bcopy", buf, length, remote_addr,
+                               rkey);
     return (status == UCS_OK) ? (ssize_t)length : status;
 }
 
@@ -114,10 +115,9 @@ ucs_status_t uct_aptus_rma_put_short(aptus_udz_t *udz, aptus_ud_peer_t *peer,
 }
 
 ucs_status_t uct_aptus_rma_get_bcopy(aptus_udz_t *udz, aptus_ud_peer_t *peer,
-                                     uct_unpack_callback_t unpack_cb,
-                                     void *arg, size_t length,
-                                     uint64_t remote_addr, uct_rkey_t rkey,
-                                     uct_completion_t *comp)
+                                     uct_unpack_callback_t unpack_cb, void *arg,
+                                     size_t length, uint64_t remote_addr,
+                                     uct_rkey_t rkey, uct_completion_t *comp)
 {
     uct_aptus_bcopy_get_t *get;
     ucs_status_t status;
@@ -133,10 +133,9 @@ ucs_status_t uct_aptus_rma_get_bcopy(aptus_udz_t *udz, aptus_ud_peer_t *peer,
     if (get == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
-    udz->ud->now_us  = udz->ud->clock();
-    status = aptus_udz_get(udz, peer, get->data, length, remote_addr,
-                           ((const uct_aptus_rkey_t *)rkey)->token,
-                           &get->comp);
+    udz->ud->now_us = udz->ud->clock();
+    status          = aptus_udz_get(udz, peer, get->data, length, remote_addr,
+                                    ((const uct_aptus_rkey_t *)rkey)->token, &get->comp);
     if (status != UCS_INPROGRESS) {
         ucs_free(get);
     }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the short and buffered one-sided operations (put_short,
  * put_bcopy, get_bcopy) of the transports that reach every peer over UD
@@ -42,9 +43,8 @@ ssize_t uct_aptus_rma_put_bcopy(aptus_udz_t *udz, aptus_ud_peer_t *peer,
  * hand them to unpack_cb; comp (may be NULL) is completed after that.
  * UCS_INPROGRESS, or an error. */
 ucs_status_t uct_aptus_rma_get_bcopy(aptus_udz_t *udz, aptus_ud_peer_t *peer,
-                                     uct_unpack_callback_t unpack_cb,
-                                     void *arg, size_t length,
-                                     uint64_t remote_addr, uct_rkey_t rkey,
-                                     uct_completion_t *comp);
+                                     uct_unpack_callback_t unpack_cb, void *arg,
+                                     size_t length, uint64_t remote_addr,
+                                     uct_rkey_t rkey, uct_completion_t *comp);
 
 #endif

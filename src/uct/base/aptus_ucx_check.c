@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: is the UCX in this process the one the module was built for?
  *
@@ -33,7 +34,7 @@ typedef struct {
 static int uct_aptus_note_build_id(const uint8_t *p, size_t size, char *hex,
                                    size_t max)
 {
-    const ElfW(Nhdr) *note;
+    const ElfW(Nhdr) * note;
     const uint8_t *desc;
     size_t off = 0, i;
 
@@ -42,8 +43,7 @@ static int uct_aptus_note_build_id(const uint8_t *p, size_t size, char *hex,
         off += sizeof(*note);
         desc = p + off + ((note->n_namesz + 3) & ~3u);
         if ((note->n_type == NT_GNU_BUILD_ID) && (note->n_namesz == 4) &&
-            !memcmp(p + off, "GNU", 4) &&
-            (desc + note->n_descsz <= p + size) &&
+            !memcmp(p + off, "GNU", 4) && (desc + note->n_descsz <= p + size) &&
             (2 * note->n_descsz < max)) {
             for (i = 0; i < note->n_descsz; ++i) {
                 snprintf(hex + 2 * i, 3, "%02x", desc[i]);
@@ -78,8 +78,7 @@ static int uct_aptus_bid_cb(struct dl_phdr_info *info, size_t size, void *arg)
     return 0;
 }
 
-int uct_aptus_loaded_build_id(const char *soname_prefix, char *hex,
-                              size_t max)
+int uct_aptus_loaded_build_id(const char *soname_prefix, char *hex, size_t max)
 {
     uct_aptus_bid_search_t s = { soname_prefix, hex, max, 0 };
 
@@ -88,8 +87,8 @@ int uct_aptus_loaded_build_id(const char *soname_prefix, char *hex,
     return s.found;
 }
 
-int uct_aptus_ucx_check_one(const char *lib, const char *expected,
-                            char *why, size_t max)
+int uct_aptus_ucx_check_one(const char *lib, const char *expected, char *why,
+                            size_t max)
 {
     char prefix[32], loaded[UCT_APTUS_BUILD_ID_MAX];
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the aptus UCT transport, the hybrid of Koop et al.,
  * "MVAPICH-Aptus: Scalable High-Performance Multi-Transport MPI over
@@ -65,9 +66,9 @@ typedef enum uct_aptus_ctl_type {
     /* The fast path (aptus_tl_fp.c): */
     UCT_APTUS_CTL_FP_CREDIT = 6, /* bytes freed in the block named by the
                                     nonce at byte 2 (uint32 at byte 4) */
-    UCT_APTUS_CTL_FP_DONE   = 7, /* the sender stopped writing into the block
+    UCT_APTUS_CTL_FP_DONE = 7,   /* the sender stopped writing into the block
                                     named at byte 2: drain it, it is free */
-    UCT_APTUS_CTL_FP_BLOCK  = 8  /* a block the peer may write into (its
+    UCT_APTUS_CTL_FP_BLOCK = 8   /* a block the peer may write into (its
                                     own layout, UCT_APTUS_FP_BLOCK_LEN) */
 } uct_aptus_ctl_type_t;
 
@@ -83,9 +84,9 @@ typedef enum uct_aptus_ctl_type {
 typedef struct uct_aptus_tl_fp_tx {
     aptus_fp_peer_t peer;
     struct uct_aptus_tl_ep *ep;
-    uint16_t nonce;    /* the peer's name of its block */
-    uint8_t connected; /* peer is the channel's */
-    uint8_t waiting;   /* the grant waits for the RC connection's proof */
+    uint16_t nonce;       /* the peer's name of its block */
+    uint8_t connected;    /* peer is the channel's */
+    uint8_t waiting;      /* the grant waits for the RC connection's proof */
     aptus_fp_geom_t geom; /* the grant's */
     aptus_mem_key_t key;
 } uct_aptus_tl_fp_tx_t;
@@ -176,9 +177,9 @@ struct uct_aptus_tl_ep {
     uint8_t blocked;
     uint8_t ctl_owed; /* bit (type - 1) of a control message not sent yet */
     uint8_t ctl_kind;
-    uint16_t fp_done_nonce;     /* FP_DONE owed for this block */
-    uct_aptus_tl_fp_tx_t *fp_tx; /* NULL: no block of the peer's */
-    aptus_fp_block_t *fp_rx;     /* NULL: no block of ours */
+    uint16_t fp_done_nonce;            /* FP_DONE owed for this block */
+    uct_aptus_tl_fp_tx_t *fp_tx;       /* NULL: no block of the peer's */
+    aptus_fp_block_t *fp_rx;           /* NULL: no block of ours */
     uint64_t tx_msgs[APTUS_CHAN_LAST]; /* statistics per channel */
     uint64_t tx_bytes[APTUS_CHAN_LAST];
     ucs_arbiter_group_t pending; /* requests waiting for any channel */
@@ -211,8 +212,7 @@ KHASH_MAP_INIT_INT64(uct_aptus_rc_peers, uct_aptus_tl_ep_t *)
 /* The map's key for (remote interface key, stream): streams of one
  * interface never collide (an odd multiplier is a bijection); pairs of two
  * random keys could, so a lookup checks the endpoint it finds. */
-static inline uint64_t uct_aptus_tl_rc_map_key_of(uint64_t key,
-                                                  uint16_t stream)
+static inline uint64_t uct_aptus_tl_rc_map_key_of(uint64_t key, uint16_t stream)
 {
     return key ^ ((uint64_t)stream * 0x9e3779b97f4a7c15ull);
 }
@@ -256,12 +256,12 @@ typedef struct uct_aptus_tl_stats {
                               over UD */
     uint64_t resent;       /* messages sent again over UD */
     uint64_t xacks_sent;
-    uint64_t xacks_spared; /* XACKs owed that a trailer carried instead */
+    uint64_t xacks_spared;   /* XACKs owed that a trailer carried instead */
     uint64_t fp_credit_msgs; /* explicit FP_CREDIT messages sent */
     uint64_t fp_refused_no_block; /* granted slot, no free block */
     uint64_t fp_blocks_orphaned;
     uint64_t ud_polls_shared; /* datagram socket reads the RC check spared */
-    uint64_t kept_now;     /* copies kept for a resend */
+    uint64_t kept_now;        /* copies kept for a resend */
     uint64_t kept_bytes;
     unsigned max_held; /* most messages held for one peer */
 } uct_aptus_tl_stats_t;
@@ -285,13 +285,13 @@ typedef struct uct_aptus_tl_iface {
     char dev_name[UCT_DEVICE_NAME_MAX];
     aptus_rule_chain_t rules;
     aptus_alloc_t alloc;
-    int rma;            /* RC-RDMA used where a peer has RC */
+    int rma; /* RC-RDMA used where a peer has RC */
     unsigned reorder_max;
-    size_t max_short;   /* am_short: UCT header and payload */
-    void *bounce;       /* am_bcopy packs here when the size picks */
+    size_t max_short; /* am_short: UCT header and payload */
+    void *bounce;     /* am_bcopy packs here when the size picks */
     ucs_arbiter_t pending;
     uct_aptus_tl_ep_t *dispatching; /* its pending requests may send */
-    size_t rx_headroom; /* the user's */
+    size_t rx_headroom;             /* the user's */
     size_t am_align;
     size_t am_align_offset;
     khash_t(uct_aptus_rc_peers) rc_peers;
@@ -319,7 +319,7 @@ typedef struct uct_aptus_tl_iface {
     double latency;
     double bandwidth;      /* of the get: RC-RDMA or UD-ZCopy */
     double copy_bandwidth; /* of active messages */
-    aptus_fp_chan_t fpc;  /* RC-FP: blocks of MAX_FP, UD carries control */
+    aptus_fp_chan_t fpc;   /* RC-FP: blocks of MAX_FP, UD carries control */
     uint16_t fp_next_nonce;
     unsigned rc_idle_tick; /* progress calls since the connections' poll */
     int ud_watched; /* the connections' readiness check covers UD's socket */
@@ -371,9 +371,9 @@ void uct_aptus_tl_iface_forget_failure(uct_aptus_tl_iface_t *iface,
 
 /* Receive side (aptus_tl_rx.c): a message of either channel, trailer
  * included; flags are UCT's (UCT_CB_PARAM_FLAG_DESC when it may be kept). */
-ucs_status_t uct_aptus_tl_rx(uct_aptus_tl_iface_t *iface,
-                             uct_aptus_tl_ep_t *ep, uint8_t am_id, void *data,
-                             size_t length, unsigned flags);
+ucs_status_t uct_aptus_tl_rx(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
+                             uint8_t am_id, void *data, size_t length,
+                             unsigned flags);
 /* Messages still held for a peer that goes away are dropped. */
 void uct_aptus_tl_rx_drop_held(uct_aptus_tl_iface_t *iface,
                                uct_aptus_tl_ep_t *ep);
@@ -385,8 +385,8 @@ void uct_aptus_tl_rc_keep(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
                           const aptus_chan_send_t *send, uint32_t seq);
 void uct_aptus_tl_rc_received(uct_aptus_tl_iface_t *iface,
                               uct_aptus_tl_ep_t *ep);
-void uct_aptus_tl_xack_recv(uct_aptus_tl_iface_t *iface,
-                            uct_aptus_tl_ep_t *ep, uint32_t next);
+void uct_aptus_tl_xack_recv(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
+                            uint32_t next);
 void uct_aptus_tl_rc_fallback(uct_aptus_tl_iface_t *iface,
                               uct_aptus_tl_ep_t *ep);
 unsigned uct_aptus_tl_resend_progress(uct_aptus_tl_iface_t *iface);
@@ -420,8 +420,7 @@ void uct_aptus_tl_fp_sync(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep);
 /* Attach to the peer's block once the RC connection's peer is proven (a
  * grant that comes first waits in fp_tx->waiting). */
 void uct_aptus_tl_fp_attach(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep);
-void uct_aptus_tl_fp_forget(uct_aptus_tl_iface_t *iface,
-                            uct_aptus_tl_ep_t *ep);
+void uct_aptus_tl_fp_forget(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep);
 /* Control messages of the fast path (type 6 to 8). */
 void uct_aptus_tl_fp_ctl_recv(uct_aptus_tl_iface_t *iface,
                               uct_aptus_tl_ep_t *ep, const uint8_t *msg,
@@ -481,14 +480,11 @@ ucs_status_t uct_aptus_tl_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                        uct_rkey_t rkey, uct_completion_t *comp);
 ucs_status_t uct_aptus_tl_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                        size_t iovcnt, uint64_t remote_addr,
-                                       uct_rkey_t rkey,
-                                       uct_completion_t *comp);
-ucs_status_t uct_aptus_tl_ep_pending_add(uct_ep_h tl_ep,
-                                         uct_pending_req_t *req,
+                                       uct_rkey_t rkey, uct_completion_t *comp);
+ucs_status_t uct_aptus_tl_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
                                          unsigned flags);
 void uct_aptus_tl_ep_pending_purge(uct_ep_h tl_ep,
-                                   uct_pending_purge_callback_t cb,
-                                   void *arg);
+                                   uct_pending_purge_callback_t cb, void *arg);
 ucs_status_t uct_aptus_tl_ep_flush(uct_ep_h tl_ep, unsigned flags,
                                    uct_completion_t *comp);
 ucs_status_t uct_aptus_tl_ep_fence(uct_ep_h tl_ep, unsigned flags);

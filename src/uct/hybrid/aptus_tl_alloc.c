@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: aptus channel allocation between two processes.
  *
@@ -6,8 +7,8 @@
  * connection they agree on:
  *
  *  - a peer whose traffic earns RC (only messages the rule chain would
- *    send over RC or its fast path count) makes the sender reserve a slot and send
- *    REQUEST; the receiver grants only if it can reserve one too (GRANT),
+ *    send over RC or its fast path count) makes the sender reserve a slot and
+ * send REQUEST; the receiver grants only if it can reserve one too (GRANT),
  *    else REFUSE: a connection is used only once both hold a slot, so no
  *    process ever holds more than UCX_APTUS_MAX_RC;
  *  - the requester connects when GRANT arrives; the grantor takes that
@@ -169,9 +170,8 @@ static ssize_t uct_aptus_tl_ctl_try(uct_aptus_tl_iface_t *iface,
         aptus_put16(msg + 4, iface->rc.config.credits);
         aptus_put16(msg + 6, 0);
     }
-    ret = aptus_ud_chan_send_internal(&iface->ud, &ep->peer,
-                                      UCT_APTUS_CTL_MSG_ID, msg, length, NULL,
-                                      0);
+    ret = aptus_ud_chan_send_internal(
+        &iface->ud, &ep->peer, UCT_APTUS_CTL_MSG_ID, msg, length, NULL, 0);
     if (ret >= 0) {
         if (type == UCT_APTUS_CTL_FP_CREDIT) {
             uct_aptus_tl_fp_credits_sent(iface, ep);
@@ -229,8 +229,8 @@ static unsigned uct_aptus_tl_ctl_progress(uct_aptus_tl_iface_t *iface)
 static void uct_aptus_tl_act(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
                              aptus_alloc_action_t act, aptus_alloc_kind_t kind)
 {
-    static const char *act_names[] = {"none", "request", "grant", "refuse",
-                                      "open", "demote"};
+    static const char *act_names[] = { "none",   "request", "grant",
+                                       "refuse", "open",    "demote" };
 
     if (act != APTUS_ALLOC_ACT_NONE) {
         ucs_debug("aptus/%s: ep %p %s %s (used %u/%u)", iface->dev_name, ep,
@@ -273,8 +273,7 @@ static void uct_aptus_tl_act(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
             uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_FP_BLOCK, kind);
             break;
         }
-        aptus_alloc_release(&iface->alloc, &ep->alloc, kind,
-                            uct_ud_sr_clock());
+        aptus_alloc_release(&iface->alloc, &ep->alloc, kind, uct_ud_sr_clock());
         uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_DEMOTE, kind);
         break;
     case APTUS_ALLOC_ACT_DEMOTE:
@@ -326,14 +325,14 @@ void uct_aptus_tl_ep_sent(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
                    (iface->rma ? APTUS_RULE_BIT(APTUS_RULE_RC_RDMA) : 0) |
                    (((iface->alloc.config.max[APTUS_ALLOC_FP] > 0) &&
                      (iface->alloc.config.fp_msgs > 0))
-                            ? APTUS_RULE_BIT(APTUS_RULE_RC_FP)
-                            : 0);
+                        ? APTUS_RULE_BIT(APTUS_RULE_RC_FP)
+                        : 0);
         would = aptus_rule_chain_select(
-                &iface->rules,
-                (chan == APTUS_CHAN_UD_ZCOPY) ? APTUS_RULE_DATA_CHANS
-                                              : APTUS_RULE_EAGER_CHANS,
-                size, aptus_ud_chan_num_peers(&iface->ud),
-                APTUS_RULE_UD_CHANS | rc_chans, &rule);
+            &iface->rules,
+            (chan == APTUS_CHAN_UD_ZCOPY) ? APTUS_RULE_DATA_CHANS
+                                          : APTUS_RULE_EAGER_CHANS,
+            size, aptus_ud_chan_num_peers(&iface->ud),
+            APTUS_RULE_UD_CHANS | rc_chans, &rule);
         if (!(APTUS_RULE_BIT(would) & rc_chans) ||
             ((would == APTUS_RULE_RC_SR) &&
              (size + UCT_APTUS_TRAILER_LEN > iface->rc.config.max_msg))) {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: aptus endpoint operations.
  *
@@ -22,8 +23,7 @@
 #include <inttypes.h>
 
 #define UCT_APTUS_ENTER(_iface) UCS_ASYNC_BLOCK((_iface)->super.worker->async)
-#define UCT_APTUS_LEAVE(_iface)                                                \
-    UCS_ASYNC_UNBLOCK((_iface)->super.worker->async)
+#define UCT_APTUS_LEAVE(_iface) UCS_ASYNC_UNBLOCK((_iface)->super.worker->async)
 
 static inline uct_aptus_tl_iface_t *uct_aptus_tl_ep_iface(uct_ep_h tl_ep)
 {
@@ -116,8 +116,8 @@ aptus_rc_link_t *uct_aptus_tl_ep_rc_link(uct_aptus_tl_iface_t *iface,
     remote.port    = ep->rc_port;
     remote.credits = ep->rc_credits;
     remote.tag     = ep->peer.conn_id;
-    status = aptus_chan_peer_connect(&iface->rc.super, &remote, &rc->link,
-                                     &cpeer);
+    status =
+        aptus_chan_peer_connect(&iface->rc.super, &remote, &rc->link, &cpeer);
     if (status != UCS_OK) {
         ucs_debug("aptus/%s: cannot connect to peer 0x%016" PRIx64 "/%u: %s",
                   iface->dev_name, ep->peer.remote_key, ep->peer.conn_id,
@@ -149,17 +149,17 @@ uct_aptus_tl_select_but(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
     return chan;
 }
 
-static inline aptus_chan_type_t
-uct_aptus_tl_select(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
-                    unsigned kind, size_t size)
+static inline aptus_chan_type_t uct_aptus_tl_select(uct_aptus_tl_iface_t *iface,
+                                                    uct_aptus_tl_ep_t *ep,
+                                                    unsigned kind, size_t size)
 {
     return uct_aptus_tl_select_but(iface, ep, kind, size, 0);
 }
 
 /* The rules picked the fast path and it had no room: the next rule. */
 static inline aptus_chan_type_t
-uct_aptus_tl_select_after_fp(uct_aptus_tl_iface_t *iface,
-                             uct_aptus_tl_ep_t *ep, size_t size)
+uct_aptus_tl_select_after_fp(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
+                             size_t size)
 {
     return uct_aptus_tl_select_but(iface, ep, APTUS_RULE_EAGER_CHANS, size,
                                    APTUS_RULE_BIT(APTUS_RULE_RC_FP));
@@ -199,7 +199,7 @@ static size_t uct_aptus_tl_pack_short(void *dest, void *arg)
                s->length);
     }
     uct_aptus_tl_trailer_pack(
-            UCS_PTR_BYTE_OFFSET(dest, sizeof(s->header) + s->length), s->ep);
+        UCS_PTR_BYTE_OFFSET(dest, sizeof(s->header) + s->length), s->ep);
     return sizeof(s->header) + s->length + UCT_APTUS_TRAILER_LEN;
 }
 
@@ -274,19 +274,18 @@ ucs_status_t uct_aptus_tl_ep_am_short(uct_ep_h tl_ep, uint8_t id,
         UCT_APTUS_LEAVE(iface);
         return UCS_ERR_NO_RESOURCE;
     }
-    chan = ucs_likely(uct_aptus_tl_ep_allocated(iface, ep) ==
-                      APTUS_RULE_UD_CHANS)
-                   ? APTUS_CHAN_UD_SR
-                   : uct_aptus_tl_select(iface, ep, APTUS_RULE_EAGER_CHANS,
-                                         size);
+    chan =
+        ucs_likely(uct_aptus_tl_ep_allocated(iface, ep) == APTUS_RULE_UD_CHANS)
+            ? APTUS_CHAN_UD_SR
+            : uct_aptus_tl_select(iface, ep, APTUS_RULE_EAGER_CHANS, size);
     if (chan == APTUS_CHAN_RC_FP) {
         uct_aptus_tl_trailer_pack(trailer, ep);
         iov[0].iov_base = (void *)payload;
         iov[0].iov_len  = length;
         iov[1].iov_base = trailer;
         iov[1].iov_len  = sizeof(trailer);
-        ret = uct_aptus_tl_fp_send(iface, ep, id, &header, sizeof(header),
-                                   iov, 2);
+        ret = uct_aptus_tl_fp_send(iface, ep, id, &header, sizeof(header), iov,
+                                   2);
         if (ret == UCS_OK) {
             goto out;
         }
@@ -300,18 +299,20 @@ ucs_status_t uct_aptus_tl_ep_am_short(uct_ep_h tl_ep, uint8_t id,
         iov[1].iov_base = trailer;
         iov[1].iov_len  = sizeof(trailer);
         aptus_chan_send_iov(&send, id, &header, sizeof(header), iov, 2, NULL);
-        ret = aptus_chan_send(&iface->rc.super, (aptus_chan_peer_t *)link, &send);
+        ret =
+            aptus_chan_send(&iface->rc.super, (aptus_chan_peer_t *)link, &send);
         if (ret == UCS_OK) {
             uct_aptus_tl_rc_keep(iface, ep, &send, ep->xtx.next);
         }
     } else {
-        chan     = APTUS_CHAN_UD_SR;
-        s.header = header;
+        chan      = APTUS_CHAN_UD_SR;
+        s.header  = header;
         s.payload = payload;
-        s.length = length;
-        s.ep     = ep;
+        s.length  = length;
+        s.ep      = ep;
         aptus_chan_send_pack(&send, id, uct_aptus_tl_pack_short, &s);
-        ret = aptus_chan_send(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer, &send);
+        ret = aptus_chan_send(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer,
+                              &send);
         if (ret > 0) {
             ret = UCS_OK;
         }
@@ -367,7 +368,8 @@ ssize_t uct_aptus_tl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
                    APTUS_RULE_UD_CHANS)) {
         /* only UD to choose from: pack straight into the datagram */
         aptus_chan_send_pack(&send, id, uct_aptus_tl_pack_bcopy, &p);
-        ret = aptus_chan_send(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer, &send);
+        ret = aptus_chan_send(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer,
+                              &send);
     } else {
         /* the size chooses the channel: pack first */
         length = uct_aptus_tl_pack_bcopy(iface->bounce, &p);
@@ -386,17 +388,19 @@ ssize_t uct_aptus_tl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
         if ((chan == APTUS_CHAN_RC_SR) &&
             ((link = uct_aptus_tl_ep_rc_link(iface, ep)) != NULL)) {
             aptus_chan_send_copy(&send, id, NULL, 0, iface->bounce, length);
-            ret = aptus_chan_send(&iface->rc.super, (aptus_chan_peer_t *)link, &send);
+            ret = aptus_chan_send(&iface->rc.super, (aptus_chan_peer_t *)link,
+                                  &send);
             if (ret == UCS_OK) {
                 uct_aptus_tl_rc_keep(iface, ep, &send, ep->xtx.next);
                 ret = length;
             }
         } else {
-            chan   = APTUS_CHAN_UD_SR;
-            c.data = iface->bounce;
+            chan     = APTUS_CHAN_UD_SR;
+            c.data   = iface->bounce;
             c.length = length;
             aptus_chan_send_pack(&send, id, uct_aptus_tl_pack_copy, &c);
-            ret = aptus_chan_send(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer, &send);
+            ret = aptus_chan_send(&iface->ud.super,
+                                  (aptus_chan_peer_t *)&ep->peer, &send);
         }
     }
 out:
@@ -411,8 +415,8 @@ out:
 
 static void uct_aptus_tl_zcomp_done(uct_completion_t *self)
 {
-    uct_aptus_tl_zcomp_t *zc = ucs_container_of(self, uct_aptus_tl_zcomp_t,
-                                                comp);
+    uct_aptus_tl_zcomp_t *zc =
+        ucs_container_of(self, uct_aptus_tl_zcomp_t, comp);
 
     if (zc->user != NULL) {
         uct_invoke_completion(zc->user, self->status);
@@ -443,8 +447,7 @@ ucs_status_t uct_aptus_tl_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     UCT_CHECK_LENGTH(header_length, 0, iface->ud.config.max_am_hdr,
                      "am_zcopy header");
     size = header_length + uct_iov_total_length(iov, iovcnt);
-    UCT_CHECK_LENGTH(size, 0,
-                     iface->ud.config.max_msg - UCT_APTUS_TRAILER_LEN,
+    UCT_CHECK_LENGTH(size, 0, iface->ud.config.max_msg - UCT_APTUS_TRAILER_LEN,
                      "am_zcopy");
     for (i = 0; i < iovcnt; ++i) {
         liov[i].iov_base = iov[i].buffer;
@@ -475,9 +478,10 @@ ucs_status_t uct_aptus_tl_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
         uct_aptus_tl_trailer_pack(trailer, ep);
         liov[iovcnt].iov_base = trailer;
         liov[iovcnt].iov_len  = sizeof(trailer);
-        aptus_chan_send_iov(&send, id, header, header_length, liov,
-                            iovcnt + 1, NULL);
-        ret = aptus_chan_send(&iface->rc.super, (aptus_chan_peer_t *)link, &send);
+        aptus_chan_send_iov(&send, id, header, header_length, liov, iovcnt + 1,
+                            NULL);
+        ret =
+            aptus_chan_send(&iface->rc.super, (aptus_chan_peer_t *)link, &send);
         if (ret == UCS_OK) {
             uct_aptus_tl_rc_keep(iface, ep, &send, ep->xtx.next);
         }
@@ -495,9 +499,10 @@ ucs_status_t uct_aptus_tl_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
         uct_aptus_tl_trailer_pack(zc->trailer, ep);
         liov[iovcnt].iov_base = zc->trailer;
         liov[iovcnt].iov_len  = sizeof(zc->trailer);
-        aptus_chan_send_iov(&send, id, header, header_length, liov,
-                            iovcnt + 1, &zc->comp);
-        ret = aptus_chan_send(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer, &send);
+        aptus_chan_send_iov(&send, id, header, header_length, liov, iovcnt + 1,
+                            &zc->comp);
+        ret = aptus_chan_send(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer,
+                              &send);
         if (ret != UCS_INPROGRESS) {
             ucs_mpool_put_inline(zc);
         }
@@ -639,13 +644,13 @@ ucs_status_t uct_aptus_tl_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
 
 /* Short and buffered one-sided operations go in the UD stream (UCP selects
  * a transport for ucp_put/ucp_get only when it has them). */
-#define UCT_APTUS_RMA_BEGIN(_iface, _ep) \
-    UCT_APTUS_ENTER(_iface); \
-    uct_aptus_tl_ep_init_state(_iface, _ep); \
-    if (ucs_unlikely((_ep)->flags & UCT_APTUS_EP_FENCED) && \
-        uct_aptus_tl_ep_fence_holds(_iface, _ep)) { \
-        UCT_APTUS_LEAVE(_iface); \
-        return UCS_ERR_NO_RESOURCE; \
+#define UCT_APTUS_RMA_BEGIN(_iface, _ep)                                       \
+    UCT_APTUS_ENTER(_iface);                                                   \
+    uct_aptus_tl_ep_init_state(_iface, _ep);                                   \
+    if (ucs_unlikely((_ep)->flags & UCT_APTUS_EP_FENCED) &&                    \
+        uct_aptus_tl_ep_fence_holds(_iface, _ep)) {                            \
+        UCT_APTUS_LEAVE(_iface);                                               \
+        return UCS_ERR_NO_RESOURCE;                                            \
     }
 
 ucs_status_t uct_aptus_tl_ep_put_short(uct_ep_h tl_ep, const void *buffer,
@@ -658,7 +663,7 @@ ucs_status_t uct_aptus_tl_ep_put_short(uct_ep_h tl_ep, const void *buffer,
 
     UCT_APTUS_RMA_BEGIN(iface, ep);
     status = uct_aptus_rma_put_short(&iface->udz, &ep->peer, "aptus put_short",
-                               buffer, length, remote_addr, rkey);
+                                     buffer, length, remote_addr, rkey);
     if (status == UCS_OK) {
         uct_aptus_tl_ep_sent(iface, ep, APTUS_CHAN_UD_SR, length);
     }
@@ -719,10 +724,10 @@ ucs_status_t uct_aptus_tl_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
         if (ep->blocked == UCT_APTUS_BLOCKED_FLUSH) {
             room = 0; /* a refused flush never has room: it waits */
         } else if ((ep->flags & UCT_APTUS_EP_FENCED) &&
-            uct_aptus_tl_ep_fence_holds(iface, ep)) {
+                   uct_aptus_tl_ep_fence_holds(iface, ep)) {
             room = 0;
         } else if ((ep->blocked == UCT_APTUS_BLOCKED_RC) && (ep->rc != NULL) &&
-            ep->rc->connected) {
+                   ep->rc->connected) {
             link = &ep->rc->link;
             room = (link->flags & APTUS_RC_LINK_FAILED) ||
                    ((link->fc.tx > 0) && !link->am_queued &&
@@ -759,9 +764,8 @@ void uct_aptus_tl_ep_pending_purge(uct_ep_h tl_ep,
     UCT_APTUS_LEAVE(iface);
 }
 
-static ucs_status_t uct_aptus_tl_ep_do_flush(uct_ep_h tl_ep,
-                                                  unsigned flags,
-                                                  uct_completion_t *comp);
+static ucs_status_t uct_aptus_tl_ep_do_flush(uct_ep_h tl_ep, unsigned flags,
+                                             uct_completion_t *comp);
 
 ucs_status_t uct_aptus_tl_ep_flush(uct_ep_h tl_ep, unsigned flags,
                                    uct_completion_t *comp)
@@ -771,9 +775,8 @@ ucs_status_t uct_aptus_tl_ep_flush(uct_ep_h tl_ep, unsigned flags,
         uct_aptus_tl_ep_do_flush(tl_ep, flags, comp));
 }
 
-static ucs_status_t uct_aptus_tl_ep_do_flush(uct_ep_h tl_ep,
-                                                  unsigned flags,
-                                                  uct_completion_t *comp)
+static ucs_status_t uct_aptus_tl_ep_do_flush(uct_ep_h tl_ep, unsigned flags,
+                                             uct_completion_t *comp)
 {
     uct_aptus_tl_iface_t *iface = uct_aptus_tl_ep_iface(tl_ep);
     uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep(tl_ep);
@@ -794,9 +797,8 @@ static ucs_status_t uct_aptus_tl_ep_do_flush(uct_ep_h tl_ep,
     /* The connection first: only it may ask to come back later (while it
      * merges with the peer's). The others then share comp. */
     if ((ep->rc != NULL) && ep->rc->connected) {
-        status = aptus_chan_flush(&iface->rc.super,
-                                  (aptus_chan_peer_t *)&ep->rc->link, flags,
-                                  comp);
+        status = aptus_chan_flush(
+            &iface->rc.super, (aptus_chan_peer_t *)&ep->rc->link, flags, comp);
         if (status == UCS_ERR_NO_RESOURCE) {
             /* the connection is switching or has sends waiting: the
              * caller's pending request must be taken, or it retries at
@@ -832,8 +834,9 @@ static ucs_status_t uct_aptus_tl_ep_do_flush(uct_ep_h tl_ep,
     }
     if (!UCS_STATUS_IS_ERR(status) && !(flags & UCT_FLUSH_FLAG_CANCEL)) {
         if (aptus_chan_flush(&iface->udz.super, (aptus_chan_peer_t *)&ep->peer,
-                             flags | ((status == UCS_INPROGRESS) ?
-                                      APTUS_CHAN_FLUSH_F_SHARED_COMP : 0),
+                             flags | ((status == UCS_INPROGRESS)
+                                          ? APTUS_CHAN_FLUSH_F_SHARED_COMP
+                                          : 0),
                              comp) == UCS_INPROGRESS) {
             status = UCS_INPROGRESS;
         }
@@ -857,7 +860,7 @@ ucs_status_t uct_aptus_tl_ep_fence(uct_ep_h tl_ep, unsigned flags)
     UCT_APTUS_ENTER(iface);
     if ((ep->flags & UCT_APTUS_EP_INITED) &&
         (aptus_chan_flush(&iface->udz.super, (aptus_chan_peer_t *)&ep->peer, 0,
-                         NULL) != UCS_OK)) {
+                          NULL) != UCS_OK)) {
         ep->flags |= UCT_APTUS_EP_FENCED;
     }
     UCT_APTUS_LEAVE(iface);
@@ -879,8 +882,8 @@ ucs_status_t uct_aptus_tl_ep_check(uct_ep_h tl_ep, unsigned flags,
         status = UCS_OK;
     } else {
         /* UD carries everything the peer's health depends on */
-        status = aptus_chan_check(&iface->ud.super,
-                                  (aptus_chan_peer_t *)&ep->peer);
+        status =
+            aptus_chan_check(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer);
     }
     UCT_APTUS_LEAVE(iface);
     return status;
@@ -920,12 +923,12 @@ ucs_status_t uct_aptus_tl_ep_create(const uct_ep_params_t *params,
     aptus_sock_wire_addr_make(params->dev_addr, iface_addr->ud_port, &addr);
 
     UCT_APTUS_ENTER(iface);
-    iface->ud.now_us = iface->ud.clock();
+    iface->ud.now_us  = iface->ud.clock();
     remote.addr       = &addr;
     remote.remote_key = iface_addr->key;
     remote.mtu        = iface_addr->ud_mtu;
-    status = aptus_chan_peer_connect(&iface->ud.super, &remote, NULL,
-                                     (aptus_chan_peer_t **)&peer);
+    status            = aptus_chan_peer_connect(&iface->ud.super, &remote, NULL,
+                                                (aptus_chan_peer_t **)&peer);
     if (status == UCS_OK) {
         ep     = uct_aptus_tl_ep_of_peer(peer);
         status = UCS_CLASS_INIT(uct_base_ep_t, &ep->super, &iface->super);
@@ -934,7 +937,7 @@ ucs_status_t uct_aptus_tl_ep_create(const uct_ep_params_t *params,
                                        (aptus_chan_peer_t *)peer);
         } else {
             uct_aptus_tl_ep_init_state(iface, ep);
-            ep->flags     |= UCT_APTUS_EP_USER;
+            ep->flags |= UCT_APTUS_EP_USER;
             ep->rc_port    = iface_addr->rc_port;
             ep->rc_credits = iface_addr->rc_credits;
         }
@@ -966,7 +969,8 @@ void uct_aptus_tl_ep_destroy(uct_ep_h tl_ep)
                                (aptus_chan_peer_t *)&ep->peer);
     /* the stream, and its connection if any, stay the peer's: what was
      * sent is still delivered, and the peer may still talk to us */
-    aptus_chan_peer_disconnect(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer);
+    aptus_chan_peer_disconnect(&iface->ud.super,
+                               (aptus_chan_peer_t *)&ep->peer);
     uct_aptus_tl_iface_forget_failure(iface, &ep->peer);
     UCT_APTUS_LEAVE(iface);
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the fast path (RC-FP) of the aptus transport.
  *
@@ -46,16 +47,17 @@ ucs_status_t uct_aptus_tl_fp_init(uct_aptus_tl_iface_t *iface,
     iface->fp_next_nonce = 0;
     if (aptus_fp_geom_make(APTUS_FP_VELOBLOCK, config->fp_block_size, 0, 0,
                            &geom, &why) != 0) {
-        ucs_error("aptus: invalid configuration: UCX_"
-                  UCT_APTUS_TL_CONFIG_PREFIX "FP_BLOCK_SIZE=%zu: %s",
-                  config->fp_block_size, why);
+        ucs_error(
+            "aptus: invalid configuration: UCX_" UCT_APTUS_TL_CONFIG_PREFIX
+            "FP_BLOCK_SIZE=%zu: %s",
+            config->fp_block_size, why);
         return UCS_ERR_INVALID_PARAM;
     }
     /* as many blocks to give as peers to write into: the allocator grants
      * both directions of one slot together */
-    status = aptus_fp_chan_init(&iface->fpc, &geom, num, num, iface->conn,
-                                &iface->ud.super, &uct_aptus_tl_fp_upcalls,
-                                iface);
+    status =
+        aptus_fp_chan_init(&iface->fpc, &geom, num, num, iface->conn,
+                           &iface->ud.super, &uct_aptus_tl_fp_upcalls, iface);
     if (status != UCS_OK) {
         ucs_error("aptus: cannot set up %u fast-path channels", num);
     }
@@ -129,8 +131,7 @@ void uct_aptus_tl_fp_sync(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep)
     uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_FP_DONE, APTUS_ALLOC_FP);
 }
 
-void uct_aptus_tl_fp_forget(uct_aptus_tl_iface_t *iface,
-                            uct_aptus_tl_ep_t *ep)
+void uct_aptus_tl_fp_forget(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep)
 {
     aptus_fp_block_t *b = ep->fp_rx;
 
@@ -178,15 +179,15 @@ void uct_aptus_tl_fp_attach(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep)
     remote.key          = &tx->key;
     /* the grant came over UD: its pid is held to the RC connection's
      * proven peer (FP goes with RC) */
-    remote.conn   = ((ep->rc != NULL) && ep->rc->connected) ? ep->rc->link.conn
-                                                            : NULL;
+    remote.conn =
+        ((ep->rc != NULL) && ep->rc->connected) ? ep->rc->link.conn : NULL;
     remote.nonce  = tx->nonce;
     remote.before = 0; /* the trailer's sequence orders */
     if ((remote.conn == NULL) && (ep->rc != NULL)) {
         return; /* still connecting: asked again with the next send */
     }
-    status = aptus_chan_peer_connect(&iface->fpc.super, &remote, &tx->peer,
-                                     &cpeer);
+    status =
+        aptus_chan_peer_connect(&iface->fpc.super, &remote, &tx->peer, &cpeer);
     if (status == UCS_ERR_NO_RESOURCE) {
         return; /* the proof is on its way: asked again */
     }
@@ -295,8 +296,8 @@ void uct_aptus_tl_fp_ctl_recv(uct_aptus_tl_iface_t *iface,
         return;
     case UCT_APTUS_CTL_FP_BLOCK:
         if ((length != UCT_APTUS_FP_BLOCK_LEN) || (nonce == 0) ||
-            (aptus_fp_geom_make(APTUS_FP_VELOBLOCK, aptus_get32(msg + 4), 0,
-                                0, &geom, &why) != 0)) {
+            (aptus_fp_geom_make(APTUS_FP_VELOBLOCK, aptus_get32(msg + 4), 0, 0,
+                                &geom, &why) != 0)) {
             break;
         }
         iface->stats.ctl_received++;
@@ -349,8 +350,8 @@ ucs_status_t uct_aptus_tl_fp_send(uct_aptus_tl_iface_t *iface,
     /* no room, or the block is lost: the next channel of the rules */
     return (aptus_chan_send(&iface->fpc.super, (aptus_chan_peer_t *)peer,
                             &send) == UCS_OK)
-                   ? UCS_OK
-                   : UCS_ERR_NO_RESOURCE;
+               ? UCS_OK
+               : UCS_ERR_NO_RESOURCE;
 }
 
 /* ---- the channel's upcalls ---------------------------------------------- */
@@ -382,7 +383,8 @@ static void uct_aptus_tl_fp_block_failed(void *arg, aptus_fp_block_t *b,
     uct_aptus_tl_iface_t *iface = arg;
     uct_aptus_tl_ep_t *ep       = b->owner;
 
-    ucs_error("aptus/%s: fast-path block of peer 0x%016" PRIx64 " is corrupt (%s): "
+    ucs_error("aptus/%s: fast-path block of peer 0x%016" PRIx64
+              " is corrupt (%s): "
               "the peer is failed",
               iface->dev_name, b->peer_key, why);
     /* a message may be lost: the one order per peer cannot go on */
@@ -391,8 +393,8 @@ static void uct_aptus_tl_fp_block_failed(void *arg, aptus_fp_block_t *b,
 
 static void uct_aptus_tl_fp_peer_lost(void *arg, aptus_fp_peer_t *peer)
 {
-    uct_aptus_tl_fp_tx_t *tx = ucs_container_of(peer, uct_aptus_tl_fp_tx_t,
-                                                peer);
+    uct_aptus_tl_fp_tx_t *tx =
+        ucs_container_of(peer, uct_aptus_tl_fp_tx_t, peer);
 
     ucs_debug("aptus/%s: the fast path to 0x%016" PRIx64 " is lost: off",
               ((uct_aptus_tl_iface_t *)arg)->dev_name, peer->peer_key);

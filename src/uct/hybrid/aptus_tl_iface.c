@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the aptus UCT interface (see aptus_tl.h).
  */
@@ -21,8 +22,8 @@
 #include <string.h>
 
 /* The rule chain of the paper (Koop et al., IPDPS 2008, section 4.2). */
-#define UCT_APTUS_DEFAULT_RULES                                               \
-    "{<=2048 rc_fp},{<=2008 ud_sr},{<=8192 rc_sr},{<=8192 ud_sr},"            \
+#define UCT_APTUS_DEFAULT_RULES                                                \
+    "{<=2048 rc_fp},{<=2008 ud_sr},{<=8192 rc_sr},{<=8192 ud_sr},"             \
     "{any rc_rdma},{any ud_zcopy}"
 
 ucs_config_field_t uct_aptus_tl_iface_config_table[] = {
@@ -278,14 +279,15 @@ static uct_aptus_tl_ep_t *uct_aptus_tl_rc_owner(uct_aptus_tl_iface_t *iface,
     }
     ep = kh_value(&iface->rc_peers, iter);
     return ((ep->peer.remote_key == link->peer_key) &&
-            (ep->peer.conn_id == link->tag)) ? ep : NULL;
+            (ep->peer.conn_id == link->tag))
+               ? ep
+               : NULL;
 }
 
 static ucs_status_t uct_aptus_tl_rc_deliver(void *arg, aptus_rc_link_t *link,
                                             uint8_t am_id, void *data,
                                             size_t length,
-                                            aptus_conn_buf_t *buf,
-                                            int at_start)
+                                            aptus_conn_buf_t *buf, int at_start)
 {
     uct_aptus_tl_iface_t *iface = arg;
     uct_aptus_tl_ep_t *ep       = uct_aptus_tl_rc_owner(iface, link);
@@ -294,7 +296,8 @@ static ucs_status_t uct_aptus_tl_rc_deliver(void *arg, aptus_rc_link_t *link,
     if (ep == NULL) {
         /* a connection no peer of ours was granted: not ours to deliver */
         if (iface->stats.rx_unknown_link++ == 0) {
-            ucs_warn("aptus/%s: a message on a connection from 0x%016" PRIx64 " for "
+            ucs_warn("aptus/%s: a message on a connection from 0x%016" PRIx64
+                     " for "
                      "a peer this interface never agreed a channel with "
                      "(stream %u) is dropped",
                      iface->dev_name, link->peer_key, link->tag);
@@ -317,7 +320,8 @@ static void uct_aptus_tl_rc_peer_failed(void *arg, aptus_rc_link_t *link,
     /* What the peer did not confirm goes again over UD; if the peer is
      * gone, UD finds out and reports it. */
     iface->stats.rc_failed++;
-    ucs_debug("aptus/%s: connection to peer 0x%016" PRIx64 "/%u failed: %s; %zu "
+    ucs_debug("aptus/%s: connection to peer 0x%016" PRIx64
+              "/%u failed: %s; %zu "
               "messages go again over UD",
               iface->dev_name, ep->peer.remote_key, ep->peer.conn_id,
               ucs_status_string(status), ucs_queue_length(&ep->rc_unacked));
@@ -329,7 +333,8 @@ static const aptus_rc_chan_ops_t uct_aptus_tl_rc_ops = {
     .peer_failed = uct_aptus_tl_rc_peer_failed,
 };
 
-/* ---- progress -------------------------------------------------------------- */
+/* ---- progress --------------------------------------------------------------
+ */
 
 static ucs_arbiter_cb_result_t
 uct_aptus_tl_pending_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
@@ -369,8 +374,8 @@ static inline int uct_aptus_tl_rc_poll_due(uct_aptus_tl_iface_t *iface)
 
 static unsigned uct_aptus_tl_iface_progress(uct_iface_h tl_iface)
 {
-    uct_aptus_tl_iface_t *iface = ucs_derived_of(tl_iface,
-                                                 uct_aptus_tl_iface_t);
+    uct_aptus_tl_iface_t *iface =
+        ucs_derived_of(tl_iface, uct_aptus_tl_iface_t);
     unsigned count;
 
     UCT_APTUS_ASYNC_ENTER(&iface->async_rx, iface->super.worker->async);
@@ -387,8 +392,8 @@ static unsigned uct_aptus_tl_iface_progress(uct_iface_h tl_iface)
             iface->stats.ud_polls_shared++;
         }
     }
-    count += uct_aptus_ud_user_progress(&iface->ud, &iface->udz,
-                                        &iface->async_rx);
+    count +=
+        uct_aptus_ud_user_progress(&iface->ud, &iface->udz, &iface->async_rx);
     count += uct_aptus_tl_fp_progress(iface);
     if (ucs_unlikely((iface->num_resend > 0) || (iface->num_xack > 0))) {
         count += uct_aptus_tl_resend_progress(iface);
@@ -434,8 +439,8 @@ static ucs_status_t uct_aptus_tl_iface_flush(uct_iface_h tl_iface,
                                              unsigned flags,
                                              uct_completion_t *comp)
 {
-    uct_aptus_tl_iface_t *iface = ucs_derived_of(tl_iface,
-                                                 uct_aptus_tl_iface_t);
+    uct_aptus_tl_iface_t *iface =
+        ucs_derived_of(tl_iface, uct_aptus_tl_iface_t);
     ucs_status_t status;
 
     if (comp != NULL) {
@@ -459,8 +464,8 @@ static ucs_status_t uct_aptus_tl_iface_flush(uct_iface_h tl_iface,
 static ucs_status_t uct_aptus_tl_iface_query(uct_iface_h tl_iface,
                                              uct_iface_attr_t *attr)
 {
-    uct_aptus_tl_iface_t *iface = ucs_derived_of(tl_iface,
-                                                 uct_aptus_tl_iface_t);
+    uct_aptus_tl_iface_t *iface =
+        ucs_derived_of(tl_iface, uct_aptus_tl_iface_t);
     size_t max_msg = iface->ud.config.max_msg - UCT_APTUS_TRAILER_LEN;
 
     uct_base_iface_query(&iface->super, attr);
@@ -501,8 +506,8 @@ static ucs_status_t
 uct_aptus_tl_iface_get_device_address(uct_iface_h tl_iface,
                                       uct_device_addr_t *addr)
 {
-    uct_aptus_tl_iface_t *iface = ucs_derived_of(tl_iface,
-                                                 uct_aptus_tl_iface_t);
+    uct_aptus_tl_iface_t *iface =
+        ucs_derived_of(tl_iface, uct_aptus_tl_iface_t);
 
     aptus_sock_dev_addr_pack(&iface->dgram->addr, addr);
     return UCS_OK;
@@ -511,8 +516,8 @@ uct_aptus_tl_iface_get_device_address(uct_iface_h tl_iface,
 static ucs_status_t uct_aptus_tl_iface_get_address(uct_iface_h tl_iface,
                                                    uct_iface_addr_t *addr)
 {
-    uct_aptus_tl_iface_t *iface = ucs_derived_of(tl_iface,
-                                                 uct_aptus_tl_iface_t);
+    uct_aptus_tl_iface_t *iface =
+        ucs_derived_of(tl_iface, uct_aptus_tl_iface_t);
     uct_aptus_tl_iface_addr_t *aaddr = (uct_aptus_tl_iface_addr_t *)addr;
 
     aaddr->ud_port    = aptus_sock_wire_addr_port(&iface->dgram->addr);
@@ -527,14 +532,15 @@ static int uct_aptus_tl_iface_is_reachable(const uct_iface_h tl_iface,
                                            const uct_device_addr_t *dev_addr,
                                            const uct_iface_addr_t *iface_addr)
 {
-    uct_aptus_tl_iface_t *iface = ucs_derived_of(tl_iface,
-                                                 uct_aptus_tl_iface_t);
+    uct_aptus_tl_iface_t *iface =
+        ucs_derived_of(tl_iface, uct_aptus_tl_iface_t);
 
     return (dev_addr != NULL) &&
            aptus_sock_dev_addr_reachable(&iface->dgram->addr, dev_addr);
 }
 
-/* ---- statistics ------------------------------------------------------------ */
+/* ---- statistics ------------------------------------------------------------
+ */
 
 unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,
                                   uct_aptus_stat_t *stats, unsigned max)
@@ -549,7 +555,7 @@ unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,
 
     aptus_sock_dgram_bufsizes(iface->dgram, &rcvbuf, &sndbuf);
     for (i = 0; i < APTUS_CHAN_LAST; ++i) {
-        tx_msgs  += s->tx_msgs[i];
+        tx_msgs += s->tx_msgs[i];
         tx_bytes += s->tx_bytes[i];
     }
     {
@@ -695,8 +701,8 @@ static void uct_aptus_tl_iface_print_peer(uct_aptus_tl_iface_t *iface,
             { "rc_rdma_bytes", ep->tx_bytes[APTUS_CHAN_RC_RDMA] },
             { "ud_zcopy_msgs", ep->tx_msgs[APTUS_CHAN_UD_ZCOPY] },
             { "ud_zcopy_bytes", ep->tx_bytes[APTUS_CHAN_UD_ZCOPY] },
-            { "rc_now", ep->alloc.slot[APTUS_ALLOC_RC].state ==
-                                APTUS_ALLOC_GRANTED },
+            { "rc_now",
+              ep->alloc.slot[APTUS_ALLOC_RC].state == APTUS_ALLOC_GRANTED },
             { "rx_held_now", ep->xrx.num_held },
             { "rc_fp_msgs", ep->tx_msgs[APTUS_CHAN_RC_FP] },
             { "rc_fp_bytes", ep->tx_bytes[APTUS_CHAN_RC_FP] },
@@ -715,8 +721,8 @@ static void uct_aptus_tl_iface_print_sizes(uct_aptus_tl_iface_t *iface,
                                            const char *dest)
 {
     static const char *const names[UCT_APTUS_SIZE_CLASSES] = {
-        "le64", "le256", "le1k", "le4k", "le16k", "le64k", "le256k", "le1m",
-        "gt1m"
+        "le64",  "le256",  "le1k", "le4k", "le16k",
+        "le64k", "le256k", "le1m", "gt1m"
     };
     uct_aptus_stat_t stats[UCT_APTUS_SIZE_CLASSES];
     char name[64];
@@ -757,31 +763,31 @@ static void uct_aptus_tl_iface_print_peers(uct_aptus_tl_iface_t *iface,
 static UCS_CLASS_DECLARE_DELETE_FUNC(uct_aptus_tl_iface_t, uct_iface_t);
 
 static uct_iface_ops_t uct_aptus_tl_iface_tl_ops = {
-    .ep_am_short              = uct_aptus_tl_ep_am_short,
-    .ep_am_short_iov          = uct_base_ep_am_short_iov,
-    .ep_am_bcopy              = uct_aptus_tl_ep_am_bcopy,
-    .ep_am_zcopy              = uct_aptus_tl_ep_am_zcopy,
-    .ep_put_zcopy             = uct_aptus_tl_ep_put_zcopy,
-    .ep_put_short             = uct_aptus_tl_ep_put_short,
-    .ep_put_bcopy             = uct_aptus_tl_ep_put_bcopy,
-    .ep_get_bcopy             = uct_aptus_tl_ep_get_bcopy,
-    .ep_get_zcopy             = uct_aptus_tl_ep_get_zcopy,
-    .ep_pending_add           = uct_aptus_tl_ep_pending_add,
-    .ep_pending_purge         = uct_aptus_tl_ep_pending_purge,
-    .ep_flush                 = uct_aptus_tl_ep_flush,
-    .ep_fence                 = uct_aptus_tl_ep_fence,
-    .ep_check                 = uct_aptus_tl_ep_check,
-    .ep_create                = uct_aptus_tl_ep_create,
-    .ep_destroy               = uct_aptus_tl_ep_destroy,
-    .iface_flush              = uct_aptus_tl_iface_flush,
-    .iface_fence              = uct_base_iface_fence,
-    .iface_progress_enable    = uct_base_iface_progress_enable,
-    .iface_progress_disable   = uct_base_iface_progress_disable,
-    .iface_progress           = uct_aptus_tl_iface_progress,
-    .iface_event_fd_get       = ucs_empty_function_return_unsupported,
-    .iface_event_arm          = ucs_empty_function_return_unsupported,
-    .iface_close = UCS_CLASS_DELETE_FUNC_NAME(uct_aptus_tl_iface_t),
-    .iface_query              = uct_aptus_tl_iface_query,
+    .ep_am_short            = uct_aptus_tl_ep_am_short,
+    .ep_am_short_iov        = uct_base_ep_am_short_iov,
+    .ep_am_bcopy            = uct_aptus_tl_ep_am_bcopy,
+    .ep_am_zcopy            = uct_aptus_tl_ep_am_zcopy,
+    .ep_put_zcopy           = uct_aptus_tl_ep_put_zcopy,
+    .ep_put_short           = uct_aptus_tl_ep_put_short,
+    .ep_put_bcopy           = uct_aptus_tl_ep_put_bcopy,
+    .ep_get_bcopy           = uct_aptus_tl_ep_get_bcopy,
+    .ep_get_zcopy           = uct_aptus_tl_ep_get_zcopy,
+    .ep_pending_add         = uct_aptus_tl_ep_pending_add,
+    .ep_pending_purge       = uct_aptus_tl_ep_pending_purge,
+    .ep_flush               = uct_aptus_tl_ep_flush,
+    .ep_fence               = uct_aptus_tl_ep_fence,
+    .ep_check               = uct_aptus_tl_ep_check,
+    .ep_create              = uct_aptus_tl_ep_create,
+    .ep_destroy             = uct_aptus_tl_ep_destroy,
+    .iface_flush            = uct_aptus_tl_iface_flush,
+    .iface_fence            = uct_base_iface_fence,
+    .iface_progress_enable  = uct_base_iface_progress_enable,
+    .iface_progress_disable = uct_base_iface_progress_disable,
+    .iface_progress         = uct_aptus_tl_iface_progress,
+    .iface_event_fd_get     = ucs_empty_function_return_unsupported,
+    .iface_event_arm        = ucs_empty_function_return_unsupported,
+    .iface_close            = UCS_CLASS_DELETE_FUNC_NAME(uct_aptus_tl_iface_t),
+    .iface_query            = uct_aptus_tl_iface_query,
     .iface_get_device_address = uct_aptus_tl_iface_get_device_address,
     .iface_get_address        = uct_aptus_tl_iface_get_address,
     .iface_is_reachable       = uct_aptus_tl_iface_is_reachable,
@@ -791,15 +797,15 @@ static ucs_status_t uct_aptus_tl_iface_estimate_perf(uct_iface_h tl_iface,
                                                      uct_perf_attr_t *perf_attr)
 {
     return uct_aptus_iface_estimate_perf(
-            tl_iface, perf_attr,
-            ucs_derived_of(tl_iface, uct_aptus_tl_iface_t)->copy_bandwidth);
+        tl_iface, perf_attr,
+        ucs_derived_of(tl_iface, uct_aptus_tl_iface_t)->copy_bandwidth);
 }
 
 static uct_iface_internal_ops_t uct_aptus_tl_iface_internal_ops = {
     .iface_estimate_perf = uct_aptus_tl_iface_estimate_perf,
     .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function,
-    .ep_query = (uct_ep_query_func_t)ucs_empty_function_return_unsupported,
-    .ep_invalidate       = uct_aptus_tl_ep_invalidate,
+    .ep_query      = (uct_ep_query_func_t)ucs_empty_function_return_unsupported,
+    .ep_invalidate = uct_aptus_tl_ep_invalidate,
 };
 
 /* The transport's own settings (the UD channels' are checked with
@@ -855,9 +861,10 @@ uct_aptus_tl_iface_rules(uct_aptus_tl_iface_t *iface,
     uint64_t size, peers;
 
     if (aptus_rule_chain_parse(config->send_rules, &iface->rules, &err) != 0) {
-        ucs_error("aptus: invalid configuration: UCX_" UCT_APTUS_TL_CONFIG_PREFIX
-                  "SEND_RULES=\"%s\": at character %u: %s",
-                  config->send_rules, err.position, err.message);
+        ucs_error(
+            "aptus: invalid configuration: UCX_" UCT_APTUS_TL_CONFIG_PREFIX
+            "SEND_RULES=\"%s\": at character %u: %s",
+            config->send_rules, err.position, err.message);
         return UCS_ERR_INVALID_PARAM;
     }
     if (!aptus_rule_chain_covers(&iface->rules, &size, &peers)) {
@@ -891,8 +898,8 @@ static uint32_t uct_aptus_tl_rule_max_size(const aptus_rule_t *rule)
             break;
         case APTUS_RULE_LT:
             max = (rule->conds[i].value == 0)
-                          ? 0
-                          : ucs_min(max, rule->conds[i].value - 1);
+                      ? 0
+                      : ucs_min(max, rule->conds[i].value - 1);
             break;
         default:
             break;
@@ -913,33 +920,34 @@ uct_aptus_tl_iface_alloc_init(uct_aptus_tl_iface_t *iface,
     /* the largest message an rc_fp rule takes: what earns a fast path */
     for (i = 0; i < iface->rules.num_rules; ++i) {
         if (iface->rules.rules[i].chan == APTUS_RULE_RC_FP) {
-            fp_max_size = ucs_max(fp_max_size, uct_aptus_tl_rule_max_size(
-                                                   &iface->rules.rules[i]));
+            fp_max_size =
+                ucs_max(fp_max_size,
+                        uct_aptus_tl_rule_max_size(&iface->rules.rules[i]));
         }
     }
     memset(&ac, 0, sizeof(ac));
-    ac.max[APTUS_ALLOC_RC]  = config->max_rc;
+    ac.max[APTUS_ALLOC_RC] = config->max_rc;
     /* a fast path needs RC: MAX_RC=0 (UD only) turns them off too, and so
      * does a chain without an rc_fp rule */
-    ac.max[APTUS_ALLOC_FP]  = (fp_max_size == 0) ? 0 :
-                              ucs_min(config->max_fp, config->max_rc);
-    ac.window_us            = uct_ud_sr_usec(config->alloc_window);
-    ac.rc_msgs              = config->rc_msgs;
-    ac.rc_bytes             = config->rc_bytes;
-    ac.fp_msgs              = (ac.max[APTUS_ALLOC_FP] == 0) ? 0 :
-                              config->fp_msgs;
-    ac.fp_max_size          = (fp_max_size == 0) ? 2048 : fp_max_size;
-    ac.request_timeout_us   = uct_ud_sr_usec(config->request_timeout);
-    ac.backoff_us           = uct_ud_sr_usec(config->backoff);
-    ac.idle_us              = uct_ud_sr_usec(config->idle);
-    ac.hold_us              = uct_ud_sr_usec(config->hold);
-    bad = aptus_alloc_config_check(&ac);
+    ac.max[APTUS_ALLOC_FP] =
+        (fp_max_size == 0) ? 0 : ucs_min(config->max_fp, config->max_rc);
+    ac.window_us          = uct_ud_sr_usec(config->alloc_window);
+    ac.rc_msgs            = config->rc_msgs;
+    ac.rc_bytes           = config->rc_bytes;
+    ac.fp_msgs            = (ac.max[APTUS_ALLOC_FP] == 0) ? 0 : config->fp_msgs;
+    ac.fp_max_size        = (fp_max_size == 0) ? 2048 : fp_max_size;
+    ac.request_timeout_us = uct_ud_sr_usec(config->request_timeout);
+    ac.backoff_us         = uct_ud_sr_usec(config->backoff);
+    ac.idle_us            = uct_ud_sr_usec(config->idle);
+    ac.hold_us            = uct_ud_sr_usec(config->hold);
+    bad                   = aptus_alloc_config_check(&ac);
     if (bad != NULL) {
-        ucs_error("aptus: invalid configuration: %s (UCX_"
-                  UCT_APTUS_TL_CONFIG_PREFIX "MAX_RC=%u, MAX_FP=%u, "
-                  "RC_MSGS=%u, RC_BYTES=%zu)",
-                  bad, config->max_rc, config->max_fp, config->rc_msgs,
-                  config->rc_bytes);
+        ucs_error(
+            "aptus: invalid configuration: %s (UCX_" UCT_APTUS_TL_CONFIG_PREFIX
+            "MAX_RC=%u, MAX_FP=%u, "
+            "RC_MSGS=%u, RC_BYTES=%zu)",
+            bad, config->max_rc, config->max_fp, config->rc_msgs,
+            config->rc_bytes);
         return UCS_ERR_INVALID_PARAM;
     }
     aptus_alloc_init(&iface->alloc, &ac);
@@ -957,8 +965,8 @@ uct_aptus_tl_iface_rc_init(uct_aptus_tl_iface_t *iface,
     /* messages are delivered in place and never held there */
     memset(&wire_config, 0, sizeof(wire_config));
     /* RC_SEG_SIZE of the user's bytes, and the trailer */
-    wire_config.max_frame      = APTUS_RC_HDR_LEN + config->rc_seg_size +
-                                 UCT_APTUS_TRAILER_LEN;
+    wire_config.max_frame =
+        APTUS_RC_HDR_LEN + config->rc_seg_size + UCT_APTUS_TRAILER_LEN;
     wire_config.rx_headroom    = 0;
     wire_config.rx_buffers     = config->rc_rx_queue_len;
     wire_config.rx_max_buffers = config->rc_rx_queue_len;
@@ -977,9 +985,9 @@ uct_aptus_tl_iface_rc_init(uct_aptus_tl_iface_t *iface,
     chan_config.max_msg    = config->rc_seg_size + UCT_APTUS_TRAILER_LEN;
     chan_config.local_port = aptus_sock_wire_addr_port(&iface->conn->addr);
     /* one key names the interface on both channels */
-    status = aptus_rc_chan_init(&iface->rc, iface->conn, &chan_config,
-                                iface->ud.local_key, &uct_aptus_tl_rc_ops,
-                                iface);
+    status =
+        aptus_rc_chan_init(&iface->rc, iface->conn, &chan_config,
+                           iface->ud.local_key, &uct_aptus_tl_rc_ops, iface);
     if (status != UCS_OK) {
         iface->conn->ops->close(iface->conn);
         return status;
@@ -1014,37 +1022,36 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
         return UCS_ERR_UNSUPPORTED;
     }
 
-    UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_aptus_tl_iface_tl_ops,
-                              &uct_aptus_tl_iface_internal_ops, md, worker,
-                              params,
-                              tl_config UCS_STATS_ARG(NULL)
-                                  UCS_STATS_ARG(UCT_APTUS_TL_NAME));
+    UCS_CLASS_CALL_SUPER_INIT(
+        uct_base_iface_t, &uct_aptus_tl_iface_tl_ops,
+        &uct_aptus_tl_iface_internal_ops, md, worker, params,
+        tl_config UCS_STATS_ARG(NULL) UCS_STATS_ARG(UCT_APTUS_TL_NAME));
 
     ucs_strncpy_zero(self->dev_name, params->mode.device.dev_name,
                      sizeof(self->dev_name));
     uct_aptus_failures_init(&self->failures);
-    self->ctl_list     = NULL;
-    self->xack_list    = NULL;
-    self->num_xack     = 0;
-    self->max_xack     = 0;
-    self->resend_list  = NULL;
-    self->num_resend   = 0;
-    self->max_resend   = 0;
-    self->num_ctl      = 0;
-    self->max_ctl      = 0;
-    self->rc_list      = NULL;
-    self->num_rc       = 0;
-    self->max_rc_list  = 0;
+    self->ctl_list      = NULL;
+    self->xack_list     = NULL;
+    self->num_xack      = 0;
+    self->max_xack      = 0;
+    self->resend_list   = NULL;
+    self->num_resend    = 0;
+    self->max_resend    = 0;
+    self->num_ctl       = 0;
+    self->max_ctl       = 0;
+    self->rc_list       = NULL;
+    self->num_rc        = 0;
+    self->max_rc_list   = 0;
     self->next_check_us = 0;
-    self->dispatching  = NULL;
-    self->timer.fd     = -1;
-    self->rma          = config->rc_rma;
-    self->reorder_max  = config->reorder_max;
+    self->dispatching   = NULL;
+    self->timer.fd      = -1;
+    self->rma           = config->rc_rma;
+    self->reorder_max   = config->reorder_max;
     self->rx_headroom =
         UCT_IFACE_PARAM_VALUE(params, rx_headroom, RX_HEADROOM, 0);
     self->held_release.cb = uct_aptus_tl_held_release;
     memset(&self->stats, 0, sizeof(self->stats));
-    async = self->super.worker->async;
+    async  = self->super.worker->async;
     status = uct_aptus_iface_async_check(UCT_APTUS_TL_NAME, async);
     if (status != UCS_OK) {
         return status;
@@ -1055,10 +1062,9 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
     if (status != UCS_OK) {
         return status;
     }
-    status = uct_ud_sr_params_setup(&config->ud, UCT_APTUS_TL_NAME,
-                                    UCT_APTUS_TL_CONFIG_PREFIX, params,
-                                    ucs_offsetof(uct_aptus_tl_ep_t, peer),
-                                    &setup);
+    status = uct_ud_sr_params_setup(
+        &config->ud, UCT_APTUS_TL_NAME, UCT_APTUS_TL_CONFIG_PREFIX, params,
+        ucs_offsetof(uct_aptus_tl_ep_t, peer), &setup);
     if (status != UCS_OK) {
         return status;
     }
@@ -1075,25 +1081,25 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
     memset(&self->fpc, 0, sizeof(self->fpc)); /* cleanup-safe until init */
     self->rc_idle_tick = 0;
 
-    self->bounce = ucs_malloc(ucs_max(setup.chan.max_msg,
-                                      config->rc_seg_size +
-                                              UCT_APTUS_TRAILER_LEN),
-                              "uct_aptus_bounce");
+    self->bounce =
+        ucs_malloc(ucs_max(setup.chan.max_msg,
+                           config->rc_seg_size + UCT_APTUS_TRAILER_LEN),
+                   "uct_aptus_bounce");
     if (self->bounce == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
     kh_init_inplace(uct_aptus_rc_peers, &self->rc_peers);
     ucs_arbiter_init(&self->pending);
 
-    status = ucs_mpool_init(&self->zcomp_mp, 0, sizeof(uct_aptus_tl_zcomp_t),
-                            0, 8, 128, UINT_MAX, &aptus_mpool_plain_ops,
+    status = ucs_mpool_init(&self->zcomp_mp, 0, sizeof(uct_aptus_tl_zcomp_t), 0,
+                            8, 128, UINT_MAX, &aptus_mpool_plain_ops,
                             "aptus_zcopy_comps");
     if (status != UCS_OK) {
         goto err_bounce;
     }
     status = ucs_mpool_init(&self->keep_mp, 0,
                             sizeof(uct_aptus_tl_copy_t) + config->rc_seg_size +
-                                    UCT_APTUS_TRAILER_LEN,
+                                UCT_APTUS_TRAILER_LEN,
                             0, 8, 16, UINT_MAX, &aptus_mpool_plain_ops,
                             "aptus_rc_copies");
     if (status != UCS_OK) {
@@ -1119,8 +1125,8 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
     aptus_ud_chan_set_internal(&self->ud, uct_aptus_tl_ud_internal, self);
     self->udz.stop_async = &self->async_rx.user_waiting;
     /* one datagram, trailer included (RC would take more) */
-    self->max_short = aptus_ud_chan_max_short(&self->ud) -
-                      UCT_APTUS_TRAILER_LEN;
+    self->max_short =
+        aptus_ud_chan_max_short(&self->ud) - UCT_APTUS_TRAILER_LEN;
 
     status = uct_aptus_tl_iface_rc_init(self, config);
     if (status != UCS_OK) {
@@ -1134,12 +1140,11 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
     aptus_sock_netif_caps(self->dev_name, &self->latency,
                           &self->copy_bandwidth);
     /* the rendezvous' get is zero copy (RC-RDMA, or UD-ZCopy, the slower) */
-    self->bandwidth = aptus_sock_netif_zcopy_bw(self->dev_name,
-                                                self->copy_bandwidth);
-    status = uct_aptus_async_timer_start(&self->timer, async,
-                                         setup.async_interval_us,
-                                         setup.async_max_us,
-                                         uct_aptus_tl_iface_timer, self);
+    self->bandwidth =
+        aptus_sock_netif_zcopy_bw(self->dev_name, self->copy_bandwidth);
+    status = uct_aptus_async_timer_start(
+        &self->timer, async, setup.async_interval_us, setup.async_max_us,
+        uct_aptus_tl_iface_timer, self);
     if (status != UCS_OK) {
         ucs_error("aptus: cannot start the async timer: %s",
                   ucs_status_string(status));
@@ -1149,15 +1154,15 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
     uct_aptus_async_rx_init(&self->async_rx, UCT_APTUS_TL_NAME, async,
                             self->dgram->ops->event_fd(self->dgram),
                             uct_aptus_tl_iface_event, self);
-    self->ud_watched =
-        (self->conn->ops->watch_fd != NULL) &&
-        (self->dgram->ops->event_fd(self->dgram) >= 0) &&
-        (self->conn->ops->watch_fd(self->conn,
-                                   self->dgram->ops->event_fd(self->dgram),
-                                   &self->ud_ready) == UCS_OK);
+    self->ud_watched = (self->conn->ops->watch_fd != NULL) &&
+                       (self->dgram->ops->event_fd(self->dgram) >= 0) &&
+                       (self->conn->ops->watch_fd(
+                            self->conn, self->dgram->ops->event_fd(self->dgram),
+                            &self->ud_ready) == UCS_OK);
 
-    ucs_debug("aptus/%s: key 0x%016" PRIx64 " max_rc %u rules %s", self->dev_name,
-              self->ud.local_key, config->max_rc, config->send_rules);
+    ucs_debug("aptus/%s: key 0x%016" PRIx64 " max_rc %u rules %s",
+              self->dev_name, self->ud.local_key, config->max_rc,
+              config->send_rules);
     return UCS_OK;
 
 err_fp:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: aptus messages survive a broken RC connection.
  *
@@ -77,8 +78,8 @@ static void uct_aptus_tl_copy_free(uct_aptus_tl_iface_t *iface,
     ucs_mpool_put_inline(copy);
 }
 
-void uct_aptus_tl_xack_recv(uct_aptus_tl_iface_t *iface,
-                            uct_aptus_tl_ep_t *ep, uint32_t next)
+void uct_aptus_tl_xack_recv(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
+                            uint32_t next)
 {
     uct_aptus_tl_copy_t *copy;
 
@@ -100,9 +101,8 @@ static ssize_t uct_aptus_tl_xack_try(uct_aptus_tl_iface_t *iface,
     ssize_t ret;
 
     aptus_put32(msg + 4, ep->xrx.next);
-    ret = aptus_ud_chan_send_internal(&iface->ud, &ep->peer,
-                                      UCT_APTUS_CTL_MSG_ID, msg, sizeof(msg),
-                                      NULL, 0);
+    ret = aptus_ud_chan_send_internal(
+        &iface->ud, &ep->peer, UCT_APTUS_CTL_MSG_ID, msg, sizeof(msg), NULL, 0);
     if (ret != UCS_ERR_NO_RESOURCE) {
         /* sent, or the stream failed (and with it the need) */
         ep->rc_rx_unacked = 0;
@@ -138,8 +138,8 @@ static size_t uct_aptus_tl_pack_kept(void *dest, void *arg)
 static int uct_aptus_tl_resend_one(uct_aptus_tl_iface_t *iface,
                                    uct_aptus_tl_ep_t *ep)
 {
-    uct_aptus_tl_copy_t *copy = ucs_queue_head_elem_non_empty(
-        &ep->resend, uct_aptus_tl_copy_t, queue);
+    uct_aptus_tl_copy_t *copy =
+        ucs_queue_head_elem_non_empty(&ep->resend, uct_aptus_tl_copy_t, queue);
     aptus_chan_send_t send;
     ssize_t ret;
 

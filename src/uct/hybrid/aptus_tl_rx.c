@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: aptus receive side: one order per peer across channels.
  *
@@ -27,9 +28,9 @@ static size_t uct_aptus_tl_held_data_offset(uct_aptus_tl_iface_t *iface,
                                             uct_aptus_tl_held_t *held)
 {
     /* [head][head pointer][release pointer][headroom][data] */
-    uintptr_t start = (uintptr_t)(held + 1) + 2 * sizeof(void *) +
-                      iface->rx_headroom;
-    uintptr_t data  = start;
+    uintptr_t start =
+        (uintptr_t)(held + 1) + 2 * sizeof(void *) + iface->rx_headroom;
+    uintptr_t data = start;
 
     if (iface->am_align > 1) {
         data = ucs_align_up(start + iface->am_align_offset, iface->am_align) -
@@ -55,8 +56,8 @@ static uct_aptus_tl_held_t *uct_aptus_tl_held_new(uct_aptus_tl_iface_t *iface,
     if (held == NULL) {
         return NULL;
     }
-    held->data   = UCS_PTR_BYTE_OFFSET(held,
-                                       uct_aptus_tl_held_data_offset(iface, held));
+    held->data =
+        UCS_PTR_BYTE_OFFSET(held, uct_aptus_tl_held_data_offset(iface, held));
     held->length = length;
     held->am_id  = am_id;
     desc         = (uint8_t *)held->data - iface->rx_headroom;
@@ -95,9 +96,9 @@ static void uct_aptus_tl_held_deliver(uct_aptus_tl_iface_t *iface,
     }
 }
 
-ucs_status_t uct_aptus_tl_rx(uct_aptus_tl_iface_t *iface,
-                             uct_aptus_tl_ep_t *ep, uint8_t am_id, void *data,
-                             size_t length, unsigned flags)
+ucs_status_t uct_aptus_tl_rx(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
+                             uint8_t am_id, void *data, size_t length,
+                             unsigned flags)
 {
     aptus_xorder_result_t result;
     aptus_xorder_entry_t *entry;
@@ -110,15 +111,15 @@ ucs_status_t uct_aptus_tl_rx(uct_aptus_tl_iface_t *iface,
         return UCS_OK;
     }
     length -= UCT_APTUS_TRAILER_LEN;
-    seq     = aptus_get32(UCS_PTR_BYTE_OFFSET(data, length));
+    seq = aptus_get32(UCS_PTR_BYTE_OFFSET(data, length));
     uct_aptus_tl_ep_init_state(iface, ep);
     if (!ucs_queue_is_empty(&ep->rc_unacked)) {
         /* the peer's receive point confirms what we sent over RC: an
          * earlier one (a late or resent message) confirms less, no harm */
         ack = aptus_get32(UCS_PTR_BYTE_OFFSET(data, length + 4));
-        if (aptus_xseq_lt(ucs_queue_head_elem_non_empty(&ep->rc_unacked,
-                                                        uct_aptus_tl_copy_t,
-                                                        queue)->seq,
+        if (aptus_xseq_lt(ucs_queue_head_elem_non_empty(
+                              &ep->rc_unacked, uct_aptus_tl_copy_t, queue)
+                              ->seq,
                           ack)) {
             uct_aptus_tl_xack_recv(iface, ep, ack);
         }
@@ -129,8 +130,7 @@ ucs_status_t uct_aptus_tl_rx(uct_aptus_tl_iface_t *iface,
         iface->stats.rx_in_order++;
         uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV, am_id, data,
                            length, "RX: AM ep %p seq %u", ep, seq);
-        status = uct_iface_invoke_am(&iface->super, am_id, data, length,
-                                     flags);
+        status = uct_iface_invoke_am(&iface->super, am_id, data, length, flags);
         /* and whatever waited for it */
         while (ucs_unlikely(ep->xrx.held != NULL) &&
                ((entry = aptus_xorder_rx_pop(&ep->xrx)) != NULL)) {
@@ -156,8 +156,8 @@ ucs_status_t uct_aptus_tl_rx(uct_aptus_tl_iface_t *iface,
     case APTUS_XORDER_HELD:
         iface->stats.rx_held++;
         iface->stats.rx_held_bytes += length;
-        iface->stats.max_held = ucs_max(iface->stats.max_held,
-                                        ep->xrx.num_held);
+        iface->stats.max_held =
+            ucs_max(iface->stats.max_held, ep->xrx.num_held);
         return UCS_OK;
     case APTUS_XORDER_DUPLICATE:
         iface->stats.rx_duplicates++;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the rc_fp UCT transport: rc_sr plus the RDMA fast path of
  * M. J. Koop, A. P. Sampat, D. K. Panda, "Veloblock: Efficient and Scalable
@@ -34,7 +35,7 @@
 #include "rc_sr_ep.h"
 #include "channel/rc_fp_chan.h"
 
-#define UCT_RC_FP_TL_NAME "rc_fp"
+#define UCT_RC_FP_TL_NAME       "rc_fp"
 #define UCT_RC_FP_CONFIG_PREFIX "RC_FP_"
 
 typedef struct uct_rc_fp_iface_config {
@@ -100,7 +101,7 @@ typedef struct uct_rc_fp_iface {
     aptus_fp_chan_t fpc; /* the RC-FP channel; RC-SR is its carrier */
     unsigned max_channels;
     unsigned thresh;
-    uint32_t max_msg; /* fast-path payload, UCT header included */
+    uint32_t max_msg;   /* fast-path payload, UCT header included */
     unsigned wire_poll; /* with blocks to poll: the connections every Nth */
     unsigned wire_tick;
     uint64_t host_id;
@@ -112,13 +113,13 @@ typedef struct uct_rc_fp_iface {
     struct {
         uint64_t peer_key;
         uint16_t nonce;
-    } *refusals; /* refusals that found no room yet (max_channels) */
+    } * refusals; /* refusals that found no room yet (max_channels) */
     unsigned num_refusals;
     struct {
         uint64_t peer_key;
         uint16_t nonce;
         uint32_t fp_total;
-    } *releases; /* RELEASEs of endpoints gone before they could go */
+    } * releases; /* RELEASEs of endpoints gone before they could go */
     unsigned num_releases;
     int answers_owed;
     uct_rc_fp_stats_t stats;
@@ -143,12 +144,10 @@ int uct_rc_fp_wire_due(uct_rc_sr_iface_t *iface);
 unsigned uct_rc_fp_iface_stats(uct_rc_fp_iface_t *iface,
                                uct_aptus_stat_t *stats, unsigned max);
 
-ucs_status_t uct_rc_fp_ep_create(const uct_ep_params_t *params,
-                                 uct_ep_h *ep_p);
+ucs_status_t uct_rc_fp_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p);
 void uct_rc_fp_ep_destroy(uct_ep_h tl_ep);
-ucs_status_t uct_rc_fp_ep_am_short(uct_ep_h tl_ep, uint8_t id,
-                                   uint64_t header, const void *payload,
-                                   unsigned length);
+ucs_status_t uct_rc_fp_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
+                                   const void *payload, unsigned length);
 ssize_t uct_rc_fp_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
                               uct_pack_callback_t pack_cb, void *arg,
                               unsigned flags);

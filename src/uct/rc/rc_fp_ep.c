@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: rc_fp endpoints: active messages over the fast path or over
  * RC-SR, in one order, and the sending side of the channel's control.
@@ -29,13 +30,12 @@ static ucs_status_t uct_rc_fp_ep_ctl(uct_rc_fp_iface_t *iface,
     aptus_chan_send_copy(&send, APTUS_FP_CTL_AM, NULL, 0, buf,
                          aptus_fp_ctl_pack(buf, ctl));
     send.flags = APTUS_CHAN_SEND_F_INTERNAL;
-    ret        = aptus_chan_send(&iface->super.chan.super,
-                                 (aptus_chan_peer_t *)link, &send);
+    ret = aptus_chan_send(&iface->super.chan.super, (aptus_chan_peer_t *)link,
+                          &send);
     return (ret >= 0) ? UCS_OK : (ucs_status_t)ret;
 }
 
-static void uct_rc_fp_tx_table_del(uct_rc_fp_iface_t *iface,
-                                   uct_rc_fp_ep_t *ep)
+static void uct_rc_fp_tx_table_del(uct_rc_fp_iface_t *iface, uct_rc_fp_ep_t *ep)
 {
     uct_rc_fp_ep_t *last = iface->tx[--iface->num_tx];
 
@@ -73,8 +73,9 @@ static void uct_rc_fp_tx_off(uct_rc_fp_iface_t *iface, uct_rc_fp_ep_t *ep,
              * peer (without one left, the peer frees the block itself) */
             iface->releases[iface->num_releases].peer_key =
                 ep->super.link.peer_key;
-            iface->releases[iface->num_releases].nonce    = ctl.nonce;
-            iface->releases[iface->num_releases].fp_total = ctl.release.fp_total;
+            iface->releases[iface->num_releases].nonce = ctl.nonce;
+            iface->releases[iface->num_releases].fp_total =
+                ctl.release.fp_total;
             iface->num_releases++;
             iface->answers_owed = 1;
         }
@@ -86,8 +87,7 @@ void uct_rc_fp_peer_lost(void *arg, aptus_fp_peer_t *peer)
 {
     uct_rc_fp_iface_t *iface = arg;
 
-    uct_rc_fp_tx_off(iface, ucs_container_of(peer, uct_rc_fp_ep_t, fp.peer),
-                     1);
+    uct_rc_fp_tx_off(iface, ucs_container_of(peer, uct_rc_fp_ep_t, fp.peer), 1);
 }
 
 void uct_rc_fp_link_failed(uct_rc_fp_iface_t *iface, aptus_rc_link_t *link,
@@ -117,14 +117,14 @@ static void uct_rc_fp_ep_request(uct_rc_fp_iface_t *iface, uct_rc_fp_ep_t *ep)
     if (uct_rc_fp_ep_ctl(iface, &ep->super.link, &ctl) != UCS_OK) {
         return; /* no credit now: asked again with the next message */
     }
-    ep->fp.state                = UCT_RC_FP_TX_REQUESTED;
+    ep->fp.state = UCT_RC_FP_TX_REQUESTED;
     /* the RELEASE at the end must find a credit */
-    ep->super.link.reserved     = 1;
-    ep->fp.nonce                = ctl.nonce;
-    ep->fp.rc_early             = 0; /* RC-SR messages on its account */
-    ep->fp.slot                 = iface->num_tx;
-    iface->tx[iface->num_tx++]  = ep;
-    iface->stats.tx_peak        = ucs_max(iface->stats.tx_peak, iface->num_tx);
+    ep->super.link.reserved    = 1;
+    ep->fp.nonce               = ctl.nonce;
+    ep->fp.rc_early            = 0; /* RC-SR messages on its account */
+    ep->fp.slot                = iface->num_tx;
+    iface->tx[iface->num_tx++] = ep;
+    iface->stats.tx_peak       = ucs_max(iface->stats.tx_peak, iface->num_tx);
     iface->stats.requests++;
 }
 
@@ -147,10 +147,9 @@ static ucs_status_t uct_rc_fp_ep_send(uct_rc_fp_iface_t *iface,
         if (ucs_likely(ep->fp.state == UCT_RC_FP_TX_ON)) {
             /* into the block, the credits of the one back riding along;
              * no room, or the block is lost: over RC-SR */
-            ep->fp.peer.back = uct_rc_fp_back_block(iface,
-                                                    ep->super.link.peer_key);
-            aptus_chan_send_iov(&send, id, NULL, 0, iov + 1, iovcnt - 1,
-                                NULL);
+            ep->fp.peer.back =
+                uct_rc_fp_back_block(iface, ep->super.link.peer_key);
+            aptus_chan_send_iov(&send, id, NULL, 0, iov + 1, iovcnt - 1, NULL);
             if (aptus_chan_send(&iface->fpc.super,
                                 (aptus_chan_peer_t *)&ep->fp.peer,
                                 &send) == UCS_OK) {
@@ -166,9 +165,8 @@ static ucs_status_t uct_rc_fp_ep_send(uct_rc_fp_iface_t *iface,
     iov[iovcnt].iov_base = trailer;
     iov[iovcnt].iov_len  = sizeof(trailer);
     aptus_chan_send_iov(&send, id, NULL, 0, iov + 1, iovcnt, NULL);
-    status = (ucs_status_t)aptus_chan_send(&iface->super.chan.super,
-                                           (aptus_chan_peer_t *)&ep->super.link,
-                                           &send);
+    status = (ucs_status_t)aptus_chan_send(
+        &iface->super.chan.super, (aptus_chan_peer_t *)&ep->super.link, &send);
     if ((status == UCS_OK) && (ep->fp.nonce != 0)) {
         /* the fast-path messages after it wait for it */
         if (ep->fp.peer.attached) {
@@ -180,9 +178,8 @@ static ucs_status_t uct_rc_fp_ep_send(uct_rc_fp_iface_t *iface,
     return status;
 }
 
-ucs_status_t uct_rc_fp_ep_am_short(uct_ep_h tl_ep, uint8_t id,
-                                   uint64_t header, const void *payload,
-                                   unsigned length)
+ucs_status_t uct_rc_fp_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
+                                   const void *payload, unsigned length)
 {
     uct_rc_fp_iface_t *iface = uct_rc_fp_ep_iface(tl_ep);
     struct iovec iov[4];
@@ -237,8 +234,7 @@ ucs_status_t uct_rc_fp_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_IOV_SIZE(iovcnt, (size_t)APTUS_RC_MAX_IOV - 2,
                        "uct_rc_fp_ep_am_zcopy");
-    UCT_CHECK_LENGTH(header_length, 0, UCT_RC_SR_MAX_AM_HDR,
-                     "am_zcopy header");
+    UCT_CHECK_LENGTH(header_length, 0, UCT_RC_SR_MAX_AM_HDR, "am_zcopy header");
     iov[1].iov_base = (void *)header;
     iov[1].iov_len  = header_length;
     for (i = 0; i < iovcnt; ++i) {
@@ -306,14 +302,14 @@ static void uct_rc_fp_granted(uct_rc_fp_iface_t *iface, uct_rc_fp_ep_t *ep,
     ucs_status_t status;
 
     /* the receiver's geometry (checked by the parser), and its block */
-    geom.mode      = (aptus_fp_mode_t)ctl->grant.mode;
-    geom.size      = ctl->grant.size;
-    geom.slots     = ctl->grant.slots;
-    geom.slot_size = ctl->grant.slot_size;
-    key.address    = ctl->grant.address;
-    key.length     = ctl->grant.size;
-    key.host_id    = ctl->grant.host_id;
-    key.pid        = ctl->grant.pid;
+    geom.mode           = (aptus_fp_mode_t)ctl->grant.mode;
+    geom.size           = ctl->grant.size;
+    geom.slots          = ctl->grant.slots;
+    geom.slot_size      = ctl->grant.slot_size;
+    key.address         = ctl->grant.address;
+    key.length          = ctl->grant.size;
+    key.host_id         = ctl->grant.host_id;
+    key.pid             = ctl->grant.pid;
     remote.peer_key     = ep->super.link.peer_key;
     remote.carrier_peer = &ep->super.link;
     remote.geom         = &geom;
@@ -353,8 +349,8 @@ void uct_rc_fp_ep_handle_ctl(uct_rc_fp_iface_t *iface, aptus_rc_link_t *link,
         break;
     case APTUS_FP_CTL_CREDIT:
         iface->stats.credit_msgs_received++;
-        (void)aptus_fp_chan_credit_in(&iface->fpc, link->peer_key,
-                                      ctl->nonce, ctl->credit.credits);
+        (void)aptus_fp_chan_credit_in(&iface->fpc, link->peer_key, ctl->nonce,
+                                      ctl->credit.credits);
         break;
     default:
         iface->stats.ctl_unknown++;

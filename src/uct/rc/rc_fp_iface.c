@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the rc_fp UCT interface (rc_fp.h): rc_sr's interface plus
  * the blocks this process gives fast-path senders, polled from progress.
@@ -19,12 +20,12 @@
 #define UCT_RC_FP_WIRE_POLL_MAX    1024
 #define UCT_RC_FP_MAX_CHANNELS_MAX 4096
 
-static const char *uct_rc_fp_mode_names[] = {
-    [APTUS_FP_VELOBLOCK]        = "veloblock",
-    [APTUS_FP_ORIGINAL]         = "original",
-    [APTUS_FP_ORIGINAL_REDUCED] = "original_reduced",
-    [APTUS_FP_MODE_LAST]        = NULL
-};
+static const char *uct_rc_fp_mode_names[] = { [APTUS_FP_VELOBLOCK] =
+                                                  "veloblock",
+                                              [APTUS_FP_ORIGINAL] = "original",
+                                              [APTUS_FP_ORIGINAL_REDUCED] =
+                                                  "original_reduced",
+                                              [APTUS_FP_MODE_LAST] = NULL };
 
 ucs_config_field_t uct_rc_fp_iface_config_table[] = {
     { "", "", NULL, ucs_offsetof(uct_rc_fp_iface_config_t, super),
@@ -176,8 +177,7 @@ aptus_fp_block_t *uct_rc_fp_back_block(uct_rc_fp_iface_t *iface,
 
     for (i = 0; i < iface->num_rx; ++i) {
         rx = iface->rx[i];
-        if ((rx->peer_key == peer_key) && !rx->block->failed &&
-            !rx->released &&
+        if ((rx->peer_key == peer_key) && !rx->block->failed && !rx->released &&
             (aptus_fp_rx_pending_credits(&rx->block->ring) > 0)) {
             return rx->block;
         }
@@ -201,14 +201,14 @@ static void uct_rc_fp_rx_credit(uct_rc_fp_iface_t *iface, uct_rc_fp_rx_t *rx)
     ctl.type           = APTUS_FP_CTL_CREDIT;
     ctl.nonce          = rx->nonce;
     ctl.credit.credits = aptus_fp_rx_pending_credits(&rx->block->ring);
-    uct_rc_fp_rx_send_ctl(iface, uct_rc_fp_find_link(iface, rx->peer_key),
-                          &ctl, &sent);
+    uct_rc_fp_rx_send_ctl(iface, uct_rc_fp_find_link(iface, rx->peer_key), &ctl,
+                          &sent);
     if (sent) {
         (void)aptus_fp_chan_block_take_credits(&iface->fpc, rx->block);
         iface->stats.credit_msgs_sent++;
         rx->credit_owed = 0;
     } else {
-        rx->credit_owed = 1; /* no RC-SR credit now: from progress */
+        rx->credit_owed     = 1; /* no RC-SR credit now: from progress */
         iface->answers_owed = 1;
     }
 }
@@ -221,8 +221,8 @@ static ucs_status_t uct_rc_fp_chan_deliver(void *arg, aptus_fp_block_t *block,
 {
     uct_rc_fp_iface_t *iface = arg;
 
-    uct_iface_trace_am(&iface->super.super, UCT_AM_TRACE_TYPE_RECV, am_id,
-                       data, length, "RX: AM FP");
+    uct_iface_trace_am(&iface->super.super, UCT_AM_TRACE_TYPE_RECV, am_id, data,
+                       length, "RX: AM FP");
     /* in place, no descriptor: a user that keeps it copies it */
     (void)uct_iface_invoke_am(&iface->super.super, am_id, data, length, 0);
     return UCS_OK;
@@ -239,7 +239,8 @@ static void uct_rc_fp_chan_block_failed(void *arg, aptus_fp_block_t *block,
     uct_rc_fp_iface_t *iface = arg;
     aptus_rc_link_t *link, *tmp;
 
-    ucs_error("rc_fp/%s: fast-path channel from 0x%016" PRIx64 " failed: %s; the "
+    ucs_error("rc_fp/%s: fast-path channel from 0x%016" PRIx64
+              " failed: %s; the "
               "connections with that peer are failed",
               iface->super.dev_name, block->peer_key, why);
     /* a message may be lost, and the order of the ones after it with it:
@@ -385,7 +386,7 @@ static void uct_rc_fp_handle_request(uct_rc_fp_iface_t *iface,
                           &ctl, &sent);
     rx->grant_owed             = !sent; /* no room now: from progress */
     iface->rx[iface->num_rx++] = rx;
-    iface->stats.rx_peak = ucs_max(iface->stats.rx_peak, iface->num_rx);
+    iface->stats.rx_peak       = ucs_max(iface->stats.rx_peak, iface->num_rx);
     iface->stats.granted++;
 }
 
@@ -415,10 +416,9 @@ static void uct_rc_fp_owed_answers(uct_rc_fp_iface_t *iface)
         memset(&ctl, 0, sizeof(ctl));
         ctl.type  = APTUS_FP_CTL_REFUSE;
         ctl.nonce = iface->refusals[i].nonce;
-        uct_rc_fp_rx_send_ctl(iface,
-                              uct_rc_fp_find_link(iface,
-                                                  iface->refusals[i].peer_key),
-                              &ctl, &sent);
+        uct_rc_fp_rx_send_ctl(
+            iface, uct_rc_fp_find_link(iface, iface->refusals[i].peer_key),
+            &ctl, &sent);
         if (sent) {
             iface->refusals[i] = iface->refusals[--iface->num_refusals];
         } else {
@@ -441,8 +441,8 @@ static void uct_rc_fp_owed_answers(uct_rc_fp_iface_t *iface)
     }
     iface->answers_owed = (iface->num_releases > 0);
     for (i = 0; i < iface->num_rx; ++i) {
-        iface->answers_owed |= iface->rx[i]->grant_owed |
-                               iface->rx[i]->credit_owed;
+        iface->answers_owed |=
+            iface->rx[i]->grant_owed | iface->rx[i]->credit_owed;
     }
     iface->answers_owed |= (iface->num_refusals > 0);
 }
@@ -509,13 +509,11 @@ ucs_status_t uct_rc_fp_deliver_rc(uct_rc_sr_iface_t *sr, aptus_rc_link_t *link,
     if ((nonce != 0) &&
         ((i = uct_rc_fp_find_rx(iface, link->peer_key, nonce)) >= 0)) {
         /* what was written into the block before this one goes first */
-        aptus_fp_chan_block_drain(&iface->fpc, iface->rx[i]->block,
-                                  fp_before);
+        aptus_fp_chan_block_drain(&iface->fpc, iface->rx[i]->block, fp_before);
         aptus_fp_chan_block_carried(iface->rx[i]->block);
     }
     return uct_rc_sr_deliver_user(sr, am_id, data,
-                                  length - APTUS_FP_TRAILER_LEN, buf,
-                                  at_start);
+                                  length - APTUS_FP_TRAILER_LEN, buf, at_start);
 }
 
 /* ---- statistics --------------------------------------------------------- */
@@ -523,10 +521,10 @@ ucs_status_t uct_rc_fp_deliver_rc(uct_rc_sr_iface_t *sr, aptus_rc_link_t *link,
 unsigned uct_rc_fp_iface_stats(uct_rc_fp_iface_t *iface,
                                uct_aptus_stat_t *stats, unsigned max)
 {
-    const uct_rc_fp_stats_t *s   = &iface->stats;
+    const uct_rc_fp_stats_t *s     = &iface->stats;
     const aptus_fp_chan_stats_t *c = &iface->fpc.stats;
-    const aptus_fp_geom_t *geom  = &iface->fpc.geom;
-    uint64_t share = s->eligible ? 100 * c->tx_msgs / s->eligible : 0;
+    const aptus_fp_geom_t *geom    = &iface->fpc.geom;
+    uint64_t share         = s->eligible ? 100 * c->tx_msgs / s->eligible : 0;
     uct_aptus_stat_t all[] = {
         { "fp_tx_msgs", c->tx_msgs },
         { "fp_tx_bytes", c->tx_bytes },
@@ -558,11 +556,11 @@ unsigned uct_rc_fp_iface_stats(uct_rc_fp_iface_t *iface,
         { "fp_tx_peak", c->senders_peak },
         { "fp_recv_bytes_per_channel", aptus_fp_recv_bytes(geom) },
         { "fp_send_bytes_per_channel", aptus_fp_send_bytes(geom) },
-        { "fp_bytes_now", (uint64_t)iface->num_rx * aptus_fp_recv_bytes(geom) +
-                                  (uint64_t)iface->fpc.num_senders *
-                                          aptus_fp_send_bytes(geom) },
+        { "fp_bytes_now",
+          (uint64_t)iface->num_rx * aptus_fp_recv_bytes(geom) +
+              (uint64_t)iface->fpc.num_senders * aptus_fp_send_bytes(geom) },
         { "fp_bytes_peak", s->rx_peak * aptus_fp_recv_bytes(geom) +
-                                   c->senders_peak * aptus_fp_send_bytes(geom) },
+                               c->senders_peak * aptus_fp_send_bytes(geom) },
         /* blocks stay mapped once used, until the interface closes */
         { "fp_bytes_mapped", aptus_fp_chan_bytes(&iface->fpc) },
         { "fp_polls", c->polls },
@@ -591,7 +589,7 @@ static ucs_status_t uct_rc_fp_iface_query(uct_iface_h tl_iface,
     attr->cap.am.max_short -= APTUS_FP_TRAILER_LEN;
     attr->cap.am.max_bcopy -= APTUS_FP_TRAILER_LEN;
     attr->cap.am.max_zcopy -= APTUS_FP_TRAILER_LEN;
-    attr->cap.am.max_iov   -= 1;
+    attr->cap.am.max_iov -= 1;
     /* A small message costs a store into the peer's memory, no system
      * call on either side: only where every peer of the device is on this
      * host (a loopback device). On a link, peers on other hosts get RC-SR
@@ -634,8 +632,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_fp_iface_t, uct_md_h md, uct_worker_h worker,
           UCT_RC_FP_WIRE_POLL_MAX },
     };
 
-    UCS_CLASS_CALL_SUPER_INIT(uct_rc_sr_iface_t, md, worker, params,
-                              tl_config);
+    UCS_CLASS_CALL_SUPER_INIT(uct_rc_sr_iface_t, md, worker, params, tl_config);
 
     if (!uct_aptus_ranges_check(UCT_RC_FP_TL_NAME, UCT_RC_FP_CONFIG_PREFIX,
                                 ranges, ucs_static_array_size(ranges))) {
@@ -656,8 +653,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_fp_iface_t, uct_md_h md, uct_worker_h worker,
     self->wire_poll    = config->wire_poll;
     self->wire_tick    = 0;
     self->max_msg      = ucs_min(config->max_msg,
-                                 aptus_fp_max_len(&geom) -
-                                         APTUS_FP_MSG_HDR_LEN);
+                                 aptus_fp_max_len(&geom) - APTUS_FP_MSG_HDR_LEN);
     self->host_id      = aptus_conn_reach_id(); /* and PID namespace */
     self->next_nonce   = 0;
     self->num_rx       = 0;
@@ -678,10 +674,10 @@ static UCS_CLASS_INIT_FUNC(uct_rc_fp_iface_t, uct_md_h md, uct_worker_h worker,
                                 "uct_rc_fp_releases");
     self->refusals = ucs_calloc(self->max_channels, sizeof(*self->refusals),
                                 "uct_rc_fp_refusals");
-    self->rx       = ucs_calloc(self->max_channels, sizeof(*self->rx),
-                                "uct_rc_fp_rx_table");
-    self->tx       = ucs_calloc(self->max_channels, sizeof(*self->tx),
-                                "uct_rc_fp_tx_table");
+    self->rx =
+        ucs_calloc(self->max_channels, sizeof(*self->rx), "uct_rc_fp_rx_table");
+    self->tx =
+        ucs_calloc(self->max_channels, sizeof(*self->tx), "uct_rc_fp_tx_table");
     if ((self->rx == NULL) || (self->tx == NULL) || (self->refusals == NULL) ||
         (self->releases == NULL)) {
         ucs_free(self->releases);
@@ -709,8 +705,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_fp_iface_t, uct_md_h md, uct_worker_h worker,
               "%u channels, messages up to %u B",
               self->super.dev_name, aptus_fp_mode_names[geom.mode],
               aptus_fp_recv_bytes(&geom), aptus_fp_send_bytes(&geom),
-              self->max_channels,
-              self->max_msg);
+              self->max_channels, self->max_msg);
     return UCS_OK;
 }
 

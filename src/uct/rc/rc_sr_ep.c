@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: rc_sr endpoint operations.
  *
@@ -62,8 +63,8 @@ ucs_status_t uct_rc_sr_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     remote.port    = iface_addr->port;
     remote.credits = iface_addr->credits;
     remote.tag     = 0;
-    status = aptus_chan_peer_connect(&iface->chan.super, &remote, &ep->link,
-                                     &peer);
+    status =
+        aptus_chan_peer_connect(&iface->chan.super, &remote, &ep->link, &peer);
     if (status != UCS_OK) {
         goto err_cleanup;
     }
@@ -205,14 +206,13 @@ static ucs_status_t uct_rc_sr_ep_rma(uct_ep_h tl_ep, const struct iovec *iov,
         return UCS_OK; /* as in UCX: nothing to move, the rkey may be a dummy */
     }
     uct_aptus_rkey_to_chan_key((const uct_aptus_rkey_t *)rkey, &key);
-    status = is_write ? aptus_chan_put(&iface->rdma.super,
-                                       uct_rc_sr_ep_cpeer(tl_ep), iov, iovcnt,
-                                       remote_addr, &key,
-                                       (comp != NULL) ? comp : &iface->sink)
-                      : aptus_chan_get(&iface->rdma.super,
-                                       uct_rc_sr_ep_cpeer(tl_ep), iov, iovcnt,
-                                       remote_addr, &key,
-                                       (comp != NULL) ? comp : &iface->sink);
+    status = is_write
+                 ? aptus_chan_put(&iface->rdma.super, uct_rc_sr_ep_cpeer(tl_ep),
+                                  iov, iovcnt, remote_addr, &key,
+                                  (comp != NULL) ? comp : &iface->sink)
+                 : aptus_chan_get(&iface->rdma.super, uct_rc_sr_ep_cpeer(tl_ep),
+                                  iov, iovcnt, remote_addr, &key,
+                                  (comp != NULL) ? comp : &iface->sink);
     if ((status == UCS_INPROGRESS) && (comp == NULL)) {
         return UCS_OK; /* the user asked to learn it from the flush */
     }

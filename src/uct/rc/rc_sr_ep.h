@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: rc_sr endpoint operations. The endpoint owns one connection.
  */

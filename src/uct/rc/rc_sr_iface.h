@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the rc_sr UCT transport: RC-SR eager active messages over a
  * reliable connection per endpoint (receive pool shared by all connections,
@@ -79,7 +80,7 @@ typedef struct uct_rc_sr_iface {
     double bandwidth;
     aptus_rc_conn_resources_t conn_res; /* of the last connection opened */
     uint64_t eps_created;
-    uint64_t rx_bad_am_id; /* messages naming no user's id: dropped */
+    uint64_t rx_bad_am_id;         /* messages naming no user's id: dropped */
     uct_aptus_failures_t failures; /* to report from progress */
     /* rc_fp extends this interface: its name, its endpoints' size, and
      * whether its fast path and order trailer are on */

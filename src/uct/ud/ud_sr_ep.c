@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: ud_sr endpoint operations.
  *
@@ -91,9 +92,8 @@ ucs_status_t uct_ud_sr_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     status = aptus_chan_peer_connect(&iface->chan.super, &remote, NULL,
                                      (aptus_chan_peer_t **)&peer);
     if (status == UCS_OK) {
-        status = UCS_CLASS_INIT(uct_base_ep_t,
-                                &uct_ud_sr_ep_of_peer(peer)->super,
-                                &iface->super);
+        status = UCS_CLASS_INIT(
+            uct_base_ep_t, &uct_ud_sr_ep_of_peer(peer)->super, &iface->super);
         if (status != UCS_OK) {
             aptus_chan_peer_disconnect(&iface->chan.super,
                                        (aptus_chan_peer_t *)peer);
@@ -158,13 +158,13 @@ ssize_t uct_ud_sr_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     UCT_CHECK_AM_ID(id);
     aptus_chan_send_pack(&send, id, pack_cb, arg);
     if (ucs_unlikely(ucs_log_is_enabled(UCS_LOG_LEVEL_TRACE_DATA))) {
-        trace.pack_cb      = pack_cb;
-        trace.arg          = arg;
-        trace.iface        = iface;
-        trace.ep           = tl_ep;
-        trace.id           = id;
-        send.pack.cb       = uct_ud_sr_ep_trace_pack;
-        send.pack.arg      = &trace;
+        trace.pack_cb = pack_cb;
+        trace.arg     = arg;
+        trace.iface   = iface;
+        trace.ep      = tl_ep;
+        trace.id      = id;
+        send.pack.cb  = uct_ud_sr_ep_trace_pack;
+        send.pack.arg = &trace;
     }
 
     UCT_UD_SR_ENTER(iface);
@@ -225,8 +225,7 @@ static ucs_status_t uct_ud_sr_ep_rma_zcopy(uct_ep_h tl_ep, const char *op,
     size_t length;
     ucs_status_t status;
 
-    UCT_CHECK_PARAM(iovcnt == 1, "ud_sr %s takes one iov, got %zu", op,
-                    iovcnt);
+    UCT_CHECK_PARAM(iovcnt == 1, "ud_sr %s takes one iov, got %zu", op, iovcnt);
     length = uct_iov_get_length(iov);
     UCT_CHECK_LENGTH(length, 0, iface->udz.config.max_get, op);
     if (length == 0) {
@@ -244,7 +243,7 @@ static ucs_status_t uct_ud_sr_ep_rma_zcopy(uct_ep_h tl_ep, const char *op,
     uct_aptus_rkey_to_chan_key(akey, &key);
     UCT_UD_SR_ENTER(iface);
     iface->chan.now_us = iface->chan.clock();
-    status = (is_put ? aptus_chan_put : aptus_chan_get)(
+    status             = (is_put ? aptus_chan_put : aptus_chan_get)(
         &iface->udz.super, uct_ud_sr_ep_cpeer(tl_ep), &liov, 1, remote_addr,
         &key, comp);
     UCT_UD_SR_LEAVE(iface);
@@ -276,15 +275,14 @@ ucs_status_t uct_ud_sr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
 
     UCT_UD_SR_ENTER(iface);
     status = uct_aptus_rma_put_short(&iface->udz, uct_ud_sr_ep_peer(tl_ep),
-                               "ud_sr put_short", buffer, length, remote_addr,
-                               rkey);
+                                     "ud_sr put_short", buffer, length,
+                                     remote_addr, rkey);
     UCT_UD_SR_LEAVE(iface);
     return status;
 }
 
 ssize_t uct_ud_sr_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
-                               void *arg, uint64_t remote_addr,
-                               uct_rkey_t rkey)
+                               void *arg, uint64_t remote_addr, uct_rkey_t rkey)
 {
     uct_ud_sr_iface_t *iface = uct_ud_sr_ep_iface(tl_ep);
     ssize_t ret;
@@ -306,8 +304,8 @@ ucs_status_t uct_ud_sr_ep_get_bcopy(uct_ep_h tl_ep,
 
     UCT_UD_SR_ENTER(iface);
     status = uct_aptus_rma_get_bcopy(&iface->udz, uct_ud_sr_ep_peer(tl_ep),
-                                     unpack_cb, arg, length, remote_addr,
-                                     rkey, comp);
+                                     unpack_cb, arg, length, remote_addr, rkey,
+                                     comp);
     UCT_UD_SR_LEAVE(iface);
     return status;
 }
@@ -349,8 +347,9 @@ ucs_status_t uct_ud_sr_ep_flush(uct_ep_h tl_ep, unsigned flags,
         !(flags & UCT_FLUSH_FLAG_CANCEL)) {
         /* gets too: comp completes after both */
         if (aptus_chan_flush(&iface->udz.super, uct_ud_sr_ep_cpeer(tl_ep),
-                             flags | ((status == UCS_INPROGRESS) ?
-                                      APTUS_CHAN_FLUSH_F_SHARED_COMP : 0),
+                             flags | ((status == UCS_INPROGRESS)
+                                          ? APTUS_CHAN_FLUSH_F_SHARED_COMP
+                                          : 0),
                              comp) == UCS_INPROGRESS) {
             status = UCS_INPROGRESS;
         }
@@ -386,8 +385,8 @@ ucs_status_t uct_ud_sr_ep_check(uct_ep_h tl_ep, unsigned flags,
         uct_ud_sr_iface_queue_failure(iface, peer, UCS_ERR_CONNECTION_RESET);
         status = UCS_OK;
     } else {
-        status = aptus_chan_check(&iface->chan.super,
-                                  (aptus_chan_peer_t *)peer);
+        status =
+            aptus_chan_check(&iface->chan.super, (aptus_chan_peer_t *)peer);
     }
     UCT_UD_SR_LEAVE(iface);
     return status;

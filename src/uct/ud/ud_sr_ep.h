@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: ud_sr endpoint operations. The endpoint is the UD-SR peer.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the ud_sr UCT interface.
  */
@@ -58,8 +59,8 @@ void uct_ud_sr_iface_queue_failure(uct_ud_sr_iface_t *iface,
              iface->wire->ops->addr_str(&peer->addr, addr, sizeof(addr)),
              peer->conn_id);
     if (uct_aptus_failures_add(&iface->failures, UCT_UD_SR_TL_NAME,
-                               &uct_ud_sr_ep_of_peer(peer)->super.super,
-                               status, who)) {
+                               &uct_ud_sr_ep_of_peer(peer)->super.super, status,
+                               who)) {
         peer->flags |= APTUS_UD_PEER_REPORTED;
     }
 }
@@ -107,8 +108,8 @@ static unsigned uct_ud_sr_iface_progress(uct_iface_h tl_iface)
     unsigned count;
 
     UCT_APTUS_ASYNC_ENTER(&iface->async_rx, iface->super.worker->async);
-    count = uct_aptus_ud_user_progress(&iface->chan, &iface->udz,
-                                       &iface->async_rx);
+    count =
+        uct_aptus_ud_user_progress(&iface->chan, &iface->udz, &iface->async_rx);
     if (ucs_unlikely(iface->failures.num > 0)) {
         uct_aptus_failures_report(&iface->failures, &iface->super.super,
                                   UCT_UD_SR_TL_NAME, iface->dev_name);
@@ -379,8 +380,8 @@ static uct_iface_ops_t uct_ud_sr_iface_tl_ops = {
 static uct_iface_internal_ops_t uct_ud_sr_iface_internal_ops = {
     .iface_estimate_perf = uct_base_iface_estimate_perf,
     .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function,
-    .ep_query = (uct_ep_query_func_t)ucs_empty_function_return_unsupported,
-    .ep_invalidate       = uct_ud_sr_ep_invalidate,
+    .ep_query      = (uct_ep_query_func_t)ucs_empty_function_return_unsupported,
+    .ep_invalidate = uct_ud_sr_ep_invalidate,
 };
 
 
@@ -409,9 +410,9 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
     ucs_strncpy_zero(self->dev_name, params->mode.device.dev_name,
                      sizeof(self->dev_name));
     uct_aptus_failures_init(&self->failures);
-    self->timer.fd     = -1;
-    async              = self->super.worker->async;
-    status = uct_aptus_iface_async_check(UCT_UD_SR_TL_NAME, async);
+    self->timer.fd = -1;
+    async          = self->super.worker->async;
+    status         = uct_aptus_iface_async_check(UCT_UD_SR_TL_NAME, async);
     if (status != UCS_OK) {
         return status;
     }
@@ -456,10 +457,9 @@ static UCS_CLASS_INIT_FUNC(uct_ud_sr_iface_t, uct_md_h md, uct_worker_h worker,
      * period each, and eager messages are faster (aptus, whose rendezvous
      * goes over RC-RDMA to its busy peers, claims the get's) */
     aptus_sock_netif_caps(self->dev_name, &self->latency, &self->bandwidth);
-    status = uct_aptus_async_timer_start(&self->timer, async,
-                                         setup.async_interval_us,
-                                         setup.async_max_us,
-                                         uct_ud_sr_iface_timer, self);
+    status = uct_aptus_async_timer_start(
+        &self->timer, async, setup.async_interval_us, setup.async_max_us,
+        uct_ud_sr_iface_timer, self);
     if (status != UCS_OK) {
         ucs_error("ud_sr: cannot start the async timer: %s",
                   ucs_status_string(status));

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the ud_sr UCT transport: reliable active messages over
  * unreliable datagrams (the UD-SR channel), connect-to-iface.

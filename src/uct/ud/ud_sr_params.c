@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: UD-SR settings shared by ud_sr and aptus (ud_sr_params.h).
  */
@@ -281,34 +282,34 @@ static void uct_ud_sr_params_chan(const uct_ud_sr_params_t *config,
                                   aptus_ud_chan_config_t *chan_config)
 {
     memset(chan_config, 0, sizeof(*chan_config));
-    chan_config->rel.tx_window       = ucs_min(config->tx_window, UINT16_MAX);
-    chan_config->rel.ack_count       = ucs_min(config->ack_count, UINT16_MAX);
-    chan_config->tx_max_bytes        = (config->tx_window_bytes == UCS_MEMUNITS_INF)
-                                               ? 0
-                                               : config->tx_window_bytes;
-    chan_config->rel.rto_min_us      = uct_ud_sr_usec(config->rto_min);
-    chan_config->rel.rto_max_us      = uct_ud_sr_usec(config->rto_max);
-    chan_config->rel.rto_init_us     = uct_ud_sr_usec(config->rto_init);
+    chan_config->rel.tx_window   = ucs_min(config->tx_window, UINT16_MAX);
+    chan_config->rel.ack_count   = ucs_min(config->ack_count, UINT16_MAX);
+    chan_config->tx_max_bytes    = (config->tx_window_bytes == UCS_MEMUNITS_INF)
+                                       ? 0
+                                       : config->tx_window_bytes;
+    chan_config->rel.rto_min_us  = uct_ud_sr_usec(config->rto_min);
+    chan_config->rel.rto_max_us  = uct_ud_sr_usec(config->rto_max);
+    chan_config->rel.rto_init_us = uct_ud_sr_usec(config->rto_init);
     chan_config->rel.peer_timeout_us = uct_ud_sr_usec(config->timeout);
     chan_config->max_msg             = config->seg_size;
     chan_config->max_am_hdr          = UCT_UD_SR_MAX_AM_HDR;
     /* a ceiling below the queue length caps the queue (as UCX's own
      * transports take RX_MAX_BUFS) rather than failing the open */
-    chan_config->rx_pool = ucs_min(config->rx_queue_len, config->rx_max_bufs);
-    chan_config->rx_max              = config->rx_max_bufs;
-    chan_config->rx_budget           = config->rx_max_poll;
-    chan_config->rx_headroom         = rx_headroom;
-    chan_config->rx_batch            = config->rx_batch;
-    chan_config->tick_us             = uct_ud_sr_usec(config->timer_tick);
+    chan_config->rx_pool   = ucs_min(config->rx_queue_len, config->rx_max_bufs);
+    chan_config->rx_max    = config->rx_max_bufs;
+    chan_config->rx_budget = config->rx_max_poll;
+    chan_config->rx_headroom = rx_headroom;
+    chan_config->rx_batch    = config->rx_batch;
+    chan_config->tick_us     = uct_ud_sr_usec(config->timer_tick);
     /* a probe goes two smoothed RTTs after the oldest unacknowledged
      * datagram, at least PROBE_MIN; an unanswered one is repeated no
      * sooner than a delayed ACK could have come */
     chan_config->rel.probe_min_us    = uct_ud_sr_usec(config->probe_min);
     chan_config->rel.probe_repeat_us = 2 * chan_config->tick_us;
-    chan_config->crc              = config->crc;
-    chan_config->max_peers        = config->max_peers;
-    chan_config->max_reasm        = config->rx_max_reasm;
-    chan_config->peer_headroom    = peer_headroom;
+    chan_config->crc                 = config->crc;
+    chan_config->max_peers           = config->max_peers;
+    chan_config->max_reasm           = config->rx_max_reasm;
+    chan_config->peer_headroom       = peer_headroom;
 }
 
 /* Times are refused outside their range before they become microseconds:
@@ -382,9 +383,8 @@ ucs_status_t uct_ud_sr_params_setup(const uct_ud_sr_params_t *config,
         config, UCT_IFACE_PARAM_VALUE(params, rx_headroom, RX_HEADROOM, 0),
         peer_headroom, &setup->chan);
     setup->chan.var_prefix = prefix;
-    status = uct_aptus_iface_am_alignment(tl_name, params,
-                                          &setup->chan.am_align,
-                                          &setup->chan.am_align_offset);
+    status                 = uct_aptus_iface_am_alignment(
+                        tl_name, params, &setup->chan.am_align, &setup->chan.am_align_offset);
     if (status != UCS_OK) {
         return status;
     }
@@ -403,13 +403,13 @@ ucs_status_t uct_ud_sr_params_setup(const uct_ud_sr_params_t *config,
                   APTUS_SOCK_DGRAM_MTU_MAX);
         return UCS_ERR_INVALID_PARAM;
     }
-    setup->udz.thresh   = config->zcopy_thresh;
-    setup->udz.contexts = config->zcopy ? config->zcopy_contexts : 0;
-    setup->udz.window   = config->zcopy_window;
-    setup->udz.batch    = config->rx_batch;
-    setup->udz.max_get  = config->zcopy_max;
+    setup->udz.thresh     = config->zcopy_thresh;
+    setup->udz.contexts   = config->zcopy ? config->zcopy_contexts : 0;
+    setup->udz.window     = config->zcopy_window;
+    setup->udz.batch      = config->rx_batch;
+    setup->udz.max_get    = config->zcopy_max;
     setup->udz.max_served = config->zcopy_max_served;
-    bad                 = aptus_ud_chan_config_check(&setup->chan, mtu);
+    bad                   = aptus_ud_chan_config_check(&setup->chan, mtu);
     if (bad == NULL) {
         bad = aptus_udz_config_check(&setup->udz);
     }

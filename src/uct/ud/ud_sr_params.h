@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the settings of a UD-SR channel with UD-ZCopy and its datagram
  * wire, shared by the transports that carry one (ud_sr, aptus): one

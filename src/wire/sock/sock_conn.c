@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the sock wire, connection part.
  *
@@ -29,6 +30,7 @@
 #include "../../base/aptus_mpool.h"
 #include "../../proto/le.h"
 #include "../../proto/rc_sr_proto.h"
+#include "base/aptus_log.h"
 
 #include <sys/stat.h>
 #include <ucs/datastruct/list.h>
@@ -151,9 +153,9 @@ static aptus_sock_conn_t *aptus_sock_conn_new(aptus_sock_conn_wire_t *cw,
     conn->super.wire = &cw->super;
     conn->super.user = user;
     aptus_sock_rma_init(conn);
-    conn->fd         = fd;
-    conn->flags      = flags;
-    conn->events     = EPOLLIN | EPOLLRDHUP;
+    conn->fd     = fd;
+    conn->flags  = flags;
+    conn->events = EPOLLIN | EPOLLRDHUP;
     if (flags & APTUS_SOCK_CONN_CONNECTING) {
         conn->events |= EPOLLOUT;
     }
@@ -229,7 +231,7 @@ static ucs_status_t aptus_sock_conn_queue(aptus_sock_conn_t *conn,
                 conn->txq_len - conn->txq_off);
         conn->txq_len -= conn->txq_off;
         conn->txq_off = 0;
-        need = conn->txq_len + total;
+        need          = conn->txq_len + total;
     }
     if (need > conn->txq_cap) {
         cap = ucs_max(need, conn->txq_cap * 2);
@@ -255,10 +257,9 @@ static ucs_status_t aptus_sock_conn_queue(aptus_sock_conn_t *conn,
     return UCS_OK;
 }
 
-ucs_status_t aptus_sock_conn_send_frame(aptus_sock_conn_t *conn,
-                                               unsigned type,
-                                               const struct iovec *iov,
-                                               unsigned iovcnt, int force)
+ucs_status_t aptus_sock_conn_send_frame(aptus_sock_conn_t *conn, unsigned type,
+                                        const struct iovec *iov,
+                                        unsigned iovcnt, int force)
 {
     aptus_sock_conn_wire_t *cw = aptus_sock_cw(conn->super.wire);
     struct iovec frame_iov[APTUS_SOCK_CONN_MAX_IOV + 1];
@@ -291,6 +292,8 @@ ucs_status_t aptus_sock_conn_send_frame(aptus_sock_conn_t *conn,
     queued = conn->txq_len - conn->txq_off;
 
     aptus_frame_hdr_pack(hdr, type, total);
+    aptus_trace_data("sock conn %d: tx %s frame, %zu bytes", conn->fd,
+                     aptus_frame_type_str(type), total);
     frame_iov[0].iov_base = hdr;
     frame_iov[0].iov_len  = sizeof(hdr);
     total += sizeof(hdr);
@@ -607,8 +610,8 @@ static void aptus_sock_conn_accept_pause(aptus_sock_conn_wire_t *cw)
     }
     cw->super.stats.accept_paused++;
     aptus_sock_conn_listen_events(cw, 0);
-    cw->accept_resume = ucs_get_time() +
-                        ucs_time_from_msec(APTUS_SOCK_CONN_ACCEPT_PAUSE_MS);
+    cw->accept_resume =
+        ucs_get_time() + ucs_time_from_msec(APTUS_SOCK_CONN_ACCEPT_PAUSE_MS);
 }
 
 static void aptus_sock_conn_accept(aptus_sock_conn_wire_t *cw)
@@ -655,8 +658,8 @@ static void aptus_sock_conn_writable(aptus_sock_conn_t *conn)
                                            : aptus_sock_conn_errno_status(err));
             return;
         }
-        conn->flags &= ~(APTUS_SOCK_CONN_CONNECTING |
-                         APTUS_SOCK_CONN_PROVE_QUEUED);
+        conn->flags &=
+            ~(APTUS_SOCK_CONN_CONNECTING | APTUS_SOCK_CONN_PROVE_QUEUED);
     }
     while (conn->txq_off < conn->txq_len) {
         sent = send(conn->fd, conn->txq + conn->txq_off,
@@ -744,6 +747,8 @@ static int aptus_sock_conn_rx_frames(aptus_sock_conn_wire_t *cw,
         }
         cw->super.stats.rx_frames++;
         cw->super.stats.rx_bytes += APTUS_FRAME_HDR_LEN + frame.length;
+        aptus_trace_data("sock conn %d: rx %s frame, %zu bytes", conn->fd,
+                         aptus_frame_type_str(frame.type), frame.length);
         if (frame.type == APTUS_FRAME_TYPE_MSG) {
             h->recv(cw->config.arg, &conn->super, (void *)frame.payload,
                     frame.length, conn->rx_buf, conn->rx_off == 0);
@@ -907,8 +912,8 @@ static void aptus_sock_conn_resources(aptus_conn_t *tl_conn,
     (void)getsockopt(conn->fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &len);
     *state_bytes_p = sizeof(*conn) + conn->txq_cap +
                      ((conn->rma.serve != NULL)
-                              ? APTUS_CONN_MAX_READS * sizeof(*conn->rma.serve)
-                              : 0) +
+                          ? APTUS_CONN_MAX_READS * sizeof(*conn->rma.serve)
+                          : 0) +
                      ((conn->rx_buf != NULL) ? cw->super.rx_buf_size : 0);
     *kernel_bytes_p = (size_t)sndbuf + (size_t)rcvbuf;
     *fds_p          = 1;
@@ -964,10 +969,10 @@ static void aptus_sock_conn_wire_close(aptus_conn_wire_t *wire)
  * instruction (TSO), so the pieces are seen in order. Other CPUs give no
  * such order inside the kernel: there every piece is its own call and a
  * full fence separates them (the kernel's stores are this thread's). */
-static ucs_status_t aptus_sock_conn_write_ordered(aptus_conn_wire_t *wire,
-                                                  const aptus_mem_key_t *key,
-                                                  const aptus_conn_piece_t *pieces,
-                                                  unsigned count)
+static ucs_status_t
+aptus_sock_conn_write_ordered(aptus_conn_wire_t *wire,
+                              const aptus_mem_key_t *key,
+                              const aptus_conn_piece_t *pieces, unsigned count)
 {
     struct iovec local[APTUS_CONN_MAX_PIECES], remote[APTUS_CONN_MAX_PIECES];
     size_t total = 0;
@@ -1047,24 +1052,24 @@ static ucs_status_t aptus_sock_conn_watch_fd(aptus_conn_wire_t *wire, int fd,
 }
 
 static const aptus_conn_wire_ops_t aptus_sock_conn_ops = {
-    .connect        = aptus_sock_conn_connect,
-    .send           = aptus_sock_conn_send,
-    .backlog        = aptus_sock_conn_backlog,
-    .write          = aptus_sock_conn_write,
-    .write_ordered  = aptus_sock_conn_write_ordered,
-    .read           = aptus_sock_conn_read,
-    .write_imm      = aptus_sock_conn_write_imm,
-    .key_reachable  = aptus_sock_conn_key_reachable,
-    .key_check      = aptus_sock_conn_key_check,
-    .peer_pid       = aptus_sock_conn_peer_pid,
-    .write_conn     = aptus_sock_conn_write_conn,
-    .read_conn      = aptus_sock_conn_read_conn,
+    .connect           = aptus_sock_conn_connect,
+    .send              = aptus_sock_conn_send,
+    .backlog           = aptus_sock_conn_backlog,
+    .write             = aptus_sock_conn_write,
+    .write_ordered     = aptus_sock_conn_write_ordered,
+    .read              = aptus_sock_conn_read,
+    .write_imm         = aptus_sock_conn_write_imm,
+    .key_reachable     = aptus_sock_conn_key_reachable,
+    .key_check         = aptus_sock_conn_key_check,
+    .peer_pid          = aptus_sock_conn_peer_pid,
+    .write_conn        = aptus_sock_conn_write_conn,
+    .read_conn         = aptus_sock_conn_read_conn,
     .reads_outstanding = aptus_sock_conn_reads_outstanding,
-    .progress       = aptus_sock_conn_progress,
-    .watch_fd       = aptus_sock_conn_watch_fd,
-    .conn_resources = aptus_sock_conn_resources,
-    .conn_close     = aptus_sock_conn_close_conn,
-    .close          = aptus_sock_conn_wire_close,
+    .progress          = aptus_sock_conn_progress,
+    .watch_fd          = aptus_sock_conn_watch_fd,
+    .conn_resources    = aptus_sock_conn_resources,
+    .conn_close        = aptus_sock_conn_close_conn,
+    .close             = aptus_sock_conn_wire_close,
 };
 
 
@@ -1092,9 +1097,9 @@ ucs_status_t aptus_sock_conn_open(const char *dev_name,
     if (cw == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
-    cw->super.ops          = &aptus_sock_conn_ops;
-    cw->super.host_id      = aptus_conn_reach_id();
-    cw->config             = *config;
+    cw->super.ops     = &aptus_sock_conn_ops;
+    cw->super.host_id = aptus_conn_reach_id();
+    cw->config        = *config;
     /* The headroom grows by up to 7 bytes so that the byte to align sits a
      * multiple of 8 bytes after the buffer's start: the buffer header then
      * stays 8-byte aligned whatever offset the user asked for. */

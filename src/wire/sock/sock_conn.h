@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the sock wire, connection part (TCP, process_vm_writev/readv).
  */

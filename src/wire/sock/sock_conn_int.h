@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the sock wire's connection objects, shared by its connection
  * files (sock_conn.c: connections and framing; sock_conn_rma.c: one-sided
@@ -32,18 +33,18 @@ typedef struct aptus_sock_rma {
     aptus_sock_serve_t *serve; /* first arrives */
 } aptus_sock_rma_t;
 
-#define APTUS_SOCK_CONN_EVENTS   32
-#define APTUS_SOCK_CONN_MAX_IOV  16
-#define APTUS_SOCK_CONN_READS    4 /* full-buffer reads per progress */
-#define APTUS_SOCK_CONN_BACKLOG  1024
-#define APTUS_SOCK_CONN_COALESCE 512 /* frames sent from one buffer */
+#define APTUS_SOCK_CONN_EVENTS          32
+#define APTUS_SOCK_CONN_MAX_IOV         16
+#define APTUS_SOCK_CONN_READS           4 /* full-buffer reads per progress */
+#define APTUS_SOCK_CONN_BACKLOG         1024
+#define APTUS_SOCK_CONN_COALESCE        512 /* frames sent from one buffer */
 #define APTUS_SOCK_CONN_ACCEPT_PAUSE_MS 100 /* out of descriptors */
 
 enum {
-    APTUS_SOCK_CONN_CONNECTING = UCS_BIT(0),
-    APTUS_SOCK_CONN_BROKEN     = UCS_BIT(1), /* no more sends */
-    APTUS_SOCK_CONN_REPORTED   = UCS_BIT(2), /* failed handler called */
-    APTUS_SOCK_CONN_CLOSED     = UCS_BIT(3),
+    APTUS_SOCK_CONN_CONNECTING   = UCS_BIT(0),
+    APTUS_SOCK_CONN_BROKEN       = UCS_BIT(1), /* no more sends */
+    APTUS_SOCK_CONN_REPORTED     = UCS_BIT(2), /* failed handler called */
+    APTUS_SOCK_CONN_CLOSED       = UCS_BIT(3),
     APTUS_SOCK_CONN_PROVE_QUEUED = UCS_BIT(4) /* PROVE_REQ waits for the
                                                  connect, first in txq */
 };
@@ -57,7 +58,7 @@ enum {
 
 /* What a peer sends on the rendezvous socket: the challenge, then its own
  * view of the TCP connection it answers for (local, then remote address). */
-#define APTUS_SOCK_PROVE_MSG_LEN \
+#define APTUS_SOCK_PROVE_MSG_LEN                                               \
     (APTUS_FRAME_CHALLENGE_LEN + 2 * APTUS_WIRE_ADDR_LEN)
 /* Rendezvous connections taken per look (each is closed at once). */
 #define APTUS_SOCK_PROVE_ACCEPTS 64
@@ -125,8 +126,8 @@ static inline size_t aptus_sock_conn_queued(const aptus_sock_conn_t *conn)
 
 /* Send one frame of type gathered from iov; force: whatever the backlog
  * (what must follow what was sent, in full). */
-ucs_status_t aptus_sock_conn_send_frame(aptus_sock_conn_t *conn,
-                                        unsigned type, const struct iovec *iov,
+ucs_status_t aptus_sock_conn_send_frame(aptus_sock_conn_t *conn, unsigned type,
+                                        const struct iovec *iov,
                                         unsigned iovcnt, int force);
 
 /* sock_conn_prove.c: the proof of a connection's peer process */
@@ -151,17 +152,14 @@ int aptus_sock_rma_frame(aptus_sock_conn_t *conn, unsigned type,
 void aptus_sock_rma_serve(aptus_sock_conn_t *conn);
 /* The connection is gone: reads complete with status, serving stops. */
 void aptus_sock_rma_cleanup(aptus_sock_conn_t *conn, ucs_status_t status);
-ucs_status_t aptus_sock_conn_write_conn(aptus_conn_t *conn,
-                                        const aptus_mem_key_t *key,
-                                        uint64_t remote_addr,
-                                        const struct iovec *iov,
-                                        unsigned iovcnt,
-                                        aptus_conn_rma_req_t *req);
+ucs_status_t
+aptus_sock_conn_write_conn(aptus_conn_t *conn, const aptus_mem_key_t *key,
+                           uint64_t remote_addr, const struct iovec *iov,
+                           unsigned iovcnt, aptus_conn_rma_req_t *req);
 ucs_status_t aptus_sock_conn_read_conn(aptus_conn_t *conn,
                                        const aptus_mem_key_t *key,
                                        uint64_t remote_addr,
-                                       const struct iovec *iov,
-                                       unsigned iovcnt,
+                                       const struct iovec *iov, unsigned iovcnt,
                                        aptus_conn_rma_req_t *req);
 unsigned aptus_sock_conn_reads_outstanding(aptus_conn_t *conn);
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the sock wire's one-sided operations carried over a
  * connection, for peers whose memory process_vm cannot reach (another
@@ -80,23 +81,21 @@ static unsigned aptus_sock_rma_slice(const struct iovec *iov, unsigned iovcnt,
             offset -= iov[i].iov_len;
             continue;
         }
-        take              = ucs_min(iov[i].iov_len - offset, max);
-        out[n].iov_base   = UCS_PTR_BYTE_OFFSET(iov[i].iov_base, offset);
-        out[n++].iov_len  = take;
-        max              -= take;
-        offset            = 0;
+        take             = ucs_min(iov[i].iov_len - offset, max);
+        out[n].iov_base  = UCS_PTR_BYTE_OFFSET(iov[i].iov_base, offset);
+        out[n++].iov_len = take;
+        max -= take;
+        offset = 0;
     }
     return n;
 }
 
 /* Ask for length bytes at remote_addr (0: a fence) and wait for them in
  * order behind the requests before. */
-static ucs_status_t aptus_sock_rma_request(aptus_sock_conn_t *conn,
-                                           uint64_t remote_addr, size_t length,
-                                           uint64_t token,
-                                           const struct iovec *iov,
-                                           unsigned iovcnt,
-                                           aptus_conn_rma_req_t *req)
+static ucs_status_t
+aptus_sock_rma_request(aptus_sock_conn_t *conn, uint64_t remote_addr,
+                       size_t length, uint64_t token, const struct iovec *iov,
+                       unsigned iovcnt, aptus_conn_rma_req_t *req)
 {
     uint8_t body[APTUS_FRAME_READ_REQ_LEN];
     struct iovec biov = { body, sizeof(body) };
@@ -158,12 +157,10 @@ static ucs_status_t aptus_sock_rma_admit(aptus_sock_conn_t *conn,
     return UCS_OK;
 }
 
-ucs_status_t aptus_sock_conn_write_conn(aptus_conn_t *tl_conn,
-                                        const aptus_mem_key_t *key,
-                                        uint64_t remote_addr,
-                                        const struct iovec *iov,
-                                        unsigned iovcnt,
-                                        aptus_conn_rma_req_t *req)
+ucs_status_t
+aptus_sock_conn_write_conn(aptus_conn_t *tl_conn, const aptus_mem_key_t *key,
+                           uint64_t remote_addr, const struct iovec *iov,
+                           unsigned iovcnt, aptus_conn_rma_req_t *req)
 {
     aptus_sock_conn_t *conn    = ucs_derived_of(tl_conn, aptus_sock_conn_t);
     aptus_sock_conn_wire_t *cw = aptus_sock_cw(tl_conn->wire);
@@ -174,8 +171,7 @@ ucs_status_t aptus_sock_conn_write_conn(aptus_conn_t *tl_conn,
     ucs_status_t status;
     unsigned n;
 
-    status = aptus_sock_rma_admit(conn, key, remote_addr, iov, iovcnt,
-                                  &length);
+    status = aptus_sock_rma_admit(conn, key, remote_addr, iov, iovcnt, &length);
     if (status != UCS_OK) {
         return status;
     }
@@ -207,8 +203,7 @@ ucs_status_t aptus_sock_conn_write_conn(aptus_conn_t *tl_conn,
 ucs_status_t aptus_sock_conn_read_conn(aptus_conn_t *tl_conn,
                                        const aptus_mem_key_t *key,
                                        uint64_t remote_addr,
-                                       const struct iovec *iov,
-                                       unsigned iovcnt,
+                                       const struct iovec *iov, unsigned iovcnt,
                                        aptus_conn_rma_req_t *req)
 {
     aptus_sock_conn_t *conn    = ucs_derived_of(tl_conn, aptus_sock_conn_t);
@@ -216,13 +211,12 @@ ucs_status_t aptus_sock_conn_read_conn(aptus_conn_t *tl_conn,
     ucs_status_t status;
     size_t length;
 
-    status = aptus_sock_rma_admit(conn, key, remote_addr, iov, iovcnt,
-                                  &length);
+    status = aptus_sock_rma_admit(conn, key, remote_addr, iov, iovcnt, &length);
     if (status != UCS_OK) {
         return status;
     }
-    status = aptus_sock_rma_request(conn, remote_addr, length, key->token,
-                                    iov, iovcnt, req);
+    status = aptus_sock_rma_request(conn, remote_addr, length, key->token, iov,
+                                    iovcnt, req);
     if (status != UCS_OK) {
         return status;
     }
@@ -244,8 +238,7 @@ void aptus_sock_rma_serve(aptus_sock_conn_t *conn)
     struct iovec iov;
     size_t chunk;
 
-    while ((rma->serve_count > 0) &&
-           !(conn->flags & APTUS_SOCK_CONN_BROKEN) &&
+    while ((rma->serve_count > 0) && !(conn->flags & APTUS_SOCK_CONN_BROKEN) &&
            (aptus_sock_rma_queued(conn) < cw->config.max_backlog)) {
         s = &rma->serve[rma->serve_head];
         if (s->length == 0) {
@@ -306,7 +299,7 @@ static int aptus_sock_rma_read_req(aptus_sock_conn_t *conn,
             return aptus_sock_rma_bad(conn, "no memory to serve a read");
         }
     }
-    s = &rma->serve[(rma->serve_head + rma->serve_count) %
+    s          = &rma->serve[(rma->serve_head + rma->serve_count) %
                     APTUS_CONN_MAX_READS];
     s->address = addr;
     s->offset  = 0;
@@ -378,8 +371,8 @@ int aptus_sock_rma_frame(aptus_sock_conn_t *conn, unsigned type,
 
     switch (type) {
     case APTUS_FRAME_TYPE_WRITE:
-        addr   = aptus_get64(payload);
-        token  = aptus_get64(payload + 8);
+        addr  = aptus_get64(payload);
+        token = aptus_get64(payload + 8);
         length -= APTUS_FRAME_WRITE_HDR_LEN;
         if (!aptus_sock_rma_allowed(cw, token, addr, length)) {
             cw->super.stats.conn_refused++;
@@ -404,8 +397,8 @@ int aptus_sock_rma_frame(aptus_sock_conn_t *conn, unsigned type,
         }
         aptus_sock_rma_read_done(conn, rd,
                                  (type == APTUS_FRAME_TYPE_FENCE_ACK)
-                                         ? UCS_OK
-                                         : UCS_ERR_INVALID_ADDR);
+                                     ? UCS_OK
+                                     : UCS_ERR_INVALID_ADDR);
         return 1;
     default:
         return aptus_sock_rma_bad(conn, "unknown frame");

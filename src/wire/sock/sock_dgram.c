@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the sock wire, datagram part (see sock_dgram.h).
  */
@@ -448,7 +449,7 @@ static void aptus_sock_dgram_close(aptus_dgram_wire_t *wire)
 }
 
 static int aptus_sock_same_node(const aptus_wire_addr_t *a,
-                                 const aptus_wire_addr_t *b)
+                                const aptus_wire_addr_t *b)
 {
     const aptus_sock_addr_t *x = (const aptus_sock_addr_t *)a->raw;
     const aptus_sock_addr_t *y = (const aptus_sock_addr_t *)b->raw;
@@ -539,9 +540,8 @@ ucs_status_t aptus_sock_dgram_open(const char *dev_name,
     sock->super.mtu = config->mtu;
     /* on a loopback device every peer is on this host: what both ends
      * take crosses, and nothing needs probing */
-    sock->super.flags = aptus_sock_netif_is_loopback(dev_name)
-                                ? APTUS_DGRAM_WIRE_F_LOCAL
-                                : 0;
+    sock->super.flags =
+        aptus_sock_netif_is_loopback(dev_name) ? APTUS_DGRAM_WIRE_F_LOCAL : 0;
     aptus_fault_init(&sock->fault, &config->fault);
     for (i = 0; i < APTUS_SOCK_BATCH; ++i) {
         struct msghdr *m        = &sock->rx_msgs[i].msg_hdr;
@@ -563,8 +563,8 @@ ucs_status_t aptus_sock_dgram_open(const char *dev_name,
      * ask for that so rx_queue_len datagrams really fit. */
     sock->force_bufs = config->force_bufs;
     sock->rcvbuf     = aptus_sock_set_buf(
-        sock->fd, SO_RCVBUF, (int)(config->rx_queue_len * config->mtu * 2),
-        config->force_bufs);
+            sock->fd, SO_RCVBUF, (int)(config->rx_queue_len * config->mtu * 2),
+            config->force_bufs);
     sock->sndbuf = aptus_sock_set_buf(
         sock->fd, SO_SNDBUF, (int)(config->tx_queue_len * config->mtu * 2),
         config->force_bufs);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the sock wire's receive queues: a UDP socket of its own on the
  * wire's address, read with recvmmsg into caller-posted scatter lists.
