@@ -547,6 +547,15 @@ static void aptus_ud_rx_data(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     aptus_ud_rx_want_ack(chan, peer);
 }
 
+/* Whether a datagram for a stream that is dead here deserves a RESET: data,
+ * or a request for an acknowledgement; never an ACK or a RESET (no
+ * ping-pong between two sides that both lost the stream). */
+static inline int aptus_ud_rx_wants_reset(const aptus_ud_sr_pkt_t *pkt)
+{
+    return (pkt->type == APTUS_UD_SR_TYPE_DATA) ||
+           (pkt->flags & APTUS_UD_SR_F_ACK_REQ);
+}
+
 /* Tell the sender of a datagram of an incarnation we do not have (a stream
  * that died here and was reclaimed, or an earlier one) that it is dead, as
  * a tombstone would, without keeping one. The tokens go back swapped: the
@@ -557,9 +566,8 @@ static void aptus_ud_rx_reset_unknown(aptus_ud_chan_t *chan,
 {
     aptus_ud_peer_t ghost;
 
-    if ((pkt->type != APTUS_UD_SR_TYPE_DATA) &&
-        !(pkt->flags & APTUS_UD_SR_F_ACK_REQ)) {
-        return; /* never a reset for an ACK or a reset: no ping-pong */
+    if (!aptus_ud_rx_wants_reset(pkt)) {
+        return;
     }
     memset(&ghost, 0, sizeof(ghost));
     ghost.addr         = *src;
@@ -742,8 +750,7 @@ static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
         if (pkt.dest_token != 0) {
             /* an incarnation that died here and was reclaimed (or never
              * was): it is dead for the sender too */
-            if ((pkt.type == APTUS_UD_SR_TYPE_DATA) ||
-                (pkt.flags & APTUS_UD_SR_F_ACK_REQ)) {
+            if (aptus_ud_rx_wants_reset(&pkt)) {
                 chan->stats.rx_dead_stream++;
                 aptus_ud_rx_reset_unknown(chan, src, &pkt);
             } else {
@@ -766,9 +773,7 @@ static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
 
     if (ucs_unlikely(peer->flags & APTUS_UD_PEER_FAILED)) {
         chan->stats.rx_dead_stream++;
-        if (((pkt.type == APTUS_UD_SR_TYPE_DATA) ||
-             (pkt.flags & APTUS_UD_SR_F_ACK_REQ)) &&
-            (pkt.src_token != 0)) {
+        if (aptus_ud_rx_wants_reset(&pkt) && (pkt.src_token != 0)) {
             /* the tombstone answers whichever incarnation asks */
             peer->remote_token = pkt.src_token;
             aptus_ud_tx_send_ctl(chan, peer, APTUS_UD_SR_TYPE_RESET, 0);
