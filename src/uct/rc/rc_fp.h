@@ -127,19 +127,6 @@ typedef struct uct_rc_fp_iface {
 
 extern ucs_config_field_t uct_rc_fp_iface_config_table[];
 
-/* rc_sr's receive path on an rc_fp interface: control, order, trailer. */
-ucs_status_t uct_rc_fp_deliver_rc(uct_rc_sr_iface_t *iface,
-                                  aptus_rc_link_t *link, uint8_t am_id,
-                                  void *data, size_t length,
-                                  aptus_conn_buf_t *buf, int at_start);
-
-/* Poll every channel this process gives. */
-unsigned uct_rc_fp_iface_poll(uct_rc_sr_iface_t *iface);
-
-/* Whether this progress call polls the connections too (UCX_RC_FP_WIRE_POLL:
- * while blocks are given, one call in that many). */
-int uct_rc_fp_wire_due(uct_rc_sr_iface_t *iface);
-
 /* Statistics (including rc_sr's), as printed. */
 unsigned uct_rc_fp_iface_stats(uct_rc_fp_iface_t *iface,
                                uct_aptus_stat_t *stats, unsigned max);
@@ -164,8 +151,9 @@ void uct_rc_fp_rx_free(uct_rc_fp_iface_t *iface, unsigned i);
 aptus_fp_block_t *uct_rc_fp_back_block(uct_rc_fp_iface_t *iface,
                                        uint64_t peer_key);
 
-/* The endpoint's connection failed: so did its fast path. */
-void uct_rc_fp_link_failed(uct_rc_fp_iface_t *iface, aptus_rc_link_t *link,
+/* The endpoint's connection failed: so did its fast path (rc_sr's
+ * link_failed hook). */
+void uct_rc_fp_link_failed(uct_rc_sr_iface_t *iface, aptus_rc_link_t *link,
                            ucs_status_t status);
 
 /* The channel's upcall: a requester's block can no longer be written. */

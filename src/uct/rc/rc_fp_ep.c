@@ -90,9 +90,10 @@ void uct_rc_fp_peer_lost(void *arg, aptus_fp_peer_t *peer)
     uct_rc_fp_tx_off(iface, ucs_container_of(peer, uct_rc_fp_ep_t, fp.peer), 1);
 }
 
-void uct_rc_fp_link_failed(uct_rc_fp_iface_t *iface, aptus_rc_link_t *link,
+void uct_rc_fp_link_failed(uct_rc_sr_iface_t *sr, aptus_rc_link_t *link,
                            ucs_status_t status)
 {
+    uct_rc_fp_iface_t *iface = ucs_derived_of(sr, uct_rc_fp_iface_t);
     uct_rc_fp_ep_t *ep = ucs_container_of(link, uct_rc_fp_ep_t, super.link);
 
     /* nothing more is written into the peer's block, nor sent */

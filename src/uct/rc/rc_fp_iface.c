@@ -273,7 +273,9 @@ static int uct_rc_fp_rx_done(const uct_rc_fp_rx_t *rx)
            ((rx->block->delivered == rx->fp_total) || rx->block->failed);
 }
 
-int uct_rc_fp_wire_due(uct_rc_sr_iface_t *sr)
+/* rc_sr's wire_due hook (UCX_RC_FP_WIRE_POLL: while blocks are given,
+ * one call in that many). */
+static int uct_rc_fp_wire_due(uct_rc_sr_iface_t *sr)
 {
     uct_rc_fp_iface_t *iface = uct_rc_fp_iface(sr);
 
@@ -287,7 +289,8 @@ int uct_rc_fp_wire_due(uct_rc_sr_iface_t *sr)
     return 0;
 }
 
-unsigned uct_rc_fp_iface_poll(uct_rc_sr_iface_t *sr)
+/* rc_sr's poll hook: every channel this process gives. */
+static unsigned uct_rc_fp_iface_poll(uct_rc_sr_iface_t *sr)
 {
     uct_rc_fp_iface_t *iface = uct_rc_fp_iface(sr);
     unsigned count;
@@ -484,9 +487,11 @@ static void uct_rc_fp_handle_ctl(uct_rc_fp_iface_t *iface,
     }
 }
 
-ucs_status_t uct_rc_fp_deliver_rc(uct_rc_sr_iface_t *sr, aptus_rc_link_t *link,
-                                  uint8_t am_id, void *data, size_t length,
-                                  aptus_conn_buf_t *buf, int at_start)
+/* rc_sr's deliver hook: control, order, trailer. */
+static ucs_status_t uct_rc_fp_deliver_rc(uct_rc_sr_iface_t *sr,
+                                         aptus_rc_link_t *link, uint8_t am_id,
+                                         void *data, size_t length,
+                                         aptus_conn_buf_t *buf, int at_start)
 {
     uct_rc_fp_iface_t *iface = uct_rc_fp_iface(sr);
     uint32_t fp_before;
@@ -605,13 +610,56 @@ static ucs_status_t uct_rc_fp_iface_query(uct_iface_h tl_iface,
 
 static UCS_CLASS_DECLARE_DELETE_FUNC(uct_rc_fp_iface_t, uct_iface_t);
 
+static uct_iface_ops_t uct_rc_fp_iface_tl_ops = {
+    .ep_am_short              = uct_rc_fp_ep_am_short,
+    .ep_am_short_iov          = uct_base_ep_am_short_iov,
+    .ep_am_bcopy              = uct_rc_fp_ep_am_bcopy,
+    .ep_am_zcopy              = uct_rc_fp_ep_am_zcopy,
+    .ep_put_short             = uct_rc_sr_ep_put_short,
+    .ep_put_bcopy             = uct_rc_sr_ep_put_bcopy,
+    .ep_put_zcopy             = uct_rc_sr_ep_put_zcopy,
+    .ep_get_bcopy             = uct_rc_sr_ep_get_bcopy,
+    .ep_get_zcopy             = uct_rc_sr_ep_get_zcopy,
+    .ep_pending_add           = uct_rc_sr_ep_pending_add,
+    .ep_pending_purge         = uct_rc_sr_ep_pending_purge,
+    .ep_flush                 = uct_rc_sr_ep_flush,
+    .ep_fence                 = uct_rc_sr_ep_fence,
+    .ep_check                 = uct_rc_sr_ep_check,
+    .ep_create                = uct_rc_fp_ep_create,
+    .ep_destroy               = uct_rc_fp_ep_destroy,
+    .iface_flush              = uct_rc_sr_iface_flush,
+    .iface_fence              = uct_base_iface_fence,
+    .iface_progress_enable    = uct_base_iface_progress_enable,
+    .iface_progress_disable   = uct_base_iface_progress_disable,
+    .iface_progress           = uct_rc_sr_iface_progress,
+    .iface_event_fd_get       = ucs_empty_function_return_unsupported,
+    .iface_event_arm          = ucs_empty_function_return_unsupported,
+    .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_rc_fp_iface_t),
+    .iface_query              = uct_rc_fp_iface_query,
+    .iface_get_device_address = uct_rc_sr_iface_get_device_address,
+    .iface_get_address        = uct_rc_sr_iface_get_address,
+    .iface_is_reachable       = uct_rc_sr_iface_is_reachable,
+};
+
+/* rc_sr's interface, with rc_fp's endpoints, active messages and hooks */
+static uct_rc_sr_iface_ops_t uct_rc_fp_iface_ops = {
+    .tl_ops        = &uct_rc_fp_iface_tl_ops,
+    .tl_name       = UCT_RC_FP_TL_NAME,
+    .config_prefix = UCT_RC_FP_CONFIG_PREFIX,
+    .ep_size       = sizeof(uct_rc_fp_ep_t),
+    .deliver       = uct_rc_fp_deliver_rc,
+    .link_failed   = uct_rc_fp_link_failed,
+    .wire_due      = uct_rc_fp_wire_due,
+    .poll          = uct_rc_fp_iface_poll,
+    .print_stats   = 0, /* rc_fp's line has rc_sr's counters in it */
+};
+
 static UCS_CLASS_INIT_FUNC(uct_rc_fp_iface_t, uct_md_h md, uct_worker_h worker,
                            const uct_iface_params_t *params,
                            const uct_iface_config_t *tl_config)
 {
     const uct_rc_fp_iface_config_t *config =
         ucs_derived_of(tl_config, uct_rc_fp_iface_config_t);
-    uct_iface_ops_t *ops;
     const char *why = NULL;
     aptus_fp_geom_t geom;
     ucs_status_t status;
@@ -632,7 +680,8 @@ static UCS_CLASS_INIT_FUNC(uct_rc_fp_iface_t, uct_md_h md, uct_worker_h worker,
           UCT_RC_FP_WIRE_POLL_MAX },
     };
 
-    UCS_CLASS_CALL_SUPER_INIT(uct_rc_sr_iface_t, md, worker, params, tl_config);
+    UCS_CLASS_CALL_SUPER_INIT(uct_rc_sr_iface_t, &uct_rc_fp_iface_ops, md,
+                              worker, params, tl_config);
 
     if (!uct_aptus_ranges_check(UCT_RC_FP_TL_NAME, UCT_RC_FP_CONFIG_PREFIX,
                                 ranges, ucs_static_array_size(ranges))) {
@@ -687,19 +736,6 @@ static UCS_CLASS_INIT_FUNC(uct_rc_fp_iface_t, uct_md_h md, uct_worker_h worker,
         aptus_fp_chan_cleanup(&self->fpc);
         return UCS_ERR_NO_MEMORY;
     }
-
-    /* rc_sr's interface, with rc_fp's endpoints and active messages */
-    self->super.tl_name    = UCT_RC_FP_TL_NAME;
-    self->super.ep_size    = sizeof(uct_rc_fp_ep_t);
-    self->super.fp_enabled = 1;
-    ops                    = &self->super.super.super.ops;
-    ops->ep_create         = uct_rc_fp_ep_create;
-    ops->ep_destroy        = uct_rc_fp_ep_destroy;
-    ops->ep_am_short       = uct_rc_fp_ep_am_short;
-    ops->ep_am_bcopy       = uct_rc_fp_ep_am_bcopy;
-    ops->ep_am_zcopy       = uct_rc_fp_ep_am_zcopy;
-    ops->iface_query       = uct_rc_fp_iface_query;
-    ops->iface_close       = UCS_CLASS_DELETE_FUNC_NAME(uct_rc_fp_iface_t);
 
     ucs_debug("rc_fp/%s: %s, %u B per channel received, %u B sent, at most "
               "%u channels, messages up to %u B",

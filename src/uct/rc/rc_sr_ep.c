@@ -50,7 +50,7 @@ ucs_status_t uct_rc_sr_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     iface_addr = (const uct_rc_sr_iface_addr_t *)params->iface_addr;
     aptus_sock_wire_addr_make(params->dev_addr, iface_addr->port, &addr);
 
-    ep = ucs_calloc(1, iface->ep_size, "uct_rc_sr_ep");
+    ep = ucs_calloc(1, iface->ops->ep_size, "uct_rc_sr_ep");
     if (ep == NULL) {
         return UCS_ERR_NO_MEMORY;
     }

@@ -9,7 +9,6 @@
 #include "rc_sr_iface.h"
 #include "proto/random.h"
 #include "rc_sr_ep.h"
-#include "rc_fp.h"
 #include "uct/base/aptus_iface.h"
 #include "base/aptus_mpool.h"
 #include "wire/sock/sock_conn.h"
@@ -187,45 +186,48 @@ ucs_status_t uct_rc_sr_deliver_user(uct_rc_sr_iface_t *iface, uint8_t am_id,
     return status;
 }
 
-static ucs_status_t uct_rc_sr_deliver(void *arg, aptus_rc_link_t *link,
-                                      uint8_t am_id, void *data, size_t length,
-                                      aptus_conn_buf_t *buf, int at_start)
+/* rc_sr's receive path: the message as it came. */
+static ucs_status_t uct_rc_sr_deliver_am(uct_rc_sr_iface_t *iface,
+                                         aptus_rc_link_t *link, uint8_t am_id,
+                                         void *data, size_t length,
+                                         aptus_conn_buf_t *buf, int at_start)
 {
-    uct_rc_sr_iface_t *iface = arg;
-
-    if (iface->fp_enabled) {
-        return uct_rc_fp_deliver_rc(iface, link, am_id, data, length, buf,
-                                    at_start);
-    }
     if (ucs_unlikely(am_id >= UCT_AM_ID_MAX)) {
         /* a peer that passed the greeting, yet names no handler: never
          * index the handler table with it */
         if (iface->rx_bad_am_id++ == 0) {
             ucs_error("%s/%s: dropped a message with active message id %u "
                       "from 0x%016" PRIx64 " (ids are below %u)",
-                      iface->tl_name, iface->dev_name, am_id, link->peer_key,
-                      (unsigned)UCT_AM_ID_MAX);
+                      iface->ops->tl_name, iface->dev_name, am_id,
+                      link->peer_key, (unsigned)UCT_AM_ID_MAX);
         }
         return UCS_OK;
     }
     return uct_rc_sr_deliver_user(iface, am_id, data, length, buf, at_start);
 }
 
+static ucs_status_t uct_rc_sr_deliver(void *arg, aptus_rc_link_t *link,
+                                      uint8_t am_id, void *data, size_t length,
+                                      aptus_conn_buf_t *buf, int at_start)
+{
+    uct_rc_sr_iface_t *iface = arg;
+
+    return iface->ops->deliver(iface, link, am_id, data, length, buf, at_start);
+}
+
 static void uct_rc_sr_peer_failed(void *arg, aptus_rc_link_t *link,
                                   ucs_status_t status)
 {
     uct_rc_sr_iface_t *iface = arg;
-
-    if (iface->fp_enabled) {
-        uct_rc_fp_link_failed(ucs_derived_of(iface, uct_rc_fp_iface_t), link,
-                              status);
-    }
     char who[64];
 
+    if (iface->ops->link_failed != NULL) {
+        iface->ops->link_failed(iface, link, status);
+    }
     snprintf(who, sizeof(who), "interface 0x%016" PRIx64 " port %u",
              link->peer_key, ntohs(link->peer_port));
     uct_aptus_failures_add(
-        &iface->failures, iface->tl_name,
+        &iface->failures, iface->ops->tl_name,
         &ucs_container_of(link, uct_rc_sr_ep_t, link)->super.super, status,
         who);
 }
@@ -259,21 +261,22 @@ static void uct_rc_sr_iface_pool_full(uct_rc_sr_iface_t *iface)
              iface->rx_held_now);
 }
 
-static unsigned uct_rc_sr_iface_progress(uct_iface_h tl_iface)
+unsigned uct_rc_sr_iface_progress(uct_iface_h tl_iface)
 {
     uct_rc_sr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_sr_iface_t);
+    const uct_rc_sr_iface_ops_t *ops = iface->ops;
     unsigned count;
 
     count = 0;
-    if (!iface->fp_enabled || uct_rc_fp_wire_due(iface)) {
+    if ((ops->wire_due == NULL) || ops->wire_due(iface)) {
         count = aptus_chan_progress(&iface->chan.super, 0);
     }
-    if (iface->fp_enabled) {
-        count += uct_rc_fp_iface_poll(iface);
+    if (ops->poll != NULL) {
+        count += ops->poll(iface);
     }
     if (ucs_unlikely(iface->failures.num > 0)) {
         uct_aptus_failures_report(&iface->failures, &iface->super.super,
-                                  iface->tl_name, iface->dev_name);
+                                  ops->tl_name, iface->dev_name);
     }
     if (ucs_unlikely(iface->wire->stats.rx_pool_empty !=
                      iface->rx_pool_empty_seen)) {
@@ -282,8 +285,8 @@ static unsigned uct_rc_sr_iface_progress(uct_iface_h tl_iface)
     return count;
 }
 
-static ucs_status_t uct_rc_sr_iface_flush(uct_iface_h tl_iface, unsigned flags,
-                                          uct_completion_t *comp)
+ucs_status_t uct_rc_sr_iface_flush(uct_iface_h tl_iface, unsigned flags,
+                                   uct_completion_t *comp)
 {
     uct_rc_sr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_sr_iface_t);
 
@@ -348,8 +351,8 @@ ucs_status_t uct_rc_sr_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *attr)
     return UCS_OK;
 }
 
-static ucs_status_t uct_rc_sr_iface_get_device_address(uct_iface_h tl_iface,
-                                                       uct_device_addr_t *addr)
+ucs_status_t uct_rc_sr_iface_get_device_address(uct_iface_h tl_iface,
+                                                uct_device_addr_t *addr)
 {
     uct_rc_sr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_sr_iface_t);
 
@@ -357,8 +360,8 @@ static ucs_status_t uct_rc_sr_iface_get_device_address(uct_iface_h tl_iface,
     return UCS_OK;
 }
 
-static ucs_status_t uct_rc_sr_iface_get_address(uct_iface_h tl_iface,
-                                                uct_iface_addr_t *addr)
+ucs_status_t uct_rc_sr_iface_get_address(uct_iface_h tl_iface,
+                                         uct_iface_addr_t *addr)
 {
     uct_rc_sr_iface_t *iface      = ucs_derived_of(tl_iface, uct_rc_sr_iface_t);
     uct_rc_sr_iface_addr_t *raddr = (uct_rc_sr_iface_addr_t *)addr;
@@ -369,9 +372,9 @@ static ucs_status_t uct_rc_sr_iface_get_address(uct_iface_h tl_iface,
     return UCS_OK;
 }
 
-static int uct_rc_sr_iface_is_reachable(const uct_iface_h tl_iface,
-                                        const uct_device_addr_t *dev_addr,
-                                        const uct_iface_addr_t *iface_addr)
+int uct_rc_sr_iface_is_reachable(const uct_iface_h tl_iface,
+                                 const uct_device_addr_t *dev_addr,
+                                 const uct_iface_addr_t *iface_addr)
 {
     uct_rc_sr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_sr_iface_t);
 
@@ -503,6 +506,19 @@ static uct_iface_ops_t uct_rc_sr_iface_tl_ops = {
     .iface_is_reachable       = uct_rc_sr_iface_is_reachable,
 };
 
+/* rc_sr is the plain flavour: nothing of its own beyond the base. */
+static uct_rc_sr_iface_ops_t uct_rc_sr_iface_ops = {
+    .tl_ops        = &uct_rc_sr_iface_tl_ops,
+    .tl_name       = UCT_RC_SR_TL_NAME,
+    .config_prefix = UCT_RC_SR_CONFIG_PREFIX,
+    .ep_size       = sizeof(uct_rc_sr_ep_t),
+    .deliver       = uct_rc_sr_deliver_am,
+    .link_failed   = NULL,
+    .wire_due      = NULL,
+    .poll          = NULL,
+    .print_stats   = 1,
+};
+
 static uct_iface_internal_ops_t uct_rc_sr_iface_internal_ops = {
     .iface_estimate_perf = uct_base_iface_estimate_perf,
     .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function,
@@ -543,13 +559,13 @@ static void uct_rc_sr_iface_sink_done(uct_completion_t *self)
 }
 
 /* Refuse a bad setting up front, naming the variable as the user typed
- * it: rc_fp's interface takes these settings under its own prefix. */
+ * it: a flavour takes these settings under its own prefix. */
 static ucs_status_t
-uct_rc_sr_iface_check_config(const uct_rc_sr_iface_config_t *config,
-                             const uct_iface_params_t *params)
+uct_rc_sr_iface_check_config(const uct_rc_sr_iface_ops_t *ops,
+                             const uct_rc_sr_iface_config_t *config)
 {
-    const char *tl_name              = params->mode.device.tl_name;
-    const char *prefix               = UCT_RC_SR_CONFIG_PREFIX;
+    const char *tl_name              = ops->tl_name;
+    const char *prefix               = ops->config_prefix;
     const uct_aptus_range_t ranges[] = {
         { "SEG_SIZE", uct_aptus_bytes(config->seg_size),
           UCT_RC_SR_MAX_AM_HDR + sizeof(uint64_t),
@@ -565,11 +581,6 @@ uct_rc_sr_iface_check_config(const uct_rc_sr_iface_config_t *config,
           UCT_RC_SR_TX_BACKLOG_MIN, UCS_GBYTE },
     };
 
-    if ((tl_name != NULL) && !strcmp(tl_name, UCT_RC_FP_TL_NAME)) {
-        prefix = UCT_RC_FP_CONFIG_PREFIX;
-    } else {
-        tl_name = UCT_RC_SR_TL_NAME;
-    }
     if (!uct_aptus_iface_config_check(tl_name, prefix, &config->super) ||
         !uct_aptus_ranges_check(tl_name, prefix, ranges,
                                 ucs_static_array_size(ranges))) {
@@ -578,8 +589,8 @@ uct_rc_sr_iface_check_config(const uct_rc_sr_iface_config_t *config,
     return UCS_OK;
 }
 
-UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
-                    const uct_iface_params_t *params,
+UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_rc_sr_iface_ops_t *ops, uct_md_h md,
+                    uct_worker_h worker, const uct_iface_params_t *params,
                     const uct_iface_config_t *tl_config)
 {
     const uct_rc_sr_iface_config_t *config =
@@ -597,12 +608,13 @@ UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
         return UCS_ERR_UNSUPPORTED;
     }
 
-    UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_rc_sr_iface_tl_ops,
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, ops->tl_ops,
                               &uct_rc_sr_iface_internal_ops, md, worker, params,
                               tl_config UCS_STATS_ARG(NULL)
                                   UCS_STATS_ARG(UCT_RC_SR_TL_NAME));
 
-    status = uct_rc_sr_iface_check_config(config, params);
+    self->ops = ops;
+    status    = uct_rc_sr_iface_check_config(ops, config);
     if (status != UCS_OK) {
         return status;
     }
@@ -623,9 +635,6 @@ UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_md_h md, uct_worker_h worker,
     uct_aptus_failures_init(&self->failures);
     self->eps_created  = 0;
     self->rx_bad_am_id = 0;
-    self->tl_name      = UCT_RC_SR_TL_NAME;
-    self->ep_size      = sizeof(uct_rc_sr_ep_t);
-    self->fp_enabled   = 0;
     memset(&self->conn_res, 0, sizeof(self->conn_res));
     self->release_desc.cb       = uct_rc_sr_release_desc;
     self->release_copy_desc.cb  = uct_rc_sr_release_copy_desc;
@@ -728,10 +737,10 @@ UCS_CLASS_CLEANUP_FUNC(uct_rc_sr_iface_t)
 
     uct_base_iface_progress_disable(&self->super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-    if (!self->fp_enabled) { /* rc_fp printed its line, with these */
+    if (self->ops->print_stats) {
         n = uct_rc_sr_iface_stats(self, stats, 64);
-        uct_aptus_stats_print(md->stats, self->tl_name, self->dev_name, stats,
-                              n);
+        uct_aptus_stats_print(md->stats, self->ops->tl_name, self->dev_name,
+                              stats, n);
     }
     aptus_rc_chan_cleanup(&self->chan);
     self->wire->ops->close(self->wire); /* what is in flight is cancelled */
@@ -743,9 +752,18 @@ UCS_CLASS_CLEANUP_FUNC(uct_rc_sr_iface_t)
 
 UCS_CLASS_DEFINE(uct_rc_sr_iface_t, uct_base_iface_t);
 
-static UCS_CLASS_DEFINE_NEW_FUNC(uct_rc_sr_iface_t, uct_iface_t, uct_md_h,
-                                 uct_worker_h, const uct_iface_params_t *,
-                                 const uct_iface_config_t *);
+/* UCT opens rc_sr with its own table (the name UCT_TL_DEFINE_ENTRY calls). */
+static ucs_status_t UCS_CLASS_NEW_FUNC_NAME(uct_rc_sr_iface_t)(
+    uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
+    const uct_iface_config_t *tl_config, uct_iface_h *iface_p)
+{
+    ucs_status_t status;
+
+    status = UCS_CLASS_NEW(uct_rc_sr_iface_t, iface_p, &uct_rc_sr_iface_ops, md,
+                           worker, params, tl_config);
+    ucs_class_check_new_func_result(status, *iface_p);
+    return status;
+}
 static UCS_CLASS_DEFINE_DELETE_FUNC(uct_rc_sr_iface_t, uct_iface_t);
 
 static ucs_status_t

@@ -39,14 +39,42 @@ typedef struct uct_rc_sr_iface_addr {
     uint16_t credits;
 } UCS_S_PACKED uct_rc_sr_iface_addr_t;
 
+typedef struct uct_rc_sr_iface uct_rc_sr_iface_t;
+
+/* What a flavour of rc_sr (rc_sr itself, or one built on it) gives the
+ * base constructor, as UCX's uct_rc_iface_ops_t: the base calls through
+ * it and knows nothing else of the flavour. */
+typedef struct uct_rc_sr_iface_ops {
+    uct_iface_ops_t *tl_ops;   /* the transport's operations, all of them */
+    const char *tl_name;       /* in messages and the statistics line */
+    const char *config_prefix; /* of its settings, to name a bad one */
+    size_t ep_size;            /* its endpoint, a uct_rc_sr_ep_t first */
+    /* an active message from a connection, to check and hand to the user */
+    ucs_status_t (*deliver)(uct_rc_sr_iface_t *iface, aptus_rc_link_t *link,
+                            uint8_t am_id, void *data, size_t length,
+                            aptus_conn_buf_t *buf, int at_start);
+    /* an endpoint's connection failed, before the base reports it; NULL:
+     * nothing of the flavour's to fail with it */
+    void (*link_failed)(uct_rc_sr_iface_t *iface, aptus_rc_link_t *link,
+                        ucs_status_t status);
+    /* whether this progress call polls the connections; NULL: every one */
+    int (*wire_due)(uct_rc_sr_iface_t *iface);
+    /* what the flavour polls itself on every progress call; NULL: none */
+    unsigned (*poll)(uct_rc_sr_iface_t *iface);
+    /* 0: the flavour prints a statistics line of its own at close, with
+     * the base's counters in it, and the base prints none */
+    int print_stats;
+} uct_rc_sr_iface_ops_t;
+
 /* The endpoint owns a link of the RC channels (one connection). */
 typedef struct uct_rc_sr_ep {
     uct_base_ep_t super;
     aptus_rc_link_t link;
 } uct_rc_sr_ep_t;
 
-typedef struct uct_rc_sr_iface {
+struct uct_rc_sr_iface {
     uct_base_iface_t super;
+    const uct_rc_sr_iface_ops_t *ops; /* the flavour's */
     aptus_rc_chan_t chan;
     aptus_rc_rdma_chan_t rdma;
     aptus_conn_wire_t *wire;
@@ -82,31 +110,38 @@ typedef struct uct_rc_sr_iface {
     uint64_t eps_created;
     uint64_t rx_bad_am_id;         /* messages naming no user's id: dropped */
     uct_aptus_failures_t failures; /* to report from progress */
-    /* rc_fp extends this interface: its name, its endpoints' size, and
-     * whether its fast path and order trailer are on */
-    const char *tl_name;
-    size_t ep_size;
-    int fp_enabled;
-} uct_rc_sr_iface_t;
+};
 
 extern ucs_config_field_t uct_rc_sr_iface_config_table[];
 
-/* rc_fp derives its interface from this one. */
-UCS_CLASS_DECLARE(uct_rc_sr_iface_t, uct_md_h, uct_worker_h,
-                  const uct_iface_params_t *, const uct_iface_config_t *);
+/* A flavour derives its interface from this one, passing its ops. */
+UCS_CLASS_DECLARE(uct_rc_sr_iface_t, uct_rc_sr_iface_ops_t *, uct_md_h,
+                  uct_worker_h, const uct_iface_params_t *,
+                  const uct_iface_config_t *);
 
 /* Statistics of an interface, as printed; returns the number of entries. */
 unsigned uct_rc_sr_iface_stats(uct_rc_sr_iface_t *iface,
                                uct_aptus_stat_t *stats, unsigned max);
 
-/* Hand an active message to the user (rc_sr's receive path, also rc_fp's
- * once it put the message in order). */
+/* Hand an active message to the user (rc_sr's receive path, also a
+ * flavour's once it checked the message). */
 ucs_status_t uct_rc_sr_deliver_user(uct_rc_sr_iface_t *iface, uint8_t am_id,
                                     void *data, size_t length,
                                     aptus_conn_buf_t *buf, int at_start);
 
+/* The interface operations a flavour's table may share with rc_sr's. */
 ucs_status_t uct_rc_sr_iface_query(uct_iface_h tl_iface,
                                    uct_iface_attr_t *attr);
+ucs_status_t uct_rc_sr_iface_flush(uct_iface_h tl_iface, unsigned flags,
+                                   uct_completion_t *comp);
+unsigned uct_rc_sr_iface_progress(uct_iface_h tl_iface);
+ucs_status_t uct_rc_sr_iface_get_device_address(uct_iface_h tl_iface,
+                                                uct_device_addr_t *addr);
+ucs_status_t uct_rc_sr_iface_get_address(uct_iface_h tl_iface,
+                                         uct_iface_addr_t *addr);
+int uct_rc_sr_iface_is_reachable(const uct_iface_h tl_iface,
+                                 const uct_device_addr_t *dev_addr,
+                                 const uct_iface_addr_t *iface_addr);
 
 /* Forget queued failure reports of an endpoint being destroyed. */
 void uct_rc_sr_iface_forget_ep(uct_rc_sr_iface_t *iface, uct_rc_sr_ep_t *ep);
