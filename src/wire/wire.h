@@ -11,6 +11,9 @@
 #ifndef APTUS_WIRE_H_
 #define APTUS_WIRE_H_
 
+#include "base/aptus_stat.h"
+#include "proto/fault.h"
+
 #include <ucs/type/status.h>
 
 #include <stddef.h>
@@ -54,7 +57,19 @@ typedef struct aptus_dgram_wire_stats {
     uint64_t fault_dup;
     uint64_t fault_reorder;
     uint64_t fault_delay;
+    uint64_t rxqs_opened; /* receive queues opened so far */
 } aptus_dgram_wire_stats_t;
+
+/* What a datagram wire is opened with. */
+typedef struct aptus_dgram_wire_config {
+    size_t mtu;            /* datagram size, bytes */
+    unsigned rx_queue_len; /* datagrams the wire may buffer */
+    unsigned tx_queue_len;
+    int force_bufs; /* buffers past the system's limits where the wire has
+                       such limits (the sock wire: SO_*BUFFORCE, which needs
+                       CAP_NET_ADMIN); else the limits hold */
+    aptus_fault_config_t fault;
+} aptus_dgram_wire_config_t;
 
 typedef struct aptus_dgram_wire aptus_dgram_wire_t;
 
@@ -135,6 +150,12 @@ typedef struct aptus_dgram_wire_ops {
      * aside: what a peer may name as its own other address. NULL: the
      * wire cannot tell. */
     int (*same_node)(const aptus_wire_addr_t *a, const aptus_wire_addr_t *b);
+
+    /* The wire's own figures for a transport's statistics line, named by
+     * the wire (what it holds of the kernel or the adapter); returns how
+     * many of at most max it filled. NULL: none. */
+    unsigned (*stats)(aptus_dgram_wire_t *wire, aptus_stat_t *stats,
+                      unsigned max);
 } aptus_dgram_wire_ops_t;
 
 /* Every peer of the wire is on this host (a loopback device): a datagram

@@ -64,8 +64,8 @@ class chan_conformance : public uct_aptus_test,
         }
         if (m_ud) {
             auto *iface = ucs_derived_of(e.iface, uct_ud_sr_iface_t);
-            return (m_type == APTUS_CHAN_UD_SR) ? &iface->chan.super
-                                                : &iface->udz.super;
+            return (m_type == APTUS_CHAN_UD_SR) ? &iface->ud.chan.super
+                                                : &iface->ud.udz.super;
         }
         auto *iface = ucs_derived_of(e.iface, uct_rc_sr_iface_t);
         return (m_type == APTUS_CHAN_RC_SR) ? &iface->chan.super

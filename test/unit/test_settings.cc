@@ -14,6 +14,7 @@ extern "C" {
 #include <ucs/debug/log.h>
 
 extern ucs_config_field_t uct_ud_sr_params_table[];
+extern ucs_config_field_t uct_rc_params_table[];
 extern ucs_config_field_t uct_rc_sr_iface_config_table[];
 extern ucs_config_field_t uct_rc_fp_iface_config_table[];
 extern ucs_config_field_t uct_aptus_tl_iface_config_table[];
@@ -341,7 +342,7 @@ TEST_F(settings, descriptions_give_the_ranges)
              { uct_ud_sr_params_table, "ZCOPY_CONTEXTS", "0: every get" },
              { uct_ud_sr_params_table, "TX_WINDOW_BYTES", "inf:" },
              { uct_ud_sr_params_table, "TIMER_TICK", "1us to 1s" },
-             { uct_rc_sr_iface_config_table, "TX_BACKLOG", "4k to 1g" },
+             { uct_rc_params_table, "TX_BACKLOG", "4k to 1g" },
              { uct_rc_fp_iface_config_table, "SLOT_SIZE", "5 to 65539" },
              { uct_aptus_tl_iface_config_table, "IDLE", "0: never" },
              { uct_aptus_tl_iface_config_table, "REQUEST_TIMEOUT",

@@ -26,9 +26,9 @@ class uct_aptus : public uct_aptus_test
 
     std::map<std::string, uint64_t> stats(entity &e)
     {
-        uct_aptus_stat_t st[96];
+        uct_aptus_stat_t st[192];
         std::map<std::string, uint64_t> m;
-        unsigned n = uct_aptus_tl_iface_stats(iface(e), st, 96);
+        unsigned n = uct_aptus_tl_iface_stats(iface(e), st, 192);
         for (unsigned i = 0; i < n; ++i) {
             m[st[i].name] = st[i].value;
         }
@@ -191,7 +191,7 @@ TEST_F(uct_aptus, capabilities)
     EXPECT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE);
     EXPECT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_EP_CHECK);
     /* every active message carries the 8-byte trailer inside the limits */
-    EXPECT_EQ(iface(m_a)->ud.config.max_msg - 8, attr.cap.am.max_bcopy);
+    EXPECT_EQ(iface(m_a)->ud.chan.config.max_msg - 8, attr.cap.am.max_bcopy);
     EXPECT_EQ(iface(m_a)->max_short, attr.cap.am.max_short);
     EXPECT_EQ(sizeof(uct_aptus_tl_iface_addr_t), attr.iface_addr_len);
 }

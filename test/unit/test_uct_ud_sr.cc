@@ -699,7 +699,7 @@ TEST_F(uct_ud_sr, stray_datagrams_dropped)
     setup_pair({ { "MTU", "2048" } }); /* a 5000-byte datagram is too long */
     /* garbage and a datagram with a wrong key, straight to the socket */
     uct_ud_sr_iface_t *iface = ucs_derived_of(m_b.iface, uct_ud_sr_iface_t);
-    int fd                   = iface->wire->ops->event_fd(iface->wire);
+    int fd                   = iface->ud.wire->ops->event_fd(iface->ud.wire);
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
     ASSERT_EQ(0, getsockname(fd, (struct sockaddr *)&ss, &len));

@@ -9,12 +9,12 @@
 #include "aptus_iface.h"
 #include "aptus_md.h"
 #include "channel/ud_zcopy.h"
-#include "wire/sock/sock_netif.h"
 
 #include <ucs/sys/string.h>
 #include <ucs/sys/math.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
+#include <ucs/datastruct/array.inl>
 #include <uct/base/uct_iface.h>
 #include <ucs/async/async.h>
 #include <inttypes.h>
@@ -89,63 +89,6 @@ ucs_status_t uct_aptus_iface_estimate_perf(uct_iface_h tl_iface,
         perf_attr->bandwidth.shared    = copy_bw;
     }
     return UCS_OK;
-}
-
-#define UCT_APTUS_ASYNC_DRAIN_MAX 256 /* batches per wake-up */
-
-/* Receive until the socket is empty (a bounded number of batches): the
- * event is edge-triggered, and a batch left behind would wait for the next
- * arrival, or overflow the socket while the user computes. */
-static void uct_aptus_ud_async_drain(aptus_ud_chan_t *ud,
-                                     const uct_aptus_async_rx_t *rx)
-{
-    unsigned i;
-
-    for (i = 0; i < UCT_APTUS_ASYNC_DRAIN_MAX; ++i) {
-        if (rx->user_waiting || (aptus_chan_progress(&ud->super, 1) == 0)) {
-            break;
-        }
-    }
-}
-
-void uct_aptus_ud_async_timer(aptus_ud_chan_t *ud, aptus_udz_t *udz,
-                              uct_aptus_async_rx_t *rx,
-                              uct_aptus_async_timer_t *timer)
-{
-    if ((ud->clock() - ud->last_sync_us) < timer->base_us) {
-        /* the application is progressing: nothing to cover for */
-        uct_aptus_async_timer_backoff(timer);
-        return;
-    }
-    uct_aptus_async_timer_reset(timer);
-    uct_aptus_ud_async_drain(ud, rx);
-    /* a peer's rendezvous over UD-ZCopy needs this side as owner */
-    aptus_udz_progress_owner(udz);
-    /* away for a period: from now on, datagrams wake the async thread */
-    uct_aptus_async_rx_arm(rx, 1);
-}
-
-unsigned uct_aptus_ud_user_progress(aptus_ud_chan_t *ud, aptus_udz_t *udz,
-                                    uct_aptus_async_rx_t *rx)
-{
-    uint64_t prev_us = ud->last_sync_us;
-    unsigned count;
-
-    count = aptus_chan_progress(&ud->super, 0);
-    uct_aptus_async_rx_progress(rx, prev_us, ud->last_sync_us,
-                                aptus_udz_serving(udz, ud->last_sync_us));
-    return count + aptus_chan_progress(&udz->super, 0);
-}
-
-void uct_aptus_ud_async_event(aptus_ud_chan_t *ud, aptus_udz_t *udz,
-                              uct_aptus_async_rx_t *rx)
-{
-    if (!rx->armed) {
-        return; /* a wake-up from before the user came back */
-    }
-    rx->events++;
-    uct_aptus_ud_async_drain(ud, rx);
-    aptus_udz_progress_owner(udz);
 }
 
 static int uct_aptus_async_timer_set(uct_aptus_async_timer_t *timer,
@@ -385,40 +328,33 @@ uct_aptus_bcopy_get_t *uct_aptus_bcopy_get_new(uct_unpack_callback_t unpack_cb,
     return get;
 }
 
+UCS_ARRAY_IMPL(uct_aptus_failures, unsigned, uct_aptus_failure_t,
+               static UCS_F_ALWAYS_INLINE);
+
 void uct_aptus_failures_init(uct_aptus_failures_t *failures)
 {
-    failures->items = NULL;
-    failures->num   = 0;
-    failures->max   = 0;
+    ucs_array_init_dynamic(failures);
 }
 
 void uct_aptus_failures_cleanup(uct_aptus_failures_t *failures)
 {
-    ucs_free(failures->items);
-    uct_aptus_failures_init(failures);
+    ucs_array_cleanup_dynamic(failures);
+    ucs_array_init_dynamic(failures);
 }
 
 int uct_aptus_failures_add(uct_aptus_failures_t *failures, const char *tl_name,
                            uct_ep_h ep, ucs_status_t status, const char *peer)
 {
-    uct_aptus_failure_t *items;
+    uct_aptus_failure_t *item;
 
-    if (failures->num == failures->max) {
-        items = ucs_realloc(failures->items,
-                            sizeof(*items) * (failures->max * 2 + 4),
-                            "uct_aptus_failures");
-        if (items == NULL) {
-            ucs_error("%s: cannot queue a peer failure report", tl_name);
-            return 0;
-        }
-        failures->items = items;
-        failures->max   = failures->max * 2 + 4;
+    if (ucs_array_append(uct_aptus_failures, failures) != UCS_OK) {
+        ucs_error("%s: cannot queue a peer failure report", tl_name);
+        return 0;
     }
-    failures->items[failures->num].ep     = ep;
-    failures->items[failures->num].status = status;
-    ucs_strncpy_zero(failures->items[failures->num].peer, peer,
-                     sizeof(failures->items[failures->num].peer));
-    failures->num++;
+    item         = ucs_array_last(failures);
+    item->ep     = ep;
+    item->status = status;
+    ucs_strncpy_zero(item->peer, peer, sizeof(item->peer));
     return 1;
 }
 
@@ -426,9 +362,10 @@ void uct_aptus_failures_forget(uct_aptus_failures_t *failures, uct_ep_h ep)
 {
     unsigned i = 0;
 
-    while (i < failures->num) {
-        if (failures->items[i].ep == ep) {
-            failures->items[i] = failures->items[--failures->num];
+    while (i < ucs_array_length(failures)) {
+        if (ucs_array_elem(failures, i).ep == ep) {
+            ucs_array_elem(failures, i) = *ucs_array_last(failures);
+            ucs_array_set_length(failures, ucs_array_length(failures) - 1);
         } else {
             ++i;
         }
@@ -443,8 +380,9 @@ void uct_aptus_failures_report(uct_aptus_failures_t *failures,
 
     /* the handler may destroy endpoints, and so forget reports: take one
      * at a time */
-    while (failures->num > 0) {
-        failure = failures->items[--failures->num];
+    while (!ucs_array_is_empty(failures)) {
+        failure = *ucs_array_last(failures);
+        ucs_array_set_length(failures, ucs_array_length(failures) - 1);
         if (uct_iface_handle_ep_err(iface, failure.ep, failure.status) ==
             UCS_OK) {
             continue;
@@ -470,5 +408,5 @@ ucs_status_t uct_aptus_iface_query_devices(uct_md_h md, int one_sided,
         *num_devices_p = 0;
         return UCS_OK;
     }
-    return aptus_sock_query_devices(devices_p, num_devices_p);
+    return uct_aptus_md_wire(md)->query_devices(devices_p, num_devices_p);
 }

@@ -8,6 +8,7 @@
 #include <uct/api/uct.h>
 #include <uct/base/uct_iface.h>
 #include <ucs/async/async.h>
+#include <ucs/datastruct/array.h>
 #include <ucs/sys/string.h>
 
 #include <limits.h>
@@ -154,28 +155,6 @@ typedef struct uct_aptus_async_rx {
     uint64_t events;           /* wake-ups that found the user away */
 } uct_aptus_async_rx_t;
 
-struct aptus_ud_chan;
-struct aptus_udz;
-
-/* The async timer of a UD transport (ud_sr, aptus): while the user has
- * been away for the timer's base period, receive, acknowledge, retransmit
- * and serve UD-ZCopy as an owner, arm rx, and come back after the base
- * period; while the user progresses, come back later and later. */
-void uct_aptus_ud_async_timer(struct aptus_ud_chan *ud, struct aptus_udz *udz,
-                              uct_aptus_async_rx_t *rx,
-                              uct_aptus_async_timer_t *timer);
-
-/* The user's progress of a UD transport's two channels (UD-SR, then
- * UD-ZCopy), with the async lock held: arms or disarms rx by the gap since
- * the previous call (uct_aptus_async_rx_progress). */
-unsigned uct_aptus_ud_user_progress(struct aptus_ud_chan *ud,
-                                    struct aptus_udz *udz,
-                                    uct_aptus_async_rx_t *rx);
-
-/* rx's event: datagrams arrived while the user is away. */
-void uct_aptus_ud_async_event(struct aptus_ud_chan *ud, struct aptus_udz *udz,
-                              uct_aptus_async_rx_t *rx);
-
 void uct_aptus_async_rx_init(uct_aptus_async_rx_t *rx, const char *tl_name,
                              ucs_async_context_t *async, int fd,
                              ucs_async_event_cb_t cb, void *arg);
@@ -244,11 +223,14 @@ typedef struct uct_aptus_failure {
     char peer[64]; /* who, for a failure nobody handles */
 } uct_aptus_failure_t;
 
-typedef struct uct_aptus_failures {
-    uct_aptus_failure_t *items;
-    unsigned num;
-    unsigned max;
-} uct_aptus_failures_t;
+UCS_ARRAY_DECLARE_TYPE(uct_aptus_failures, unsigned, uct_aptus_failure_t);
+typedef ucs_array_t(uct_aptus_failures) uct_aptus_failures_t;
+
+static inline int
+uct_aptus_failures_pending(const uct_aptus_failures_t *failures)
+{
+    return !ucs_array_is_empty(failures);
+}
 
 void uct_aptus_failures_init(uct_aptus_failures_t *failures);
 void uct_aptus_failures_cleanup(uct_aptus_failures_t *failures);

@@ -307,6 +307,7 @@ static ucs_status_t uct_aptus_md_open(uct_component_t *component,
     md->super.ops       = &uct_aptus_md_ops;
     md->super.component = &uct_aptus_component;
     md->one_sided       = !strcmp(md_name, UCT_APTUS_RC_MD_NAME);
+    md->wire            = &aptus_sock_wire_dev;
     md->stats           = ucs_strdup(config->stats, "uct_aptus_md_stats");
     if (md->stats == NULL) {
         status = UCS_ERR_NO_MEMORY;

@@ -15,6 +15,7 @@
 #define UCT_APTUS_MD_H_
 
 #include "channel/chan.h"
+#include "wire/wire_dev.h"
 
 #include <uct/base/uct_md.h>
 #include <ucs/datastruct/khash.h>
@@ -58,6 +59,7 @@ typedef struct uct_aptus_md {
     uint64_t reg_calls;               /* mem_reg requests */
     uint64_t registrations;           /* regions actually created */
     int one_sided;                    /* the "aptus_rc" domain */
+    const aptus_wire_dev_ops_t *wire; /* the wire its transports use */
 } uct_aptus_md_t;
 
 /* The packed remote key. */
@@ -75,6 +77,12 @@ extern uct_component_t uct_aptus_component;
 
 /* Whether [address, address + length) lies inside a live registration with
  * this token (for requests that arrive from the network). */
+/* The wire under a transport opened on this domain. */
+static inline const aptus_wire_dev_ops_t *uct_aptus_md_wire(uct_md_h md)
+{
+    return ucs_derived_of(md, uct_aptus_md_t)->wire;
+}
+
 /* Whether a transport belongs on this domain (one_sided: rc_sr, rc_fp). */
 static inline int uct_aptus_md_is_one_sided(uct_md_h md)
 {

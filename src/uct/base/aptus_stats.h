@@ -10,15 +10,14 @@
 #ifndef UCT_APTUS_STATS_H_
 #define UCT_APTUS_STATS_H_
 
+#include "base/aptus_stat.h"
+
 #include <ucs/type/status.h>
 
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct uct_aptus_stat {
-    const char *name;
-    uint64_t value;
-} uct_aptus_stat_t;
+typedef aptus_stat_t uct_aptus_stat_t;
 
 /* dest: a comma-separated list of "stdout", "stderr", or file names (%h
  * host, %p pid); a file whose name ends in ".csv" gets CSV rows (host, pid,

@@ -27,7 +27,8 @@
 #include "uct/base/aptus_iface.h"
 #include "uct/base/aptus_md.h"
 #include "uct/base/aptus_stats.h"
-#include "uct/ud/ud_sr_params.h"
+#include "uct/ud/ud_base.h"
+#include "uct/rc/rc_params.h"
 #include "channel/rc_rdma_chan.h"
 #include "proto/chan_alloc.h"
 #include "channel/rc_fp_chan.h"
@@ -37,6 +38,7 @@
 
 #include <uct/base/uct_iface.h>
 #include <ucs/datastruct/arbiter.h>
+#include <ucs/datastruct/array.inl>
 #include <ucs/datastruct/khash.h>
 #include <ucs/datastruct/mpool.h>
 
@@ -93,12 +95,8 @@ typedef struct uct_aptus_tl_fp_tx {
 
 typedef struct uct_aptus_tl_iface_config {
     uct_iface_config_t super;
-    uct_ud_sr_params_t ud;
-    size_t rc_seg_size;
-    unsigned rc_credits;
-    unsigned rc_rx_queue_len;
-    size_t rc_tx_backlog;
-    int rc_rma;
+    uct_ud_sr_params_t ud; /* the UD channels', as ud_sr's */
+    uct_rc_params_t rc;    /* the RC channels', as rc_sr's, under RC_ */
     char *send_rules;
     unsigned max_rc;
     unsigned max_fp;
@@ -125,6 +123,46 @@ typedef struct uct_aptus_tl_iface_addr {
 } UCS_S_PACKED uct_aptus_tl_iface_addr_t;
 
 typedef struct uct_aptus_tl_ep uct_aptus_tl_ep_t;
+
+/* Endpoints the interface visits from progress: a dynamic array. */
+UCS_ARRAY_DECLARE_TYPE(uct_aptus_tl_ep_list, unsigned, uct_aptus_tl_ep_t *);
+UCS_ARRAY_IMPL(uct_aptus_tl_ep_list, unsigned, uct_aptus_tl_ep_t *,
+               static UCS_F_ALWAYS_INLINE);
+typedef ucs_array_t(uct_aptus_tl_ep_list) uct_aptus_tl_ep_list_t;
+
+/* Append ep; 0 when no memory is left (the caller copes, as for a list it
+ * could not grow). */
+static inline int uct_aptus_tl_ep_list_add(uct_aptus_tl_ep_list_t *list,
+                                           uct_aptus_tl_ep_t *ep)
+{
+    if (ucs_array_append(uct_aptus_tl_ep_list, list) != UCS_OK) {
+        return 0;
+    }
+    *ucs_array_last(list) = ep;
+    return 1;
+}
+
+/* Remove the entry at index (the last one takes its place). */
+static inline void uct_aptus_tl_ep_list_remove(uct_aptus_tl_ep_list_t *list,
+                                               unsigned index)
+{
+    ucs_array_elem(list, index) = *ucs_array_last(list);
+    ucs_array_set_length(list, ucs_array_length(list) - 1);
+}
+
+/* Remove ep, if it is there. */
+static inline void uct_aptus_tl_ep_list_del(uct_aptus_tl_ep_list_t *list,
+                                            uct_aptus_tl_ep_t *ep)
+{
+    unsigned i;
+
+    for (i = 0; i < ucs_array_length(list); ++i) {
+        if (ucs_array_elem(list, i) == ep) {
+            uct_aptus_tl_ep_list_remove(list, i);
+            return;
+        }
+    }
+}
 
 /* A peer's RC connection, while it holds an RC slot. */
 typedef struct uct_aptus_tl_rc {
@@ -276,11 +314,9 @@ typedef struct uct_aptus_tl_zcomp {
 
 typedef struct uct_aptus_tl_iface {
     uct_base_iface_t super;
-    aptus_ud_chan_t ud;
-    aptus_udz_t udz;
+    uct_ud_base_t ud; /* the datagram wire, UD-SR and UD-ZCopy */
     aptus_rc_chan_t rc;
     aptus_rc_rdma_chan_t rdma;
-    aptus_dgram_wire_t *dgram;
     aptus_conn_wire_t *conn;
     char dev_name[UCT_DEVICE_NAME_MAX];
     aptus_rule_chain_t rules;
@@ -295,18 +331,10 @@ typedef struct uct_aptus_tl_iface {
     size_t am_align;
     size_t am_align_offset;
     khash_t(uct_aptus_rc_peers) rc_peers;
-    uct_aptus_tl_ep_t **ctl_list; /* peers owing control messages */
-    unsigned num_ctl;
-    unsigned max_ctl;
-    uct_aptus_tl_ep_t **xack_list; /* peers owing an XACK */
-    unsigned num_xack;
-    unsigned max_xack;
-    uct_aptus_tl_ep_t **resend_list; /* peers with messages to resend */
-    unsigned num_resend;
-    unsigned max_resend;
-    uct_aptus_tl_ep_t **rc_list; /* peers holding RC (idle checks) */
-    unsigned num_rc;
-    unsigned max_rc_list;
+    uct_aptus_tl_ep_list_t ctl_list;    /* peers owing control messages */
+    uct_aptus_tl_ep_list_t xack_list;   /* peers owing an XACK */
+    uct_aptus_tl_ep_list_t resend_list; /* peers with messages to resend */
+    uct_aptus_tl_ep_list_t rc_list;     /* peers holding RC (idle checks) */
     uint64_t next_check_us;
     ucs_mpool_t zcomp_mp; /* am_zcopy over UD: trailer + completion */
     ucs_mpool_t keep_mp;  /* copies kept for a resend, one RC message
@@ -314,17 +342,12 @@ typedef struct uct_aptus_tl_iface {
                              goes, and a malloc and free per message over
                              RC cost more than the copy */
     uct_recv_desc_t held_release;
-    uct_aptus_async_timer_t timer;
-    uct_aptus_async_rx_t async_rx;
-    double latency;
-    double bandwidth;      /* of the get: RC-RDMA or UD-ZCopy */
-    double copy_bandwidth; /* of active messages */
-    aptus_fp_chan_t fpc;   /* RC-FP: blocks of MAX_FP, UD carries control */
+    double bandwidth;    /* of the get: RC-RDMA or UD-ZCopy */
+    aptus_fp_chan_t fpc; /* RC-FP: blocks of MAX_FP, UD carries control */
     uint16_t fp_next_nonce;
     unsigned rc_idle_tick; /* progress calls since the connections' poll */
     int ud_watched; /* the connections' readiness check covers UD's socket */
     int ud_ready;   /* ... and found input there */
-    uct_aptus_failures_t failures; /* to report from progress */
     uct_aptus_tl_stats_t stats;
 } uct_aptus_tl_iface_t;
 
@@ -392,17 +415,19 @@ void uct_aptus_tl_rc_fallback(uct_aptus_tl_iface_t *iface,
 unsigned uct_aptus_tl_resend_progress(uct_aptus_tl_iface_t *iface);
 void uct_aptus_tl_resend_forget(uct_aptus_tl_iface_t *iface,
                                 uct_aptus_tl_ep_t *ep);
-int uct_aptus_tl_list_add(uct_aptus_tl_ep_t ***list, unsigned *num,
-                          unsigned *max, uct_aptus_tl_ep_t *ep);
-void uct_aptus_tl_list_del(uct_aptus_tl_ep_t **list, unsigned *num,
-                           uct_aptus_tl_ep_t *ep);
 
-/* Allocation protocol (aptus_tl_alloc.c). */
+/* Control messages, the hub (aptus_tl_ctl.c): send one (owed and sent
+ * from progress when the stream's window is full), and receive one. */
+void uct_aptus_tl_ctl_send(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
+                           uct_aptus_ctl_type_t type, aptus_alloc_kind_t kind);
+unsigned uct_aptus_tl_ctl_progress(uct_aptus_tl_iface_t *iface);
 ucs_status_t uct_aptus_tl_ctl_recv(uct_aptus_tl_iface_t *iface,
                                    uct_aptus_tl_ep_t *ep, const void *data,
                                    size_t length);
-void uct_aptus_tl_ctl_send(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
-                           uct_aptus_ctl_type_t type, aptus_alloc_kind_t kind);
+
+/* Allocation protocol (aptus_tl_alloc.c). */
+void uct_aptus_tl_alloc_recv(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
+                             const uint8_t *msg, size_t length);
 unsigned uct_aptus_tl_alloc_progress(uct_aptus_tl_iface_t *iface,
                                      uint64_t now_us);
 void uct_aptus_tl_alloc_forget(uct_aptus_tl_iface_t *iface,
@@ -492,7 +517,24 @@ ucs_status_t uct_aptus_tl_ep_check(uct_ep_h tl_ep, unsigned flags,
                                    uct_completion_t *comp);
 ucs_status_t uct_aptus_tl_ep_invalidate(uct_ep_h tl_ep, unsigned flags);
 
+/* Statistics (aptus_tl_stats.c): the interface's, as printed (returns
+ * the number of entries); the lines by size and by peer, printed to dest. */
 unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,
                                   uct_aptus_stat_t *stats, unsigned max);
+void uct_aptus_tl_iface_print_sizes(uct_aptus_tl_iface_t *iface,
+                                    const char *dest);
+void uct_aptus_tl_iface_print_peers(uct_aptus_tl_iface_t *iface,
+                                    const char *dest);
+
+/* Settings (aptus_tl_config.c): checked before anything opens, then the
+ * rule chain and the allocator made from them. */
+ucs_status_t
+uct_aptus_tl_iface_check_config(const uct_aptus_tl_iface_config_t *config);
+ucs_status_t
+uct_aptus_tl_iface_rules(uct_aptus_tl_iface_t *iface,
+                         const uct_aptus_tl_iface_config_t *config);
+ucs_status_t
+uct_aptus_tl_iface_alloc_init(uct_aptus_tl_iface_t *iface,
+                              const uct_aptus_tl_iface_config_t *config);
 
 #endif

@@ -17,8 +17,7 @@
  *    is demoted: the slot is given back, DEMOTE tells the peer, both close
  *    their end. What was sent on it is still delivered, in order.
  *
- * A control message that finds the stream's window full is owed and sent
- * from progress.
+ * The messages go through the hub of control messages (aptus_tl_ctl.c).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -50,37 +49,6 @@ static void uct_aptus_tl_map_add(uct_aptus_tl_iface_t *iface,
     ep->flags |= UCT_APTUS_EP_IN_MAP;
 }
 
-int uct_aptus_tl_list_add(uct_aptus_tl_ep_t ***list, unsigned *num,
-                          unsigned *max, uct_aptus_tl_ep_t *ep)
-{
-    uct_aptus_tl_ep_t **grown;
-
-    if (*num == *max) {
-        grown = ucs_realloc(*list, sizeof(**list) * (*max * 2 + 8),
-                            "uct_aptus_ep_list");
-        if (grown == NULL) {
-            return 0;
-        }
-        *list = grown;
-        *max  = *max * 2 + 8;
-    }
-    (*list)[(*num)++] = ep;
-    return 1;
-}
-
-void uct_aptus_tl_list_del(uct_aptus_tl_ep_t **list, unsigned *num,
-                           uct_aptus_tl_ep_t *ep)
-{
-    unsigned i;
-
-    for (i = 0; i < *num; ++i) {
-        if (list[i] == ep) {
-            list[i] = list[--(*num)];
-            return;
-        }
-    }
-}
-
 /* The peer holds an RC slot: set up its connection state (unconnected). */
 static int uct_aptus_tl_rc_open(uct_aptus_tl_iface_t *iface,
                                 uct_aptus_tl_ep_t *ep)
@@ -95,8 +63,7 @@ static int uct_aptus_tl_rc_open(uct_aptus_tl_iface_t *iface,
     if (rc == NULL) {
         return 0;
     }
-    if (!uct_aptus_tl_list_add(&iface->rc_list, &iface->num_rc,
-                               &iface->max_rc_list, ep)) {
+    if (!uct_aptus_tl_ep_list_add(&iface->rc_list, ep)) {
         ucs_free(rc);
         return 0;
     }
@@ -114,7 +81,7 @@ void uct_aptus_tl_ep_rc_close(uct_aptus_tl_iface_t *iface,
         return;
     }
     ep->rc = NULL;
-    uct_aptus_tl_list_del(iface->rc_list, &iface->num_rc, ep);
+    uct_aptus_tl_ep_list_del(&iface->rc_list, ep);
     if (rc->connected) {
         /* the channel keeps the connection until what was sent on it is
          * out, and keeps receiving until the peer closes its end */
@@ -127,103 +94,6 @@ void uct_aptus_tl_ep_rc_close(uct_aptus_tl_iface_t *iface,
         ep->blocked = UCT_APTUS_BLOCKED_UD;
     }
     uct_aptus_tl_fp_sync(iface, ep); /* a fast path goes with RC */
-}
-
-static void uct_aptus_tl_ctl_owe(uct_aptus_tl_iface_t *iface,
-                                 uct_aptus_tl_ep_t *ep,
-                                 uct_aptus_ctl_type_t type,
-                                 aptus_alloc_kind_t kind)
-{
-    /* a later answer replaces an earlier one of the same pair; the fast
-     * path's messages are built from the endpoint's state when sent */
-    ep->ctl_owed |= UCS_BIT(type - 1);
-    if (type < UCT_APTUS_CTL_FP_CREDIT) {
-        ep->ctl_kind = kind;
-    }
-    iface->stats.ctl_deferred++;
-    if (!(ep->flags & UCT_APTUS_EP_CTL_LIST) &&
-        uct_aptus_tl_list_add(&iface->ctl_list, &iface->num_ctl,
-                              &iface->max_ctl, ep)) {
-        ep->flags |= UCT_APTUS_EP_CTL_LIST;
-    }
-}
-
-static ssize_t uct_aptus_tl_ctl_try(uct_aptus_tl_iface_t *iface,
-                                    uct_aptus_tl_ep_t *ep,
-                                    uct_aptus_ctl_type_t type,
-                                    aptus_alloc_kind_t kind)
-{
-    uint8_t msg[ucs_max(UCT_APTUS_CTL_LEN, UCT_APTUS_FP_BLOCK_LEN)];
-    size_t length = UCT_APTUS_CTL_LEN;
-    ssize_t ret;
-
-    if (type >= UCT_APTUS_CTL_FP_CREDIT) {
-        length = uct_aptus_tl_fp_ctl_pack(iface, ep, type, msg);
-        if (length == 0) {
-            return 0; /* nothing to say any more */
-        }
-    } else {
-        msg[0] = type;
-        msg[1] = kind;
-        /* as in the address */
-        memcpy(msg + 2, &iface->rc.config.local_port, 2);
-        aptus_put16(msg + 4, iface->rc.config.credits);
-        aptus_put16(msg + 6, 0);
-    }
-    ret = aptus_ud_chan_send_internal(
-        &iface->ud, &ep->peer, UCT_APTUS_CTL_MSG_ID, msg, length, NULL, 0);
-    if (ret >= 0) {
-        if (type == UCT_APTUS_CTL_FP_CREDIT) {
-            uct_aptus_tl_fp_credits_sent(iface, ep);
-        } else if (type == UCT_APTUS_CTL_FP_DONE) {
-            ep->fp_done_nonce = 0;
-        }
-    }
-    return ret;
-}
-
-void uct_aptus_tl_ctl_send(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
-                           uct_aptus_ctl_type_t type, aptus_alloc_kind_t kind)
-{
-    ssize_t ret = uct_aptus_tl_ctl_try(iface, ep, type, kind);
-
-    if (ret >= 0) {
-        iface->stats.ctl_sent++;
-    } else if (ret == UCS_ERR_NO_RESOURCE) {
-        uct_aptus_tl_ctl_owe(iface, ep, type, kind);
-    }
-    /* another error: the stream failed, and the peer with it */
-}
-
-static unsigned uct_aptus_tl_ctl_progress(uct_aptus_tl_iface_t *iface)
-{
-    unsigned i, type, count = 0;
-    uct_aptus_tl_ep_t *ep;
-    ssize_t ret;
-
-    for (i = 0; i < iface->num_ctl;) {
-        ep = iface->ctl_list[i];
-        for (type = UCT_APTUS_CTL_REQUEST; type <= UCT_APTUS_CTL_FP_BLOCK;
-             ++type) {
-            if (!(ep->ctl_owed & UCS_BIT(type - 1))) {
-                continue;
-            }
-            ret = uct_aptus_tl_ctl_try(iface, ep, type, ep->ctl_kind);
-            if (ret == UCS_ERR_NO_RESOURCE) {
-                break;
-            }
-            ep->ctl_owed &= ~UCS_BIT(type - 1);
-            iface->stats.ctl_sent += (ret >= 0);
-            ++count;
-        }
-        if (ep->ctl_owed == 0) {
-            ep->flags &= ~UCT_APTUS_EP_CTL_LIST;
-            iface->ctl_list[i] = iface->ctl_list[--iface->num_ctl];
-        } else {
-            ++i;
-        }
-    }
-    return count;
 }
 
 static void uct_aptus_tl_act(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
@@ -331,7 +201,7 @@ void uct_aptus_tl_ep_sent(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
             &iface->rules,
             (chan == APTUS_CHAN_UD_ZCOPY) ? APTUS_RULE_DATA_CHANS
                                           : APTUS_RULE_EAGER_CHANS,
-            size, aptus_ud_chan_num_peers(&iface->ud),
+            size, aptus_ud_chan_num_peers(&iface->ud.chan),
             APTUS_RULE_UD_CHANS | rc_chans, &rule);
         if (!(APTUS_RULE_BIT(would) & rc_chans) ||
             ((would == APTUS_RULE_RC_SR) &&
@@ -347,31 +217,18 @@ void uct_aptus_tl_ep_sent(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
     }
 }
 
-ucs_status_t uct_aptus_tl_ctl_recv(uct_aptus_tl_iface_t *iface,
-                                   uct_aptus_tl_ep_t *ep, const void *data,
-                                   size_t length)
+/* An allocation message from the peer (REQUEST, GRANT, REFUSE, DEMOTE). */
+void uct_aptus_tl_alloc_recv(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
+                             const uint8_t *msg, size_t length)
 {
-    const uint8_t *msg = data;
-    uint64_t now       = uct_ud_sr_clock();
+    uint64_t now = uct_ud_sr_clock();
     aptus_alloc_kind_t kind;
     aptus_alloc_action_t act;
 
-    if ((length == UCT_APTUS_CTL_LEN) && (msg[0] == UCT_APTUS_CTL_XACK)) {
-        iface->stats.ctl_received++;
-        uct_aptus_tl_ep_init_state(iface, ep);
-        uct_aptus_tl_xack_recv(iface, ep, aptus_get32(msg + 4));
-        return UCS_OK;
-    }
-    if ((length >= 1) && (msg[0] >= UCT_APTUS_CTL_FP_CREDIT) &&
-        (msg[0] <= UCT_APTUS_CTL_FP_BLOCK)) {
-        uct_aptus_tl_ep_init_state(iface, ep);
-        uct_aptus_tl_fp_ctl_recv(iface, ep, msg, length);
-        return UCS_OK;
-    }
     if ((length != UCT_APTUS_CTL_LEN) || (msg[1] >= APTUS_ALLOC_KIND_LAST) ||
         (msg[0] < UCT_APTUS_CTL_REQUEST) || (msg[0] > UCT_APTUS_CTL_DEMOTE)) {
         iface->stats.rx_malformed++;
-        return UCS_OK;
+        return;
     }
     iface->stats.ctl_received++;
     uct_aptus_tl_ep_init_state(iface, ep);
@@ -381,7 +238,7 @@ ucs_status_t uct_aptus_tl_ctl_recv(uct_aptus_tl_iface_t *iface,
         ep->rc_credits = aptus_get16(msg + 4);
         if (ep->rc_credits == 0) {
             iface->stats.rx_malformed++;
-            return UCS_OK;
+            return;
         }
     }
 
@@ -419,7 +276,6 @@ ucs_status_t uct_aptus_tl_ctl_recv(uct_aptus_tl_iface_t *iface,
         break;
     }
     uct_aptus_tl_act(iface, ep, act, kind);
-    return UCS_OK;
 }
 
 unsigned uct_aptus_tl_alloc_progress(uct_aptus_tl_iface_t *iface,
@@ -430,16 +286,13 @@ unsigned uct_aptus_tl_alloc_progress(uct_aptus_tl_iface_t *iface,
     uct_aptus_tl_ep_t *ep;
     unsigned i, count = 0;
 
-    if (iface->num_ctl > 0) {
-        count += uct_aptus_tl_ctl_progress(iface);
-    }
     /* demotions and unanswered requests, a few times per hold period */
     if ((int64_t)(now_us - iface->next_check_us) < 0) {
         return count;
     }
     iface->next_check_us = now_us + iface->alloc.config.request_timeout_us / 4;
-    for (i = 0; i < iface->num_rc;) {
-        ep  = iface->rc_list[i];
+    for (i = 0; i < ucs_array_length(&iface->rc_list);) {
+        ep  = ucs_array_elem(&iface->rc_list, i);
         act = aptus_alloc_check(&iface->alloc, &ep->alloc, now_us, &kind);
         if (act == APTUS_ALLOC_ACT_DEMOTE) {
             uct_aptus_tl_act(iface, ep, act, kind); /* removes it */
@@ -474,7 +327,7 @@ void uct_aptus_tl_alloc_forget(uct_aptus_tl_iface_t *iface,
         }
     }
     if (ep->flags & UCT_APTUS_EP_CTL_LIST) {
-        uct_aptus_tl_list_del(iface->ctl_list, &iface->num_ctl, ep);
+        uct_aptus_tl_ep_list_del(&iface->ctl_list, ep);
     }
     uct_aptus_tl_resend_forget(iface, ep);
     if (ep->flags & UCT_APTUS_EP_IN_MAP) {

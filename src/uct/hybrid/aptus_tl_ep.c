@@ -16,7 +16,6 @@
 #include "uct/base/aptus_rma.h"
 #include "proto/le.h"
 #include "channel/chan_pending.h"
-#include "wire/sock/sock_netif.h"
 
 #include <uct/base/uct_iov.inl>
 
@@ -139,7 +138,7 @@ uct_aptus_tl_select_but(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
 
     /* the rule channels are numbered as the channel interface's */
     chan = (aptus_chan_type_t)aptus_rule_chain_select(
-        &iface->rules, kind, size, aptus_ud_chan_num_peers(&iface->ud),
+        &iface->rules, kind, size, aptus_ud_chan_num_peers(&iface->ud.chan),
         uct_aptus_tl_ep_allocated(iface, ep) & ~but, &rule);
     if ((chan == APTUS_CHAN_RC_SR) &&
         (size + UCT_APTUS_TRAILER_LEN > iface->rc.config.max_msg)) {
@@ -209,8 +208,8 @@ static size_t uct_aptus_tl_pack_short(void *dest, void *arg)
 static int uct_aptus_tl_ep_fence_holds(uct_aptus_tl_iface_t *iface,
                                        uct_aptus_tl_ep_t *ep)
 {
-    if (aptus_chan_flush(&iface->udz.super, (aptus_chan_peer_t *)&ep->peer, 0,
-                         NULL) != UCS_OK) {
+    if (aptus_chan_flush(&iface->ud.udz.super, (aptus_chan_peer_t *)&ep->peer,
+                         0, NULL) != UCS_OK) {
         return 1;
     }
     ep->flags &= ~UCT_APTUS_EP_FENCED;
@@ -311,8 +310,8 @@ ucs_status_t uct_aptus_tl_ep_am_short(uct_ep_h tl_ep, uint8_t id,
         s.length  = length;
         s.ep      = ep;
         aptus_chan_send_pack(&send, id, uct_aptus_tl_pack_short, &s);
-        ret = aptus_chan_send(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer,
-                              &send);
+        ret = aptus_chan_send(&iface->ud.chan.super,
+                              (aptus_chan_peer_t *)&ep->peer, &send);
         if (ret > 0) {
             ret = UCS_OK;
         }
@@ -368,8 +367,8 @@ ssize_t uct_aptus_tl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
                    APTUS_RULE_UD_CHANS)) {
         /* only UD to choose from: pack straight into the datagram */
         aptus_chan_send_pack(&send, id, uct_aptus_tl_pack_bcopy, &p);
-        ret = aptus_chan_send(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer,
-                              &send);
+        ret = aptus_chan_send(&iface->ud.chan.super,
+                              (aptus_chan_peer_t *)&ep->peer, &send);
     } else {
         /* the size chooses the channel: pack first */
         length = uct_aptus_tl_pack_bcopy(iface->bounce, &p);
@@ -399,7 +398,7 @@ ssize_t uct_aptus_tl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
             c.data   = iface->bounce;
             c.length = length;
             aptus_chan_send_pack(&send, id, uct_aptus_tl_pack_copy, &c);
-            ret = aptus_chan_send(&iface->ud.super,
+            ret = aptus_chan_send(&iface->ud.chan.super,
                                   (aptus_chan_peer_t *)&ep->peer, &send);
         }
     }
@@ -444,10 +443,11 @@ ucs_status_t uct_aptus_tl_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_IOV_SIZE(iovcnt, (size_t)(APTUS_UD_MAX_IOV - 1),
                        "uct_aptus_ep_am_zcopy");
-    UCT_CHECK_LENGTH(header_length, 0, iface->ud.config.max_am_hdr,
+    UCT_CHECK_LENGTH(header_length, 0, iface->ud.chan.config.max_am_hdr,
                      "am_zcopy header");
     size = header_length + uct_iov_total_length(iov, iovcnt);
-    UCT_CHECK_LENGTH(size, 0, iface->ud.config.max_msg - UCT_APTUS_TRAILER_LEN,
+    UCT_CHECK_LENGTH(size, 0,
+                     iface->ud.chan.config.max_msg - UCT_APTUS_TRAILER_LEN,
                      "am_zcopy");
     for (i = 0; i < iovcnt; ++i) {
         liov[i].iov_base = iov[i].buffer;
@@ -501,8 +501,8 @@ ucs_status_t uct_aptus_tl_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
         liov[iovcnt].iov_len  = sizeof(zc->trailer);
         aptus_chan_send_iov(&send, id, header, header_length, liov, iovcnt + 1,
                             &zc->comp);
-        ret = aptus_chan_send(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer,
-                              &send);
+        ret = aptus_chan_send(&iface->ud.chan.super,
+                              (aptus_chan_peer_t *)&ep->peer, &send);
         if (ret != UCS_INPROGRESS) {
             ucs_mpool_put_inline(zc);
         }
@@ -537,7 +537,7 @@ ucs_status_t uct_aptus_tl_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     UCT_CHECK_PARAM(iovcnt == 1, "aptus get_zcopy takes one iov, got %zu",
                     iovcnt);
     length = uct_iov_get_length(iov);
-    UCT_CHECK_LENGTH(length, 0, iface->udz.config.max_get, "get_zcopy");
+    UCT_CHECK_LENGTH(length, 0, iface->ud.udz.config.max_get, "get_zcopy");
     if (length == 0) {
         return UCS_OK; /* as in UCX: nothing to move, the rkey may be a dummy */
     }
@@ -571,9 +571,10 @@ ucs_status_t uct_aptus_tl_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
         /* messages queued on the connection, or memory it cannot reach:
          * the owner serves it over UD */
     }
-    iface->ud.now_us = iface->ud.clock();
-    status = aptus_chan_get(&iface->udz.super, (aptus_chan_peer_t *)&ep->peer,
-                            &liov, 1, remote_addr, &key, comp);
+    iface->ud.chan.now_us = iface->ud.chan.clock();
+    status =
+        aptus_chan_get(&iface->ud.udz.super, (aptus_chan_peer_t *)&ep->peer,
+                       &liov, 1, remote_addr, &key, comp);
     if (!UCS_STATUS_IS_ERR(status)) {
         uct_aptus_tl_ep_sent(iface, ep, APTUS_CHAN_UD_ZCOPY, length);
     }
@@ -598,7 +599,7 @@ ucs_status_t uct_aptus_tl_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     UCT_CHECK_PARAM(iovcnt == 1, "aptus put_zcopy takes one iov, got %zu",
                     iovcnt);
     length = uct_iov_get_length(iov);
-    UCT_CHECK_LENGTH(length, 0, iface->udz.config.max_get, "put_zcopy");
+    UCT_CHECK_LENGTH(length, 0, iface->ud.udz.config.max_get, "put_zcopy");
     if (length == 0) {
         return UCS_OK; /* as in UCX: nothing to move, the rkey may be a dummy */
     }
@@ -632,9 +633,10 @@ ucs_status_t uct_aptus_tl_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
         /* messages queued on the connection, or memory it cannot reach:
          * the target reads it over UD */
     }
-    iface->ud.now_us = iface->ud.clock();
-    status = aptus_chan_put(&iface->udz.super, (aptus_chan_peer_t *)&ep->peer,
-                            &liov, 1, remote_addr, &key, comp);
+    iface->ud.chan.now_us = iface->ud.chan.clock();
+    status =
+        aptus_chan_put(&iface->ud.udz.super, (aptus_chan_peer_t *)&ep->peer,
+                       &liov, 1, remote_addr, &key, comp);
     if (!UCS_STATUS_IS_ERR(status)) {
         uct_aptus_tl_ep_sent(iface, ep, APTUS_CHAN_UD_ZCOPY, length);
     }
@@ -662,8 +664,9 @@ ucs_status_t uct_aptus_tl_ep_put_short(uct_ep_h tl_ep, const void *buffer,
     ucs_status_t status;
 
     UCT_APTUS_RMA_BEGIN(iface, ep);
-    status = uct_aptus_rma_put_short(&iface->udz, &ep->peer, "aptus put_short",
-                                     buffer, length, remote_addr, rkey);
+    status =
+        uct_aptus_rma_put_short(&iface->ud.udz, &ep->peer, "aptus put_short",
+                                buffer, length, remote_addr, rkey);
     if (status == UCS_OK) {
         uct_aptus_tl_ep_sent(iface, ep, APTUS_CHAN_UD_SR, length);
     }
@@ -680,7 +683,7 @@ ssize_t uct_aptus_tl_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
     ssize_t ret;
 
     UCT_APTUS_RMA_BEGIN(iface, ep);
-    ret = uct_aptus_rma_put_bcopy(&iface->udz, &ep->peer, pack_cb, arg,
+    ret = uct_aptus_rma_put_bcopy(&iface->ud.udz, &ep->peer, pack_cb, arg,
                                   remote_addr, rkey);
     if (ret >= 0) {
         uct_aptus_tl_ep_sent(iface, ep, APTUS_CHAN_UD_SR, ret);
@@ -700,7 +703,7 @@ ucs_status_t uct_aptus_tl_ep_get_bcopy(uct_ep_h tl_ep,
     ucs_status_t status;
 
     UCT_APTUS_RMA_BEGIN(iface, ep);
-    status = uct_aptus_rma_get_bcopy(&iface->udz, &ep->peer, unpack_cb, arg,
+    status = uct_aptus_rma_get_bcopy(&iface->ud.udz, &ep->peer, unpack_cb, arg,
                                      length, remote_addr, rkey, comp);
     UCT_APTUS_LEAVE(iface);
     return status;
@@ -816,7 +819,7 @@ static ucs_status_t uct_aptus_tl_ep_do_flush(uct_ep_h tl_ep, unsigned flags,
             status = UCS_OK; /* a connection closed in order has nothing */
         }
     }
-    st = aptus_chan_flush(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer,
+    st = aptus_chan_flush(&iface->ud.chan.super, (aptus_chan_peer_t *)&ep->peer,
                           flags, comp);
     if (st == UCS_INPROGRESS) {
         if ((status == UCS_INPROGRESS) && (comp != NULL)) {
@@ -833,7 +836,8 @@ static ucs_status_t uct_aptus_tl_ep_do_flush(uct_ep_h tl_ep, unsigned flags,
         }
     }
     if (!UCS_STATUS_IS_ERR(status) && !(flags & UCT_FLUSH_FLAG_CANCEL)) {
-        if (aptus_chan_flush(&iface->udz.super, (aptus_chan_peer_t *)&ep->peer,
+        if (aptus_chan_flush(&iface->ud.udz.super,
+                             (aptus_chan_peer_t *)&ep->peer,
                              flags | ((status == UCS_INPROGRESS)
                                           ? APTUS_CHAN_FLUSH_F_SHARED_COMP
                                           : 0),
@@ -841,7 +845,7 @@ static ucs_status_t uct_aptus_tl_ep_do_flush(uct_ep_h tl_ep, unsigned flags,
             status = UCS_INPROGRESS;
         }
     } else if ((flags & UCT_FLUSH_FLAG_CANCEL) && (status == UCS_OK)) {
-        aptus_chan_peer_disconnect(&iface->udz.super,
+        aptus_chan_peer_disconnect(&iface->ud.udz.super,
                                    (aptus_chan_peer_t *)&ep->peer);
     }
     UCT_APTUS_LEAVE(iface);
@@ -859,8 +863,8 @@ ucs_status_t uct_aptus_tl_ep_fence(uct_ep_h tl_ep, unsigned flags)
      * when the target has read it: what follows waits for that. */
     UCT_APTUS_ENTER(iface);
     if ((ep->flags & UCT_APTUS_EP_INITED) &&
-        (aptus_chan_flush(&iface->udz.super, (aptus_chan_peer_t *)&ep->peer, 0,
-                          NULL) != UCS_OK)) {
+        (aptus_chan_flush(&iface->ud.udz.super, (aptus_chan_peer_t *)&ep->peer,
+                          0, NULL) != UCS_OK)) {
         ep->flags |= UCT_APTUS_EP_FENCED;
     }
     UCT_APTUS_LEAVE(iface);
@@ -882,8 +886,8 @@ ucs_status_t uct_aptus_tl_ep_check(uct_ep_h tl_ep, unsigned flags,
         status = UCS_OK;
     } else {
         /* UD carries everything the peer's health depends on */
-        status =
-            aptus_chan_check(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer);
+        status = aptus_chan_check(&iface->ud.chan.super,
+                                  (aptus_chan_peer_t *)&ep->peer);
     }
     UCT_APTUS_LEAVE(iface);
     return status;
@@ -899,7 +903,8 @@ ucs_status_t uct_aptus_tl_ep_invalidate(uct_ep_h tl_ep, unsigned flags)
         aptus_chan_invalidate(&iface->rc.super,
                               (aptus_chan_peer_t *)&ep->rc->link);
     }
-    aptus_chan_invalidate(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer);
+    aptus_chan_invalidate(&iface->ud.chan.super,
+                          (aptus_chan_peer_t *)&ep->peer);
     UCT_APTUS_LEAVE(iface);
     return UCS_OK;
 }
@@ -920,20 +925,21 @@ ucs_status_t uct_aptus_tl_ep_create(const uct_ep_params_t *params,
 
     UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
     iface_addr = (const uct_aptus_tl_iface_addr_t *)params->iface_addr;
-    aptus_sock_wire_addr_make(params->dev_addr, iface_addr->ud_port, &addr);
+    uct_ud_base_peer_addr(&iface->ud, params->dev_addr, iface_addr->ud_port,
+                          &addr);
 
     UCT_APTUS_ENTER(iface);
-    iface->ud.now_us  = iface->ud.clock();
-    remote.addr       = &addr;
-    remote.remote_key = iface_addr->key;
-    remote.mtu        = iface_addr->ud_mtu;
-    status            = aptus_chan_peer_connect(&iface->ud.super, &remote, NULL,
-                                                (aptus_chan_peer_t **)&peer);
+    iface->ud.chan.now_us = iface->ud.chan.clock();
+    remote.addr           = &addr;
+    remote.remote_key     = iface_addr->key;
+    remote.mtu            = iface_addr->ud_mtu;
+    status = aptus_chan_peer_connect(&iface->ud.chan.super, &remote, NULL,
+                                     (aptus_chan_peer_t **)&peer);
     if (status == UCS_OK) {
         ep     = uct_aptus_tl_ep_of_peer(peer);
         status = UCS_CLASS_INIT(uct_base_ep_t, &ep->super, &iface->super);
         if (status != UCS_OK) {
-            aptus_chan_peer_disconnect(&iface->ud.super,
+            aptus_chan_peer_disconnect(&iface->ud.chan.super,
                                        (aptus_chan_peer_t *)peer);
         } else {
             uct_aptus_tl_ep_init_state(iface, ep);
@@ -965,11 +971,11 @@ void uct_aptus_tl_ep_destroy(uct_ep_h tl_ep)
                                 &(uct_purge_cb_args_t){ NULL, NULL });
     }
     ep->flags &= ~UCT_APTUS_EP_USER;
-    aptus_chan_peer_disconnect(&iface->udz.super,
+    aptus_chan_peer_disconnect(&iface->ud.udz.super,
                                (aptus_chan_peer_t *)&ep->peer);
     /* the stream, and its connection if any, stay the peer's: what was
      * sent is still delivered, and the peer may still talk to us */
-    aptus_chan_peer_disconnect(&iface->ud.super,
+    aptus_chan_peer_disconnect(&iface->ud.chan.super,
                                (aptus_chan_peer_t *)&ep->peer);
     uct_aptus_tl_iface_forget_failure(iface, &ep->peer);
     UCT_APTUS_LEAVE(iface);

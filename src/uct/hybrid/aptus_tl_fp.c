@@ -55,9 +55,9 @@ ucs_status_t uct_aptus_tl_fp_init(uct_aptus_tl_iface_t *iface,
     }
     /* as many blocks to give as peers to write into: the allocator grants
      * both directions of one slot together */
-    status =
-        aptus_fp_chan_init(&iface->fpc, &geom, num, num, iface->conn,
-                           &iface->ud.super, &uct_aptus_tl_fp_upcalls, iface);
+    status = aptus_fp_chan_init(&iface->fpc, &geom, num, num, iface->conn,
+                                &iface->ud.chan.super, &uct_aptus_tl_fp_upcalls,
+                                iface);
     if (status != UCS_OK) {
         ucs_error("aptus: cannot set up %u fast-path channels", num);
     }
@@ -388,7 +388,8 @@ static void uct_aptus_tl_fp_block_failed(void *arg, aptus_fp_block_t *b,
               "the peer is failed",
               iface->dev_name, b->peer_key, why);
     /* a message may be lost: the one order per peer cannot go on */
-    aptus_chan_invalidate(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer);
+    aptus_chan_invalidate(&iface->ud.chan.super,
+                          (aptus_chan_peer_t *)&ep->peer);
 }
 
 static void uct_aptus_tl_fp_peer_lost(void *arg, aptus_fp_peer_t *peer)

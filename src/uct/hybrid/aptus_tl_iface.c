@@ -8,156 +8,15 @@
 
 #include "aptus_tl.h"
 #include "uct/base/aptus_rma.h"
-#include "wire/sock/sock_dgram.h"
 #include "uct/base/aptus_iface.h"
 #include "base/aptus_mpool.h"
 #include "channel/chan_pending.h"
-#include "wire/sock/sock_conn.h"
-#include "wire/sock/sock_netif.h"
 
 #include <ucs/sys/string.h>
 #include <ucs/time/time.h>
 
 #include <inttypes.h>
 #include <string.h>
-
-/* The rule chain of the paper (Koop et al., IPDPS 2008, section 4.2). */
-#define UCT_APTUS_DEFAULT_RULES                                                \
-    "{<=2048 rc_fp},{<=2008 ud_sr},{<=8192 rc_sr},{<=8192 ud_sr},"             \
-    "{any rc_rdma},{any ud_zcopy}"
-
-ucs_config_field_t uct_aptus_tl_iface_config_table[] = {
-    { "", "", NULL, ucs_offsetof(uct_aptus_tl_iface_config_t, super),
-      UCS_CONFIG_TYPE_TABLE(uct_iface_config_table) },
-
-    /* the UD channels: the same settings as ud_sr, under APTUS_ */
-    { "", "", NULL, ucs_offsetof(uct_aptus_tl_iface_config_t, ud),
-      UCS_CONFIG_TYPE_TABLE(uct_ud_sr_params_table) },
-
-    { "SEND_RULES", UCT_APTUS_DEFAULT_RULES,
-      "The send rule chain: for each message, the first rule whose conditions\n"
-      "hold and whose channel the peer already has sends it. Rules are\n"
-      "{<conditions> <channel>}, separated by commas; conditions are 'any' or\n"
-      "comparisons joined by '&': <=N, <N, >=N, >N, ==N on the message size\n"
-      "(k and m suffixes), or 'peers' then a comparison on the number of "
-      "peers\n"
-      "the process talks to. Channels: rc_fp, rc_sr, ud_sr (active messages),\n"
-      "rc_rdma, ud_zcopy (rendezvous data). The last rule must name a UD\n"
-      "channel, and the rules naming UD channels together must hold every\n"
-      "message size (end the chain with {any ud_sr} or {any ud_zcopy}).",
-      ucs_offsetof(uct_aptus_tl_iface_config_t, send_rules),
-      UCS_CONFIG_TYPE_STRING },
-
-    { "MAX_RC", "16",
-      "Most RC connections (RC-SR + RC-RDMA) one process holds at once; both\n"
-      "sides reserve a slot before a connection is used, so the cap holds\n"
-      "even when two processes ask each other at the same time. 0: UD only\n"
-      "(at most 65536).",
-      ucs_offsetof(uct_aptus_tl_iface_config_t, max_rc), UCS_CONFIG_TYPE_UINT },
-
-    { "MAX_FP", "8",
-      "Most fast-path (RC-FP) channels one process holds (at most MAX_RC): a\n"
-      "block of FP_BLOCK_SIZE bytes of its memory per channel, mapped at\n"
-      "interface open, that one peer writes messages into and this process\n"
-      "polls. Both sides reserve a slot before a channel is used (0 to 4096;\n"
-      "0: none).",
-      ucs_offsetof(uct_aptus_tl_iface_config_t, max_fp), UCS_CONFIG_TYPE_UINT },
-
-    { "FP_MSGS", "64",
-      "Messages small enough for an rc_fp rule, sent to a peer that holds RC\n"
-      "within ALLOC_WINDOW, that earn it a fast-path channel (0: none ever;\n"
-      "so too when no rule names rc_fp; at most 1048576).",
-      ucs_offsetof(uct_aptus_tl_iface_config_t, fp_msgs),
-      UCS_CONFIG_TYPE_UINT },
-
-    { "FP_BLOCK_SIZE", "32k",
-      "Bytes of one fast-path block (a Veloblock ring: messages of any\n"
-      "length packed from its end, byte credits; 64 to 1g).",
-      ucs_offsetof(uct_aptus_tl_iface_config_t, fp_block_size),
-      UCS_CONFIG_TYPE_MEMUNITS },
-
-    { "ALLOC_WINDOW", "1s",
-      "Traffic window of the earning rule: a peer earns an RC connection when\n"
-      "one window holds RC_MSGS messages or RC_BYTES bytes sent to it that\n"
-      "the rule chain would send over RC or its fast path (those it keeps on\n"
-      "UD anyway do not count). 1ms to 1h.",
-      ucs_offsetof(uct_aptus_tl_iface_config_t, alloc_window),
-      UCS_CONFIG_TYPE_TIME },
-
-    { "RC_MSGS", "64",
-      "Messages to one peer within ALLOC_WINDOW that earn it a connection\n"
-      "(0: messages do not count; at most 1048576).",
-      ucs_offsetof(uct_aptus_tl_iface_config_t, rc_msgs),
-      UCS_CONFIG_TYPE_UINT },
-
-    { "RC_BYTES", "1m",
-      "Bytes to one peer within ALLOC_WINDOW that earn it a connection\n"
-      "(0: bytes do not count; at most 1g). RC_MSGS and RC_BYTES may not both\n"
-      "be 0.",
-      ucs_offsetof(uct_aptus_tl_iface_config_t, rc_bytes),
-      UCS_CONFIG_TYPE_MEMUNITS },
-
-    { "REQUEST_TIMEOUT", "1s",
-      "A request for a connection left unanswered this long gives its slot\n"
-      "back (1ms to 1h).",
-      ucs_offsetof(uct_aptus_tl_iface_config_t, request_timeout),
-      UCS_CONFIG_TYPE_TIME },
-
-    { "BACKOFF", "1s",
-      "After a refusal, the peer is not asked again for this long (0 to 1h).",
-      ucs_offsetof(uct_aptus_tl_iface_config_t, backoff),
-      UCS_CONFIG_TYPE_TIME },
-
-    { "IDLE", "2s",
-      "A connection unused this long is demoted (its slot goes to a peer that\n"
-      "earns it); 0: never (at most 1h).",
-      ucs_offsetof(uct_aptus_tl_iface_config_t, idle), UCS_CONFIG_TYPE_TIME },
-
-    { "HOLD", "1s",
-      "Shortest life of a connection, and the wait before a demoted peer may\n"
-      "ask again: the hysteresis that keeps channels from flapping (0 to\n"
-      "1h).",
-      ucs_offsetof(uct_aptus_tl_iface_config_t, hold), UCS_CONFIG_TYPE_TIME },
-
-    { "REORDER_MAX", "65536",
-      "Messages of one peer held while an earlier one is still on its way\n"
-      "over another channel. Beyond it the peer is failed (order could not be\n"
-      "kept). 1 to 16777216.",
-      ucs_offsetof(uct_aptus_tl_iface_config_t, reorder_max),
-      UCS_CONFIG_TYPE_UINT },
-
-    { "RC_SEG_SIZE", "32k",
-      "Largest active message over an RC connection, UCT header included;\n"
-      "larger ones go over UD. The connections' receive buffers, a pool\n"
-      "shared by all of them that grows with use up to RC_RX_QUEUE_LEN, are\n"
-      "this large (272 bytes to just under 16m).",
-      ucs_offsetof(uct_aptus_tl_iface_config_t, rc_seg_size),
-      UCS_CONFIG_TYPE_MEMUNITS },
-
-    { "RC_CREDITS", "32",
-      "Messages in flight on one connection before the receiver returns\n"
-      "credits (1 to 65535).",
-      ucs_offsetof(uct_aptus_tl_iface_config_t, rc_credits),
-      UCS_CONFIG_TYPE_UINT },
-
-    { "RC_RX_QUEUE_LEN", "256",
-      "Receive buffers of the pool shared by all connections (1 to 1048576).",
-      ucs_offsetof(uct_aptus_tl_iface_config_t, rc_rx_queue_len),
-      UCS_CONFIG_TYPE_UINT },
-
-    { "RC_TX_BACKLOG", "256k",
-      "Bytes a connection may queue when the network does not take them at\n"
-      "once (4k to 1g).",
-      ucs_offsetof(uct_aptus_tl_iface_config_t, rc_tx_backlog),
-      UCS_CONFIG_TYPE_MEMUNITS },
-
-    { "RC_RMA", "y",
-      "Move rendezvous data over RC-RDMA (one-sided, peers on the same host)\n"
-      "where the peer has a connection; otherwise UD-ZCopy.",
-      ucs_offsetof(uct_aptus_tl_iface_config_t, rc_rma), UCS_CONFIG_TYPE_BOOL },
-
-    { NULL }
-};
 
 /* ---- failures ------------------------------------------------------------ */
 
@@ -166,26 +25,17 @@ void uct_aptus_tl_iface_queue_failure(uct_aptus_tl_iface_t *iface,
                                       ucs_status_t status)
 {
     uct_aptus_tl_ep_t *ep = uct_aptus_tl_ep_of_peer(peer);
-    char addr[48], who[64];
 
-    if (!(ep->flags & UCT_APTUS_EP_USER) ||
-        (peer->flags & APTUS_UD_PEER_REPORTED)) {
-        return;
-    }
-    snprintf(who, sizeof(who), "%s stream %u",
-             iface->dgram->ops->addr_str(&peer->addr, addr, sizeof(addr)),
-             peer->conn_id);
-    if (uct_aptus_failures_add(&iface->failures, UCT_APTUS_TL_NAME,
-                               &ep->super.super, status, who)) {
-        peer->flags |= APTUS_UD_PEER_REPORTED;
+    if (ep->flags & UCT_APTUS_EP_USER) {
+        uct_ud_base_queue_failure(&iface->ud, peer, &ep->super.super, status);
     }
 }
 
 void uct_aptus_tl_iface_forget_failure(uct_aptus_tl_iface_t *iface,
                                        aptus_ud_peer_t *peer)
 {
-    uct_aptus_failures_forget(&iface->failures,
-                              &uct_aptus_tl_ep_of_peer(peer)->super.super);
+    uct_ud_base_forget_failure(&iface->ud,
+                               &uct_aptus_tl_ep_of_peer(peer)->super.super);
 }
 
 /* ---- upcalls of the UD channel ----------------------------------------- */
@@ -208,7 +58,7 @@ static void uct_aptus_tl_ud_peer_failed(void *arg, aptus_ud_peer_t *peer,
     uct_aptus_tl_iface_t *iface = arg;
     uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep_of_peer(peer);
 
-    aptus_udz_peer_failed(&iface->udz, peer, status);
+    aptus_udz_peer_failed(&iface->ud.udz, peer, status);
     if ((ep->rc != NULL) && ep->rc->connected) {
         aptus_chan_invalidate(&iface->rc.super,
                               (aptus_chan_peer_t *)&ep->rc->link);
@@ -240,11 +90,8 @@ static ucs_status_t uct_aptus_tl_ud_internal(void *arg, aptus_ud_peer_t *peer,
 {
     uct_aptus_tl_iface_t *iface = arg;
 
-    if (id == APTUS_UDZ_MSG_ID) {
-        return aptus_udz_internal(&iface->udz, peer, data, length, is_async);
-    }
     if (id != UCT_APTUS_CTL_MSG_ID) {
-        iface->ud.stats.rx_malformed++;
+        iface->ud.chan.stats.rx_malformed++;
         return UCS_OK;
     }
     if (is_async) {
@@ -378,7 +225,7 @@ static unsigned uct_aptus_tl_iface_progress(uct_iface_h tl_iface)
         ucs_derived_of(tl_iface, uct_aptus_tl_iface_t);
     unsigned count;
 
-    UCT_APTUS_ASYNC_ENTER(&iface->async_rx, iface->super.worker->async);
+    UCT_APTUS_ASYNC_ENTER(&iface->ud.async_rx, iface->super.worker->async);
     count = 0;
     if (uct_aptus_tl_rc_poll_due(iface)) {
         /* one epoll_wait covers the connections and, when watched, the
@@ -388,51 +235,27 @@ static unsigned uct_aptus_tl_iface_progress(uct_iface_h tl_iface)
         iface->ud_ready = 0;
         count += aptus_chan_progress(&iface->rc.super, 0);
         if (iface->ud_watched && !iface->ud_ready) {
-            iface->ud.rx_skip_poll = 1;
+            iface->ud.chan.rx_skip_poll = 1;
             iface->stats.ud_polls_shared++;
         }
     }
-    count +=
-        uct_aptus_ud_user_progress(&iface->ud, &iface->udz, &iface->async_rx);
+    count += uct_ud_base_progress(&iface->ud);
     count += uct_aptus_tl_fp_progress(iface);
-    if (ucs_unlikely((iface->num_resend > 0) || (iface->num_xack > 0))) {
+    if (ucs_unlikely(!ucs_array_is_empty(&iface->resend_list) ||
+                     !ucs_array_is_empty(&iface->xack_list))) {
         count += uct_aptus_tl_resend_progress(iface);
     }
     if (!ucs_arbiter_is_empty(&iface->pending)) {
         ucs_arbiter_dispatch(&iface->pending, 1, uct_aptus_tl_pending_cb,
                              iface);
     }
-    count += uct_aptus_tl_alloc_progress(iface, iface->ud.now_us);
-    if (ucs_unlikely(iface->failures.num > 0)) {
-        uct_aptus_failures_report(&iface->failures, &iface->super.super,
-                                  UCT_APTUS_TL_NAME, iface->dev_name);
+    if (!ucs_array_is_empty(&iface->ctl_list)) {
+        count += uct_aptus_tl_ctl_progress(iface);
     }
+    count += uct_aptus_tl_alloc_progress(iface, iface->ud.chan.now_us);
+    uct_ud_base_report_failures(&iface->ud);
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
     return count;
-}
-
-/* Runs in the async thread with the async lock held: acknowledges and
- * retransmits over UD while the application computes. Messages wait for
- * the application's progress, where both channels deliver in order. */
-static void uct_aptus_tl_iface_timer(int id, ucs_event_set_types_t events,
-                                     void *arg)
-{
-    uct_aptus_tl_iface_t *iface = arg;
-
-    if (uct_aptus_async_timer_expired(&iface->timer) == 0) {
-        return; /* consumed by an earlier call */
-    }
-    uct_aptus_ud_async_timer(&iface->ud, &iface->udz, &iface->async_rx,
-                             &iface->timer);
-}
-
-/* Datagrams arrived while the user computes (armed by the timer). */
-static void uct_aptus_tl_iface_event(int fd, ucs_event_set_types_t events,
-                                     void *arg)
-{
-    uct_aptus_tl_iface_t *iface = arg;
-
-    uct_aptus_ud_async_event(&iface->ud, &iface->udz, &iface->async_rx);
 }
 
 static ucs_status_t uct_aptus_tl_iface_flush(uct_iface_h tl_iface,
@@ -449,10 +272,10 @@ static ucs_status_t uct_aptus_tl_iface_flush(uct_iface_h tl_iface,
     UCS_ASYNC_BLOCK(iface->super.worker->async);
     status = aptus_rc_chan_flush_all(&iface->rc);
     if (status == UCS_OK) {
-        status = aptus_ud_chan_flush_all(&iface->ud, flags, NULL);
+        status = aptus_ud_chan_flush_all(&iface->ud.chan, flags, NULL);
     }
     if ((status == UCS_OK) &&
-        (aptus_udz_flush(&iface->udz, NULL, NULL, 0) == UCS_INPROGRESS)) {
+        (aptus_udz_flush(&iface->ud.udz, NULL, NULL, 0) == UCS_INPROGRESS)) {
         status = UCS_INPROGRESS;
     }
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
@@ -466,7 +289,7 @@ static ucs_status_t uct_aptus_tl_iface_query(uct_iface_h tl_iface,
 {
     uct_aptus_tl_iface_t *iface =
         ucs_derived_of(tl_iface, uct_aptus_tl_iface_t);
-    size_t max_msg = iface->ud.config.max_msg - UCT_APTUS_TRAILER_LEN;
+    size_t max_msg = iface->ud.chan.config.max_msg - UCT_APTUS_TRAILER_LEN;
 
     uct_base_iface_query(&iface->super, attr);
 
@@ -480,21 +303,21 @@ static ucs_status_t uct_aptus_tl_iface_query(uct_iface_h tl_iface,
     attr->cap.am.max_bcopy       = max_msg;
     attr->cap.am.min_zcopy       = 0;
     attr->cap.am.max_zcopy       = max_msg;
-    attr->cap.am.max_hdr         = iface->ud.config.max_am_hdr;
+    attr->cap.am.max_hdr         = iface->ud.chan.config.max_am_hdr;
     attr->cap.am.max_iov         = APTUS_UD_MAX_IOV - 1; /* + the trailer */
     attr->cap.am.opt_zcopy_align = 1;
     attr->cap.am.align_mtu       = 1;
 
     /* one-sided: short and buffered in the UD stream; zero-copy over
      * RC-RDMA where a connection reaches, else UD-ZCopy */
-    uct_aptus_rma_query(&iface->udz, 1, attr);
+    uct_aptus_rma_query(&iface->ud.udz, 1, attr);
 
-    attr->device_addr_len = aptus_sock_dev_addr_len(&iface->dgram->addr);
+    attr->device_addr_len = uct_ud_base_dev_addr_len(&iface->ud);
     attr->iface_addr_len  = sizeof(uct_aptus_tl_iface_addr_t);
     attr->ep_addr_len     = 0;
     attr->max_conn_priv   = 0;
 
-    attr->latency             = ucs_linear_func_make(iface->latency, 0);
+    attr->latency             = ucs_linear_func_make(iface->ud.latency, 0);
     attr->bandwidth.dedicated = 0;
     attr->bandwidth.shared    = iface->bandwidth;
     attr->overhead            = 3e-6;
@@ -509,7 +332,7 @@ uct_aptus_tl_iface_get_device_address(uct_iface_h tl_iface,
     uct_aptus_tl_iface_t *iface =
         ucs_derived_of(tl_iface, uct_aptus_tl_iface_t);
 
-    aptus_sock_dev_addr_pack(&iface->dgram->addr, addr);
+    uct_ud_base_dev_addr_pack(&iface->ud, addr);
     return UCS_OK;
 }
 
@@ -520,11 +343,11 @@ static ucs_status_t uct_aptus_tl_iface_get_address(uct_iface_h tl_iface,
         ucs_derived_of(tl_iface, uct_aptus_tl_iface_t);
     uct_aptus_tl_iface_addr_t *aaddr = (uct_aptus_tl_iface_addr_t *)addr;
 
-    aaddr->ud_port    = aptus_sock_wire_addr_port(&iface->dgram->addr);
+    aaddr->ud_port    = uct_ud_base_port(&iface->ud);
     aaddr->rc_port    = iface->rc.config.local_port;
-    aaddr->key        = iface->ud.local_key;
+    aaddr->key        = iface->ud.chan.local_key;
     aaddr->rc_credits = iface->rc.config.credits;
-    aaddr->ud_mtu     = (uint16_t)iface->dgram->mtu;
+    aaddr->ud_mtu     = (uint16_t)iface->ud.wire->mtu;
     return UCS_OK;
 }
 
@@ -535,227 +358,7 @@ static int uct_aptus_tl_iface_is_reachable(const uct_iface_h tl_iface,
     uct_aptus_tl_iface_t *iface =
         ucs_derived_of(tl_iface, uct_aptus_tl_iface_t);
 
-    return (dev_addr != NULL) &&
-           aptus_sock_dev_addr_reachable(&iface->dgram->addr, dev_addr);
-}
-
-/* ---- statistics ------------------------------------------------------------
- */
-
-unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,
-                                  uct_aptus_stat_t *stats, unsigned max)
-{
-    const uct_aptus_tl_stats_t *s  = &iface->stats;
-    const aptus_alloc_stats_t *a   = &iface->alloc.stats;
-    const aptus_ud_chan_stats_t *u = &iface->ud.stats;
-    const aptus_rc_chan_stats_t *r = &iface->rc.stats;
-    uint64_t tx_msgs = 0, tx_bytes = 0;
-    int rcvbuf, sndbuf;
-    unsigned i;
-
-    aptus_sock_dgram_bufsizes(iface->dgram, &rcvbuf, &sndbuf);
-    for (i = 0; i < APTUS_CHAN_LAST; ++i) {
-        tx_msgs += s->tx_msgs[i];
-        tx_bytes += s->tx_bytes[i];
-    }
-    {
-        uct_aptus_stat_t all[] = {
-            /* as every transport of the module says them */
-            { "tx_msgs", tx_msgs },
-            { "tx_bytes", tx_bytes }, /* every channel, gets included */
-            { "rx_msgs", s->rx_in_order + s->rx_held },
-            { "ud_sr_msgs", s->tx_msgs[APTUS_CHAN_UD_SR] },
-            { "ud_sr_bytes", s->tx_bytes[APTUS_CHAN_UD_SR] },
-            { "rc_sr_msgs", s->tx_msgs[APTUS_CHAN_RC_SR] },
-            { "rc_sr_bytes", s->tx_bytes[APTUS_CHAN_RC_SR] },
-            { "rc_rdma_msgs", s->tx_msgs[APTUS_CHAN_RC_RDMA] },
-            { "rc_rdma_bytes", s->tx_bytes[APTUS_CHAN_RC_RDMA] },
-            { "ud_zcopy_msgs", s->tx_msgs[APTUS_CHAN_UD_ZCOPY] },
-            { "ud_zcopy_bytes", s->tx_bytes[APTUS_CHAN_UD_ZCOPY] },
-            { "rc_fp_msgs", s->tx_msgs[APTUS_CHAN_RC_FP] },
-            { "rx_in_order", s->rx_in_order },
-            { "rx_held", s->rx_held },
-            { "rx_max_held", s->max_held },
-            { "rx_duplicates", s->rx_duplicates },
-            { "rx_reorder_full", s->rx_reorder_full },
-            { "rx_malformed", s->rx_malformed },
-            { "rx_unknown_link", s->rx_unknown_link },
-            { "rc_max", iface->alloc.config.max[APTUS_ALLOC_RC] },
-            { "rc_now", iface->alloc.used[APTUS_ALLOC_RC] },
-            { "rc_peak", a->peak[APTUS_ALLOC_RC] },
-            { "rc_requested", a->requested[APTUS_ALLOC_RC] },
-            { "rc_granted", a->granted[APTUS_ALLOC_RC] },
-            { "rc_refused", a->refused[APTUS_ALLOC_RC] },
-            { "rc_refusals", a->refusals[APTUS_ALLOC_RC] },
-            { "rc_demoted", a->demoted[APTUS_ALLOC_RC] },
-            { "rc_expired", a->expired[APTUS_ALLOC_RC] },
-            { "rc_connects", s->rc_connects },
-            { "rc_closed", s->rc_closed },
-            { "rc_failed", s->rc_failed },
-            { "rc_fallbacks", s->rc_fallbacks },
-            { "resent", s->resent },
-            { "xacks_sent", s->xacks_sent },
-            { "xacks_spared", s->xacks_spared },
-            { "kept_now", s->kept_now },
-            { "kept_bytes", s->kept_bytes },
-            { "rc_shared", r->shared },
-            { "rc_switched", r->switched },
-            { "fp_max", iface->alloc.config.max[APTUS_ALLOC_FP] },
-            { "fp_now", iface->alloc.used[APTUS_ALLOC_FP] },
-            { "fp_peak", a->peak[APTUS_ALLOC_FP] },
-            { "fp_requested", a->requested[APTUS_ALLOC_FP] },
-            { "fp_granted", a->granted[APTUS_ALLOC_FP] },
-            { "fp_refused", a->refused[APTUS_ALLOC_FP] },
-            { "fp_refusals", a->refusals[APTUS_ALLOC_FP] },
-            { "fp_demoted", a->demoted[APTUS_ALLOC_FP] },
-            { "fp_expired", a->expired[APTUS_ALLOC_FP] },
-            { "fp_block_bytes", iface->fpc.geom.size },
-            /* blocks are mapped on first use and kept until close */
-            { "fp_blocks_bytes",
-              (uint64_t)iface->fpc.num_mapped * iface->fpc.geom.size },
-            { "fp_blocks_active", iface->fpc.num_active },
-            { "fp_blocks_orphaned", s->fp_blocks_orphaned },
-            { "fp_tx_msgs", iface->fpc.stats.tx_msgs },
-            { "fp_rx_msgs", iface->fpc.stats.rx_msgs },
-            { "fp_no_credit", iface->fpc.stats.no_credit },
-            { "fp_credit_msgs", s->fp_credit_msgs },
-            { "fp_credits_piggybacked", iface->fpc.stats.credits_piggybacked },
-            { "fp_credits_bad", iface->fpc.stats.credits_bad },
-            { "fp_write_failures", iface->fpc.stats.write_failures },
-            { "fp_rx_corrupt", iface->fpc.stats.rx_corrupt },
-            { "fp_refused_no_block", s->fp_refused_no_block },
-            { "ctl_sent", s->ctl_sent },
-            { "ctl_received", s->ctl_received },
-            { "ctl_deferred", s->ctl_deferred },
-            { "ud_polls_shared", s->ud_polls_shared },
-            { "async_wakeups", iface->timer.wakeups },
-            { "async_arms", iface->async_rx.arms },
-            { "async_events", iface->async_rx.events },
-            { "peers", aptus_ud_chan_num_peers(&iface->ud) },
-            { "peer_bytes", aptus_ud_chan_peer_bytes(&iface->ud) },
-            { "ud_tx_data", u->tx_data_dgrams },
-            { "ud_tx_acks", u->tx_acks },
-            { "ud_probes", u->tx_probes },
-            { "ud_retransmits", u->tx_retransmits },
-            { "ud_rx_deferred", u->rx_deferred },
-            { "rc_no_credits", r->no_credits },
-            { "rc_half_open_dropped", r->half_open_dropped },
-            { "rc_accept_paused", iface->conn->stats.accept_paused },
-            { "rc_pid_proven", iface->conn->stats.pid_proven },
-            { "rc_pid_unproven", iface->conn->stats.pid_unproven },
-            { "rc_pid_refused", iface->conn->stats.pid_refused },
-            { "zc_gets", iface->udz.stats.zc_gets },
-            { "copy_gets", iface->udz.stats.copy_gets },
-            { "zc_puts", iface->udz.stats.writes },
-            { "put_refused", iface->udz.stats.write_refused },
-            { "puts_inline", iface->udz.stats.puts_inline },
-            { "zc_reflect_refused", iface->udz.stats.reflect_refused },
-            { "ud_rx_bad_key", u->rx_bad_key },
-            { "ud_rx_peer_limit", u->rx_peer_limit },
-            { "ud_path_probes", u->path_probes },
-            { "ud_path_raised", u->path_raised },
-            { "ud_path_lost", u->path_lost },
-            { "ud_rx_opening", u->rx_opening },
-            { "ud_open_resends", u->tx_open_resends },
-            { "ud_rx_stale", u->rx_stale },
-            { "ud_rx_challenges", u->rx_challenges },
-            { "ud_open_refused", u->open_refused },
-            { "ud_open_evicted", u->open_evicted },
-            { "ud_rx_reasm_limit", u->rx_reasm_limit },
-            { "ud_rx_copied_small", u->rx_copied_small },
-            { "ud_rx_hold_limit", u->rx_hold_limit },
-            { "zc_serve_limit", iface->udz.stats.serve_limit },
-            { "zc_busy_retries", iface->udz.stats.busy_retries },
-            { "zc_async_yields", iface->udz.stats.async_yields },
-            /* the kernel's share: the UD socket, a socket per zero-copy
-             * context opened so far, the buffer bytes granted */
-            { "sock_fds", 1 + iface->udz.stats.ctxs_open },
-            { "sock_rcvbuf", (uint64_t)ucs_max(rcvbuf, 0) },
-            { "sock_sndbuf", (uint64_t)ucs_max(sndbuf, 0) },
-        };
-        unsigned n = ucs_min(max, sizeof(all) / sizeof(all[0]));
-
-        memcpy(stats, all, n * sizeof(*stats));
-        return n;
-    }
-}
-
-/* One line per peer that carried traffic: channel use by peer. */
-static void uct_aptus_tl_iface_print_peer(uct_aptus_tl_iface_t *iface,
-                                          const char *dest,
-                                          aptus_ud_peer_t *peer)
-{
-    uct_aptus_tl_ep_t *ep = uct_aptus_tl_ep_of_peer(peer);
-    char name[64];
-
-    if (!(ep->flags & UCT_APTUS_EP_INITED) || (ep->xtx.next == 0)) {
-        return;
-    }
-    {
-        uct_aptus_stat_t stats[] = {
-            { "ud_sr_msgs", ep->tx_msgs[APTUS_CHAN_UD_SR] },
-            { "ud_sr_bytes", ep->tx_bytes[APTUS_CHAN_UD_SR] },
-            { "rc_sr_msgs", ep->tx_msgs[APTUS_CHAN_RC_SR] },
-            { "rc_sr_bytes", ep->tx_bytes[APTUS_CHAN_RC_SR] },
-            { "rc_rdma_msgs", ep->tx_msgs[APTUS_CHAN_RC_RDMA] },
-            { "rc_rdma_bytes", ep->tx_bytes[APTUS_CHAN_RC_RDMA] },
-            { "ud_zcopy_msgs", ep->tx_msgs[APTUS_CHAN_UD_ZCOPY] },
-            { "ud_zcopy_bytes", ep->tx_bytes[APTUS_CHAN_UD_ZCOPY] },
-            { "rc_now",
-              ep->alloc.slot[APTUS_ALLOC_RC].state == APTUS_ALLOC_GRANTED },
-            { "rx_held_now", ep->xrx.num_held },
-            { "rc_fp_msgs", ep->tx_msgs[APTUS_CHAN_RC_FP] },
-            { "rc_fp_bytes", ep->tx_bytes[APTUS_CHAN_RC_FP] },
-            { "fp_now", uct_aptus_tl_fp_usable(ep) },
-        };
-
-        snprintf(name, sizeof(name), "%s/peer-%08x-%u", iface->dev_name,
-                 (unsigned)(uint32_t)peer->remote_key, peer->conn_id);
-        uct_aptus_stats_print(dest, "aptus-peer", name, stats,
-                              sizeof(stats) / sizeof(stats[0]));
-    }
-}
-
-/* One line per channel: messages by size class ("le64", "le256", ...). */
-static void uct_aptus_tl_iface_print_sizes(uct_aptus_tl_iface_t *iface,
-                                           const char *dest)
-{
-    static const char *const names[UCT_APTUS_SIZE_CLASSES] = {
-        "le64",  "le256",  "le1k", "le4k", "le16k",
-        "le64k", "le256k", "le1m", "gt1m"
-    };
-    uct_aptus_stat_t stats[UCT_APTUS_SIZE_CLASSES];
-    char name[64];
-    unsigned chan, c;
-
-    if ((dest == NULL) || (dest[0] == '\0')) {
-        return;
-    }
-    for (chan = 0; chan < APTUS_CHAN_LAST; ++chan) {
-        if (iface->stats.tx_msgs[chan] == 0) {
-            continue;
-        }
-        for (c = 0; c < UCT_APTUS_SIZE_CLASSES; ++c) {
-            stats[c].name  = names[c];
-            stats[c].value = iface->stats.tx_by_size[chan][c];
-        }
-        snprintf(name, sizeof(name), "%s/%s", iface->dev_name,
-                 aptus_chan_names[chan]);
-        uct_aptus_stats_print(dest, "aptus-sizes", name, stats,
-                              UCT_APTUS_SIZE_CLASSES);
-    }
-}
-
-static void uct_aptus_tl_iface_print_peers(uct_aptus_tl_iface_t *iface,
-                                           const char *dest)
-{
-    aptus_ud_peer_t *peer;
-
-    if ((dest == NULL) || (dest[0] == '\0')) {
-        return;
-    }
-    kh_foreach_key(&iface->ud.peers, peer,
-                   uct_aptus_tl_iface_print_peer(iface, dest, peer))
+    return uct_ud_base_is_reachable(&iface->ud, dev_addr);
 }
 
 /* ---- life -------------------------------------------------------------- */
@@ -798,7 +401,7 @@ static ucs_status_t uct_aptus_tl_iface_estimate_perf(uct_iface_h tl_iface,
 {
     return uct_aptus_iface_estimate_perf(
         tl_iface, perf_attr,
-        ucs_derived_of(tl_iface, uct_aptus_tl_iface_t)->copy_bandwidth);
+        ucs_derived_of(tl_iface, uct_aptus_tl_iface_t)->ud.bandwidth);
 }
 
 static uct_iface_internal_ops_t uct_aptus_tl_iface_internal_ops = {
@@ -807,152 +410,6 @@ static uct_iface_internal_ops_t uct_aptus_tl_iface_internal_ops = {
     .ep_query      = (uct_ep_query_func_t)ucs_empty_function_return_unsupported,
     .ep_invalidate = uct_aptus_tl_ep_invalidate,
 };
-
-/* The transport's own settings (the UD channels' are checked with
- * ud_sr's). Times: negative ones wrapped into hours, a zero window or
- * request timeout means nothing. */
-static ucs_status_t
-uct_aptus_tl_iface_check_config(const uct_aptus_tl_iface_config_t *config)
-{
-    const uct_aptus_time_range_t times[] = {
-        { "ALLOC_WINDOW", config->alloc_window, 1e-3, 3600.0 },
-        { "REQUEST_TIMEOUT", config->request_timeout, 1e-3, 3600.0 },
-        { "BACKOFF", config->backoff, 0.0, 3600.0 },
-        { "IDLE", config->idle, 0.0, 3600.0 },
-        { "HOLD", config->hold, 0.0, 3600.0 },
-    };
-    const uct_aptus_range_t counts[] = {
-        { "MAX_RC", uct_aptus_uint(config->max_rc), 0, 65536 },
-        { "MAX_FP", uct_aptus_uint(config->max_fp), 0, 4096 },
-        { "FP_MSGS", uct_aptus_uint(config->fp_msgs), 0, 1048576 },
-        { "FP_BLOCK_SIZE", uct_aptus_bytes(config->fp_block_size),
-          APTUS_VB_MIN_SIZE, APTUS_VB_MAX_SIZE },
-        { "RC_MSGS", uct_aptus_uint(config->rc_msgs), 0, 1048576 },
-        { "RC_BYTES", uct_aptus_bytes(config->rc_bytes), 0, UCS_GBYTE },
-        { "REORDER_MAX", uct_aptus_uint(config->reorder_max), 1, 16777216 },
-        { "RC_SEG_SIZE", uct_aptus_bytes(config->rc_seg_size),
-          UCT_UD_SR_MAX_AM_HDR + sizeof(uint64_t) + UCT_APTUS_TRAILER_LEN,
-          APTUS_FRAME_MAX_LEN - APTUS_RC_HDR_LEN },
-        { "RC_CREDITS", uct_aptus_uint(config->rc_credits), 1,
-          APTUS_RC_MAX_CREDITS },
-        { "RC_RX_QUEUE_LEN", uct_aptus_uint(config->rc_rx_queue_len), 1,
-          1048576 },
-        { "RC_TX_BACKLOG", uct_aptus_bytes(config->rc_tx_backlog), 4096,
-          UCS_GBYTE },
-    };
-
-    if (!uct_aptus_iface_config_check(
-            UCT_APTUS_TL_NAME, UCT_APTUS_TL_CONFIG_PREFIX, &config->super) ||
-        !uct_aptus_time_ranges_check(UCT_APTUS_TL_NAME,
-                                     UCT_APTUS_TL_CONFIG_PREFIX, times,
-                                     ucs_static_array_size(times)) ||
-        !uct_aptus_ranges_check(UCT_APTUS_TL_NAME, UCT_APTUS_TL_CONFIG_PREFIX,
-                                counts, ucs_static_array_size(counts))) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-    return UCS_OK;
-}
-
-static ucs_status_t
-uct_aptus_tl_iface_rules(uct_aptus_tl_iface_t *iface,
-                         const uct_aptus_tl_iface_config_t *config)
-{
-    aptus_rule_error_t err;
-    uint64_t size, peers;
-
-    if (aptus_rule_chain_parse(config->send_rules, &iface->rules, &err) != 0) {
-        ucs_error(
-            "aptus: invalid configuration: UCX_" UCT_APTUS_TL_CONFIG_PREFIX
-            "SEND_RULES=\"%s\": at character %u: %s",
-            config->send_rules, err.position, err.message);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    if (!aptus_rule_chain_covers(&iface->rules, &size, &peers)) {
-        ucs_error(
-            "aptus: invalid configuration: UCX_" UCT_APTUS_TL_CONFIG_PREFIX
-            "SEND_RULES=\"%s\": a message of %" PRIu64 " bytes (with %" PRIu64
-            " peers) matches no rule of a UD channel, which "
-            "every peer has; end the chain with {any ud_sr} or "
-            "{any ud_zcopy}",
-            config->send_rules, size, peers);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    return UCS_OK;
-}
-
-/* The largest message size a rule admits (capped at 64 KB, more than a
- * fast-path message may hold), 0 when none. */
-static uint32_t uct_aptus_tl_rule_max_size(const aptus_rule_t *rule)
-{
-    uint64_t max = UINT16_MAX;
-    unsigned i;
-
-    for (i = 0; i < rule->num_conds; ++i) {
-        if (rule->conds[i].subject != APTUS_RULE_SIZE) {
-            continue;
-        }
-        switch (rule->conds[i].op) {
-        case APTUS_RULE_LE:
-        case APTUS_RULE_EQ:
-            max = ucs_min(max, rule->conds[i].value);
-            break;
-        case APTUS_RULE_LT:
-            max = (rule->conds[i].value == 0)
-                      ? 0
-                      : ucs_min(max, rule->conds[i].value - 1);
-            break;
-        default:
-            break;
-        }
-    }
-    return (uint32_t)max;
-}
-
-static ucs_status_t
-uct_aptus_tl_iface_alloc_init(uct_aptus_tl_iface_t *iface,
-                              const uct_aptus_tl_iface_config_t *config)
-{
-    aptus_alloc_config_t ac;
-    const char *bad;
-    uint32_t fp_max_size = 0;
-    unsigned i;
-
-    /* the largest message an rc_fp rule takes: what earns a fast path */
-    for (i = 0; i < iface->rules.num_rules; ++i) {
-        if (iface->rules.rules[i].chan == APTUS_RULE_RC_FP) {
-            fp_max_size =
-                ucs_max(fp_max_size,
-                        uct_aptus_tl_rule_max_size(&iface->rules.rules[i]));
-        }
-    }
-    memset(&ac, 0, sizeof(ac));
-    ac.max[APTUS_ALLOC_RC] = config->max_rc;
-    /* a fast path needs RC: MAX_RC=0 (UD only) turns them off too, and so
-     * does a chain without an rc_fp rule */
-    ac.max[APTUS_ALLOC_FP] =
-        (fp_max_size == 0) ? 0 : ucs_min(config->max_fp, config->max_rc);
-    ac.window_us          = uct_ud_sr_usec(config->alloc_window);
-    ac.rc_msgs            = config->rc_msgs;
-    ac.rc_bytes           = config->rc_bytes;
-    ac.fp_msgs            = (ac.max[APTUS_ALLOC_FP] == 0) ? 0 : config->fp_msgs;
-    ac.fp_max_size        = (fp_max_size == 0) ? 2048 : fp_max_size;
-    ac.request_timeout_us = uct_ud_sr_usec(config->request_timeout);
-    ac.backoff_us         = uct_ud_sr_usec(config->backoff);
-    ac.idle_us            = uct_ud_sr_usec(config->idle);
-    ac.hold_us            = uct_ud_sr_usec(config->hold);
-    bad                   = aptus_alloc_config_check(&ac);
-    if (bad != NULL) {
-        ucs_error(
-            "aptus: invalid configuration: %s (UCX_" UCT_APTUS_TL_CONFIG_PREFIX
-            "MAX_RC=%u, MAX_FP=%u, "
-            "RC_MSGS=%u, RC_BYTES=%zu)",
-            bad, config->max_rc, config->max_fp, config->rc_msgs,
-            config->rc_bytes);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    aptus_alloc_init(&iface->alloc, &ac);
-    return UCS_OK;
-}
 
 static ucs_status_t
 uct_aptus_tl_iface_rc_init(uct_aptus_tl_iface_t *iface,
@@ -966,28 +423,29 @@ uct_aptus_tl_iface_rc_init(uct_aptus_tl_iface_t *iface,
     memset(&wire_config, 0, sizeof(wire_config));
     /* RC_SEG_SIZE of the user's bytes, and the trailer */
     wire_config.max_frame =
-        APTUS_RC_HDR_LEN + config->rc_seg_size + UCT_APTUS_TRAILER_LEN;
+        APTUS_RC_HDR_LEN + config->rc.seg_size + UCT_APTUS_TRAILER_LEN;
     wire_config.rx_headroom    = 0;
-    wire_config.rx_buffers     = config->rc_rx_queue_len;
-    wire_config.rx_max_buffers = config->rc_rx_queue_len;
+    wire_config.rx_buffers     = config->rc.rx_queue_len;
+    wire_config.rx_max_buffers = config->rc.rx_queue_len;
     wire_config.rx_alignment   = iface->am_align;
     wire_config.rx_align_offset =
         APTUS_FRAME_HDR_LEN + APTUS_RC_HDR_LEN + iface->am_align_offset;
-    wire_config.max_backlog = config->rc_tx_backlog;
+    wire_config.max_backlog = config->rc.tx_backlog;
     wire_config.handlers    = &aptus_rc_chan_wire_handlers;
     wire_config.arg         = &iface->rc;
-    status = aptus_sock_conn_open(iface->dev_name, &wire_config, &iface->conn);
+    status =
+        iface->ud.wdev->conn_open(iface->dev_name, &wire_config, &iface->conn);
     if (status != UCS_OK) {
         return status;
     }
 
-    chan_config.credits    = config->rc_credits;
-    chan_config.max_msg    = config->rc_seg_size + UCT_APTUS_TRAILER_LEN;
-    chan_config.local_port = aptus_sock_wire_addr_port(&iface->conn->addr);
+    chan_config.credits    = config->rc.credits;
+    chan_config.max_msg    = config->rc.seg_size + UCT_APTUS_TRAILER_LEN;
+    chan_config.local_port = iface->ud.wdev->addr_port(&iface->conn->addr);
     /* one key names the interface on both channels */
-    status =
-        aptus_rc_chan_init(&iface->rc, iface->conn, &chan_config,
-                           iface->ud.local_key, &uct_aptus_tl_rc_ops, iface);
+    status = aptus_rc_chan_init(&iface->rc, iface->conn, &chan_config,
+                                iface->ud.chan.local_key, &uct_aptus_tl_rc_ops,
+                                iface);
     if (status != UCS_OK) {
         iface->conn->ops->close(iface->conn);
         return status;
@@ -1029,23 +487,13 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
 
     ucs_strncpy_zero(self->dev_name, params->mode.device.dev_name,
                      sizeof(self->dev_name));
-    uct_aptus_failures_init(&self->failures);
-    self->ctl_list      = NULL;
-    self->xack_list     = NULL;
-    self->num_xack      = 0;
-    self->max_xack      = 0;
-    self->resend_list   = NULL;
-    self->num_resend    = 0;
-    self->max_resend    = 0;
-    self->num_ctl       = 0;
-    self->max_ctl       = 0;
-    self->rc_list       = NULL;
-    self->num_rc        = 0;
-    self->max_rc_list   = 0;
+    ucs_array_init_dynamic(&self->ctl_list);
+    ucs_array_init_dynamic(&self->xack_list);
+    ucs_array_init_dynamic(&self->resend_list);
+    ucs_array_init_dynamic(&self->rc_list);
     self->next_check_us = 0;
     self->dispatching   = NULL;
-    self->timer.fd      = -1;
-    self->rma           = config->rc_rma;
+    self->rma           = config->rc.rma;
     self->reorder_max   = config->reorder_max;
     self->rx_headroom =
         UCT_IFACE_PARAM_VALUE(params, rx_headroom, RX_HEADROOM, 0);
@@ -1063,8 +511,9 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
         return status;
     }
     status = uct_ud_sr_params_setup(
-        &config->ud, UCT_APTUS_TL_NAME, UCT_APTUS_TL_CONFIG_PREFIX, params,
-        ucs_offsetof(uct_aptus_tl_ep_t, peer), &setup);
+        &config->ud, UCT_APTUS_TL_NAME, UCT_APTUS_TL_CONFIG_PREFIX,
+        uct_aptus_md_wire(md), params, ucs_offsetof(uct_aptus_tl_ep_t, peer),
+        &setup);
     if (status != UCS_OK) {
         return status;
     }
@@ -1083,7 +532,7 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
 
     self->bounce =
         ucs_malloc(ucs_max(setup.chan.max_msg,
-                           config->rc_seg_size + UCT_APTUS_TRAILER_LEN),
+                           config->rc.seg_size + UCT_APTUS_TRAILER_LEN),
                    "uct_aptus_bounce");
     if (self->bounce == NULL) {
         return UCS_ERR_NO_MEMORY;
@@ -1098,7 +547,7 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
         goto err_bounce;
     }
     status = ucs_mpool_init(&self->keep_mp, 0,
-                            sizeof(uct_aptus_tl_copy_t) + config->rc_seg_size +
+                            sizeof(uct_aptus_tl_copy_t) + config->rc.seg_size +
                                 UCT_APTUS_TRAILER_LEN,
                             0, 8, 16, UINT_MAX, &aptus_mpool_plain_ops,
                             "aptus_rc_copies");
@@ -1106,62 +555,42 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
         goto err_zcomp;
     }
 
-    status = aptus_sock_dgram_open(self->dev_name, &setup.wire, &self->dgram);
+    status =
+        uct_ud_base_init(&self->ud, &self->super, UCT_APTUS_TL_NAME,
+                         self->dev_name, &setup, &uct_aptus_tl_ud_ops, self);
     if (status != UCS_OK) {
         goto err_mpool;
     }
-    status = aptus_ud_chan_init(&self->ud, &setup.chan, self->dgram, async,
-                                &uct_aptus_tl_ud_ops, self, uct_ud_sr_clock,
-                                uct_ud_sr_random_key());
-    if (status != UCS_OK) {
-        goto err_dgram;
-    }
-    status = aptus_udz_init(&self->udz, &self->ud, &setup.udz,
-                            uct_aptus_md_check_region_cb,
-                            ucs_derived_of(md, uct_aptus_md_t));
-    if (status != UCS_OK) {
-        goto err_ud;
-    }
-    aptus_ud_chan_set_internal(&self->ud, uct_aptus_tl_ud_internal, self);
-    self->udz.stop_async = &self->async_rx.user_waiting;
+    uct_ud_base_set_internal(&self->ud, uct_aptus_tl_ud_internal, self);
     /* one datagram, trailer included (RC would take more) */
     self->max_short =
-        aptus_ud_chan_max_short(&self->ud) - UCT_APTUS_TRAILER_LEN;
+        aptus_ud_chan_max_short(&self->ud.chan) - UCT_APTUS_TRAILER_LEN;
 
     status = uct_aptus_tl_iface_rc_init(self, config);
     if (status != UCS_OK) {
-        goto err_udz;
+        goto err_ud;
     }
     status = uct_aptus_tl_fp_init(self, config);
     if (status != UCS_OK) {
         goto err_rc;
     }
 
-    aptus_sock_netif_caps(self->dev_name, &self->latency,
-                          &self->copy_bandwidth);
     /* the rendezvous' get is zero copy (RC-RDMA, or UD-ZCopy, the slower) */
     self->bandwidth =
-        aptus_sock_netif_zcopy_bw(self->dev_name, self->copy_bandwidth);
-    status = uct_aptus_async_timer_start(
-        &self->timer, async, setup.async_interval_us, setup.async_max_us,
-        uct_aptus_tl_iface_timer, self);
+        self->ud.wdev->zcopy_bw(self->dev_name, self->ud.bandwidth);
+    status = uct_ud_base_start(&self->ud, &setup);
     if (status != UCS_OK) {
-        ucs_error("aptus: cannot start the async timer: %s",
-                  ucs_status_string(status));
         goto err_fp;
     }
-
-    uct_aptus_async_rx_init(&self->async_rx, UCT_APTUS_TL_NAME, async,
-                            self->dgram->ops->event_fd(self->dgram),
-                            uct_aptus_tl_iface_event, self);
-    self->ud_watched = (self->conn->ops->watch_fd != NULL) &&
-                       (self->dgram->ops->event_fd(self->dgram) >= 0) &&
-                       (self->conn->ops->watch_fd(
-                            self->conn, self->dgram->ops->event_fd(self->dgram),
-                            &self->ud_ready) == UCS_OK);
+    self->ud_watched =
+        (self->conn->ops->watch_fd != NULL) &&
+        (self->ud.wire->ops->event_fd(self->ud.wire) >= 0) &&
+        (self->conn->ops->watch_fd(self->conn,
+                                   self->ud.wire->ops->event_fd(self->ud.wire),
+                                   &self->ud_ready) == UCS_OK);
 
     ucs_debug("aptus/%s: key 0x%016" PRIx64 " max_rc %u rules %s",
-              self->dev_name, self->ud.local_key, config->max_rc,
+              self->dev_name, self->ud.chan.local_key, config->max_rc,
               config->send_rules);
     return UCS_OK;
 
@@ -1171,12 +600,8 @@ err_rc:
     aptus_rc_chan_cleanup(&self->rc);
     self->conn->ops->close(self->conn);
     aptus_rc_rdma_chan_cleanup(&self->rdma);
-err_udz:
-    aptus_udz_cleanup(&self->udz);
 err_ud:
-    aptus_ud_chan_cleanup(&self->ud);
-err_dgram:
-    self->dgram->ops->close(self->dgram);
+    uct_ud_base_cleanup(&self->ud);
 err_mpool:
     ucs_mpool_cleanup(&self->keep_mp, 0);
 err_zcomp:
@@ -1191,25 +616,22 @@ err_bounce:
 static UCS_CLASS_CLEANUP_FUNC(uct_aptus_tl_iface_t)
 {
     uct_aptus_md_t *md = ucs_derived_of(self->super.md, uct_aptus_md_t);
-    uct_aptus_stat_t stats[128];
+    uct_aptus_stat_t stats[192];
     unsigned n;
 
-    uct_aptus_async_timer_stop(&self->timer);
-    uct_aptus_async_rx_cleanup(&self->async_rx);
+    uct_ud_base_stop(&self->ud);
 
     UCS_ASYNC_BLOCK(self->super.worker->async);
     uct_base_iface_progress_disable(&self->super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-    n = uct_aptus_tl_iface_stats(self, stats, 128);
+    n = uct_aptus_tl_iface_stats(self, stats, ucs_static_array_size(stats));
     uct_aptus_stats_print(md->stats, UCT_APTUS_TL_NAME, self->dev_name, stats,
                           n);
     uct_aptus_tl_iface_print_sizes(self, md->stats);
     uct_aptus_tl_iface_print_peers(self, md->stats);
     /* the streams first: their peers give their connections back to the
      * RC channel, which then closes them all */
-    aptus_udz_cleanup(&self->udz);
-    aptus_ud_chan_cleanup(&self->ud);
-    self->dgram->ops->close(self->dgram);
+    uct_ud_base_cleanup(&self->ud);
     aptus_rc_chan_cleanup(&self->rc);
     self->conn->ops->close(self->conn);
     aptus_rc_rdma_chan_cleanup(&self->rdma);
@@ -1218,11 +640,10 @@ static UCS_CLASS_CLEANUP_FUNC(uct_aptus_tl_iface_t)
     ucs_mpool_cleanup(&self->zcomp_mp, 1);
     ucs_arbiter_cleanup(&self->pending);
     kh_destroy_inplace(uct_aptus_rc_peers, &self->rc_peers);
-    uct_aptus_failures_cleanup(&self->failures);
-    ucs_free(self->ctl_list);
-    ucs_free(self->xack_list);
-    ucs_free(self->resend_list);
-    ucs_free(self->rc_list);
+    ucs_array_cleanup_dynamic(&self->ctl_list);
+    ucs_array_cleanup_dynamic(&self->xack_list);
+    ucs_array_cleanup_dynamic(&self->resend_list);
+    ucs_array_cleanup_dynamic(&self->rc_list);
     ucs_free(self->bounce);
     UCS_ASYNC_UNBLOCK(self->super.worker->async);
 }

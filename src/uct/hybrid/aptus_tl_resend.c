@@ -28,7 +28,7 @@
  * milliseconds, and a read of the clock per call would cost more. */
 static uint32_t uct_aptus_tl_now_ms(const uct_aptus_tl_iface_t *iface)
 {
-    return (uint32_t)(iface->ud.now_us / 1000);
+    return (uint32_t)(iface->ud.chan.now_us / 1000);
 }
 
 void uct_aptus_tl_rc_keep(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
@@ -101,8 +101,9 @@ static ssize_t uct_aptus_tl_xack_try(uct_aptus_tl_iface_t *iface,
     ssize_t ret;
 
     aptus_put32(msg + 4, ep->xrx.next);
-    ret = aptus_ud_chan_send_internal(
-        &iface->ud, &ep->peer, UCT_APTUS_CTL_MSG_ID, msg, sizeof(msg), NULL, 0);
+    ret = aptus_ud_chan_send_internal(&iface->ud.chan, &ep->peer,
+                                      UCT_APTUS_CTL_MSG_ID, msg, sizeof(msg),
+                                      NULL, 0);
     if (ret != UCS_ERR_NO_RESOURCE) {
         /* sent, or the stream failed (and with it the need) */
         ep->rc_rx_unacked = 0;
@@ -117,8 +118,7 @@ void uct_aptus_tl_rc_received(uct_aptus_tl_iface_t *iface,
     if (ep->rc_rx_unacked++ == 0) {
         ep->rc_rx_since_ms = uct_aptus_tl_now_ms(iface);
         if (!(ep->flags & UCT_APTUS_EP_XACK) &&
-            uct_aptus_tl_list_add(&iface->xack_list, &iface->num_xack,
-                                  &iface->max_xack, ep)) {
+            uct_aptus_tl_ep_list_add(&iface->xack_list, ep)) {
             ep->flags |= UCT_APTUS_EP_XACK;
         }
     }
@@ -145,7 +145,7 @@ static int uct_aptus_tl_resend_one(uct_aptus_tl_iface_t *iface,
 
     /* the whole message, its trailer (its sequence number) included */
     aptus_chan_send_pack(&send, copy->am_id, uct_aptus_tl_pack_kept, copy);
-    ret = aptus_chan_send(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer,
+    ret = aptus_chan_send(&iface->ud.chan.super, (aptus_chan_peer_t *)&ep->peer,
                           &send);
     if (ret == UCS_ERR_NO_RESOURCE) {
         return 0;
@@ -180,8 +180,7 @@ void uct_aptus_tl_rc_fallback(uct_aptus_tl_iface_t *iface,
     uct_aptus_tl_resend_drain(iface, ep);
     if (!ucs_queue_is_empty(&ep->resend) &&
         !(ep->flags & UCT_APTUS_EP_RESEND) &&
-        uct_aptus_tl_list_add(&iface->resend_list, &iface->num_resend,
-                              &iface->max_resend, ep)) {
+        uct_aptus_tl_ep_list_add(&iface->resend_list, ep)) {
         ep->flags |= UCT_APTUS_EP_RESEND;
     }
 }
@@ -192,22 +191,22 @@ unsigned uct_aptus_tl_resend_progress(uct_aptus_tl_iface_t *iface)
     uct_aptus_tl_ep_t *ep;
     unsigned i, count = 0;
 
-    for (i = 0; i < iface->num_resend;) {
-        ep = iface->resend_list[i];
+    for (i = 0; i < ucs_array_length(&iface->resend_list);) {
+        ep = ucs_array_elem(&iface->resend_list, i);
         uct_aptus_tl_resend_drain(iface, ep);
         if (ucs_queue_is_empty(&ep->resend)) {
             ep->flags &= ~UCT_APTUS_EP_RESEND;
-            iface->resend_list[i] = iface->resend_list[--iface->num_resend];
+            uct_aptus_tl_ep_list_remove(&iface->resend_list, i);
             ++count;
         } else {
             ++i;
         }
     }
-    if (iface->num_xack > 0) {
+    if (!ucs_array_is_empty(&iface->xack_list)) {
         now_ms = uct_aptus_tl_now_ms(iface);
     }
-    for (i = 0; i < iface->num_xack;) {
-        ep = iface->xack_list[i];
+    for (i = 0; i < ucs_array_length(&iface->xack_list);) {
+        ep = ucs_array_elem(&iface->xack_list, i);
         if ((ep->rc_rx_unacked > 0) &&
             ((now_ms - ep->rc_rx_since_ms) >= UCT_APTUS_XACK_MS)) {
             uct_aptus_tl_xack_try(iface, ep);
@@ -215,7 +214,7 @@ unsigned uct_aptus_tl_resend_progress(uct_aptus_tl_iface_t *iface)
         }
         if (ep->rc_rx_unacked == 0) {
             ep->flags &= ~UCT_APTUS_EP_XACK;
-            iface->xack_list[i] = iface->xack_list[--iface->num_xack];
+            uct_aptus_tl_ep_list_remove(&iface->xack_list, i);
         } else {
             ++i;
         }
@@ -235,11 +234,11 @@ void uct_aptus_tl_resend_forget(uct_aptus_tl_iface_t *iface,
         uct_aptus_tl_copy_free(iface, copy);
     }
     if (ep->flags & UCT_APTUS_EP_RESEND) {
-        uct_aptus_tl_list_del(iface->resend_list, &iface->num_resend, ep);
+        uct_aptus_tl_ep_list_del(&iface->resend_list, ep);
         ep->flags &= ~UCT_APTUS_EP_RESEND;
     }
     if (ep->flags & UCT_APTUS_EP_XACK) {
-        uct_aptus_tl_list_del(iface->xack_list, &iface->num_xack, ep);
+        uct_aptus_tl_ep_list_del(&iface->xack_list, ep);
         ep->flags &= ~UCT_APTUS_EP_XACK;
     }
 }

@@ -172,7 +172,8 @@ ucs_status_t uct_aptus_tl_rx(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
                   "one (UCX_" UCT_APTUS_TL_CONFIG_PREFIX
                   "REORDER_MAX=%u); the peer is failed",
                   iface->dev_name, ep->xrx.num_held, ep->xrx.max_held);
-        aptus_chan_invalidate(&iface->ud.super, (aptus_chan_peer_t *)&ep->peer);
+        aptus_chan_invalidate(&iface->ud.chan.super,
+                              (aptus_chan_peer_t *)&ep->peer);
         return UCS_OK;
     }
 }

@@ -9,7 +9,6 @@
 
 #include "rc_fp.h"
 #include "uct/base/aptus_iface.h"
-#include "wire/sock/sock_netif.h"
 
 #include <ucs/sys/math.h>
 #include <ucs/sys/sys.h>
@@ -584,6 +583,7 @@ unsigned uct_rc_fp_iface_stats(uct_rc_fp_iface_t *iface,
 static ucs_status_t uct_rc_fp_iface_query(uct_iface_h tl_iface,
                                           uct_iface_attr_t *attr)
 {
+    uct_rc_sr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_sr_iface_t);
     ucs_status_t status;
 
     /* rc_sr's answer, less the order trailer every RC-SR message carries */
@@ -600,8 +600,7 @@ static ucs_status_t uct_rc_fp_iface_query(uct_iface_h tl_iface,
      * host (a loopback device). On a link, peers on other hosts get RC-SR
      * and its figures; UCP picks lanes from these, so they must hold for
      * every peer the device reaches. */
-    if (aptus_sock_netif_is_loopback(
-            ucs_derived_of(tl_iface, uct_rc_sr_iface_t)->dev_name)) {
+    if (iface->wdev->is_local(iface->dev_name)) {
         attr->latency.c = ucs_min(attr->latency.c, 300e-9);
         attr->overhead  = 1e-6;
     }

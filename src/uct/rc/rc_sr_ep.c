@@ -13,7 +13,6 @@
 #endif
 
 #include "rc_sr_ep.h"
-#include "wire/sock/sock_netif.h"
 
 #include <uct/base/uct_iov.inl>
 
@@ -48,7 +47,7 @@ ucs_status_t uct_rc_sr_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
 
     UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
     iface_addr = (const uct_rc_sr_iface_addr_t *)params->iface_addr;
-    aptus_sock_wire_addr_make(params->dev_addr, iface_addr->port, &addr);
+    iface->wdev->addr_make(params->dev_addr, iface_addr->port, &addr);
 
     ep = ucs_calloc(1, iface->ops->ep_size, "uct_rc_sr_ep");
     if (ep == NULL) {

@@ -11,8 +11,6 @@
 #include "rc_sr_ep.h"
 #include "uct/base/aptus_iface.h"
 #include "base/aptus_mpool.h"
-#include "wire/sock/sock_conn.h"
-#include "wire/sock/sock_netif.h"
 
 #include <ucs/sys/string.h>
 #include <ucs/sys/sys.h>
@@ -21,37 +19,16 @@
 #include <limits.h>
 #include <string.h>
 
-#define UCT_RC_SR_CONFIG_PREFIX    "RC_SR_"
-#define UCT_RC_SR_RMA_MAX_ZCOPY    (1ul << 30)
-#define UCT_RC_SR_RX_QUEUE_LEN_MAX 1048576
-#define UCT_RC_SR_RX_MAX_BUFS_MAX  16777216
-/* below a few frames a connection would send one message at a time */
-#define UCT_RC_SR_TX_BACKLOG_MIN 4096
+#define UCT_RC_SR_CONFIG_PREFIX   "RC_SR_"
+#define UCT_RC_SR_RMA_MAX_ZCOPY   (1ul << 30)
+#define UCT_RC_SR_RX_MAX_BUFS_MAX 16777216
 
 ucs_config_field_t uct_rc_sr_iface_config_table[] = {
     { "", "", NULL, ucs_offsetof(uct_rc_sr_iface_config_t, super),
       UCS_CONFIG_TYPE_TABLE(uct_iface_config_table) },
 
-    { "SEG_SIZE", "8k",
-      "Largest active message, UCT header included, and the size of one\n"
-      "receive buffer (the papers' 8 KB eager buffers); 264 bytes to just\n"
-      "under 16m.",
-      ucs_offsetof(uct_rc_sr_iface_config_t, seg_size),
-      UCS_CONFIG_TYPE_MEMUNITS },
-
-    { "CREDITS", "32",
-      "Messages a sender may have in flight on one connection before the\n"
-      "receiver returns credits (1 to 65535). Beyond that sends wait on the\n"
-      "pending queue; nothing is dropped.",
-      ucs_offsetof(uct_rc_sr_iface_config_t, credits), UCS_CONFIG_TYPE_UINT },
-
-    { "RX_QUEUE_LEN", "1024",
-      "Receive buffers the pool shared by every connection of the interface\n"
-      "(the shared receive queue) is expected to need; it allocates them as\n"
-      "connections need them, and grows beyond while the application holds\n"
-      "received messages (up to RX_MAX_BUFS). 1 to 1048576.",
-      ucs_offsetof(uct_rc_sr_iface_config_t, rx_queue_len),
-      UCS_CONFIG_TYPE_UINT },
+    { "", "", NULL, ucs_offsetof(uct_rc_sr_iface_config_t, rc),
+      UCS_CONFIG_TYPE_TABLE(uct_rc_params_table) },
 
     /* 16384 x 8 KB = 128 MB: a full credit window (32) of the largest
      * messages held from 512 peers at once. Small messages held do not
@@ -76,18 +53,6 @@ ucs_config_field_t uct_rc_sr_iface_config_table[] = {
       "at most SEG_SIZE.",
       ucs_offsetof(uct_rc_sr_iface_config_t, rx_copy_thresh),
       UCS_CONFIG_TYPE_MEMUNITS },
-
-    { "TX_BACKLOG", "256k",
-      "Bytes a connection may queue when the network does not take them at\n"
-      "once; further sends wait on the pending queue (4k to 1g).",
-      ucs_offsetof(uct_rc_sr_iface_config_t, tx_backlog),
-      UCS_CONFIG_TYPE_MEMUNITS },
-
-    { "RMA", "y",
-      "Offer put and get (RC-RDMA): one-sided access to registered memory of\n"
-      "peers on the same host, which UCP uses for rendezvous and RMA. 'n'\n"
-      "leaves active messages only.",
-      ucs_offsetof(uct_rc_sr_iface_config_t, rma), UCS_CONFIG_TYPE_BOOL },
 
     { NULL }
 };
@@ -274,7 +239,7 @@ unsigned uct_rc_sr_iface_progress(uct_iface_h tl_iface)
     if (ops->poll != NULL) {
         count += ops->poll(iface);
     }
-    if (ucs_unlikely(iface->failures.num > 0)) {
+    if (ucs_unlikely(uct_aptus_failures_pending(&iface->failures))) {
         uct_aptus_failures_report(&iface->failures, &iface->super.super,
                                   ops->tl_name, iface->dev_name);
     }
@@ -337,7 +302,7 @@ ucs_status_t uct_rc_sr_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *attr)
         attr->cap.get.align_mtu       = 1;
     }
 
-    attr->device_addr_len = aptus_sock_dev_addr_len(&iface->wire->addr);
+    attr->device_addr_len = iface->wdev->dev_addr_len(&iface->wire->addr);
     attr->iface_addr_len  = sizeof(uct_rc_sr_iface_addr_t);
     attr->ep_addr_len     = 0;
     attr->max_conn_priv   = 0;
@@ -356,7 +321,7 @@ ucs_status_t uct_rc_sr_iface_get_device_address(uct_iface_h tl_iface,
 {
     uct_rc_sr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_sr_iface_t);
 
-    aptus_sock_dev_addr_pack(&iface->wire->addr, addr);
+    iface->wdev->dev_addr_pack(&iface->wire->addr, addr);
     return UCS_OK;
 }
 
@@ -366,7 +331,7 @@ ucs_status_t uct_rc_sr_iface_get_address(uct_iface_h tl_iface,
     uct_rc_sr_iface_t *iface      = ucs_derived_of(tl_iface, uct_rc_sr_iface_t);
     uct_rc_sr_iface_addr_t *raddr = (uct_rc_sr_iface_addr_t *)addr;
 
-    raddr->port    = aptus_sock_wire_addr_port(&iface->wire->addr);
+    raddr->port    = iface->wdev->addr_port(&iface->wire->addr);
     raddr->key     = iface->chan.local_key;
     raddr->credits = (uint16_t)iface->chan.config.credits;
     return UCS_OK;
@@ -379,7 +344,7 @@ int uct_rc_sr_iface_is_reachable(const uct_iface_h tl_iface,
     uct_rc_sr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_sr_iface_t);
 
     return (dev_addr != NULL) &&
-           aptus_sock_dev_addr_reachable(&iface->wire->addr, dev_addr);
+           iface->wdev->dev_addr_reachable(&iface->wire->addr, dev_addr);
 }
 
 unsigned uct_rc_sr_iface_stats(uct_rc_sr_iface_t *iface,
@@ -567,21 +532,14 @@ uct_rc_sr_iface_check_config(const uct_rc_sr_iface_ops_t *ops,
     const char *tl_name              = ops->tl_name;
     const char *prefix               = ops->config_prefix;
     const uct_aptus_range_t ranges[] = {
-        { "SEG_SIZE", uct_aptus_bytes(config->seg_size),
-          UCT_RC_SR_MAX_AM_HDR + sizeof(uint64_t),
-          APTUS_FRAME_MAX_LEN - APTUS_RC_HDR_LEN },
-        { "CREDITS", uct_aptus_uint(config->credits), 1, APTUS_RC_MAX_CREDITS },
-        { "RX_QUEUE_LEN", uct_aptus_uint(config->rx_queue_len), 1,
-          UCT_RC_SR_RX_QUEUE_LEN_MAX },
         { "RX_MAX_BUFS", uct_aptus_uint(config->rx_max_bufs),
-          config->rx_queue_len, UCT_RC_SR_RX_MAX_BUFS_MAX },
+          config->rc.rx_queue_len, UCT_RC_SR_RX_MAX_BUFS_MAX },
         { "RX_COPY_THRESH", uct_aptus_bytes(config->rx_copy_thresh), 0,
-          config->seg_size },
-        { "TX_BACKLOG", uct_aptus_bytes(config->tx_backlog),
-          UCT_RC_SR_TX_BACKLOG_MIN, UCS_GBYTE },
+          config->rc.seg_size },
     };
 
     if (!uct_aptus_iface_config_check(tl_name, prefix, &config->super) ||
+        (uct_rc_params_check(&config->rc, tl_name, prefix, 0) != UCS_OK) ||
         !uct_aptus_ranges_check(tl_name, prefix, ranges,
                                 ucs_static_array_size(ranges))) {
         return UCS_ERR_INVALID_PARAM;
@@ -613,8 +571,9 @@ UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_rc_sr_iface_ops_t *ops, uct_md_h md,
                               tl_config UCS_STATS_ARG(NULL)
                                   UCS_STATS_ARG(UCT_RC_SR_TL_NAME));
 
-    self->ops = ops;
-    status    = uct_rc_sr_iface_check_config(ops, config);
+    self->ops  = ops;
+    self->wdev = uct_aptus_md_wire(md);
+    status     = uct_rc_sr_iface_check_config(ops, config);
     if (status != UCS_OK) {
         return status;
     }
@@ -626,8 +585,8 @@ UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_rc_sr_iface_ops_t *ops, uct_md_h md,
 
     ucs_strncpy_zero(self->dev_name, params->mode.device.dev_name,
                      sizeof(self->dev_name));
-    self->rma            = config->rma;
-    self->rx_queue_len   = config->rx_queue_len;
+    self->rma            = config->rc.rma;
+    self->rx_queue_len   = config->rc.rx_queue_len;
     self->rx_max_bufs    = config->rx_max_bufs;
     self->rx_copy_thresh = config->rx_copy_thresh;
     self->rx_headroom =
@@ -657,26 +616,26 @@ UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_rc_sr_iface_ops_t *ops, uct_md_h md,
     self->sink.func   = uct_rc_sr_iface_sink_done;
     self->sink.count  = INT_MAX;
     self->sink.status = UCS_OK;
-    self->bounce      = ucs_malloc(config->seg_size, "uct_rc_sr_bounce");
+    self->bounce      = ucs_malloc(config->rc.seg_size, "uct_rc_sr_bounce");
     if (self->bounce == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
 
     memset(&wire_config, 0, sizeof(wire_config));
-    wire_config.max_frame      = APTUS_RC_HDR_LEN + config->seg_size;
+    wire_config.max_frame      = APTUS_RC_HDR_LEN + config->rc.seg_size;
     wire_config.rx_headroom    = wire_headroom;
-    wire_config.rx_buffers     = config->rx_queue_len;
+    wire_config.rx_buffers     = config->rc.rx_queue_len;
     wire_config.rx_max_buffers = config->rx_max_bufs;
     wire_config.rx_alignment   = self->am_alignment;
     wire_config.rx_align_offset =
         APTUS_FRAME_HDR_LEN + APTUS_RC_HDR_LEN + self->am_align_offset;
-    wire_config.max_backlog = config->tx_backlog;
+    wire_config.max_backlog = config->rc.tx_backlog;
     wire_config.handlers    = &aptus_rc_chan_wire_handlers;
     wire_config.arg         = &self->chan;
     /* peers on other hosts reach registered memory over the connection */
     wire_config.mem_check = uct_aptus_md_check_region_cb;
     wire_config.mem_arg   = ucs_derived_of(md, uct_aptus_md_t);
-    status = aptus_sock_conn_open(self->dev_name, &wire_config, &self->wire);
+    status = self->wdev->conn_open(self->dev_name, &wire_config, &self->wire);
     if (status != UCS_OK) {
         goto err_bounce;
     }
@@ -691,9 +650,9 @@ UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_rc_sr_iface_ops_t *ops, uct_md_h md,
         goto err_copy_mpool;
     }
 
-    chan_config.credits    = config->credits;
-    chan_config.max_msg    = config->seg_size;
-    chan_config.local_port = aptus_sock_wire_addr_port(&self->wire->addr);
+    chan_config.credits    = config->rc.credits;
+    chan_config.max_msg    = config->rc.seg_size;
+    chan_config.local_port = self->wdev->addr_port(&self->wire->addr);
     status = aptus_rc_chan_init(&self->chan, self->wire, &chan_config, key,
                                 &uct_rc_sr_chan_ops, self);
     if (status != UCS_OK) {
@@ -705,8 +664,8 @@ UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_rc_sr_iface_ops_t *ops, uct_md_h md,
         goto err_copy_mpool;
     }
 
-    aptus_sock_netif_caps(self->dev_name, &self->latency, &self->bandwidth);
-    if (self->rma && aptus_sock_netif_is_loopback(self->dev_name)) {
+    self->wdev->caps(self->dev_name, &self->latency, &self->bandwidth);
+    if (self->rma && self->wdev->is_local(self->dev_name)) {
         /* Large messages move by one-sided copy between the processes,
          * which only peers on this host can do. Only the loopback device
          * says so: on a network device the peers may be on other hosts,
@@ -716,8 +675,8 @@ UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_rc_sr_iface_ops_t *ops, uct_md_h md,
     }
 
     ucs_debug("rc_sr/%s: key 0x%016" PRIx64 " seg %zu credits %u rx %u rma %d",
-              self->dev_name, self->chan.local_key, config->seg_size,
-              config->credits, config->rx_queue_len, self->rma);
+              self->dev_name, self->chan.local_key, config->rc.seg_size,
+              config->rc.credits, config->rc.rx_queue_len, self->rma);
     return UCS_OK;
 
 err_copy_mpool:

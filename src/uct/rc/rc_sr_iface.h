@@ -8,6 +8,7 @@
 #ifndef UCT_RC_SR_IFACE_H_
 #define UCT_RC_SR_IFACE_H_
 
+#include "rc_params.h"
 #include "uct/base/aptus_md.h"
 #include "uct/base/aptus_iface.h"
 #include "uct/base/aptus_stats.h"
@@ -21,13 +22,9 @@
 
 typedef struct uct_rc_sr_iface_config {
     uct_iface_config_t super;
-    size_t seg_size;
-    unsigned credits;
-    unsigned rx_queue_len;
+    uct_rc_params_t rc; /* what every transport with RC-SR sets */
     unsigned rx_max_bufs;
     size_t rx_copy_thresh;
-    size_t tx_backlog;
-    int rma;
 } uct_rc_sr_iface_config_t;
 
 /* The iface address: listening port, interface key, and the credits this
@@ -75,6 +72,7 @@ typedef struct uct_rc_sr_ep {
 struct uct_rc_sr_iface {
     uct_base_iface_t super;
     const uct_rc_sr_iface_ops_t *ops; /* the flavour's */
+    const aptus_wire_dev_ops_t *wdev; /* the wire's devices and addresses */
     aptus_rc_chan_t chan;
     aptus_rc_rdma_chan_t rdma;
     aptus_conn_wire_t *wire;

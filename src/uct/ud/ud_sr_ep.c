@@ -14,7 +14,6 @@
 #include <uct/base/uct_iov.inl>
 
 #include <inttypes.h>
-#include "wire/sock/sock_netif.h"
 
 static inline uct_ud_sr_iface_t *uct_ud_sr_ep_iface(uct_ep_h tl_ep)
 {
@@ -82,20 +81,21 @@ ucs_status_t uct_ud_sr_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
 
     UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
     iface_addr = (const uct_ud_sr_iface_addr_t *)params->iface_addr;
-    aptus_sock_wire_addr_make(params->dev_addr, iface_addr->port, &addr);
+    uct_ud_base_peer_addr(&iface->ud, params->dev_addr, iface_addr->port,
+                          &addr);
 
     remote.addr       = &addr;
     remote.remote_key = iface_addr->key;
     remote.mtu        = iface_addr->mtu;
     UCT_UD_SR_ENTER(iface);
-    iface->chan.now_us = iface->chan.clock();
-    status = aptus_chan_peer_connect(&iface->chan.super, &remote, NULL,
+    iface->ud.chan.now_us = iface->ud.chan.clock();
+    status = aptus_chan_peer_connect(&iface->ud.chan.super, &remote, NULL,
                                      (aptus_chan_peer_t **)&peer);
     if (status == UCS_OK) {
         status = UCS_CLASS_INIT(
             uct_base_ep_t, &uct_ud_sr_ep_of_peer(peer)->super, &iface->super);
         if (status != UCS_OK) {
-            aptus_chan_peer_disconnect(&iface->chan.super,
+            aptus_chan_peer_disconnect(&iface->ud.chan.super,
                                        (aptus_chan_peer_t *)peer);
         }
     }
@@ -115,8 +115,9 @@ void uct_ud_sr_ep_destroy(uct_ep_h tl_ep)
 
     UCT_UD_SR_ENTER(iface);
     UCS_CLASS_CLEANUP(uct_base_ep_t, &uct_ud_sr_ep_of_peer(peer)->super);
-    aptus_chan_peer_disconnect(&iface->udz.super, (aptus_chan_peer_t *)peer);
-    aptus_chan_peer_disconnect(&iface->chan.super, (aptus_chan_peer_t *)peer);
+    aptus_chan_peer_disconnect(&iface->ud.udz.super, (aptus_chan_peer_t *)peer);
+    aptus_chan_peer_disconnect(&iface->ud.chan.super,
+                               (aptus_chan_peer_t *)peer);
     /* a failed peer is freed once nothing refers to it */
     uct_ud_sr_iface_forget_failure(iface, peer);
     UCT_UD_SR_LEAVE(iface);
@@ -131,12 +132,12 @@ ucs_status_t uct_ud_sr_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
 
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_LENGTH(sizeof(header) + length, 0,
-                     aptus_ud_chan_max_short(&iface->chan), "am_short");
+                     aptus_ud_chan_max_short(&iface->ud.chan), "am_short");
 
     aptus_chan_send_copy(&send, id, &header, sizeof(header), payload, length);
 
     UCT_UD_SR_ENTER(iface);
-    status = (ucs_status_t)aptus_chan_send(&iface->chan.super,
+    status = (ucs_status_t)aptus_chan_send(&iface->ud.chan.super,
                                            uct_ud_sr_ep_cpeer(tl_ep), &send);
     UCT_UD_SR_LEAVE(iface);
     if (ucs_unlikely(ucs_log_is_enabled(UCS_LOG_LEVEL_TRACE_DATA)) &&
@@ -168,7 +169,8 @@ ssize_t uct_ud_sr_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     }
 
     UCT_UD_SR_ENTER(iface);
-    ret = aptus_chan_send(&iface->chan.super, uct_ud_sr_ep_cpeer(tl_ep), &send);
+    ret = aptus_chan_send(&iface->ud.chan.super, uct_ud_sr_ep_cpeer(tl_ep),
+                          &send);
     UCT_UD_SR_LEAVE(iface);
     return ret;
 }
@@ -187,10 +189,10 @@ ucs_status_t uct_ud_sr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_IOV_SIZE(iovcnt, (size_t)APTUS_UD_MAX_IOV,
                        "uct_ud_sr_ep_am_zcopy");
-    UCT_CHECK_LENGTH(header_length, 0, iface->chan.config.max_am_hdr,
+    UCT_CHECK_LENGTH(header_length, 0, iface->ud.chan.config.max_am_hdr,
                      "am_zcopy header");
     UCT_CHECK_LENGTH(header_length + uct_iov_total_length(iov, iovcnt), 0,
-                     iface->chan.config.max_msg, "am_zcopy");
+                     iface->ud.chan.config.max_msg, "am_zcopy");
 
     for (i = 0; i < iovcnt; ++i) {
         liov[i].iov_base = iov[i].buffer;
@@ -199,7 +201,7 @@ ucs_status_t uct_ud_sr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     aptus_chan_send_iov(&send, id, header, header_length, liov, iovcnt, comp);
 
     UCT_UD_SR_ENTER(iface);
-    status = (ucs_status_t)aptus_chan_send(&iface->chan.super,
+    status = (ucs_status_t)aptus_chan_send(&iface->ud.chan.super,
                                            uct_ud_sr_ep_cpeer(tl_ep), &send);
     UCT_UD_SR_LEAVE(iface);
     if (!UCS_STATUS_IS_ERR(status)) {
@@ -227,7 +229,7 @@ static ucs_status_t uct_ud_sr_ep_rma_zcopy(uct_ep_h tl_ep, const char *op,
 
     UCT_CHECK_PARAM(iovcnt == 1, "ud_sr %s takes one iov, got %zu", op, iovcnt);
     length = uct_iov_get_length(iov);
-    UCT_CHECK_LENGTH(length, 0, iface->udz.config.max_get, op);
+    UCT_CHECK_LENGTH(length, 0, iface->ud.udz.config.max_get, op);
     if (length == 0) {
         return UCS_OK; /* as in UCX: nothing to move, the rkey may be a dummy */
     }
@@ -242,9 +244,9 @@ static ucs_status_t uct_ud_sr_ep_rma_zcopy(uct_ep_h tl_ep, const char *op,
     liov.iov_len  = length;
     uct_aptus_rkey_to_chan_key(akey, &key);
     UCT_UD_SR_ENTER(iface);
-    iface->chan.now_us = iface->chan.clock();
-    status             = (is_put ? aptus_chan_put : aptus_chan_get)(
-        &iface->udz.super, uct_ud_sr_ep_cpeer(tl_ep), &liov, 1, remote_addr,
+    iface->ud.chan.now_us = iface->ud.chan.clock();
+    status                = (is_put ? aptus_chan_put : aptus_chan_get)(
+        &iface->ud.udz.super, uct_ud_sr_ep_cpeer(tl_ep), &liov, 1, remote_addr,
         &key, comp);
     UCT_UD_SR_LEAVE(iface);
     return status;
@@ -274,7 +276,7 @@ ucs_status_t uct_ud_sr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
     ucs_status_t status;
 
     UCT_UD_SR_ENTER(iface);
-    status = uct_aptus_rma_put_short(&iface->udz, uct_ud_sr_ep_peer(tl_ep),
+    status = uct_aptus_rma_put_short(&iface->ud.udz, uct_ud_sr_ep_peer(tl_ep),
                                      "ud_sr put_short", buffer, length,
                                      remote_addr, rkey);
     UCT_UD_SR_LEAVE(iface);
@@ -288,7 +290,7 @@ ssize_t uct_ud_sr_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
     ssize_t ret;
 
     UCT_UD_SR_ENTER(iface);
-    ret = uct_aptus_rma_put_bcopy(&iface->udz, uct_ud_sr_ep_peer(tl_ep),
+    ret = uct_aptus_rma_put_bcopy(&iface->ud.udz, uct_ud_sr_ep_peer(tl_ep),
                                   pack_cb, arg, remote_addr, rkey);
     UCT_UD_SR_LEAVE(iface);
     return ret;
@@ -303,7 +305,7 @@ ucs_status_t uct_ud_sr_ep_get_bcopy(uct_ep_h tl_ep,
     ucs_status_t status;
 
     UCT_UD_SR_ENTER(iface);
-    status = uct_aptus_rma_get_bcopy(&iface->udz, uct_ud_sr_ep_peer(tl_ep),
+    status = uct_aptus_rma_get_bcopy(&iface->ud.udz, uct_ud_sr_ep_peer(tl_ep),
                                      unpack_cb, arg, length, remote_addr, rkey,
                                      comp);
     UCT_UD_SR_LEAVE(iface);
@@ -317,7 +319,7 @@ ucs_status_t uct_ud_sr_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
     ucs_status_t status;
 
     UCT_UD_SR_ENTER(iface);
-    status = aptus_chan_pending_add(&iface->chan.super,
+    status = aptus_chan_pending_add(&iface->ud.chan.super,
                                     uct_ud_sr_ep_cpeer(tl_ep), req, flags);
     UCT_UD_SR_LEAVE(iface);
     return status;
@@ -329,8 +331,8 @@ void uct_ud_sr_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
     uct_ud_sr_iface_t *iface = uct_ud_sr_ep_iface(tl_ep);
 
     UCT_UD_SR_ENTER(iface);
-    aptus_chan_pending_purge(&iface->chan.super, uct_ud_sr_ep_cpeer(tl_ep), cb,
-                             arg);
+    aptus_chan_pending_purge(&iface->ud.chan.super, uct_ud_sr_ep_cpeer(tl_ep),
+                             cb, arg);
     UCT_UD_SR_LEAVE(iface);
 }
 
@@ -341,12 +343,12 @@ ucs_status_t uct_ud_sr_ep_flush(uct_ep_h tl_ep, unsigned flags,
     ucs_status_t status;
 
     UCT_UD_SR_ENTER(iface);
-    status = aptus_chan_flush(&iface->chan.super, uct_ud_sr_ep_cpeer(tl_ep),
+    status = aptus_chan_flush(&iface->ud.chan.super, uct_ud_sr_ep_cpeer(tl_ep),
                               flags, comp);
     if (((status == UCS_OK) || (status == UCS_INPROGRESS)) &&
         !(flags & UCT_FLUSH_FLAG_CANCEL)) {
         /* gets too: comp completes after both */
-        if (aptus_chan_flush(&iface->udz.super, uct_ud_sr_ep_cpeer(tl_ep),
+        if (aptus_chan_flush(&iface->ud.udz.super, uct_ud_sr_ep_cpeer(tl_ep),
                              flags | ((status == UCS_INPROGRESS)
                                           ? APTUS_CHAN_FLUSH_F_SHARED_COMP
                                           : 0),
@@ -355,7 +357,7 @@ ucs_status_t uct_ud_sr_ep_flush(uct_ep_h tl_ep, unsigned flags,
         }
     } else if ((flags & UCT_FLUSH_FLAG_CANCEL) && (status == UCS_OK)) {
         /* the stream is cancelled: so are its gets */
-        aptus_chan_peer_disconnect(&iface->udz.super,
+        aptus_chan_peer_disconnect(&iface->ud.udz.super,
                                    uct_ud_sr_ep_cpeer(tl_ep));
     }
     UCT_UD_SR_LEAVE(iface);
@@ -386,7 +388,7 @@ ucs_status_t uct_ud_sr_ep_check(uct_ep_h tl_ep, unsigned flags,
         status = UCS_OK;
     } else {
         status =
-            aptus_chan_check(&iface->chan.super, (aptus_chan_peer_t *)peer);
+            aptus_chan_check(&iface->ud.chan.super, (aptus_chan_peer_t *)peer);
     }
     UCT_UD_SR_LEAVE(iface);
     return status;
@@ -397,7 +399,7 @@ ucs_status_t uct_ud_sr_ep_invalidate(uct_ep_h tl_ep, unsigned flags)
     uct_ud_sr_iface_t *iface = uct_ud_sr_ep_iface(tl_ep);
 
     UCT_UD_SR_ENTER(iface);
-    aptus_chan_invalidate(&iface->chan.super, uct_ud_sr_ep_cpeer(tl_ep));
+    aptus_chan_invalidate(&iface->ud.chan.super, uct_ud_sr_ep_cpeer(tl_ep));
     UCT_UD_SR_LEAVE(iface);
     return UCS_OK;
 }

@@ -6,12 +6,7 @@
 #ifndef UCT_UD_SR_IFACE_H_
 #define UCT_UD_SR_IFACE_H_
 
-#include "uct/base/aptus_md.h"
-#include "uct/base/aptus_iface.h"
-#include "uct/base/aptus_stats.h"
-#include "channel/ud_sr_chan.h"
-#include "channel/ud_zcopy.h"
-#include "ud_sr_params.h"
+#include "ud_base.h"
 
 #include <uct/base/uct_iface.h>
 
@@ -44,16 +39,9 @@ static inline uct_ud_sr_ep_t *uct_ud_sr_ep_of_peer(aptus_ud_peer_t *peer)
 
 typedef struct uct_ud_sr_iface {
     uct_base_iface_t super;
-    aptus_ud_chan_t chan;
-    aptus_udz_t udz; /* UD-ZCopy: gets, and serving peers' gets */
-    int zcopy;       /* get_zcopy offered to the user */
-    aptus_dgram_wire_t *wire;
+    uct_ud_base_t ud; /* the wire, UD-SR and UD-ZCopy */
+    int zcopy;        /* get_zcopy offered to the user */
     char dev_name[UCT_DEVICE_NAME_MAX];
-    uct_aptus_async_timer_t timer;
-    uct_aptus_async_rx_t async_rx;
-    double latency;
-    double bandwidth;
-    uct_aptus_failures_t failures; /* to report from progress */
 } uct_ud_sr_iface_t;
 
 extern ucs_config_field_t uct_ud_sr_iface_config_table[];

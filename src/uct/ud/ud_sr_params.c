@@ -367,6 +367,7 @@ static int uct_ud_sr_params_check_ranges(const uct_ud_sr_params_t *config,
 
 ucs_status_t uct_ud_sr_params_setup(const uct_ud_sr_params_t *config,
                                     const char *tl_name, const char *prefix,
+                                    const aptus_wire_dev_ops_t *wdev,
                                     const uct_iface_params_t *params,
                                     size_t peer_headroom,
                                     uct_ud_sr_setup_t *setup)
@@ -391,16 +392,15 @@ ucs_status_t uct_ud_sr_params_setup(const uct_ud_sr_params_t *config,
     /* Refuse a bad setting up front, naming the variable. */
     mtu = config->mtu;
     if (mtu == UCS_MEMUNITS_AUTO) {
-        mtu = aptus_sock_dgram_auto_mtu(dev_name);
+        mtu = wdev->dgram_mtu_auto(dev_name);
         /* a datagram above the largest message would only waste memory */
         mtu = ucs_max(ucs_min(mtu, config->seg_size + APTUS_UD_SR_HDR_LEN),
-                      APTUS_SOCK_DGRAM_MTU_MIN);
-    } else if ((mtu < APTUS_SOCK_DGRAM_MTU_MIN) ||
-               (mtu > APTUS_SOCK_DGRAM_MTU_MAX)) {
+                      wdev->dgram_mtu_min);
+    } else if ((mtu < wdev->dgram_mtu_min) || (mtu > wdev->dgram_mtu_max)) {
         ucs_error("%s: invalid configuration: UCX_%sMTU=%zu is out of range "
-                  "[%d, %d]",
-                  tl_name, prefix, mtu, APTUS_SOCK_DGRAM_MTU_MIN,
-                  APTUS_SOCK_DGRAM_MTU_MAX);
+                  "[%zu, %zu]",
+                  tl_name, prefix, mtu, wdev->dgram_mtu_min,
+                  wdev->dgram_mtu_max);
         return UCS_ERR_INVALID_PARAM;
     }
     setup->udz.thresh     = config->zcopy_thresh;

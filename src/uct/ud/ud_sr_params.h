@@ -10,7 +10,7 @@
 
 #include "channel/ud_sr_chan.h"
 #include "channel/ud_zcopy.h"
-#include "wire/sock/sock_dgram.h"
+#include "wire/wire_dev.h"
 
 #include <ucs/config/parser.h>
 
@@ -57,7 +57,7 @@ extern ucs_config_field_t uct_ud_sr_params_table[];
 
 /* What a transport opens from the settings. */
 typedef struct uct_ud_sr_setup {
-    aptus_sock_dgram_config_t wire;
+    aptus_dgram_wire_config_t wire;
     aptus_ud_chan_config_t chan;
     aptus_udz_config_t udz;
     uint64_t async_interval_us;
@@ -68,6 +68,7 @@ typedef struct uct_ud_sr_setup {
  * that names the variable (UCX_<prefix><NAME>) and tl_name. */
 ucs_status_t uct_ud_sr_params_setup(const uct_ud_sr_params_t *params,
                                     const char *tl_name, const char *prefix,
+                                    const aptus_wire_dev_ops_t *wdev,
                                     const uct_iface_params_t *iface_params,
                                     size_t peer_headroom,
                                     uct_ud_sr_setup_t *setup);

@@ -457,6 +457,24 @@ static int aptus_sock_same_node(const aptus_wire_addr_t *a,
     return (x->family == y->family) && !memcmp(x->ip, y->ip, sizeof(x->ip));
 }
 
+/* What the wire holds of the kernel: its socket and a socket per receive
+ * queue opened so far, and the buffer bytes the kernel granted the first. */
+static unsigned aptus_sock_dgram_stats(aptus_dgram_wire_t *wire,
+                                       aptus_stat_t *stats, unsigned max)
+{
+    aptus_sock_dgram_t *sock = ucs_derived_of(wire, aptus_sock_dgram_t);
+    const aptus_stat_t all[] = {
+        { "sock_fds", 1 + wire->stats.rxqs_opened },
+        { "sock_rcvbuf", (uint64_t)ucs_max(sock->rcvbuf, 0) },
+        { "sock_sndbuf", (uint64_t)ucs_max(sock->sndbuf, 0) },
+        { "sock_buf_force", (uint64_t)sock->force_bufs },
+    };
+    unsigned n = ucs_min(max, ucs_static_array_size(all));
+
+    memcpy(stats, all, n * sizeof(*stats));
+    return n;
+}
+
 static const aptus_dgram_wire_ops_t aptus_sock_dgram_ops = {
     .send      = aptus_sock_dgram_send,
     .recv      = aptus_sock_dgram_recv,
@@ -470,6 +488,7 @@ static const aptus_dgram_wire_ops_t aptus_sock_dgram_ops = {
     .rxq_close = aptus_sock_rxq_close,
     .close     = aptus_sock_dgram_close,
     .same_node = aptus_sock_same_node,
+    .stats     = aptus_sock_dgram_stats,
 };
 
 int aptus_sock_set_buf(int fd, int opt, int want, int force)
@@ -512,7 +531,7 @@ size_t aptus_sock_dgram_auto_mtu(const char *dev_name)
 }
 
 ucs_status_t aptus_sock_dgram_open(const char *dev_name,
-                                   const aptus_sock_dgram_config_t *config,
+                                   const aptus_dgram_wire_config_t *config,
                                    aptus_dgram_wire_t **wire_p)
 {
     aptus_sock_dgram_t *sock;

@@ -36,15 +36,6 @@ extern "C" {
  * APTUS_SOCK_DGRAM_MTU_MAX); 2048 when the link MTU is unknown. */
 size_t aptus_sock_dgram_auto_mtu(const char *dev_name);
 
-typedef struct aptus_sock_dgram_config {
-    size_t mtu;            /* datagram size, bytes */
-    unsigned rx_queue_len; /* datagrams the socket may buffer */
-    unsigned tx_queue_len;
-    int force_bufs; /* socket buffers past net.core.rmem_max/wmem_max
-                       (SO_*BUFFORCE, CAP_NET_ADMIN); else the limits hold */
-    aptus_fault_config_t fault;
-} aptus_sock_dgram_config_t;
-
 /* Layout of an aptus_wire_addr_t on the sock wire. */
 typedef struct aptus_sock_addr {
     uint16_t family; /* AF_INET or AF_INET6 */
@@ -54,7 +45,7 @@ typedef struct aptus_sock_addr {
 
 /* Open a UDP socket on the first address of network interface dev_name. */
 ucs_status_t aptus_sock_dgram_open(const char *dev_name,
-                                   const aptus_sock_dgram_config_t *config,
+                                   const aptus_dgram_wire_config_t *config,
                                    aptus_dgram_wire_t **wire_p);
 
 /* Set a socket buffer (SO_RCVBUF or SO_SNDBUF) to want bytes, past the

@@ -73,6 +73,7 @@ ucs_status_t aptus_sock_rxq_open(aptus_dgram_wire_t *wire, unsigned depth,
     (void)aptus_sock_set_buf(rxq->fd, SO_RCVBUF, want,
                              aptus_sock_dgram_force_bufs(wire));
 
+    wire->stats.rxqs_opened++;
     *rxq_p = &rxq->super;
     return UCS_OK;
 

@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * UCX-Aptus: the hybrid's control messages, one hub.
+ *
+ * Every control message between two aptus interfaces rides the peer's UD
+ * stream as an internal message: the allocation's REQUEST, GRANT, REFUSE
+ * and DEMOTE (aptus_tl_alloc.c), the fast path's credits, blocks and DONE
+ * (aptus_tl_fp.c), and the XACK of messages a failed connection left
+ * unconfirmed (aptus_tl_resend.c). Here they are sent, owed when the
+ * stream's window is full and sent from progress, and received and handed
+ * to the part each type belongs to, so the parts talk to the hub and not
+ * to each other.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "aptus_tl.h"
+#include "proto/le.h"
+
+static void uct_aptus_tl_ctl_owe(uct_aptus_tl_iface_t *iface,
+                                 uct_aptus_tl_ep_t *ep,
+                                 uct_aptus_ctl_type_t type,
+                                 aptus_alloc_kind_t kind)
+{
+    /* a later answer replaces an earlier one of the same pair; the fast
+     * path's messages are built from the endpoint's state when sent */
+    ep->ctl_owed |= UCS_BIT(type - 1);
+    if (type < UCT_APTUS_CTL_FP_CREDIT) {
+        ep->ctl_kind = kind;
+    }
+    iface->stats.ctl_deferred++;
+    if (!(ep->flags & UCT_APTUS_EP_CTL_LIST) &&
+        uct_aptus_tl_ep_list_add(&iface->ctl_list, ep)) {
+        ep->flags |= UCT_APTUS_EP_CTL_LIST;
+    }
+}
+
+static ssize_t uct_aptus_tl_ctl_try(uct_aptus_tl_iface_t *iface,
+                                    uct_aptus_tl_ep_t *ep,
+                                    uct_aptus_ctl_type_t type,
+                                    aptus_alloc_kind_t kind)
+{
+    uint8_t msg[ucs_max(UCT_APTUS_CTL_LEN, UCT_APTUS_FP_BLOCK_LEN)];
+    size_t length = UCT_APTUS_CTL_LEN;
+    ssize_t ret;
+
+    if (type >= UCT_APTUS_CTL_FP_CREDIT) {
+        length = uct_aptus_tl_fp_ctl_pack(iface, ep, type, msg);
+        if (length == 0) {
+            return 0; /* nothing to say any more */
+        }
+    } else {
+        msg[0] = type;
+        msg[1] = kind;
+        /* as in the address */
+        memcpy(msg + 2, &iface->rc.config.local_port, 2);
+        aptus_put16(msg + 4, iface->rc.config.credits);
+        aptus_put16(msg + 6, 0);
+    }
+    ret = aptus_ud_chan_send_internal(
+        &iface->ud.chan, &ep->peer, UCT_APTUS_CTL_MSG_ID, msg, length, NULL, 0);
+    if (ret >= 0) {
+        if (type == UCT_APTUS_CTL_FP_CREDIT) {
+            uct_aptus_tl_fp_credits_sent(iface, ep);
+        } else if (type == UCT_APTUS_CTL_FP_DONE) {
+            ep->fp_done_nonce = 0;
+        }
+    }
+    return ret;
+}
+
+void uct_aptus_tl_ctl_send(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
+                           uct_aptus_ctl_type_t type, aptus_alloc_kind_t kind)
+{
+    ssize_t ret = uct_aptus_tl_ctl_try(iface, ep, type, kind);
+
+    if (ret >= 0) {
+        iface->stats.ctl_sent++;
+    } else if (ret == UCS_ERR_NO_RESOURCE) {
+        uct_aptus_tl_ctl_owe(iface, ep, type, kind);
+    }
+    /* another error: the stream failed, and the peer with it */
+}
+
+unsigned uct_aptus_tl_ctl_progress(uct_aptus_tl_iface_t *iface)
+{
+    unsigned i, type, count = 0;
+    uct_aptus_tl_ep_t *ep;
+    ssize_t ret;
+
+    for (i = 0; i < ucs_array_length(&iface->ctl_list);) {
+        ep = ucs_array_elem(&iface->ctl_list, i);
+        for (type = UCT_APTUS_CTL_REQUEST; type <= UCT_APTUS_CTL_FP_BLOCK;
+             ++type) {
+            if (!(ep->ctl_owed & UCS_BIT(type - 1))) {
+                continue;
+            }
+            ret = uct_aptus_tl_ctl_try(iface, ep, type, ep->ctl_kind);
+            if (ret == UCS_ERR_NO_RESOURCE) {
+                break;
+            }
+            ep->ctl_owed &= ~UCS_BIT(type - 1);
+            iface->stats.ctl_sent += (ret >= 0);
+            ++count;
+        }
+        if (ep->ctl_owed == 0) {
+            ep->flags &= ~UCT_APTUS_EP_CTL_LIST;
+            uct_aptus_tl_ep_list_remove(&iface->ctl_list, i);
+        } else {
+            ++i;
+        }
+    }
+    return count;
+}
+
+ucs_status_t uct_aptus_tl_ctl_recv(uct_aptus_tl_iface_t *iface,
+                                   uct_aptus_tl_ep_t *ep, const void *data,
+                                   size_t length)
+{
+    const uint8_t *msg = data;
+
+    if ((length == UCT_APTUS_CTL_LEN) && (msg[0] == UCT_APTUS_CTL_XACK)) {
+        iface->stats.ctl_received++;
+        uct_aptus_tl_ep_init_state(iface, ep);
+        uct_aptus_tl_xack_recv(iface, ep, aptus_get32(msg + 4));
+        return UCS_OK;
+    }
+    if ((length >= 1) && (msg[0] >= UCT_APTUS_CTL_FP_CREDIT) &&
+        (msg[0] <= UCT_APTUS_CTL_FP_BLOCK)) {
+        uct_aptus_tl_ep_init_state(iface, ep);
+        uct_aptus_tl_fp_ctl_recv(iface, ep, msg, length);
+        return UCS_OK;
+    }
+    uct_aptus_tl_alloc_recv(iface, ep, msg, length);
+    return UCS_OK;
+}

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * UCX-Aptus: the sock wire's device table (see wire/wire_dev.h).
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "wire/wire_dev.h"
+#include "wire/sock/sock_conn.h"
+#include "wire/sock/sock_dgram.h"
+#include "wire/sock/sock_netif.h"
+
+static uint16_t aptus_sock_dev_addr_port(const aptus_wire_addr_t *addr)
+{
+    return aptus_sock_wire_addr_port(addr);
+}
+
+const aptus_wire_dev_ops_t aptus_sock_wire_dev = {
+    .name               = "sock",
+    .query_devices      = aptus_sock_query_devices,
+    .caps               = aptus_sock_netif_caps,
+    .zcopy_bw           = aptus_sock_netif_zcopy_bw,
+    .is_local           = aptus_sock_netif_is_loopback,
+    .dgram_mtu_auto     = aptus_sock_dgram_auto_mtu,
+    .dgram_mtu_min      = APTUS_SOCK_DGRAM_MTU_MIN,
+    .dgram_mtu_max      = APTUS_SOCK_DGRAM_MTU_MAX,
+    .dgram_open         = aptus_sock_dgram_open,
+    .conn_open          = aptus_sock_conn_open,
+    .dev_addr_len       = aptus_sock_dev_addr_len,
+    .dev_addr_pack      = aptus_sock_dev_addr_pack,
+    .dev_addr_reachable = aptus_sock_dev_addr_reachable,
+    .addr_make          = aptus_sock_wire_addr_make,
+    .addr_port          = aptus_sock_dev_addr_port,
+};

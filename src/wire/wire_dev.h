@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * UCX-Aptus: a wire's devices and addresses.
+ *
+ * What a transport asks of the wire before and beside its datagrams and
+ * connections: which devices exist and how fast they are, how to open a
+ * datagram or a connection wire on one, and the device address it
+ * publishes and reads back from a peer. Every wire (sock, verbs) exports
+ * one table; the memory domain picks it, and the transports reach the
+ * wire only through it and the wire.h and conn.h tables, so a second wire
+ * adds files and edits none of them.
+ */
+#ifndef APTUS_WIRE_DEV_H_
+#define APTUS_WIRE_DEV_H_
+
+#include "wire/conn.h"
+#include "wire/wire.h"
+
+#include <uct/base/uct_iface.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct aptus_wire_dev_ops {
+    const char *name; /* in messages: "sock", "verbs" */
+
+    /* The devices this wire opens, as UCT lists them (ucs_malloc'ed). */
+    ucs_status_t (*query_devices)(uct_tl_device_resource_t **devices_p,
+                                  unsigned *num_devices_p);
+
+    /* Figures for UCT's performance estimates: one-way latency (seconds)
+     * and the bandwidth (bytes/second) of messages copied through the
+     * wire; zcopy_bw, that of bulk data moved by zero copy, given the
+     * first. */
+    void (*caps)(const char *dev_name, double *latency_p, double *bandwidth_p);
+    double (*zcopy_bw)(const char *dev_name, double copy_bw);
+
+    /* Every peer reached through dev_name is on this host (a loopback). */
+    int (*is_local)(const char *dev_name);
+
+    /* Datagram sizes: the one to use when the user leaves it to the wire
+     * (never fragmented on the way), and the range a user may ask for. */
+    size_t (*dgram_mtu_auto)(const char *dev_name);
+    size_t dgram_mtu_min;
+    size_t dgram_mtu_max;
+
+    ucs_status_t (*dgram_open)(const char *dev_name,
+                               const aptus_dgram_wire_config_t *config,
+                               aptus_dgram_wire_t **wire_p);
+    ucs_status_t (*conn_open)(const char *dev_name,
+                              const aptus_conn_wire_config_t *config,
+                              aptus_conn_wire_t **wire_p);
+
+    /* The device address a transport publishes for a wire whose own
+     * address is local, and whether a peer's one is reachable from it. */
+    size_t (*dev_addr_len)(const aptus_wire_addr_t *local);
+    void (*dev_addr_pack)(const aptus_wire_addr_t *local, void *dev_addr);
+    int (*dev_addr_reachable)(const aptus_wire_addr_t *local,
+                              const void *remote_dev_addr);
+
+    /* A peer's wire address from its device address and the port its
+     * interface address names; and the port of an address of ours. */
+    void (*addr_make)(const void *remote_dev_addr, uint16_t port,
+                      aptus_wire_addr_t *addr);
+    uint16_t (*addr_port)(const aptus_wire_addr_t *addr);
+} aptus_wire_dev_ops_t;
+
+/* The sock wire's (UDP, TCP and process_vm_readv/writev). */
+extern const aptus_wire_dev_ops_t aptus_sock_wire_dev;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
