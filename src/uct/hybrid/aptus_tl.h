@@ -517,6 +517,53 @@ ucs_status_t uct_aptus_tl_ep_check(uct_ep_h tl_ep, unsigned flags,
                                    uct_completion_t *comp);
 ucs_status_t uct_aptus_tl_ep_invalidate(uct_ep_h tl_ep, unsigned flags);
 
+/* Endpoint operations (aptus_tl_ep.c, aptus_tl_rma.c). */
+#define UCT_APTUS_ENTER(_iface) UCS_ASYNC_BLOCK((_iface)->super.worker->async)
+#define UCT_APTUS_LEAVE(_iface) UCS_ASYNC_UNBLOCK((_iface)->super.worker->async)
+
+static inline uct_aptus_tl_iface_t *uct_aptus_tl_ep_iface(uct_ep_h tl_ep)
+{
+    return ucs_derived_of(tl_ep->iface, uct_aptus_tl_iface_t);
+}
+
+static inline uct_aptus_tl_ep_t *uct_aptus_tl_ep(uct_ep_h tl_ep)
+{
+    return ucs_derived_of(tl_ep, uct_aptus_tl_ep_t);
+}
+
+/* The channel the rule chain picks for a message of size to ep, among
+ * those the peer has now but the ones in but. */
+static inline aptus_chan_type_t
+uct_aptus_tl_select_but(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
+                        unsigned kind, size_t size, unsigned but)
+{
+    aptus_chan_type_t chan;
+    unsigned rule;
+
+    /* the rule channels are numbered as the channel interface's */
+    chan = (aptus_chan_type_t)aptus_rule_chain_select(
+        &iface->rules, kind, size, aptus_ud_chan_num_peers(&iface->ud.chan),
+        uct_aptus_tl_ep_allocated(iface, ep) & ~but, &rule);
+    if ((chan == APTUS_CHAN_RC_SR) &&
+        (size + UCT_APTUS_TRAILER_LEN > iface->rc.config.max_msg)) {
+        /* a rule allows more than an RC message holds (RC_SEG_SIZE) */
+        return APTUS_CHAN_UD_SR;
+    }
+    return chan;
+}
+
+static inline aptus_chan_type_t uct_aptus_tl_select(uct_aptus_tl_iface_t *iface,
+                                                    uct_aptus_tl_ep_t *ep,
+                                                    unsigned kind, size_t size)
+{
+    return uct_aptus_tl_select_but(iface, ep, kind, size, 0);
+}
+
+/* A fence is in force until the writes over UD before it are in place at
+ * the peer (those over RC are in place when they return). */
+int uct_aptus_tl_ep_fence_holds(uct_aptus_tl_iface_t *iface,
+                                uct_aptus_tl_ep_t *ep);
+
 /* Statistics (aptus_tl_stats.c): the interface's, as printed (returns
  * the number of entries); the lines by size and by peer, printed to dest. */
 unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,

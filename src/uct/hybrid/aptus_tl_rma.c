@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * UCX-Aptus: aptus one-sided operations: rendezvous data over RC-RDMA
+ * where the peer has a connection, else over UD-ZCopy; short and buffered
+ * ones in the UD stream.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "aptus_tl.h"
+#include "uct/base/aptus_rma.h"
+
+#include <uct/base/uct_iov.inl>
+
+/* ---- rendezvous data --------------------------------------------------- */
+
+ucs_status_t uct_aptus_tl_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                       size_t iovcnt, uint64_t remote_addr,
+                                       uct_rkey_t rkey, uct_completion_t *comp)
+{
+    uct_aptus_tl_iface_t *iface  = uct_aptus_tl_ep_iface(tl_ep);
+    uct_aptus_tl_ep_t *ep        = uct_aptus_tl_ep(tl_ep);
+    const uct_aptus_rkey_t *akey = (const uct_aptus_rkey_t *)rkey;
+    aptus_chan_type_t chan;
+    aptus_rc_link_t *link;
+    aptus_chan_key_t key;
+    struct iovec liov;
+    ucs_status_t status;
+    size_t length;
+
+    UCT_CHECK_PARAM(iovcnt == 1, "aptus get_zcopy takes one iov, got %zu",
+                    iovcnt);
+    length = uct_iov_get_length(iov);
+    UCT_CHECK_LENGTH(length, 0, iface->ud.udz.config.max_get, "get_zcopy");
+    if (length == 0) {
+        return UCS_OK; /* as in UCX: nothing to move, the rkey may be a dummy */
+    }
+    if (!uct_aptus_rkey_covers(akey, remote_addr, length)) {
+        ucs_error("aptus get_zcopy: [0x%" PRIx64 ", +%zu) is outside the "
+                  "remote key's region",
+                  remote_addr, length);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    uct_aptus_rkey_to_chan_key(akey, &key);
+    liov.iov_base = iov->buffer;
+    liov.iov_len  = length;
+
+    UCT_APTUS_ENTER(iface);
+    uct_aptus_tl_ep_init_state(iface, ep);
+    if (ucs_unlikely(ep->flags & UCT_APTUS_EP_FENCED) &&
+        uct_aptus_tl_ep_fence_holds(iface, ep)) {
+        UCT_APTUS_LEAVE(iface);
+        return UCS_ERR_NO_RESOURCE;
+    }
+    chan = uct_aptus_tl_select(iface, ep, APTUS_RULE_DATA_CHANS, length);
+    if ((chan == APTUS_CHAN_RC_RDMA) &&
+        ((link = uct_aptus_tl_ep_rc_link(iface, ep)) != NULL)) {
+        status = aptus_chan_get(&iface->rdma.super, (aptus_chan_peer_t *)link,
+                                &liov, 1, remote_addr, &key, NULL);
+        if (status == UCS_OK) {
+            uct_aptus_tl_ep_sent(iface, ep, chan, length);
+            UCT_APTUS_LEAVE(iface);
+            return UCS_OK;
+        }
+        /* messages queued on the connection, or memory it cannot reach:
+         * the owner serves it over UD */
+    }
+    iface->ud.chan.now_us = iface->ud.chan.clock();
+    status =
+        aptus_chan_get(&iface->ud.udz.super, (aptus_chan_peer_t *)&ep->peer,
+                       &liov, 1, remote_addr, &key, comp);
+    if (!UCS_STATUS_IS_ERR(status)) {
+        uct_aptus_tl_ep_sent(iface, ep, APTUS_CHAN_UD_ZCOPY, length);
+    }
+    UCT_APTUS_LEAVE(iface);
+    return status;
+}
+
+ucs_status_t uct_aptus_tl_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                       size_t iovcnt, uint64_t remote_addr,
+                                       uct_rkey_t rkey, uct_completion_t *comp)
+{
+    uct_aptus_tl_iface_t *iface  = uct_aptus_tl_ep_iface(tl_ep);
+    uct_aptus_tl_ep_t *ep        = uct_aptus_tl_ep(tl_ep);
+    const uct_aptus_rkey_t *akey = (const uct_aptus_rkey_t *)rkey;
+    aptus_chan_type_t chan;
+    aptus_rc_link_t *link;
+    aptus_chan_key_t key;
+    struct iovec liov;
+    ucs_status_t status;
+    size_t length;
+
+    UCT_CHECK_PARAM(iovcnt == 1, "aptus put_zcopy takes one iov, got %zu",
+                    iovcnt);
+    length = uct_iov_get_length(iov);
+    UCT_CHECK_LENGTH(length, 0, iface->ud.udz.config.max_get, "put_zcopy");
+    if (length == 0) {
+        return UCS_OK; /* as in UCX: nothing to move, the rkey may be a dummy */
+    }
+    if (!uct_aptus_rkey_covers(akey, remote_addr, length)) {
+        ucs_error("aptus put_zcopy: [0x%" PRIx64 ", +%zu) is outside the "
+                  "remote key's region",
+                  remote_addr, length);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    uct_aptus_rkey_to_chan_key(akey, &key);
+    liov.iov_base = iov->buffer;
+    liov.iov_len  = length;
+
+    UCT_APTUS_ENTER(iface);
+    uct_aptus_tl_ep_init_state(iface, ep);
+    if (ucs_unlikely(ep->flags & UCT_APTUS_EP_FENCED) &&
+        uct_aptus_tl_ep_fence_holds(iface, ep)) {
+        UCT_APTUS_LEAVE(iface);
+        return UCS_ERR_NO_RESOURCE;
+    }
+    chan = uct_aptus_tl_select(iface, ep, APTUS_RULE_DATA_CHANS, length);
+    if ((chan == APTUS_CHAN_RC_RDMA) &&
+        ((link = uct_aptus_tl_ep_rc_link(iface, ep)) != NULL)) {
+        status = aptus_chan_put(&iface->rdma.super, (aptus_chan_peer_t *)link,
+                                &liov, 1, remote_addr, &key, NULL);
+        if (status == UCS_OK) {
+            uct_aptus_tl_ep_sent(iface, ep, chan, length);
+            UCT_APTUS_LEAVE(iface);
+            return UCS_OK;
+        }
+        /* messages queued on the connection, or memory it cannot reach:
+         * the target reads it over UD */
+    }
+    iface->ud.chan.now_us = iface->ud.chan.clock();
+    status =
+        aptus_chan_put(&iface->ud.udz.super, (aptus_chan_peer_t *)&ep->peer,
+                       &liov, 1, remote_addr, &key, comp);
+    if (!UCS_STATUS_IS_ERR(status)) {
+        uct_aptus_tl_ep_sent(iface, ep, APTUS_CHAN_UD_ZCOPY, length);
+    }
+    UCT_APTUS_LEAVE(iface);
+    return status;
+}
+
+/* Short and buffered one-sided operations go in the UD stream (UCP selects
+ * a transport for ucp_put/ucp_get only when it has them). */
+#define UCT_APTUS_RMA_BEGIN(_iface, _ep)                                       \
+    UCT_APTUS_ENTER(_iface);                                                   \
+    uct_aptus_tl_ep_init_state(_iface, _ep);                                   \
+    if (ucs_unlikely((_ep)->flags & UCT_APTUS_EP_FENCED) &&                    \
+        uct_aptus_tl_ep_fence_holds(_iface, _ep)) {                            \
+        UCT_APTUS_LEAVE(_iface);                                               \
+        return UCS_ERR_NO_RESOURCE;                                            \
+    }
+
+ucs_status_t uct_aptus_tl_ep_put_short(uct_ep_h tl_ep, const void *buffer,
+                                       unsigned length, uint64_t remote_addr,
+                                       uct_rkey_t rkey)
+{
+    uct_aptus_tl_iface_t *iface = uct_aptus_tl_ep_iface(tl_ep);
+    uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep(tl_ep);
+    ucs_status_t status;
+
+    UCT_APTUS_RMA_BEGIN(iface, ep);
+    status =
+        uct_aptus_rma_put_short(&iface->ud.udz, &ep->peer, "aptus put_short",
+                                buffer, length, remote_addr, rkey);
+    if (status == UCS_OK) {
+        uct_aptus_tl_ep_sent(iface, ep, APTUS_CHAN_UD_SR, length);
+    }
+    UCT_APTUS_LEAVE(iface);
+    return status;
+}
+
+ssize_t uct_aptus_tl_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
+                                  void *arg, uint64_t remote_addr,
+                                  uct_rkey_t rkey)
+{
+    uct_aptus_tl_iface_t *iface = uct_aptus_tl_ep_iface(tl_ep);
+    uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep(tl_ep);
+    ssize_t ret;
+
+    UCT_APTUS_RMA_BEGIN(iface, ep);
+    ret = uct_aptus_rma_put_bcopy(&iface->ud.udz, &ep->peer, pack_cb, arg,
+                                  remote_addr, rkey);
+    if (ret >= 0) {
+        uct_aptus_tl_ep_sent(iface, ep, APTUS_CHAN_UD_SR, ret);
+    }
+    UCT_APTUS_LEAVE(iface);
+    return ret;
+}
+
+ucs_status_t uct_aptus_tl_ep_get_bcopy(uct_ep_h tl_ep,
+                                       uct_unpack_callback_t unpack_cb,
+                                       void *arg, size_t length,
+                                       uint64_t remote_addr, uct_rkey_t rkey,
+                                       uct_completion_t *comp)
+{
+    uct_aptus_tl_iface_t *iface = uct_aptus_tl_ep_iface(tl_ep);
+    uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep(tl_ep);
+    ucs_status_t status;
+
+    UCT_APTUS_RMA_BEGIN(iface, ep);
+    status = uct_aptus_rma_get_bcopy(&iface->ud.udz, &ep->peer, unpack_cb, arg,
+                                     length, remote_addr, rkey, comp);
+    UCT_APTUS_LEAVE(iface);
+    return status;
+}
