@@ -19,7 +19,7 @@
 #include "sock_dgram.h"
 #include "sock_netif.h"
 #include "../../base/aptus_mpool.h"
-#include "../../proto/rc_sr_proto.h"
+#include "sock_frame.h"
 
 #include <ucs/datastruct/list.h>
 #include <ucs/datastruct/mpool.h>

@@ -6,6 +6,7 @@
 #define APTUS_SOCK_CONN_H_
 
 #include "../conn.h"
+#include "sock_frame.h" /* a frame header precedes each message received */
 
 #ifdef __cplusplus
 extern "C" {

@@ -16,7 +16,7 @@
 
 #include "sock_conn_int.h"
 #include "../../proto/le.h"
-#include "../../proto/rc_sr_proto.h"
+#include "sock_frame.h"
 #include "base/aptus_log.h"
 
 #include <ucs/datastruct/mpool.h>

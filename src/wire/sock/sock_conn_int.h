@@ -10,7 +10,7 @@
 #define APTUS_SOCK_CONN_INT_H_
 
 #include "../conn.h"
-#include "../../proto/rc_sr_proto.h"
+#include "sock_frame.h"
 
 #include <ucs/datastruct/list.h>
 #include <ucs/datastruct/mpool.h>

@@ -14,7 +14,7 @@
 
 #include "sock_conn_int.h"
 #include "../../proto/le.h"
-#include "../../proto/rc_sr_proto.h"
+#include "sock_frame.h"
 
 #include <ucs/debug/log.h>
 
