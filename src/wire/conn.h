@@ -30,7 +30,7 @@
 #ifndef APTUS_WIRE_CONN_H_
 #define APTUS_WIRE_CONN_H_
 
-#include "wire.h"
+#include "wire/wire.h"
 
 #include <ucs/type/status.h>
 

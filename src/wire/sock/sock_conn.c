@@ -18,7 +18,7 @@
 #include "sock_conn_int.h"
 #include "sock_dgram.h"
 #include "sock_netif.h"
-#include "../../base/aptus_mpool.h"
+#include "base/aptus_mpool.h"
 #include "sock_frame.h"
 
 #include <ucs/datastruct/list.h>

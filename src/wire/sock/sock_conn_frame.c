@@ -15,7 +15,7 @@
 #endif
 
 #include "sock_conn_int.h"
-#include "../../proto/le.h"
+#include "proto/le.h"
 #include "sock_frame.h"
 #include "base/aptus_log.h"
 

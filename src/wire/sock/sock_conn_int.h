@@ -9,7 +9,7 @@
 #ifndef APTUS_SOCK_CONN_INT_H_
 #define APTUS_SOCK_CONN_INT_H_
 
-#include "../conn.h"
+#include "wire/conn.h"
 #include "sock_frame.h"
 
 #include <ucs/datastruct/list.h>

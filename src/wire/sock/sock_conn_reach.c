@@ -7,7 +7,7 @@
 #include "config.h"
 #endif
 
-#include "../conn.h"
+#include "wire/conn.h"
 
 #include <ucs/sys/compiler_def.h>
 #include <ucs/sys/uid.h>

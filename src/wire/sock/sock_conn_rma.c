@@ -17,7 +17,7 @@
 #endif
 
 #include "sock_conn_int.h"
-#include "../../proto/le.h"
+#include "proto/le.h"
 #include "sock_frame.h"
 
 #include <ucs/debug/log.h>
