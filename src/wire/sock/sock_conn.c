@@ -378,6 +378,7 @@ static const aptus_conn_wire_ops_t aptus_sock_conn_ops = {
     .progress          = aptus_sock_conn_progress,
     .watch_fd          = aptus_sock_conn_watch_fd,
     .conn_resources    = aptus_sock_conn_resources,
+    .buf_put           = aptus_sock_conn_buf_put,
     .conn_close        = aptus_sock_conn_close_conn,
     .close             = aptus_sock_conn_wire_close,
 };

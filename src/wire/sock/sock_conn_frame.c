@@ -30,12 +30,10 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-void aptus_conn_buf_release(aptus_conn_buf_t *buf)
+void aptus_sock_conn_buf_put(aptus_conn_buf_t *buf)
 {
-    if (--buf->refs == 0) {
-        buf->wire->stats.rx_pool_in_use--;
-        ucs_mpool_put(buf);
-    }
+    buf->wire->stats.rx_pool_in_use--;
+    ucs_mpool_put(buf);
 }
 
 static uint8_t *aptus_sock_conn_area(aptus_sock_conn_wire_t *cw,

@@ -135,6 +135,8 @@ ucs_status_t aptus_sock_conn_send_frame(aptus_sock_conn_t *conn, unsigned type,
                                         unsigned iovcnt, int force);
 
 /* sock_conn_frame.c: framing */
+/* A receive buffer's last reference went: back to the pool. */
+void aptus_sock_conn_buf_put(aptus_conn_buf_t *buf);
 ucs_status_t aptus_sock_conn_send(aptus_conn_t *conn, const struct iovec *iov,
                                   unsigned iovcnt);
 size_t aptus_sock_conn_backlog(aptus_conn_t *tl_conn);
