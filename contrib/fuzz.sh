@@ -42,7 +42,8 @@ if ! command -v "$cc" >/dev/null 2>&1; then
 fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-proto=$(ls "$top"/src/proto/*.c)
+# the pure parsers: the protocol modules and the sock wire's frames
+proto="$(ls "$top"/src/proto/*.c) $top/src/wire/sock/sock_frame.c"
 
 if [ $seed -eq 1 ]; then
     gcc -O1 -D_GNU_SOURCE -I"$top/src" "$top/test/fuzz/gen_seeds.c" $proto \

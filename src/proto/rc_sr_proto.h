@@ -2,18 +2,12 @@
 /*
  * UCX-Aptus: the RC-SR wire format and credit flow control.
  *
- * A reliable connection carries a byte stream; the connection wire cuts it
- * into frames, and the RC-SR channel puts one header into every message
- * frame. Both parsers face the network, so they are pure and fuzzed
- * (test/unit/test_rc_sr_proto.cc).
+ * A reliable connection carries messages (the sock wire frames them in
+ * its byte stream: wire/sock/sock_frame.h), and the RC-SR channel puts one
+ * header into every message. The parser faces the network, so it is pure
+ * and fuzzed (test/unit/test_rc_sr_proto.cc, test/fuzz/fuzz_rc_sr.c).
  *
- * Frame (connection wire):
- *   uint32  bits 0..23: payload length; bits 24..31: frame type
- *   payload
- * Types: MSG (a message of the channel above), IMM (the 4-byte immediate of
- * a write-with-immediate, whose data was written one-sided before it).
- *
- * Message header (RC-SR channel), at the start of a MSG payload:
+ * Message header (RC-SR channel), at the start of a message:
  *  0      1      2        4
  *  +------+------+--------+---------------------+
  *  | kind | am_id| credits| body ...            |
@@ -43,8 +37,8 @@
  *           connection given up: what came before it is delivered first.
  *   SWITCH_ACK  no body: sent on the connection kept once the SWITCH
  *           arrived; from then on both directions use it.
- * The frame header and the message header together are 8 bytes, so a
- * payload received at an 8-byte aligned place stays aligned.
+ * The sock wire's frame header and the message header together are 8
+ * bytes, so a payload received at an 8-byte aligned place stays aligned.
  * All fields are little-endian.
  */
 #ifndef APTUS_RC_SR_PROTO_H_
@@ -56,44 +50,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define APTUS_FRAME_HDR_LEN  4
-#define APTUS_FRAME_MAX_LEN  ((1u << 24) - 1)
-#define APTUS_FRAME_TYPE_MSG 0
-#define APTUS_FRAME_TYPE_IMM 1
-#define APTUS_FRAME_IMM_LEN  4
-/* One-sided operations carried over the connection (a peer on another
- * host, where the wire cannot reach memory directly): what an RC queue
- * pair does in hardware.
- *   WRITE     address u64, token u64, then the data (at least 1 byte)
- *   READ_REQ  address u64, length u64, token u64
- *   READ_RESP the next bytes of the oldest read not yet answered in full
- *   READ_ERR  no body: the oldest such read was refused (outside the
- *             registered region named by the token)
- *   READ_REQ of length 0 is a fence: answered by FENCE_ACK (no body) in
- *             its turn, once every write before it is in place, so that a
- *             write completes when the peer has it, as on RC.
- * The target serves reads in the order they came. */
-#define APTUS_FRAME_TYPE_WRITE     2
-#define APTUS_FRAME_TYPE_READ_REQ  3
-#define APTUS_FRAME_TYPE_READ_RESP 4
-#define APTUS_FRAME_TYPE_READ_ERR  5
-#define APTUS_FRAME_TYPE_FENCE_ACK 6
-#define APTUS_FRAME_WRITE_HDR_LEN  16
-#define APTUS_FRAME_READ_REQ_LEN   24
-/* Proof of the peer's process (same host only), the first frame each side
- * sends on a connection:
- *   PROVE_REQ  name u64 (of the sender's local rendezvous socket, which
- *              only the sender's network namespace reaches), challenge
- *              (16 bytes, random)
- *   PROVE_ANS  no body: the receiver of a PROVE_REQ has answered it on the
- *              local socket if it could (the challenge, and its own view
- *              of this connection's addresses); the asker decides then.
- * The wire (not this module) says what the local socket is. */
-#define APTUS_FRAME_TYPE_PROVE_REQ 7
-#define APTUS_FRAME_TYPE_PROVE_ANS 8
-#define APTUS_FRAME_CHALLENGE_LEN  16
-#define APTUS_FRAME_PROVE_REQ_LEN  (8 + APTUS_FRAME_CHALLENGE_LEN)
 
 #define APTUS_RC_HDR_LEN     4
 #define APTUS_RC_HELLO_LEN   32
@@ -112,30 +68,6 @@ enum {
     APTUS_RC_KIND_SWITCH_ACK = 6,
     APTUS_RC_KIND_LAST
 };
-
-/* Result of looking at the start of a received byte stream. */
-typedef enum {
-    APTUS_FRAME_OK,      /* a whole frame is there */
-    APTUS_FRAME_PARTIAL, /* more bytes are needed */
-    APTUS_FRAME_BAD      /* not a frame of ours: the connection is broken */
-} aptus_frame_result_t;
-
-typedef struct aptus_frame {
-    unsigned type;
-    size_t length; /* payload bytes */
-    const uint8_t *payload;
-} aptus_frame_t;
-
-void aptus_frame_hdr_pack(uint8_t *hdr, unsigned type, size_t length);
-
-/* Parses the frame at buf (avail bytes there). Frames longer than max_len
- * or of an unknown type are BAD. */
-aptus_frame_result_t aptus_frame_parse(const uint8_t *buf, size_t avail,
-                                       size_t max_len, aptus_frame_t *frame);
-
-/* The name of a frame type, for traces ("MSG", "WRITE", ...; "?" for one
- * no frame has). */
-const char *aptus_frame_type_str(unsigned type);
 
 typedef struct aptus_rc_msg {
     unsigned kind;

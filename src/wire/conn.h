@@ -30,7 +30,7 @@
 #ifndef APTUS_WIRE_CONN_H_
 #define APTUS_WIRE_CONN_H_
 
-#include "wire.h"
+#include "wire/wire.h"
 
 #include <ucs/type/status.h>
 
@@ -275,6 +275,10 @@ typedef struct aptus_conn_wire_ops {
     void (*conn_resources)(aptus_conn_t *conn, size_t *state_bytes_p,
                            size_t *kernel_bytes_p, unsigned *fds_p);
 
+    /* Take back a receive buffer whose last reference was released
+     * (aptus_conn_buf_release calls it when refs reaches 0). */
+    void (*buf_put)(aptus_conn_buf_t *buf);
+
     /* Close a connection (also from a handler). Unsent bytes are lost. A
      * handler that closed it may still read conn->user: it is NULL. */
     void (*conn_close)(aptus_conn_t *conn);
@@ -303,7 +307,15 @@ static inline void aptus_conn_buf_hold(aptus_conn_buf_t *buf)
     buf->refs++;
 }
 
-void aptus_conn_buf_release(aptus_conn_buf_t *buf);
+/* Drop a reference to a pool buffer (the receiver's, taken by
+ * aptus_conn_buf_hold, or the wire's own): the last one gives it back to
+ * the wire it came from. */
+static inline void aptus_conn_buf_release(aptus_conn_buf_t *buf)
+{
+    if (--buf->refs == 0) {
+        buf->wire->ops->buf_put(buf);
+    }
+}
 
 #ifdef __cplusplus
 }

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus fuzz target: the bytes of an RC-SR connection
- * (proto/rc_sr_proto.h): frames one after another, each message and
- * greeting in them. What a frame or message yields lies inside the input;
- * a frame that is not whole asks for more, never reads past the end.
+ * (wire/sock/sock_frame.h, proto/rc_sr_proto.h): frames one after
+ * another, each message and greeting in them. What a frame or message
+ * yields lies inside the input; a frame that is not whole asks for more,
+ * never reads past the end.
  */
 #include "fuzz_common.h"
 #include "proto/rc_sr_proto.h"
+#include "wire/sock/sock_frame.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -12,6 +12,7 @@
 #include "proto/ud_sr_proto.h"
 #include "proto/veloblock.h"
 #include "proto/zcopy.h"
+#include "wire/sock/sock_frame.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the RC-SR wire format and credit flow control
- * (src/proto/rc_sr_proto.c), including a fuzzer: the frame and message
+ * (src/proto/rc_sr_proto.c) and of the sock wire's frames that carry it
+ * (src/wire/sock/sock_frame.c), including a fuzzer: the frame and message
  * parsers face the network, so no input may make them read past what
  * arrived, or accept something outside their contract.
  */
@@ -9,6 +10,7 @@
 
 extern "C" {
 #include "proto/rc_sr_proto.h"
+#include "wire/sock/sock_frame.h"
 }
 
 #include <algorithm>

@@ -12,7 +12,7 @@
 extern "C" {
 #include "wire/sock/sock_conn.h"
 #include "wire/sock/sock_dgram.h"
-#include "proto/rc_sr_proto.h"
+#include "wire/sock/sock_frame.h"
 #include <ucs/time/time.h> /* first: it brings UCX's config.h */
 #include <ucs/debug/log_def.h>
 }

@@ -13,6 +13,7 @@ extern "C" {
 #include "uct/rc/rc_sr_iface.h"
 #include <ucs/config/global_opts.h>
 #include "proto/rc_sr_proto.h"
+#include "wire/sock/sock_frame.h"
 #include "wire/sock/sock_dgram.h"
 }
 

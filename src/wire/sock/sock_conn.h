@@ -5,7 +5,8 @@
 #ifndef APTUS_SOCK_CONN_H_
 #define APTUS_SOCK_CONN_H_
 
-#include "../conn.h"
+#include "wire/conn.h"
+#include "sock_frame.h" /* a frame header precedes each message received */
 
 #ifdef __cplusplus
 extern "C" {

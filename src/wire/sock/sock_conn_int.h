@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX-Aptus: the sock wire's connection objects, shared by its connection
- * files (sock_conn.c: connections and framing; sock_conn_rma.c: one-sided
- * operations carried over a connection).
+ * files (sock_conn.c: open, connect, accept, progress, close;
+ * sock_conn_frame.c: framing, send backlog and receive pool; sock_conn_vm.c:
+ * direct one-sided operations; sock_conn_rma.c: one-sided operations
+ * carried over a connection; sock_conn_prove.c: the peer's proof).
  */
 #ifndef APTUS_SOCK_CONN_INT_H_
 #define APTUS_SOCK_CONN_INT_H_
 
-#include "../conn.h"
-#include "../../proto/rc_sr_proto.h"
+#include "wire/conn.h"
+#include "sock_frame.h"
 
 #include <ucs/datastruct/list.h>
 #include <ucs/datastruct/mpool.h>
@@ -111,6 +113,8 @@ static inline aptus_sock_conn_t *aptus_sock_conn(aptus_conn_t *conn)
 }
 
 void aptus_sock_conn_fail(aptus_sock_conn_t *conn, ucs_status_t status);
+/* Watch these epoll events of the connection (unless failed or closed). */
+void aptus_sock_conn_set_events(aptus_sock_conn_t *conn, uint32_t events);
 
 /* Bytes of the owner's queued (the wire's own PROVE_REQ, queued while
  * connecting, takes no room of the owner's backlog). */
@@ -129,6 +133,41 @@ static inline size_t aptus_sock_conn_queued(const aptus_sock_conn_t *conn)
 ucs_status_t aptus_sock_conn_send_frame(aptus_sock_conn_t *conn, unsigned type,
                                         const struct iovec *iov,
                                         unsigned iovcnt, int force);
+
+/* sock_conn_frame.c: framing */
+/* A receive buffer's last reference went: back to the pool. */
+void aptus_sock_conn_buf_put(aptus_conn_buf_t *buf);
+ucs_status_t aptus_sock_conn_send(aptus_conn_t *conn, const struct iovec *iov,
+                                  unsigned iovcnt);
+size_t aptus_sock_conn_backlog(aptus_conn_t *tl_conn);
+/* Send what the backlog holds; tell the owner when it is empty. */
+void aptus_sock_conn_writable(aptus_sock_conn_t *conn);
+/* Read and deliver what arrived; returns the reads that brought bytes. */
+unsigned aptus_sock_conn_rx(aptus_sock_conn_t *conn);
+
+/* sock_conn_vm.c: direct one-sided operations (process_vm_writev/readv) */
+int aptus_sock_conn_key_reachable(aptus_conn_t *tl_conn,
+                                  const aptus_mem_key_t *key);
+ucs_status_t aptus_sock_conn_key_check(aptus_conn_t *tl_conn,
+                                       const aptus_mem_key_t *key);
+pid_t aptus_sock_conn_peer_pid(aptus_conn_t *tl_conn);
+ucs_status_t aptus_sock_conn_write(aptus_conn_t *conn,
+                                   const aptus_mem_key_t *key,
+                                   uint64_t remote_addr,
+                                   const struct iovec *iov, unsigned iovcnt);
+ucs_status_t aptus_sock_conn_read(aptus_conn_t *conn,
+                                  const aptus_mem_key_t *key,
+                                  uint64_t remote_addr, const struct iovec *iov,
+                                  unsigned iovcnt);
+ucs_status_t aptus_sock_conn_write_imm(aptus_conn_t *tl_conn,
+                                       const aptus_mem_key_t *key,
+                                       uint64_t remote_addr,
+                                       const struct iovec *iov, unsigned iovcnt,
+                                       uint32_t imm);
+ucs_status_t aptus_sock_conn_write_ordered(aptus_conn_wire_t *wire,
+                                           const aptus_mem_key_t *key,
+                                           const aptus_conn_piece_t *pieces,
+                                           unsigned count);
 
 /* sock_conn_prove.c: the proof of a connection's peer process */
 void aptus_sock_prove_open(aptus_sock_conn_wire_t *cw);

@@ -27,8 +27,8 @@
 
 #include "sock_conn_int.h"
 #include "sock_dgram.h"
-#include "../../proto/le.h"
-#include "../../proto/random.h"
+#include "proto/le.h"
+#include "proto/random.h"
 
 #include <ucs/debug/log.h>
 

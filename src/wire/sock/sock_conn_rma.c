@@ -17,8 +17,8 @@
 #endif
 
 #include "sock_conn_int.h"
-#include "../../proto/le.h"
-#include "../../proto/rc_sr_proto.h"
+#include "proto/le.h"
+#include "sock_frame.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>

@@ -9,8 +9,8 @@
 #ifndef APTUS_SOCK_DGRAM_H_
 #define APTUS_SOCK_DGRAM_H_
 
-#include "../wire.h"
-#include "../../proto/fault.h"
+#include "wire/wire.h"
+#include "proto/fault.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>

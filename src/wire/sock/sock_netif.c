@@ -9,6 +9,8 @@
 #include "sock_netif.h"
 #include "sock_dgram.h"
 
+#include <ucs/datastruct/array.inl>
+#include <ucs/debug/assert.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/sock.h>
@@ -23,6 +25,8 @@
 #include <unistd.h>
 
 enum { APTUS_SOCK_DEV_LOOPBACK = 1u << 0 };
+
+UCS_ARRAY_DEFINE_INLINE(aptus_sock_devices, unsigned, uct_tl_device_resource_t)
 
 typedef struct aptus_sock_dev_addr_hdr {
     uint8_t af; /* AF_INET or AF_INET6 */
@@ -59,8 +63,8 @@ static int aptus_sock_has_addr(const char *name)
 ucs_status_t aptus_sock_query_devices(uct_tl_device_resource_t **devices_p,
                                       unsigned *num_devices_p)
 {
-    uct_tl_device_resource_t *devices = NULL, *tmp;
-    unsigned num                      = 0;
+    ucs_array_t(aptus_sock_devices) devices = UCS_ARRAY_DYNAMIC_INITIALIZER;
+    uct_tl_device_resource_t *device;
     struct dirent *entry;
     DIR *dir;
 
@@ -81,24 +85,22 @@ ucs_status_t aptus_sock_query_devices(uct_tl_device_resource_t **devices_p,
         if (!aptus_sock_has_addr(entry->d_name)) {
             continue;
         }
-        tmp = ucs_realloc(devices, sizeof(*devices) * (num + 1),
-                          "aptus_sock_devices");
-        if (tmp == NULL) {
-            ucs_free(devices);
+        if (ucs_array_append(aptus_sock_devices, &devices) != UCS_OK) {
+            ucs_array_cleanup_dynamic(&devices);
             closedir(dir);
             return UCS_ERR_NO_MEMORY;
         }
-        devices = tmp;
-        ucs_snprintf_zero(devices[num].name, sizeof(devices[num].name), "%s",
+        device = ucs_array_last(&devices);
+        ucs_snprintf_zero(device->name, sizeof(device->name), "%s",
                           entry->d_name);
-        devices[num].type       = UCT_DEVICE_TYPE_NET;
-        devices[num].sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
-        ++num;
+        device->type       = UCT_DEVICE_TYPE_NET;
+        device->sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
     }
     closedir(dir);
 
-    *devices_p     = devices;
-    *num_devices_p = num;
+    /* the caller frees the buffer with ucs_free, as UCT does */
+    *num_devices_p = ucs_array_length(&devices);
+    *devices_p     = ucs_array_extract_buffer(aptus_sock_devices, &devices);
     return UCS_OK;
 }
 

@@ -6,7 +6,7 @@
 #ifndef APTUS_SOCK_NETIF_H_
 #define APTUS_SOCK_NETIF_H_
 
-#include "../wire.h"
+#include "wire/wire.h"
 
 #include <uct/base/uct_iface.h>
 

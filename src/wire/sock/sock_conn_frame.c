@@ -1,0 +1,403 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * UCX-Aptus: the sock wire's byte-stream framing: the receive pool, the
+ * send path and its backlog, and cutting received bytes into frames.
+ *
+ * Each read takes as many bytes as one pool buffer holds and delivers
+ * every whole frame in it; the first frame of a buffer may be kept in
+ * place by the receiver, the tail of a frame cut by the buffer's end moves
+ * to the start of a fresh buffer. A connection holds a buffer only while a
+ * frame is half received, and a send backlog only while the socket refuses
+ * bytes: idle connections cost their state and their socket.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "sock_conn_int.h"
+#include "proto/le.h"
+#include "sock_frame.h"
+#include "base/aptus_log.h"
+
+#include <ucs/datastruct/mpool.h>
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/math.h>
+
+#include <errno.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+void aptus_sock_conn_buf_put(aptus_conn_buf_t *buf)
+{
+    buf->wire->stats.rx_pool_in_use--;
+    ucs_mpool_put(buf);
+}
+
+static uint8_t *aptus_sock_conn_area(aptus_sock_conn_wire_t *cw,
+                                     aptus_conn_buf_t *buf)
+{
+    return aptus_conn_buf_area(buf, cw->config.rx_headroom);
+}
+
+static aptus_conn_buf_t *aptus_sock_conn_buf_get(aptus_sock_conn_wire_t *cw)
+{
+    aptus_conn_buf_t *buf = ucs_mpool_get(&cw->rx_mp);
+
+    if (buf != NULL) {
+        buf->wire = &cw->super;
+        buf->refs = 1;
+        if (++cw->super.stats.rx_pool_in_use > cw->super.stats.rx_pool_peak) {
+            cw->super.stats.rx_pool_peak = cw->super.stats.rx_pool_in_use;
+        }
+    }
+    return buf;
+}
+
+static ucs_status_t aptus_sock_conn_errno_status(int err)
+{
+    switch (err) {
+    case ECONNRESET:
+    case EPIPE:
+    case ECONNREFUSED:
+    case ENOTCONN:
+        return UCS_ERR_CONNECTION_RESET;
+    case ETIMEDOUT:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+        return UCS_ERR_ENDPOINT_TIMEOUT;
+    default:
+        return UCS_ERR_IO_ERROR;
+    }
+}
+
+/* Queue bytes the socket did not take, after whatever is queued. */
+static ucs_status_t aptus_sock_conn_queue(aptus_sock_conn_t *conn,
+                                          const struct iovec *iov,
+                                          unsigned iovcnt, size_t skip)
+{
+    size_t total = 0, need, cap, n;
+    uint8_t *txq;
+    unsigned i;
+
+    for (i = 0; i < iovcnt; ++i) {
+        total += iov[i].iov_len;
+    }
+    total -= skip;
+    need = conn->txq_len + total;
+    if ((need > conn->txq_cap) && (conn->txq_off > 0)) {
+        /* what was sent goes only when room is needed: moving the rest at
+         * every frame would copy a long backlog once per frame */
+        memmove(conn->txq, conn->txq + conn->txq_off,
+                conn->txq_len - conn->txq_off);
+        conn->txq_len -= conn->txq_off;
+        conn->txq_off = 0;
+        need          = conn->txq_len + total;
+    }
+    if (need > conn->txq_cap) {
+        cap = ucs_max(need, conn->txq_cap * 2);
+        txq = ucs_realloc(conn->txq, cap, "aptus_sock_conn_txq");
+        if (txq == NULL) {
+            return UCS_ERR_NO_MEMORY;
+        }
+        conn->txq     = txq;
+        conn->txq_cap = cap;
+    }
+    for (i = 0; i < iovcnt; ++i) {
+        if (skip >= iov[i].iov_len) {
+            skip -= iov[i].iov_len;
+            continue;
+        }
+        n = iov[i].iov_len - skip;
+        memcpy(conn->txq + conn->txq_len, (uint8_t *)iov[i].iov_base + skip, n);
+        conn->txq_len += n;
+        skip = 0;
+    }
+    conn->super.wire->stats.tx_queued++;
+    aptus_sock_conn_set_events(conn, conn->events | EPOLLOUT);
+    return UCS_OK;
+}
+
+ucs_status_t aptus_sock_conn_send_frame(aptus_sock_conn_t *conn, unsigned type,
+                                        const struct iovec *iov,
+                                        unsigned iovcnt, int force)
+{
+    aptus_sock_conn_wire_t *cw = aptus_sock_cw(conn->super.wire);
+    struct iovec frame_iov[APTUS_SOCK_CONN_MAX_IOV + 1];
+    uint8_t hdr[APTUS_FRAME_HDR_LEN];
+    uint8_t small[APTUS_SOCK_CONN_COALESCE];
+    size_t total = 0, queued, len;
+    struct msghdr msg;
+    ucs_status_t status;
+    ssize_t sent = 0;
+    unsigned i;
+
+    if (conn->flags & APTUS_SOCK_CONN_BROKEN) {
+        return UCS_ERR_CONNECTION_RESET;
+    }
+    if (iovcnt > APTUS_SOCK_CONN_MAX_IOV) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    for (i = 0; i < iovcnt; ++i) {
+        if (iov[i].iov_len > cw->config.max_frame - total) {
+            return UCS_ERR_INVALID_PARAM; /* (also when the sum wraps) */
+        }
+        frame_iov[i + 1] = iov[i];
+        total += iov[i].iov_len;
+    }
+    queued = aptus_sock_conn_queued(conn);
+    if (!force && (queued > 0) &&
+        (queued + total + APTUS_FRAME_HDR_LEN > cw->config.max_backlog)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    queued = conn->txq_len - conn->txq_off;
+
+    aptus_frame_hdr_pack(hdr, type, total);
+    aptus_trace_data("sock conn %d: tx %s frame, %zu bytes", conn->fd,
+                     aptus_frame_type_str(type), total);
+    frame_iov[0].iov_base = hdr;
+    frame_iov[0].iov_len  = sizeof(hdr);
+    total += sizeof(hdr);
+
+    if ((queued == 0) && !(conn->flags & APTUS_SOCK_CONN_CONNECTING)) {
+        memset(&msg, 0, sizeof(msg));
+        if (total <= APTUS_SOCK_CONN_COALESCE) {
+            /* a small frame goes out of one buffer: the kernel copies it
+             * faster than piece by piece */
+            for (i = 0, len = 0; i <= iovcnt; ++i) {
+                if (frame_iov[i].iov_len > 0) {
+                    memcpy(small + len, frame_iov[i].iov_base,
+                           frame_iov[i].iov_len);
+                    len += frame_iov[i].iov_len;
+                }
+            }
+            frame_iov[0].iov_base = small;
+            frame_iov[0].iov_len  = len;
+            msg.msg_iovlen        = 1;
+            iovcnt                = 0;
+        } else {
+            msg.msg_iovlen = iovcnt + 1;
+        }
+        msg.msg_iov = frame_iov;
+        sent        = sendmsg(conn->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (sent < 0) {
+            if ((errno != EAGAIN) && (errno != EWOULDBLOCK) &&
+                (errno != EINTR)) {
+                /* progress reports it through the failed handler */
+                conn->flags |= APTUS_SOCK_CONN_BROKEN;
+                return aptus_sock_conn_errno_status(errno);
+            }
+            sent = 0;
+        }
+    }
+    cw->super.stats.tx_frames++;
+    cw->super.stats.tx_bytes += total;
+    if ((size_t)sent == total) {
+        return UCS_OK;
+    }
+    status = aptus_sock_conn_queue(conn, frame_iov, iovcnt + 1, sent);
+    if (status != UCS_OK) {
+        /* part of the frame went out: the stream cannot continue */
+        conn->flags |= APTUS_SOCK_CONN_BROKEN;
+    }
+    return status;
+}
+
+ucs_status_t aptus_sock_conn_send(aptus_conn_t *conn, const struct iovec *iov,
+                                  unsigned iovcnt)
+{
+    return aptus_sock_conn_send_frame(aptus_sock_conn(conn),
+                                      APTUS_FRAME_TYPE_MSG, iov, iovcnt, 0);
+}
+
+size_t aptus_sock_conn_backlog(aptus_conn_t *tl_conn)
+{
+    return aptus_sock_conn_queued(aptus_sock_conn(tl_conn));
+}
+
+/* Send what the backlog holds; tell the owner when it is empty. */
+void aptus_sock_conn_writable(aptus_sock_conn_t *conn)
+{
+    aptus_sock_conn_wire_t *cw = aptus_sock_cw(conn->super.wire);
+    ssize_t sent;
+    socklen_t len;
+    int err;
+
+    if (conn->flags & APTUS_SOCK_CONN_CONNECTING) {
+        len = sizeof(err);
+        if ((getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) ||
+            (err != 0)) {
+            aptus_sock_conn_fail(conn, (err == ECONNREFUSED)
+                                           ? UCS_ERR_UNREACHABLE
+                                           : aptus_sock_conn_errno_status(err));
+            return;
+        }
+        conn->flags &=
+            ~(APTUS_SOCK_CONN_CONNECTING | APTUS_SOCK_CONN_PROVE_QUEUED);
+    }
+    while (conn->txq_off < conn->txq_len) {
+        sent = send(conn->fd, conn->txq + conn->txq_off,
+                    conn->txq_len - conn->txq_off, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (sent < 0) {
+            if ((errno == EAGAIN) || (errno == EWOULDBLOCK)) {
+                return;
+            } else if (errno == EINTR) {
+                continue;
+            }
+            aptus_sock_conn_fail(conn, aptus_sock_conn_errno_status(errno));
+            return;
+        }
+        conn->txq_off += sent;
+    }
+    /* an idle connection keeps no backlog memory */
+    ucs_free(conn->txq);
+    conn->txq     = NULL;
+    conn->txq_off = conn->txq_len = conn->txq_cap = 0;
+    aptus_sock_conn_set_events(conn, conn->events & ~EPOLLOUT);
+    if (conn->rma.serve_count > 0) {
+        aptus_sock_rma_serve(conn); /* the peer's reads go on */
+        if (conn->txq_len > 0) {
+            return;
+        }
+    }
+    cw->config.handlers->writable(cw->config.arg, &conn->super);
+}
+
+/* Move a cut frame to the start of a buffer of its own (the current one
+ * may be held by the receiver). Returns 0 when no buffer is free. */
+static int aptus_sock_conn_rx_compact(aptus_sock_conn_wire_t *cw,
+                                      aptus_sock_conn_t *conn)
+{
+    size_t left = conn->rx_len - conn->rx_off;
+    aptus_conn_buf_t *buf;
+
+    if (conn->rx_off == 0) {
+        return 1;
+    }
+    if (left == 0) {
+        aptus_conn_buf_release(conn->rx_buf);
+        conn->rx_buf = NULL;
+        conn->rx_off = conn->rx_len = 0;
+        return 1;
+    }
+    if (conn->rx_buf->refs == 1) {
+        memmove(aptus_sock_conn_area(cw, conn->rx_buf),
+                aptus_sock_conn_area(cw, conn->rx_buf) + conn->rx_off, left);
+    } else {
+        buf = aptus_sock_conn_buf_get(cw);
+        if (buf == NULL) {
+            return 0;
+        }
+        memcpy(aptus_sock_conn_area(cw, buf),
+               aptus_sock_conn_area(cw, conn->rx_buf) + conn->rx_off, left);
+        aptus_conn_buf_release(conn->rx_buf);
+        conn->rx_buf = buf;
+    }
+    conn->rx_off = 0;
+    conn->rx_len = left;
+    return 1;
+}
+
+/* Deliver every whole frame in the buffer. Returns 0 when the connection
+ * was closed or broken meanwhile. */
+static int aptus_sock_conn_rx_frames(aptus_sock_conn_wire_t *cw,
+                                     aptus_sock_conn_t *conn)
+{
+    uint8_t *area                  = aptus_sock_conn_area(cw, conn->rx_buf);
+    const aptus_conn_handlers_t *h = cw->config.handlers;
+    aptus_frame_result_t result;
+    aptus_frame_t frame;
+
+    for (;;) {
+        result =
+            aptus_frame_parse(area + conn->rx_off, conn->rx_len - conn->rx_off,
+                              cw->config.max_frame, &frame);
+        if (result == APTUS_FRAME_PARTIAL) {
+            return 1;
+        } else if (result == APTUS_FRAME_BAD) {
+            cw->super.stats.rx_malformed++;
+            aptus_sock_conn_fail(conn, UCS_ERR_IO_ERROR);
+            return 0;
+        }
+        cw->super.stats.rx_frames++;
+        cw->super.stats.rx_bytes += APTUS_FRAME_HDR_LEN + frame.length;
+        aptus_trace_data("sock conn %d: rx %s frame, %zu bytes", conn->fd,
+                         aptus_frame_type_str(frame.type), frame.length);
+        if (frame.type == APTUS_FRAME_TYPE_MSG) {
+            h->recv(cw->config.arg, &conn->super, (void *)frame.payload,
+                    frame.length, conn->rx_buf, conn->rx_off == 0);
+        } else if (frame.type == APTUS_FRAME_TYPE_IMM) {
+            h->imm(cw->config.arg, &conn->super, aptus_get32(frame.payload));
+        } else if ((frame.type == APTUS_FRAME_TYPE_PROVE_REQ) ||
+                   (frame.type == APTUS_FRAME_TYPE_PROVE_ANS)) {
+            if (!aptus_sock_prove_frame(conn, frame.type, frame.payload)) {
+                return 0;
+            }
+        } else if (!aptus_sock_rma_frame(conn, frame.type, frame.payload,
+                                         frame.length)) {
+            return 0; /* failed for it */
+        }
+        conn->rx_off += APTUS_FRAME_HDR_LEN + frame.length;
+        if (conn->flags & (APTUS_SOCK_CONN_REPORTED | APTUS_SOCK_CONN_CLOSED)) {
+            return 0;
+        }
+    }
+}
+
+unsigned aptus_sock_conn_rx(aptus_sock_conn_t *conn)
+{
+    aptus_sock_conn_wire_t *cw = aptus_sock_cw(conn->super.wire);
+    unsigned reads, count = 0;
+    size_t room;
+    ssize_t ret;
+
+    for (reads = 0; reads < APTUS_SOCK_CONN_READS; ++reads) {
+        if ((conn->rx_buf != NULL) && !aptus_sock_conn_rx_compact(cw, conn)) {
+            cw->super.stats.rx_pool_empty++;
+            return count;
+        }
+        if (conn->rx_buf == NULL) {
+            conn->rx_buf = aptus_sock_conn_buf_get(cw);
+            if (conn->rx_buf == NULL) {
+                /* the data waits in the socket: never dropped */
+                cw->super.stats.rx_pool_empty++;
+                return count;
+            }
+            conn->rx_off = conn->rx_len = 0;
+        }
+
+        room = cw->area_size - conn->rx_len;
+        ret  = recv(conn->fd,
+                    aptus_sock_conn_area(cw, conn->rx_buf) + conn->rx_len, room,
+                    MSG_DONTWAIT);
+        cw->super.stats.rx_syscalls++;
+        if (ret <= 0) {
+            if ((ret < 0) && ((errno == EAGAIN) || (errno == EWOULDBLOCK) ||
+                              (errno == EINTR))) {
+                break;
+            }
+            aptus_sock_conn_fail(
+                conn, (ret == 0) ? UCS_ERR_NOT_CONNECTED
+                                 : aptus_sock_conn_errno_status(errno));
+            return count;
+        }
+        conn->rx_len += ret;
+        count++;
+        if (!aptus_sock_conn_rx_frames(cw, conn)) {
+            return count;
+        }
+        if ((size_t)ret < room) {
+            break; /* the socket is empty: spare the system call */
+        }
+    }
+
+    /* keep a buffer only for a frame that is half received */
+    if ((conn->rx_buf != NULL) && (conn->rx_off == conn->rx_len)) {
+        aptus_conn_buf_release(conn->rx_buf);
+        conn->rx_buf = NULL;
+        conn->rx_off = conn->rx_len = 0;
+    }
+    return count;
+}
