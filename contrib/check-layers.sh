@@ -4,7 +4,8 @@
 # includes only the ones below it, through their public headers.
 #
 #   proto    nothing of the others (the build also keeps UCX out of it)
-#   wire     proto and base, never a channel or a transport
+#   wire     proto and base, never a channel or a transport (nor the
+#            RC-SR protocol: a wire's framing is its own)
 #   channel  the wire interfaces (wire.h, conn.h), never one wire's files
 #   uct      channels and the wire interfaces (wire_dev.h), never one
 #            wire's files: a second wire adds files and edits no transport
@@ -59,6 +60,8 @@ check "proto includes no other floor" \
     "$(includes src/proto '\(\.\./\)*\(channel\|wire\|uct\|bcast\)/')"
 check "wire includes no channel or transport" \
     "$(includes src/wire '\(\.\./\)*\(channel\|uct\)/')"
+check "wire includes no transport's protocol (its framing is its own)" \
+    "$(includes src/wire '\(\.\./\)*proto/rc_sr_proto')"
 check "channels include no wire's own files" \
     "$(includes src/channel '\(\.\./\)*wire/sock/')"
 check "transports include no wire's own files" \

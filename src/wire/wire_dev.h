@@ -51,6 +51,11 @@ typedef struct aptus_wire_dev_ops {
     ucs_status_t (*conn_open)(const char *dev_name,
                               const aptus_conn_wire_config_t *config,
                               aptus_conn_wire_t **wire_p);
+    /* A connection's messages: the bytes of the wire's own header before
+     * each one in a receive area (where rx_align_offset counts from), and
+     * the largest payload (max_frame) a connection carries. */
+    size_t conn_rx_hdr_len;
+    size_t conn_max_msg;
 
     /* The device address a transport publishes for a wire whose own
      * address is local, and whether a peer's one is reachable from it. */

@@ -576,7 +576,8 @@ void uct_aptus_tl_iface_print_peers(uct_aptus_tl_iface_t *iface,
 /* Settings (aptus_tl_config.c): checked before anything opens, then the
  * rule chain and the allocator made from them. */
 ucs_status_t
-uct_aptus_tl_iface_check_config(const uct_aptus_tl_iface_config_t *config);
+uct_aptus_tl_iface_check_config(const aptus_wire_dev_ops_t *wdev,
+                                const uct_aptus_tl_iface_config_t *config);
 ucs_status_t
 uct_aptus_tl_iface_rules(uct_aptus_tl_iface_t *iface,
                          const uct_aptus_tl_iface_config_t *config);

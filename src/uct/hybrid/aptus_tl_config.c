@@ -133,7 +133,8 @@ ucs_config_field_t uct_aptus_tl_iface_config_table[] = {
  * channels' are checked with ud_sr's). Times: negative ones wrapped into hours,
  * a zero window or request timeout means nothing. */
 ucs_status_t
-uct_aptus_tl_iface_check_config(const uct_aptus_tl_iface_config_t *config)
+uct_aptus_tl_iface_check_config(const aptus_wire_dev_ops_t *wdev,
+                                const uct_aptus_tl_iface_config_t *config)
 {
     const uct_aptus_time_range_t times[] = {
         { "ALLOC_WINDOW", config->alloc_window, 1e-3, 3600.0 },
@@ -160,9 +161,9 @@ uct_aptus_tl_iface_check_config(const uct_aptus_tl_iface_config_t *config)
                                      ucs_static_array_size(times)) ||
         !uct_aptus_ranges_check(UCT_APTUS_TL_NAME, UCT_APTUS_TL_CONFIG_PREFIX,
                                 counts, ucs_static_array_size(counts)) ||
-        (uct_rc_params_check(&config->rc, UCT_APTUS_TL_NAME,
-                             UCT_APTUS_TL_CONFIG_PREFIX "RC_",
-                             UCT_APTUS_TRAILER_LEN) != UCS_OK)) {
+        (uct_rc_params_check(
+             &config->rc, UCT_APTUS_TL_NAME, UCT_APTUS_TL_CONFIG_PREFIX "RC_",
+             UCT_APTUS_TRAILER_LEN, wdev->conn_max_msg) != UCS_OK)) {
         return UCS_ERR_INVALID_PARAM;
     }
     return UCS_OK;

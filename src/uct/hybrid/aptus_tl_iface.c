@@ -424,12 +424,12 @@ uct_aptus_tl_iface_rc_init(uct_aptus_tl_iface_t *iface,
     /* RC_SEG_SIZE of the user's bytes, and the trailer */
     wire_config.max_frame =
         APTUS_RC_HDR_LEN + config->rc.seg_size + UCT_APTUS_TRAILER_LEN;
-    wire_config.rx_headroom    = 0;
-    wire_config.rx_buffers     = config->rc.rx_queue_len;
-    wire_config.rx_max_buffers = config->rc.rx_queue_len;
-    wire_config.rx_alignment   = iface->am_align;
-    wire_config.rx_align_offset =
-        APTUS_FRAME_HDR_LEN + APTUS_RC_HDR_LEN + iface->am_align_offset;
+    wire_config.rx_headroom     = 0;
+    wire_config.rx_buffers      = config->rc.rx_queue_len;
+    wire_config.rx_max_buffers  = config->rc.rx_queue_len;
+    wire_config.rx_alignment    = iface->am_align;
+    wire_config.rx_align_offset = iface->ud.wdev->conn_rx_hdr_len +
+                                  APTUS_RC_HDR_LEN + iface->am_align_offset;
     wire_config.max_backlog = config->rc.tx_backlog;
     wire_config.handlers    = &aptus_rc_chan_wire_handlers;
     wire_config.arg         = &iface->rc;
@@ -506,7 +506,7 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
     }
 
     /* Every setting is checked before anything opens. */
-    status = uct_aptus_tl_iface_check_config(config);
+    status = uct_aptus_tl_iface_check_config(uct_aptus_md_wire(md), config);
     if (status != UCS_OK) {
         return status;
     }

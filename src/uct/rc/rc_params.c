@@ -58,12 +58,12 @@ ucs_config_field_t uct_rc_params_table[] = {
 
 ucs_status_t uct_rc_params_check(const uct_rc_params_t *params,
                                  const char *tl_name, const char *prefix,
-                                 size_t trailer_len)
+                                 size_t trailer_len, size_t conn_max_msg)
 {
     const uct_aptus_range_t ranges[] = {
         { "SEG_SIZE", uct_aptus_bytes(params->seg_size),
           UCT_RC_PARAMS_MAX_AM_HDR + sizeof(uint64_t) + trailer_len,
-          APTUS_FRAME_MAX_LEN - APTUS_RC_HDR_LEN - trailer_len },
+          conn_max_msg - APTUS_RC_HDR_LEN - trailer_len },
         { "CREDITS", uct_aptus_uint(params->credits), 1, APTUS_RC_MAX_CREDITS },
         { "RX_QUEUE_LEN", uct_aptus_uint(params->rx_queue_len), 1,
           UCT_RC_PARAMS_RX_QUEUE_MAX },

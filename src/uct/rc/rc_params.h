@@ -27,10 +27,10 @@ extern ucs_config_field_t uct_rc_params_table[];
 
 /* Refuse a setting out of range with an error naming the variable as the
  * user types it (UCX_<prefix><NAME>) and tl_name. trailer_len: bytes the
- * transport adds to every message of SEG_SIZE (its frame must still fit a
- * connection's). */
+ * transport adds to every message of SEG_SIZE; conn_max_msg: the largest
+ * message the wire's connections carry (what must still hold it). */
 ucs_status_t uct_rc_params_check(const uct_rc_params_t *params,
                                  const char *tl_name, const char *prefix,
-                                 size_t trailer_len);
+                                 size_t trailer_len, size_t conn_max_msg);
 
 #endif

@@ -527,6 +527,7 @@ static void uct_rc_sr_iface_sink_done(uct_completion_t *self)
  * it: a flavour takes these settings under its own prefix. */
 static ucs_status_t
 uct_rc_sr_iface_check_config(const uct_rc_sr_iface_ops_t *ops,
+                             const aptus_wire_dev_ops_t *wdev,
                              const uct_rc_sr_iface_config_t *config)
 {
     const char *tl_name              = ops->tl_name;
@@ -539,7 +540,8 @@ uct_rc_sr_iface_check_config(const uct_rc_sr_iface_ops_t *ops,
     };
 
     if (!uct_aptus_iface_config_check(tl_name, prefix, &config->super) ||
-        (uct_rc_params_check(&config->rc, tl_name, prefix, 0) != UCS_OK) ||
+        (uct_rc_params_check(&config->rc, tl_name, prefix, 0,
+                             wdev->conn_max_msg) != UCS_OK) ||
         !uct_aptus_ranges_check(tl_name, prefix, ranges,
                                 ucs_static_array_size(ranges))) {
         return UCS_ERR_INVALID_PARAM;
@@ -573,7 +575,7 @@ UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_rc_sr_iface_ops_t *ops, uct_md_h md,
 
     self->ops  = ops;
     self->wdev = uct_aptus_md_wire(md);
-    status     = uct_rc_sr_iface_check_config(ops, config);
+    status     = uct_rc_sr_iface_check_config(ops, self->wdev, config);
     if (status != UCS_OK) {
         return status;
     }
@@ -610,7 +612,7 @@ UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_rc_sr_iface_ops_t *ops, uct_md_h md,
     wire_headroom =
         ucs_align_up(self->rx_headroom + sizeof(uct_recv_desc_t *), 8);
     self->desc_to_buf = sizeof(aptus_conn_buf_t) + wire_headroom +
-                        APTUS_FRAME_HDR_LEN + APTUS_RC_HDR_LEN -
+                        self->wdev->conn_rx_hdr_len + APTUS_RC_HDR_LEN -
                         self->rx_headroom;
 
     self->sink.func   = uct_rc_sr_iface_sink_done;
@@ -628,7 +630,7 @@ UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_rc_sr_iface_ops_t *ops, uct_md_h md,
     wire_config.rx_max_buffers = config->rx_max_bufs;
     wire_config.rx_alignment   = self->am_alignment;
     wire_config.rx_align_offset =
-        APTUS_FRAME_HDR_LEN + APTUS_RC_HDR_LEN + self->am_align_offset;
+        self->wdev->conn_rx_hdr_len + APTUS_RC_HDR_LEN + self->am_align_offset;
     wire_config.max_backlog = config->rc.tx_backlog;
     wire_config.handlers    = &aptus_rc_chan_wire_handlers;
     wire_config.arg         = &self->chan;
