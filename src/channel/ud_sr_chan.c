@@ -414,14 +414,16 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
         goto err_flush_mp;
     }
 
-    chan->max_active = APTUS_UD_ACTIVE_INIT;
-    chan->active =
-        ucs_malloc(chan->max_active * sizeof(*chan->active), "aptus_ud_active");
+    ucs_array_init_dynamic(&chan->active);
+    ucs_array_init_dynamic(&chan->soon_list);
+    ucs_array_init_dynamic(&chan->dead);
+    status         = ucs_array_reserve(aptus_ud_peer_ptrs, &chan->active,
+                                       APTUS_UD_ACTIVE_INIT);
     chan->ack_list = ucs_malloc(config->rx_batch * sizeof(*chan->ack_list),
                                 "aptus_ud_ack_list");
     chan->rx_slots = ucs_calloc(config->rx_batch, sizeof(*chan->rx_slots),
                                 "aptus_ud_rx_slots");
-    if ((chan->active == NULL) || (chan->ack_list == NULL) ||
+    if ((status != UCS_OK) || (chan->ack_list == NULL) ||
         (chan->rx_slots == NULL)) {
         status = UCS_ERR_NO_MEMORY;
         goto err_arrays;
@@ -450,7 +452,7 @@ err_posted:
                                           -(ptrdiff_t)chan->rx_dgram_offset));
     }
 err_arrays:
-    ucs_free(chan->active);
+    ucs_array_cleanup_dynamic(&chan->active);
     ucs_free(chan->ack_list);
     ucs_free(chan->rx_slots);
     aptus_ud_tx_batch_cleanup(&chan->batch);
@@ -511,8 +513,8 @@ void aptus_ud_chan_cleanup(aptus_ud_chan_t *chan)
     aptus_ud_comp_list_cleanup(&chan->async_comps);
 
     /* failed peers waiting to be freed are out of the lookup table */
-    for (i = 0; i < chan->num_dead; ++i) {
-        aptus_ud_chan_peer_free(chan, chan->dead[i]);
+    for (i = 0; i < ucs_array_length(&chan->dead); ++i) {
+        aptus_ud_chan_peer_free(chan, ucs_array_elem(&chan->dead, i));
     }
     kh_foreach_key(&chan->peers, peer, { aptus_ud_chan_peer_free(chan, peer); })
 
@@ -536,10 +538,10 @@ void aptus_ud_chan_cleanup(aptus_ud_chan_t *chan)
     }
 
     ucs_arbiter_cleanup(&chan->pending);
-    ucs_free(chan->dead);
-    ucs_free(chan->active);
+    ucs_array_cleanup_dynamic(&chan->dead);
+    ucs_array_cleanup_dynamic(&chan->active);
     ucs_free(chan->ack_list);
-    ucs_free(chan->soon_list);
+    ucs_array_cleanup_dynamic(&chan->soon_list);
     ucs_free(chan->rx_slots);
     aptus_ud_tx_batch_cleanup(&chan->batch);
     /* Descriptors a user still holds are gone with the pools: UCT requires
@@ -582,7 +584,7 @@ unsigned aptus_ud_chan_progress(aptus_ud_chan_t *chan, int is_async)
                 aptus_ud_rx_dispatch_deferred(chan, chan->config.rx_budget);
         }
     }
-    if (chan->num_soon > 0) {
+    if (!ucs_array_is_empty(&chan->soon_list)) {
         aptus_ud_rx_flush_soon_acks(chan);
     }
 
@@ -599,7 +601,7 @@ unsigned aptus_ud_chan_progress(aptus_ud_chan_t *chan, int is_async)
     if (!ucs_arbiter_is_empty(&chan->pending)) {
         aptus_ud_chan_dispatch_pending(chan);
     }
-    if (ucs_unlikely(chan->num_dead > 0)) {
+    if (ucs_unlikely(!ucs_array_is_empty(&chan->dead))) {
         aptus_ud_chan_reclaim(chan);
     }
     chan->in_async = 0;

@@ -9,7 +9,26 @@
 
 #include "base/aptus_log.h"
 
+#include <ucs/datastruct/array.inl>
 #include <ucs/debug/log.h>
+
+/* append, reserve and grow of the ucs_arrays in ud_sr_chan.h */
+UCS_ARRAY_IMPL(aptus_ud_peer_ptrs, unsigned, aptus_ud_peer_t *,
+               static UCS_F_ALWAYS_INLINE)
+UCS_ARRAY_IMPL(aptus_ud_comps, unsigned, aptus_ud_comp_t,
+               static UCS_F_ALWAYS_INLINE)
+
+/* Removes element idx of a set of peers: the last one takes its place.
+ * Returns the peer moved there. */
+static inline aptus_ud_peer_t *
+aptus_ud_peer_set_remove(aptus_ud_peer_set_t *set, unsigned idx)
+{
+    aptus_ud_peer_t *last = *ucs_array_last(set);
+
+    ucs_array_set_length(set, ucs_array_length(set) - 1);
+    ucs_array_elem(set, idx) = last;
+    return last;
+}
 
 /* A flush request waiting for a peer's window to drain up to psn. */
 typedef struct aptus_ud_flush_req {
@@ -90,9 +109,10 @@ static inline void aptus_ud_chan_activate(aptus_ud_chan_t *chan,
                                           aptus_ud_peer_t *peer)
 {
     if (peer->active_idx == UINT32_MAX) {
-        ucs_assert(chan->num_active < chan->max_active);
-        peer->active_idx                 = chan->num_active;
-        chan->active[chan->num_active++] = peer;
+        /* room for every peer was reserved when it was created */
+        ucs_assert(ucs_array_available_length(&chan->active) > 0);
+        peer->active_idx = ucs_array_length(&chan->active);
+        *ucs_array_append_fixed(aptus_ud_peer_ptrs, &chan->active) = peer;
     }
 }
 
@@ -111,7 +131,6 @@ ucs_arbiter_cb_result_t aptus_ud_pending_drop_cb(ucs_arbiter_t *arbiter,
                                                  void *arg);
 
 /* ud_sr_peer.c */
-ucs_status_t aptus_ud_chan_grow_active(aptus_ud_chan_t *chan);
 void aptus_ud_chan_deactivate(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer);
 aptus_ud_peer_ext_t *aptus_ud_peer_ext_get(aptus_ud_chan_t *chan,
                                            aptus_ud_peer_t *peer);

@@ -51,24 +51,13 @@ void aptus_ud_chan_tx_progressed(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
 void aptus_ud_comp_list_add(aptus_ud_comp_list_t *list, uct_completion_t *comp,
                             ucs_status_t status)
 {
-    aptus_ud_comp_t *comps;
-    unsigned max;
-
-    if (list->num == list->max) {
-        max   = list->max * 2 + 16;
-        comps = ucs_realloc(list->comps, max * sizeof(*comps),
-                            "aptus_ud_comp_list");
-        if (comps == NULL) {
-            ucs_error("ud_sr: cannot defer a completion; running it now");
-            uct_invoke_completion(comp, status);
-            return;
-        }
-        list->comps = comps;
-        list->max   = max;
+    if (ucs_array_append(aptus_ud_comps, &list->comps) != UCS_OK) {
+        ucs_error("ud_sr: cannot defer a completion; running it now");
+        uct_invoke_completion(comp, status);
+        return;
     }
-    list->comps[list->num].comp   = comp;
-    list->comps[list->num].status = status;
-    list->num++;
+    ucs_array_last(&list->comps)->comp   = comp;
+    ucs_array_last(&list->comps)->status = status;
 }
 
 unsigned aptus_ud_comp_list_dispatch_slow(aptus_ud_comp_list_t *list)
@@ -77,22 +66,21 @@ unsigned aptus_ud_comp_list_dispatch_slow(aptus_ud_comp_list_t *list)
     unsigned n = 0;
 
     /* a callback may add more, or dispatch the list itself */
-    while (list->first < list->num) {
-        c = list->comps[list->first++];
+    while (list->first < ucs_array_length(&list->comps)) {
+        c = ucs_array_elem(&list->comps, list->first++);
         uct_invoke_completion(c.comp, c.status);
         ++n;
     }
-    list->first = 0;
-    list->num   = 0;
+    list->first                    = 0;
+    ucs_array_length(&list->comps) = 0;
     return n;
 }
 
 void aptus_ud_comp_list_cleanup(aptus_ud_comp_list_t *list)
 {
     aptus_ud_comp_list_dispatch(list);
-    ucs_free(list->comps);
-    list->comps = NULL;
-    list->max   = 0;
+    ucs_array_cleanup_dynamic(&list->comps);
+    ucs_array_init_dynamic(&list->comps);
 }
 
 void aptus_ud_chan_complete(aptus_ud_chan_t *chan, uct_completion_t *comp,
@@ -247,8 +235,8 @@ ucs_status_t aptus_ud_chan_flush_all(aptus_ud_chan_t *chan, unsigned flags,
     ucs_status_t status;
 
     aptus_ud_comp_list_dispatch(&chan->async_comps);
-    for (i = 0; i < chan->num_active; ++i) {
-        if (!aptus_rel_tx_is_idle(&chan->active[i]->tx)) {
+    for (i = 0; i < ucs_array_length(&chan->active); ++i) {
+        if (!aptus_rel_tx_is_idle(&ucs_array_elem(&chan->active, i)->tx)) {
             ++busy;
         }
     }
@@ -260,8 +248,8 @@ ucs_status_t aptus_ud_chan_flush_all(aptus_ud_chan_t *chan, unsigned flags,
     }
 
     /* One request per busy peer, all on the caller's completion. */
-    for (i = 0; i < chan->num_active; ++i) {
-        peer = chan->active[i];
+    for (i = 0; i < ucs_array_length(&chan->active); ++i) {
+        peer = ucs_array_elem(&chan->active, i);
         if (aptus_rel_tx_is_idle(&peer->tx)) {
             continue;
         }

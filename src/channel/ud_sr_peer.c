@@ -16,31 +16,17 @@
 
 #include <string.h>
 
-ucs_status_t aptus_ud_chan_grow_active(aptus_ud_chan_t *chan)
-{
-    aptus_ud_peer_t **active;
-    unsigned max = chan->max_active * 2;
-
-    active =
-        ucs_realloc(chan->active, max * sizeof(*active), "aptus_ud_active");
-    if (active == NULL) {
-        return UCS_ERR_NO_MEMORY;
-    }
-    chan->active     = active;
-    chan->max_active = max;
-    return UCS_OK;
-}
-
 void aptus_ud_chan_deactivate(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
 {
     unsigned idx = peer->active_idx;
+    aptus_ud_peer_t *moved;
 
     if (idx == UINT32_MAX) {
         return;
     }
-    chan->active[idx]             = chan->active[--chan->num_active];
-    chan->active[idx]->active_idx = idx;
-    peer->active_idx              = UINT32_MAX;
+    moved             = aptus_ud_peer_set_remove(&chan->active, idx);
+    moved->active_idx = idx;
+    peer->active_idx  = UINT32_MAX;
 }
 
 aptus_ud_peer_ext_t *aptus_ud_peer_ext_get(aptus_ud_chan_t *chan,
@@ -109,8 +95,8 @@ aptus_ud_peer_t *aptus_ud_chan_peer_create(aptus_ud_chan_t *chan,
     }
     /* The active set is a subset of the peers: with room for every peer,
      * activation (on any packet, any send) never has to allocate. */
-    if ((kh_size(&chan->peers) >= chan->max_active) &&
-        (aptus_ud_chan_grow_active(chan) != UCS_OK)) {
+    if (ucs_array_reserve(aptus_ud_peer_ptrs, &chan->active,
+                          kh_size(&chan->peers) + 1) != UCS_OK) {
         return NULL;
     }
 
@@ -348,27 +334,20 @@ static void aptus_ud_chan_hint_lower(aptus_ud_chan_t *chan,
 static void aptus_ud_chan_peer_bury(aptus_ud_chan_t *chan,
                                     aptus_ud_peer_t *peer)
 {
-    aptus_ud_peer_t **dead;
     khiter_t iter;
-    unsigned max;
 
     if (peer->flags & (APTUS_UD_PEER_DEAD | APTUS_UD_PEER_USER)) {
         return;
     }
-    if (chan->num_dead == chan->max_dead) {
-        max  = chan->max_dead * 2 + 16;
-        dead = ucs_realloc(chan->dead, max * sizeof(*dead), "aptus_ud_dead");
-        if (dead == NULL) {
-            return; /* stays a tombstone: still correct, only not freed */
-        }
-        chan->dead     = dead;
-        chan->max_dead = max;
+    if (ucs_array_reserve(aptus_ud_peer_ptrs, &chan->dead,
+                          ucs_array_length(&chan->dead) + 1) != UCS_OK) {
+        return; /* stays a tombstone: still correct, only not freed */
     }
     iter = kh_get(aptus_ud_peers, &chan->peers, peer);
     ucs_assert(iter != kh_end(&chan->peers));
     kh_del(aptus_ud_peers, &chan->peers, iter);
     peer->flags |= APTUS_UD_PEER_DEAD;
-    chan->dead[chan->num_dead++] = peer;
+    *ucs_array_append_fixed(aptus_ud_peer_ptrs, &chan->dead) = peer;
 }
 
 void aptus_ud_chan_peer_disconnect(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
@@ -426,13 +405,13 @@ unsigned aptus_ud_chan_reclaim(aptus_ud_chan_t *chan)
 
     /* datagrams waiting in the batch point at their peer's address */
     aptus_ud_tx_batch_flush(chan);
-    for (i = 0; i < chan->num_dead;) {
-        peer = chan->dead[i];
+    for (i = 0; i < ucs_array_length(&chan->dead);) {
+        peer = ucs_array_elem(&chan->dead, i);
         if (aptus_ud_chan_peer_referenced(chan, peer)) {
             ++i;
             continue;
         }
-        chan->dead[i] = chan->dead[--chan->num_dead];
+        aptus_ud_peer_set_remove(&chan->dead, i);
         aptus_ud_peer_free(chan, peer);
         chan->stats.peers_reclaimed++;
         ++count;

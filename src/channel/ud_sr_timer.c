@@ -124,8 +124,8 @@ void aptus_ud_chan_tick(aptus_ud_chan_t *chan)
     ctx.chan           = chan;
     ctx.status         = UCS_OK;
 
-    for (i = 0; i < chan->num_active;) {
-        peer = chan->active[i];
+    for (i = 0; i < ucs_array_length(&chan->active);) {
+        peer = ucs_array_elem(&chan->active, i);
         if (ucs_unlikely(peer->flags & APTUS_UD_PEER_FAILED)) {
             aptus_ud_chan_deactivate(chan, peer);
             continue;

@@ -352,7 +352,7 @@ unsigned aptus_udz_progress(aptus_udz_t *udz)
     /* the common case of a progress call: nothing moves by key */
     if (ucs_list_is_empty(&udz->gets) && ucs_list_is_empty(&udz->puts) &&
         ucs_list_is_empty(&udz->writes) && ucs_list_is_empty(&udz->wtargets) &&
-        (udz->done.num == 0)) {
+        ucs_array_is_empty(&udz->done.comps)) {
         return 0;
     }
 
