@@ -9,7 +9,7 @@
 #endif
 
 #include "rc_sr_chan_int.h"
-#include "../proto/le.h"
+#include "proto/le.h"
 
 #include <inttypes.h>
 #include <ucs/debug/log.h>

@@ -20,10 +20,10 @@
 #define APTUS_UD_SR_CHAN_H_
 
 #include "chan.h"
-#include "../proto/rel_window.h"
-#include "../proto/ud_sr_proto.h"
-#include "../base/aptus_mpool.h"
-#include "../wire/wire.h"
+#include "proto/rel_window.h"
+#include "proto/ud_sr_proto.h"
+#include "base/aptus_mpool.h"
+#include "wire/wire.h"
 
 #include <uct/api/uct.h>
 #include <uct/base/uct_iface.h>

@@ -8,7 +8,7 @@
 #endif
 
 #include "ud_sr_chan_int.h"
-#include "../proto/random.h"
+#include "proto/random.h"
 
 #include <inttypes.h>
 #include <ucs/debug/memtrack_int.h>

@@ -8,7 +8,7 @@
 #endif
 
 #include "ud_zcopy_int.h"
-#include "../proto/random.h"
+#include "proto/random.h"
 
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/math.h>
