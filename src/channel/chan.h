@@ -22,7 +22,7 @@
 #ifndef APTUS_CHAN_H_
 #define APTUS_CHAN_H_
 
-#include "../wire/conn.h"
+#include "wire/conn.h"
 
 #include <uct/api/uct.h>
 

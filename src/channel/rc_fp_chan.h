@@ -37,7 +37,7 @@
 #define APTUS_RC_FP_CHAN_H_
 
 #include "chan.h"
-#include "../proto/fp_proto.h"
+#include "proto/fp_proto.h"
 
 #include <ucs/datastruct/arbiter.h>
 

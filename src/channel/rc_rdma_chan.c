@@ -8,7 +8,7 @@
 
 #include "rc_rdma_chan.h"
 
-#include "../base/aptus_mpool.h"
+#include "base/aptus_mpool.h"
 
 #include <ucs/debug/log.h>
 

@@ -20,8 +20,8 @@
 #define APTUS_RC_SR_CHAN_H_
 
 #include "chan.h"
-#include "../proto/rc_sr_proto.h"
-#include "../wire/conn.h"
+#include "proto/rc_sr_proto.h"
+#include "wire/conn.h"
 
 #include <uct/base/uct_iface.h>
 #include <ucs/datastruct/arbiter.h>

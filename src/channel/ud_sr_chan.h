@@ -20,15 +20,16 @@
 #define APTUS_UD_SR_CHAN_H_
 
 #include "chan.h"
-#include "../proto/rel_window.h"
-#include "../proto/ud_sr_proto.h"
-#include "../base/aptus_mpool.h"
-#include "../wire/wire.h"
+#include "proto/rel_window.h"
+#include "proto/ud_sr_proto.h"
+#include "base/aptus_mpool.h"
+#include "wire/wire.h"
 
 #include <uct/api/uct.h>
 #include <uct/base/uct_iface.h>
 #include <ucs/async/async.h>
 #include <ucs/datastruct/arbiter.h>
+#include <ucs/datastruct/array.h>
 #include <ucs/datastruct/khash.h>
 #include <ucs/datastruct/mpool.h>
 #include <ucs/datastruct/queue.h>
@@ -341,11 +342,11 @@ typedef struct aptus_ud_comp {
     ucs_status_t status;
 } aptus_ud_comp_t;
 
+UCS_ARRAY_DECLARE_TYPE(aptus_ud_comps, unsigned, aptus_ud_comp_t)
+
 typedef struct aptus_ud_comp_list {
-    aptus_ud_comp_t *comps;
+    ucs_array_t(aptus_ud_comps) comps;
     unsigned first; /* next to run */
-    unsigned num;
-    unsigned max;
 } aptus_ud_comp_list_t;
 
 /* Runs comp at once only when there is no memory to keep it. */
@@ -357,10 +358,17 @@ unsigned aptus_ud_comp_list_dispatch_slow(aptus_ud_comp_list_t *list);
 
 static inline unsigned aptus_ud_comp_list_dispatch(aptus_ud_comp_list_t *list)
 {
-    return (list->num == 0) ? 0 : aptus_ud_comp_list_dispatch_slow(list);
+    return ucs_array_is_empty(&list->comps)
+               ? 0
+               : aptus_ud_comp_list_dispatch_slow(list);
 }
 
 void aptus_ud_comp_list_cleanup(aptus_ud_comp_list_t *list);
+
+/* Sets of peers the channel walks: the active, those due a deferred ACK,
+ * the dead waiting to be freed. */
+UCS_ARRAY_DECLARE_TYPE(aptus_ud_peer_ptrs, unsigned, aptus_ud_peer_t *)
+typedef ucs_array_t(aptus_ud_peer_ptrs) aptus_ud_peer_set_t;
 
 
 struct aptus_ud_chan {
@@ -393,14 +401,10 @@ struct aptus_ud_chan {
     khash_t(aptus_ud_opening) opening_per_addr;
     uint32_t tokens[APTUS_UD_TOKEN_BATCH];
     unsigned num_tokens;
-    aptus_ud_peer_t **active; /* peers with timers or ACKs due */
-    unsigned num_active;
-    unsigned max_active;
+    aptus_ud_peer_set_t active; /* peers with timers or ACKs due */
     aptus_ud_peer_t **ack_list; /* immediate ACKs for this batch */
     unsigned num_ack;
-    aptus_ud_peer_t **soon_list; /* ACKs for the next progress call */
-    unsigned num_soon;
-    unsigned max_soon;
+    aptus_ud_peer_set_t soon_list; /* ACKs for the next progress call */
 
     ucs_mpool_t peer_mp;
     ucs_mpool_t ext_mp;
@@ -437,9 +441,7 @@ struct aptus_ud_chan {
         uint64_t remote_key;
         unsigned conn_id; /* streams below are held by endpoints */
     } connect_hint;
-    aptus_ud_peer_t **dead; /* failed, endpoint gone: to free */
-    unsigned num_dead;
-    unsigned max_dead;
+    aptus_ud_peer_set_t dead; /* failed, endpoint gone: to free */
     ucs_queue_head_t flush_reqs;
     ucs_arbiter_t pending;
     int in_pending;

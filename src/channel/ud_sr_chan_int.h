@@ -9,7 +9,26 @@
 
 #include "base/aptus_log.h"
 
+#include <ucs/datastruct/array.inl>
 #include <ucs/debug/log.h>
+
+/* append, reserve and grow of the ucs_arrays in ud_sr_chan.h */
+UCS_ARRAY_IMPL(aptus_ud_peer_ptrs, unsigned, aptus_ud_peer_t *,
+               static UCS_F_ALWAYS_INLINE)
+UCS_ARRAY_IMPL(aptus_ud_comps, unsigned, aptus_ud_comp_t,
+               static UCS_F_ALWAYS_INLINE)
+
+/* Removes element idx of a set of peers: the last one takes its place.
+ * Returns the peer moved there. */
+static inline aptus_ud_peer_t *
+aptus_ud_peer_set_remove(aptus_ud_peer_set_t *set, unsigned idx)
+{
+    aptus_ud_peer_t *last = *ucs_array_last(set);
+
+    ucs_array_set_length(set, ucs_array_length(set) - 1);
+    ucs_array_elem(set, idx) = last;
+    return last;
+}
 
 /* A flush request waiting for a peer's window to drain up to psn. */
 typedef struct aptus_ud_flush_req {
@@ -90,9 +109,10 @@ static inline void aptus_ud_chan_activate(aptus_ud_chan_t *chan,
                                           aptus_ud_peer_t *peer)
 {
     if (peer->active_idx == UINT32_MAX) {
-        ucs_assert(chan->num_active < chan->max_active);
-        peer->active_idx                 = chan->num_active;
-        chan->active[chan->num_active++] = peer;
+        /* room for every peer was reserved when it was created */
+        ucs_assert(ucs_array_available_length(&chan->active) > 0);
+        peer->active_idx = ucs_array_length(&chan->active);
+        *ucs_array_append_fixed(aptus_ud_peer_ptrs, &chan->active) = peer;
     }
 }
 
@@ -103,7 +123,15 @@ static inline uint64_t aptus_ud_chan_now(aptus_ud_chan_t *chan)
 }
 
 /* ud_sr_chan.c */
-ucs_status_t aptus_ud_chan_grow_active(aptus_ud_chan_t *chan);
+/* the size class of mtu bytes (made if new) */
+unsigned aptus_ud_chan_dg_class(aptus_ud_chan_t *chan, size_t mtu);
+ucs_arbiter_cb_result_t aptus_ud_pending_drop_cb(ucs_arbiter_t *arbiter,
+                                                 ucs_arbiter_group_t *group,
+                                                 ucs_arbiter_elem_t *elem,
+                                                 void *arg);
+
+/* ud_sr_peer.c */
+void aptus_ud_chan_deactivate(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer);
 aptus_ud_peer_ext_t *aptus_ud_peer_ext_get(aptus_ud_chan_t *chan,
                                            aptus_ud_peer_t *peer);
 /* A peer goes back to the pool with its owner's headroom. */
@@ -140,9 +168,26 @@ aptus_ud_peer_t *aptus_ud_chan_peer_open(aptus_ud_chan_t *chan,
                                          uint32_t remote_token);
 /* The stream is confirmed or taken by an endpoint: no longer unconfirmed. */
 void aptus_ud_chan_opening_leave(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer);
-void aptus_ud_chan_tx_progressed(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer);
+
+/* ud_sr_timer.c */
 void aptus_ud_chan_tick(aptus_ud_chan_t *chan);
+/* a peer's size class */
+void aptus_ud_chan_set_class(aptus_ud_peer_t *peer, unsigned cls);
+void aptus_ud_chan_path_start(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                              size_t want);
+/* A probe of size bytes was answered: the path carries it. */
+void aptus_ud_chan_path_confirmed(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                                  size_t size);
+
+/* ud_sr_flush.c */
+void aptus_ud_chan_tx_progressed(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer);
+void aptus_ud_chan_complete_flushes(aptus_ud_chan_t *chan,
+                                    aptus_ud_peer_t *peer, ucs_status_t status);
 void aptus_ud_chan_dispatch_pending(aptus_ud_chan_t *chan);
+/* Complete comp now in the user's thread, or from its next progress call
+ * when found in async context (UCT users expect completions there). */
+void aptus_ud_chan_complete(aptus_ud_chan_t *chan, uct_completion_t *comp,
+                            ucs_status_t status);
 
 /* ud_sr_tx.c */
 void aptus_ud_tx_release(void *arg, aptus_rel_txe_t *txe);
@@ -155,12 +200,6 @@ void aptus_ud_tx_path_probe(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
                             size_t size);
 void aptus_ud_tx_path_reply(aptus_ud_chan_t *chan, const aptus_wire_addr_t *dst,
                             const aptus_ud_sr_pkt_t *probe);
-/* ud_sr_chan.c: the size class of mtu bytes (made if new); a peer's. */
-unsigned aptus_ud_chan_dg_class(aptus_ud_chan_t *chan, size_t mtu);
-void aptus_ud_chan_set_class(aptus_ud_peer_t *peer, unsigned cls);
-/* A probe of size bytes was answered: the path carries it. */
-void aptus_ud_chan_path_confirmed(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
-                                  size_t size);
 void aptus_ud_tx_send_ctl(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
                           uint8_t type, int ack_req);
 void aptus_ud_tx_purge(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
@@ -197,11 +236,6 @@ static inline void aptus_ud_trace_tx(aptus_ud_chan_t *chan,
 /* A receive buffer was wanted at the pool's ceiling: count, say once. */
 void aptus_ud_rx_pool_exhausted(aptus_ud_chan_t *chan);
 unsigned aptus_ud_rx_progress(aptus_ud_chan_t *chan, int is_async);
-
-/* Complete comp now in the user's thread, or from its next progress call
- * when found in async context (UCT users expect completions there). */
-void aptus_ud_chan_complete(aptus_ud_chan_t *chan, uct_completion_t *comp,
-                            ucs_status_t status);
 unsigned aptus_ud_rx_dispatch_deferred(aptus_ud_chan_t *chan, unsigned max);
 void aptus_ud_rx_release_peer(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer);
 void aptus_ud_rx_flush_acks(aptus_ud_chan_t *chan);

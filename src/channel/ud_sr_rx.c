@@ -386,26 +386,16 @@ static inline void aptus_ud_rx_want_ack(aptus_ud_chan_t *chan,
 
 static void aptus_ud_rx_ack_later(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
 {
-    aptus_ud_peer_t **list;
-    unsigned max;
-
     if (peer->flags & APTUS_UD_PEER_IN_SOON) {
         return;
     }
-    if (chan->num_soon == chan->max_soon) {
-        max  = chan->max_soon * 2 + 16;
-        list = ucs_realloc(chan->soon_list, max * sizeof(*list),
-                           "aptus_ud_soon_list");
-        if (list == NULL) {
-            /* cannot defer: acknowledge now */
-            aptus_ud_tx_send_ctl(chan, peer, APTUS_UD_SR_TYPE_ACK, 0);
-            return;
-        }
-        chan->soon_list = list;
-        chan->max_soon  = max;
+    if (ucs_array_append(aptus_ud_peer_ptrs, &chan->soon_list) != UCS_OK) {
+        /* cannot defer: acknowledge now */
+        aptus_ud_tx_send_ctl(chan, peer, APTUS_UD_SR_TYPE_ACK, 0);
+        return;
     }
     peer->flags |= APTUS_UD_PEER_IN_SOON;
-    chan->soon_list[chan->num_soon++] = peer;
+    *ucs_array_last(&chan->soon_list) = peer;
 }
 
 void aptus_ud_rx_flush_acks(aptus_ud_chan_t *chan)
@@ -433,8 +423,8 @@ void aptus_ud_rx_flush_soon_acks(aptus_ud_chan_t *chan)
     aptus_ud_peer_t *peer;
     unsigned i;
 
-    for (i = 0; i < chan->num_soon; ++i) {
-        peer = chan->soon_list[i];
+    for (i = 0; i < ucs_array_length(&chan->soon_list); ++i) {
+        peer = ucs_array_elem(&chan->soon_list, i);
         peer->flags &= ~APTUS_UD_PEER_IN_SOON;
         /* not settled by a reply meanwhile: acknowledge explicitly */
         if (!(peer->flags & APTUS_UD_PEER_FAILED) &&
@@ -442,7 +432,7 @@ void aptus_ud_rx_flush_soon_acks(aptus_ud_chan_t *chan)
             aptus_ud_tx_send_ctl(chan, peer, APTUS_UD_SR_TYPE_ACK, 0);
         }
     }
-    chan->num_soon = 0;
+    ucs_array_length(&chan->soon_list) = 0;
     aptus_ud_tx_batch_flush(chan);
 }
 

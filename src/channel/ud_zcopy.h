@@ -20,7 +20,7 @@
 #define APTUS_UD_ZCOPY_H_
 
 #include "ud_sr_chan.h"
-#include "../proto/zcopy.h"
+#include "proto/zcopy.h"
 
 #include <ucs/datastruct/list.h>
 

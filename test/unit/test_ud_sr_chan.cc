@@ -903,7 +903,7 @@ TEST_F(ud_chan, peer_state_is_constant_and_returns_to_idle)
     EXPECT_EQ(nullptr, p->ext);
     aptus_ud_peer_t *bp = connect(m_b, m_a);
     EXPECT_EQ(nullptr, bp->ext);
-    EXPECT_EQ(0u, m_b.chan.num_active);
+    EXPECT_EQ(0u, ucs_array_length(&m_b.chan.active));
 }
 TEST_F(ud_chan, heavy_loss_repaired_without_timeouts)
 {
@@ -1101,7 +1101,7 @@ TEST_F(ud_chan, failed_streams_are_reclaimed_beyond_255)
     }
     EXPECT_EQ(300u, m_a.chan.stats.peers_failed);
     EXPECT_EQ(300u, m_a.chan.stats.peers_reclaimed);
-    EXPECT_EQ(0u, m_a.chan.num_dead);
+    EXPECT_EQ(0u, ucs_array_length(&m_a.chan.dead));
 
     /* a new endpoint to the same interface works */
     m_net.filter       = nullptr;
@@ -1273,7 +1273,7 @@ TEST_F(ud_chan, flood_of_openings_stays_bounded)
      * nothing) */
     EXPECT_EQ(m_b.chan.stats.open_evicted, m_b.failed.size());
     aptus_ud_chan_reclaim(&m_b.chan);
-    EXPECT_LE(m_b.chan.num_dead, 0u);
+    EXPECT_LE(ucs_array_length(&m_b.chan.dead), 0u);
 
     /* a genuine peer opens a stream and is heard */
     aptus_ud_peer_t *pa = connect(m_a, m_b);
@@ -1373,7 +1373,7 @@ TEST_F(ud_chan, endpoint_destroy_cancels_its_flushes)
     aptus_ud_chan_peer_disconnect(&m_a.chan, p);
     EXPECT_EQ(1, fc.done); /* before the endpoint is gone */
     EXPECT_EQ(UCS_ERR_CANCELED, fc.status);
-    EXPECT_EQ(0u, m_a.chan.num_dead);
+    EXPECT_EQ(0u, ucs_array_length(&m_a.chan.dead));
     /* the data still goes (or fails) without touching the request */
     m_net.filter = nullptr;
     ASSERT_TRUE(run_until([&] { return m_b.rx.size() == 1; }));
@@ -1513,7 +1513,7 @@ TEST_F(ud_chan, lost_datagram_recovered_within_round_trips_not_ticks)
     for (unsigned i = 0; i < 20; ++i) { /* ping-pong: RTTs of ~10 us */
         ASSERT_EQ(UCS_OK, send_short(m_a, p, 1, i, pattern(i, 10)));
         ASSERT_TRUE(fine_run_until([&] { return m_b.rx.size() == i + 1; }));
-        aptus_ud_peer_t *q = m_b.chan.active[0];
+        aptus_ud_peer_t *q = ucs_array_elem(&m_b.chan.active, 0);
         ASSERT_EQ(UCS_OK, send_short(m_b, q, 1, i, pattern(i, 10)));
         ASSERT_TRUE(fine_run_until([&] { return m_a.rx.size() == i + 1; }));
     }
