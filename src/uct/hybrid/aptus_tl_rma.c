@@ -13,12 +13,14 @@
 
 #include <uct/base/uct_iov.inl>
 
-/* ---- rendezvous data --------------------------------------------------- */
-
-ucs_status_t uct_aptus_tl_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
-                                       size_t iovcnt, uint64_t remote_addr,
-                                       uct_rkey_t rkey, uct_completion_t *comp)
+/* A get or put of one buffer: over RC-RDMA where the rules pick it and the
+ * peer has a connection that takes it, else over UD-ZCopy. */
+static ucs_status_t
+uct_aptus_tl_ep_rma_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
+                          uint64_t remote_addr, uct_rkey_t rkey,
+                          uct_completion_t *comp, int is_put)
 {
+    const char *op               = is_put ? "put_zcopy" : "get_zcopy";
     uct_aptus_tl_iface_t *iface  = uct_aptus_tl_ep_iface(tl_ep);
     uct_aptus_tl_ep_t *ep        = uct_aptus_tl_ep(tl_ep);
     const uct_aptus_rkey_t *akey = (const uct_aptus_rkey_t *)rkey;
@@ -29,17 +31,16 @@ ucs_status_t uct_aptus_tl_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     ucs_status_t status;
     size_t length;
 
-    UCT_CHECK_PARAM(iovcnt == 1, "aptus get_zcopy takes one iov, got %zu",
-                    iovcnt);
+    UCT_CHECK_PARAM(iovcnt == 1, "aptus %s takes one iov, got %zu", op, iovcnt);
     length = uct_iov_get_length(iov);
-    UCT_CHECK_LENGTH(length, 0, iface->ud.udz.config.max_get, "get_zcopy");
+    UCT_CHECK_LENGTH(length, 0, iface->ud.udz.config.max_get, op);
     if (length == 0) {
         return UCS_OK; /* as in UCX: nothing to move, the rkey may be a dummy */
     }
     if (!uct_aptus_rkey_covers(akey, remote_addr, length)) {
-        ucs_error("aptus get_zcopy: [0x%" PRIx64 ", +%zu) is outside the "
-                  "remote key's region",
-                  remote_addr, length);
+        ucs_error("aptus %s: [0x%" PRIx64 ", +%zu) is outside the remote "
+                  "key's region",
+                  op, remote_addr, length);
         return UCS_ERR_INVALID_PARAM;
     }
     uct_aptus_rkey_to_chan_key(akey, &key);
@@ -56,20 +57,28 @@ ucs_status_t uct_aptus_tl_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     chan = uct_aptus_tl_select(iface, ep, APTUS_RULE_DATA_CHANS, length);
     if ((chan == APTUS_CHAN_RC_RDMA) &&
         ((link = uct_aptus_tl_ep_rc_link(iface, ep)) != NULL)) {
-        status = aptus_chan_get(&iface->rdma.super, (aptus_chan_peer_t *)link,
-                                &liov, 1, remote_addr, &key, NULL);
+        status =
+            is_put
+                ? aptus_chan_put(&iface->rdma.super, (aptus_chan_peer_t *)link,
+                                 &liov, 1, remote_addr, &key, NULL)
+                : aptus_chan_get(&iface->rdma.super, (aptus_chan_peer_t *)link,
+                                 &liov, 1, remote_addr, &key, NULL);
         if (status == UCS_OK) {
             uct_aptus_tl_ep_sent(iface, ep, chan, length);
             UCT_APTUS_LEAVE(iface);
             return UCS_OK;
         }
         /* messages queued on the connection, or memory it cannot reach:
-         * the owner serves it over UD */
+         * UD-ZCopy moves it (the owner serves a get, the target reads a
+         * put) */
     }
     iface->ud.chan.now_us = iface->ud.chan.clock();
-    status =
-        aptus_chan_get(&iface->ud.udz.super, (aptus_chan_peer_t *)&ep->peer,
-                       &liov, 1, remote_addr, &key, comp);
+    status                = is_put ? aptus_chan_put(&iface->ud.udz.super,
+                                                    (aptus_chan_peer_t *)&ep->peer, &liov, 1,
+                                                    remote_addr, &key, comp)
+                                   : aptus_chan_get(&iface->ud.udz.super,
+                                                    (aptus_chan_peer_t *)&ep->peer, &liov, 1,
+                                                    remote_addr, &key, comp);
     if (!UCS_STATUS_IS_ERR(status)) {
         uct_aptus_tl_ep_sent(iface, ep, APTUS_CHAN_UD_ZCOPY, length);
     }
@@ -77,66 +86,20 @@ ucs_status_t uct_aptus_tl_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     return status;
 }
 
+ucs_status_t uct_aptus_tl_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                       size_t iovcnt, uint64_t remote_addr,
+                                       uct_rkey_t rkey, uct_completion_t *comp)
+{
+    return uct_aptus_tl_ep_rma_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey,
+                                     comp, 0);
+}
+
 ucs_status_t uct_aptus_tl_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                        size_t iovcnt, uint64_t remote_addr,
                                        uct_rkey_t rkey, uct_completion_t *comp)
 {
-    uct_aptus_tl_iface_t *iface  = uct_aptus_tl_ep_iface(tl_ep);
-    uct_aptus_tl_ep_t *ep        = uct_aptus_tl_ep(tl_ep);
-    const uct_aptus_rkey_t *akey = (const uct_aptus_rkey_t *)rkey;
-    aptus_chan_type_t chan;
-    aptus_rc_link_t *link;
-    aptus_chan_key_t key;
-    struct iovec liov;
-    ucs_status_t status;
-    size_t length;
-
-    UCT_CHECK_PARAM(iovcnt == 1, "aptus put_zcopy takes one iov, got %zu",
-                    iovcnt);
-    length = uct_iov_get_length(iov);
-    UCT_CHECK_LENGTH(length, 0, iface->ud.udz.config.max_get, "put_zcopy");
-    if (length == 0) {
-        return UCS_OK; /* as in UCX: nothing to move, the rkey may be a dummy */
-    }
-    if (!uct_aptus_rkey_covers(akey, remote_addr, length)) {
-        ucs_error("aptus put_zcopy: [0x%" PRIx64 ", +%zu) is outside the "
-                  "remote key's region",
-                  remote_addr, length);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    uct_aptus_rkey_to_chan_key(akey, &key);
-    liov.iov_base = iov->buffer;
-    liov.iov_len  = length;
-
-    UCT_APTUS_ENTER(iface);
-    uct_aptus_tl_ep_init_state(iface, ep);
-    if (ucs_unlikely(ep->flags & UCT_APTUS_EP_FENCED) &&
-        uct_aptus_tl_ep_fence_holds(iface, ep)) {
-        UCT_APTUS_LEAVE(iface);
-        return UCS_ERR_NO_RESOURCE;
-    }
-    chan = uct_aptus_tl_select(iface, ep, APTUS_RULE_DATA_CHANS, length);
-    if ((chan == APTUS_CHAN_RC_RDMA) &&
-        ((link = uct_aptus_tl_ep_rc_link(iface, ep)) != NULL)) {
-        status = aptus_chan_put(&iface->rdma.super, (aptus_chan_peer_t *)link,
-                                &liov, 1, remote_addr, &key, NULL);
-        if (status == UCS_OK) {
-            uct_aptus_tl_ep_sent(iface, ep, chan, length);
-            UCT_APTUS_LEAVE(iface);
-            return UCS_OK;
-        }
-        /* messages queued on the connection, or memory it cannot reach:
-         * the target reads it over UD */
-    }
-    iface->ud.chan.now_us = iface->ud.chan.clock();
-    status =
-        aptus_chan_put(&iface->ud.udz.super, (aptus_chan_peer_t *)&ep->peer,
-                       &liov, 1, remote_addr, &key, comp);
-    if (!UCS_STATUS_IS_ERR(status)) {
-        uct_aptus_tl_ep_sent(iface, ep, APTUS_CHAN_UD_ZCOPY, length);
-    }
-    UCT_APTUS_LEAVE(iface);
-    return status;
+    return uct_aptus_tl_ep_rma_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey,
+                                     comp, 1);
 }
 
 /* Short and buffered one-sided operations go in the UD stream (UCP selects
