@@ -8,7 +8,7 @@
 # large tagged messages take the zero-copy rendezvous (RC-RDMA to the
 # peers with a connection) from one active message up (32 KB), not copied
 # eager datagrams; over ud_sr they stay eager up to about 170 KB (UD-ZCopy
-# gets stall on lost datagrams under contention: see README).
+# gets stall on lost datagrams under contention: see docs/ud_sr.md).
 #
 #   APTUS_LIB=/path/libuct_aptus.so test/scripts/test_ucp.sh
 set -u
