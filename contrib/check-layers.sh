@@ -46,26 +46,16 @@ if [ "${1:-}" = "--count" ]; then
     exit 0
 fi
 
-check() {
-    local what=$1 found=$2
-    if [ -z "$found" ]; then
-        t_pass "$what"
-    else
-        t_fail "$what:"
-        echo "$found" | sed 's/^/    /'
-    fi
-}
-
-check "proto includes no other floor" \
+t_check "proto includes no other floor" \
     "$(includes src/proto '\(\.\./\)*\(channel\|wire\|uct\|bcast\)/')"
-check "wire includes no channel or transport" \
+t_check "wire includes no channel or transport" \
     "$(includes src/wire '\(\.\./\)*\(channel\|uct\)/')"
-check "wire includes no transport's protocol (its framing is its own)" \
+t_check "wire includes no transport's protocol (its framing is its own)" \
     "$(includes src/wire '\(\.\./\)*proto/rc_sr_proto')"
-check "channels include no wire's own files" \
+t_check "channels include no wire's own files" \
     "$(includes src/channel '\(\.\./\)*wire/sock/')"
-check "transports include no wire's own files" \
+t_check "transports include no wire's own files" \
     "$(includes src/uct '\(\.\./\)*wire/sock/')"
-check "no relative includes" "$(includes src '\.\./')"
-check "no private header of another folder" "$(cross_private)"
+t_check "no relative includes" "$(includes src '\.\./')"
+t_check "no private header of another folder" "$(cross_private)"
 t_summary

@@ -54,6 +54,7 @@ run_unit_asan() {
 
 suite format contrib/check-format.sh
 suite layers contrib/check-layers.sh
+suite docs contrib/check-docs-vars.sh
 suite runner test/scripts/test_runner.sh
 suite unit run_unit
 suite unit-asan run_unit_asan

@@ -10,6 +10,18 @@ t_pass() { echo "PASS: $*"; t_passed=$((t_passed + 1)); }
 t_fail() { echo "FAIL: $*"; t_failed=$((t_failed + 1)); }
 t_skip() { echo "SKIP: $*"; t_skipped=$((t_skipped + 1)); }
 
+# t_check WHAT FOUND: passes WHAT when FOUND is empty, else fails it and
+# lists FOUND beneath, indented (a check that collects offenders).
+t_check() {
+    local what=$1 found=$2
+    if [ -z "$found" ]; then
+        t_pass "$what"
+    else
+        t_fail "$what:"
+        echo "$found" | sed 's/^/    /'
+    fi
+}
+
 t_summary() {
     echo "$t_passed passed, $t_failed failed, $t_skipped skipped"
     [ "$t_failed" -eq 0 ]
