@@ -218,6 +218,30 @@ TEST_F(uct_aptus, bad_configuration_refused)
     close(e);
 }
 
+TEST_F(uct_aptus, rc_settings_have_names_of_their_own)
+{
+    /* as the user sets them, in the environment: UCX_APTUS_RC_SEG_SIZE is
+     * the connections' segment and UCX_APTUS_SEG_SIZE the datagrams' (a
+     * nested configuration table would have read both under the second) */
+    uct_iface_config_t *config;
+
+    setenv("UCX_APTUS_RC_SEG_SIZE", "20k", 1);
+    setenv("UCX_APTUS_SEG_SIZE", "3k", 1);
+    setenv("UCX_APTUS_RC_CREDITS", "7", 1);
+    ucs_status_t status =
+        uct_md_iface_config_read(m_md, "aptus", NULL, NULL, &config);
+    unsetenv("UCX_APTUS_RC_SEG_SIZE");
+    unsetenv("UCX_APTUS_SEG_SIZE");
+    unsetenv("UCX_APTUS_RC_CREDITS");
+    ASSERT_EQ(UCS_OK, status);
+    auto *c = ucs_derived_of(config, uct_aptus_tl_iface_config_t);
+    EXPECT_EQ(20u * 1024, c->rc.seg_size);
+    EXPECT_EQ(3u * 1024, c->ud.seg_size);
+    EXPECT_EQ(7u, c->rc.credits);
+    EXPECT_EQ(256u, c->rc.rx_queue_len); /* aptus's default, not rc_sr's */
+    uct_config_release(config);
+}
+
 TEST_F(uct_aptus, large_eager_messages_go_over_the_connection)
 {
     /* Issue: UCP sends aptus's active messages eagerly up to UD's largest

@@ -122,9 +122,8 @@ ucs_config_field_t uct_aptus_tl_iface_config_table[] = {
     /* the RC channels: the same settings as rc_sr, under APTUS_RC_; a
      * connection's buffers hold what the rule chain sends over RC, and
      * the pool never grows (messages are delivered in place) */
-    { "RC_", "SEG_SIZE=32k;RX_QUEUE_LEN=256", NULL,
-      ucs_offsetof(uct_aptus_tl_iface_config_t, rc),
-      UCS_CONFIG_TYPE_TABLE(uct_rc_params_table) },
+    UCT_RC_PARAMS_FIELDS("RC_", ucs_offsetof(uct_aptus_tl_iface_config_t, rc),
+                         "32k", "256"),
 
     { NULL }
 };

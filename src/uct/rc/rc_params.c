@@ -18,42 +18,9 @@
 /* below a few frames a connection would send one message at a time */
 #define UCT_RC_PARAMS_TX_BACKLOG_MIN 4096
 
+/* rc_sr's names and defaults: what the documentation tests read. */
 ucs_config_field_t uct_rc_params_table[] = {
-    { "SEG_SIZE", "8k",
-      "Largest active message over a connection, UCT header included, and\n"
-      "the size of one buffer of the receive pool all connections share (the\n"
-      "papers' 8 KB eager buffers for rc_sr; aptus, whose larger messages go\n"
-      "over UD, takes 32k). 264 bytes (aptus: 272) to just under 16m.",
-      ucs_offsetof(uct_rc_params_t, seg_size), UCS_CONFIG_TYPE_MEMUNITS },
-
-    { "CREDITS", "32",
-      "Messages a sender may have in flight on one connection before the\n"
-      "receiver returns credits (1 to 65535). Beyond that sends wait on the\n"
-      "pending queue; nothing is dropped.",
-      ucs_offsetof(uct_rc_params_t, credits), UCS_CONFIG_TYPE_UINT },
-
-    { "RX_QUEUE_LEN", "1024",
-      "Receive buffers the pool shared by every connection of the interface\n"
-      "(the shared receive queue) is expected to need; it allocates them as\n"
-      "connections need them (1 to 1048576). rc_sr's grows beyond while the\n"
-      "application holds received messages, up to RX_MAX_BUFS; aptus (256)\n"
-      "delivers in place and holds none, so its pool stays at this.",
-      ucs_offsetof(uct_rc_params_t, rx_queue_len), UCS_CONFIG_TYPE_UINT },
-
-    { "TX_BACKLOG", "256k",
-      "Bytes a connection may queue when the network does not take them at\n"
-      "once; further sends wait on the pending queue (4k to 1g).",
-      ucs_offsetof(uct_rc_params_t, tx_backlog), UCS_CONFIG_TYPE_MEMUNITS },
-
-    { "RMA", "y",
-      "RC-RDMA: one-sided put and get over the connections, by a direct\n"
-      "copy to peers on this host. rc_sr offers put and get to UCP\n"
-      "(rendezvous and RMA; 'n' leaves active messages only); aptus moves\n"
-      "rendezvous data over it where the peer has a connection ('n', or\n"
-      "none: UD-ZCopy).",
-      ucs_offsetof(uct_rc_params_t, rma), UCS_CONFIG_TYPE_BOOL },
-
-    { NULL }
+    UCT_RC_PARAMS_FIELDS("", 0, "8k", "1024"), { NULL }
 };
 
 ucs_status_t uct_rc_params_check(const uct_rc_params_t *params,

@@ -27,8 +27,8 @@ ucs_config_field_t uct_rc_sr_iface_config_table[] = {
     { "", "", NULL, ucs_offsetof(uct_rc_sr_iface_config_t, super),
       UCS_CONFIG_TYPE_TABLE(uct_iface_config_table) },
 
-    { "", "", NULL, ucs_offsetof(uct_rc_sr_iface_config_t, rc),
-      UCS_CONFIG_TYPE_TABLE(uct_rc_params_table) },
+    UCT_RC_PARAMS_FIELDS("", ucs_offsetof(uct_rc_sr_iface_config_t, rc), "8k",
+                         "1024"),
 
     /* 16384 x 8 KB = 128 MB: a full credit window (32) of the largest
      * messages held from 512 peers at once. Small messages held do not
