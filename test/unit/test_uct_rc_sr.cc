@@ -76,6 +76,18 @@ void unpack_vec(void *arg, const void *data, size_t length)
 class uct_rc_sr : public uct_aptus_test
 {
   protected:
+    /* When both sides connect at once, the side with the smaller (key,
+     * port) keeps its connection and the other moves onto it. */
+    bool a_stays_in_a_merge()
+    {
+        auto key_of = [](entity &e) {
+            uct_rc_sr_iface_addr_t addr;
+            memcpy(&addr, e.iface_addr.data(), sizeof(addr));
+            return std::make_pair(uint64_t(addr.key), ntohs(addr.port));
+        };
+        return key_of(m_a) < key_of(m_b);
+    }
+
     uct_rc_sr()
     {
         m_tl      = "rc_sr";
@@ -717,13 +729,7 @@ TEST_F(uct_rc_sr_over_conn, merge_completes_behind_a_full_backlog)
 {
     ASSERT_EQ(UCS_OK, open(m_a));
     ASSERT_EQ(UCS_OK, open(m_b));
-    auto key_of = [](entity &e) {
-        uct_rc_sr_iface_addr_t addr;
-        memcpy(&addr, e.iface_addr.data(), sizeof(addr));
-        return std::make_pair(uint64_t(addr.key), ntohs(addr.port));
-    };
-    /* the side with the smaller (key, port) keeps its connection */
-    bool a_stays  = key_of(m_a) < key_of(m_b);
+    bool a_stays  = a_stays_in_a_merge();
     entity &stays = a_stays ? m_a : m_b;
     entity &moves = a_stays ? m_b : m_a;
     connect(stays, moves);
@@ -1140,13 +1146,7 @@ void uct_rc_sr::reply_after_close_mid_merge(bool first_stays,
 {
     ASSERT_EQ(UCS_OK, open(m_a));
     ASSERT_EQ(UCS_OK, open(m_b));
-    auto key_of = [](entity &e) {
-        uct_rc_sr_iface_addr_t addr;
-        memcpy(&addr, e.iface_addr.data(), sizeof(addr));
-        return std::make_pair(uint64_t(addr.key), ntohs(addr.port));
-    };
-    /* the side with the smaller (key, port) keeps its connection */
-    bool a_stays  = key_of(m_a) < key_of(m_b);
+    bool a_stays  = a_stays_in_a_merge();
     entity &stays = a_stays ? m_a : m_b;
     entity &moves = a_stays ? m_b : m_a;
     entity &first = first_stays ? stays : moves;

@@ -10,6 +10,7 @@
 #include "aptus_iface.h"
 
 #include <uct/base/uct_iface.h>
+#include <uct/base/uct_iov.inl>
 
 #include <ucs/debug/memtrack_int.h>
 
@@ -140,4 +141,32 @@ ucs_status_t uct_aptus_rma_get_bcopy(aptus_udz_t *udz, aptus_ud_peer_t *peer,
         ucs_free(get);
     }
     return status;
+}
+
+ucs_status_t uct_aptus_rma_zcopy_prepare(const char *tl_name, const char *op,
+                                         const uct_iov_t *iov, size_t iovcnt,
+                                         size_t max, uint64_t remote_addr,
+                                         uct_rkey_t rkey, struct iovec *liov,
+                                         aptus_chan_key_t *key)
+{
+    const uct_aptus_rkey_t *akey = (const uct_aptus_rkey_t *)rkey;
+    size_t length;
+
+    UCT_CHECK_PARAM(iovcnt == 1, "%s %s takes one iov, got %zu", tl_name, op,
+                    iovcnt);
+    length = uct_iov_get_length(iov);
+    UCT_CHECK_LENGTH(length, 0, max, op);
+    liov->iov_base = iov->buffer;
+    liov->iov_len  = length;
+    if (length == 0) {
+        return UCS_OK;
+    }
+    if (!uct_aptus_rkey_covers(akey, remote_addr, length)) {
+        ucs_error("%s %s: [0x%" PRIx64 ", +%zu) is outside the remote key's "
+                  "region",
+                  tl_name, op, remote_addr, length);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    uct_aptus_rkey_to_chan_key(akey, key);
+    return UCS_OK;
 }

@@ -39,6 +39,16 @@ ssize_t uct_aptus_rma_put_bcopy(aptus_udz_t *udz, aptus_ud_peer_t *peer,
                                 uct_pack_callback_t pack_cb, void *arg,
                                 uint64_t remote_addr, uct_rkey_t rkey);
 
+/* The checks of a get_zcopy or put_zcopy of one buffer (tl_name and op
+ * name it in messages): one iov, at most max bytes, inside the remote
+ * key's region. Fills the channel's iovec and key; UCS_OK with
+ * liov->iov_len 0: nothing to move (the rkey may be a dummy, as in UCX). */
+ucs_status_t uct_aptus_rma_zcopy_prepare(const char *tl_name, const char *op,
+                                         const uct_iov_t *iov, size_t iovcnt,
+                                         size_t max, uint64_t remote_addr,
+                                         uct_rkey_t rkey, struct iovec *liov,
+                                         aptus_chan_key_t *key);
+
 /* Read length bytes (at most uct_aptus_rma_max_bcopy) at remote_addr and
  * hand them to unpack_cb; comp (may be NULL) is completed after that.
  * UCS_INPROGRESS, or an error. */

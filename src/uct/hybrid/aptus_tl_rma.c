@@ -20,10 +20,8 @@ uct_aptus_tl_ep_rma_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
                           uint64_t remote_addr, uct_rkey_t rkey,
                           uct_completion_t *comp, int is_put)
 {
-    const char *op               = is_put ? "put_zcopy" : "get_zcopy";
-    uct_aptus_tl_iface_t *iface  = uct_aptus_tl_ep_iface(tl_ep);
-    uct_aptus_tl_ep_t *ep        = uct_aptus_tl_ep(tl_ep);
-    const uct_aptus_rkey_t *akey = (const uct_aptus_rkey_t *)rkey;
+    uct_aptus_tl_iface_t *iface = uct_aptus_tl_ep_iface(tl_ep);
+    uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep(tl_ep);
     aptus_chan_type_t chan;
     aptus_rc_link_t *link;
     aptus_chan_key_t key;
@@ -31,21 +29,13 @@ uct_aptus_tl_ep_rma_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
     ucs_status_t status;
     size_t length;
 
-    UCT_CHECK_PARAM(iovcnt == 1, "aptus %s takes one iov, got %zu", op, iovcnt);
-    length = uct_iov_get_length(iov);
-    UCT_CHECK_LENGTH(length, 0, iface->ud.udz.config.max_get, op);
-    if (length == 0) {
-        return UCS_OK; /* as in UCX: nothing to move, the rkey may be a dummy */
+    status = uct_aptus_rma_zcopy_prepare(
+        UCT_APTUS_TL_NAME, is_put ? "put_zcopy" : "get_zcopy", iov, iovcnt,
+        iface->ud.udz.config.max_get, remote_addr, rkey, &liov, &key);
+    if ((status != UCS_OK) || (liov.iov_len == 0)) {
+        return status;
     }
-    if (!uct_aptus_rkey_covers(akey, remote_addr, length)) {
-        ucs_error("aptus %s: [0x%" PRIx64 ", +%zu) is outside the remote "
-                  "key's region",
-                  op, remote_addr, length);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    uct_aptus_rkey_to_chan_key(akey, &key);
-    liov.iov_base = iov->buffer;
-    liov.iov_len  = length;
+    length = liov.iov_len;
 
     UCT_APTUS_ENTER(iface);
     uct_aptus_tl_ep_init_state(iface, ep);
@@ -57,12 +47,9 @@ uct_aptus_tl_ep_rma_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
     chan = uct_aptus_tl_select(iface, ep, APTUS_RULE_DATA_CHANS, length);
     if ((chan == APTUS_CHAN_RC_RDMA) &&
         ((link = uct_aptus_tl_ep_rc_link(iface, ep)) != NULL)) {
-        status =
-            is_put
-                ? aptus_chan_put(&iface->rdma.super, (aptus_chan_peer_t *)link,
-                                 &liov, 1, remote_addr, &key, NULL)
-                : aptus_chan_get(&iface->rdma.super, (aptus_chan_peer_t *)link,
-                                 &liov, 1, remote_addr, &key, NULL);
+        status = (is_put ? aptus_chan_put : aptus_chan_get)(
+            &iface->rdma.super, (aptus_chan_peer_t *)link, &liov, 1,
+            remote_addr, &key, NULL);
         if (status == UCS_OK) {
             uct_aptus_tl_ep_sent(iface, ep, chan, length);
             UCT_APTUS_LEAVE(iface);
@@ -73,12 +60,9 @@ uct_aptus_tl_ep_rma_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
          * put) */
     }
     iface->ud.chan.now_us = iface->ud.chan.clock();
-    status                = is_put ? aptus_chan_put(&iface->ud.udz.super,
-                                                    (aptus_chan_peer_t *)&ep->peer, &liov, 1,
-                                                    remote_addr, &key, comp)
-                                   : aptus_chan_get(&iface->ud.udz.super,
-                                                    (aptus_chan_peer_t *)&ep->peer, &liov, 1,
-                                                    remote_addr, &key, comp);
+    status                = (is_put ? aptus_chan_put : aptus_chan_get)(
+        &iface->ud.udz.super, (aptus_chan_peer_t *)&ep->peer, &liov, 1,
+        remote_addr, &key, comp);
     if (!UCS_STATUS_IS_ERR(status)) {
         uct_aptus_tl_ep_sent(iface, ep, APTUS_CHAN_UD_ZCOPY, length);
     }

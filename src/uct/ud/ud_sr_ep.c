@@ -220,29 +220,17 @@ static ucs_status_t uct_ud_sr_ep_rma_zcopy(uct_ep_h tl_ep, const char *op,
                                            uct_rkey_t rkey,
                                            uct_completion_t *comp)
 {
-    uct_ud_sr_iface_t *iface     = uct_ud_sr_ep_iface(tl_ep);
-    const uct_aptus_rkey_t *akey = (const uct_aptus_rkey_t *)rkey;
+    uct_ud_sr_iface_t *iface = uct_ud_sr_ep_iface(tl_ep);
     aptus_chan_key_t key;
     struct iovec liov;
-    size_t length;
     ucs_status_t status;
 
-    UCT_CHECK_PARAM(iovcnt == 1, "ud_sr %s takes one iov, got %zu", op, iovcnt);
-    length = uct_iov_get_length(iov);
-    UCT_CHECK_LENGTH(length, 0, iface->ud.udz.config.max_get, op);
-    if (length == 0) {
-        return UCS_OK; /* as in UCX: nothing to move, the rkey may be a dummy */
+    status = uct_aptus_rma_zcopy_prepare(UCT_UD_SR_TL_NAME, op, iov, iovcnt,
+                                         iface->ud.udz.config.max_get,
+                                         remote_addr, rkey, &liov, &key);
+    if ((status != UCS_OK) || (liov.iov_len == 0)) {
+        return status;
     }
-    if (!uct_aptus_rkey_covers(akey, remote_addr, length)) {
-        ucs_error("ud_sr %s: [0x%" PRIx64 ", +%zu) is outside the remote "
-                  "key's region",
-                  op, remote_addr, length);
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    liov.iov_base = iov->buffer;
-    liov.iov_len  = length;
-    uct_aptus_rkey_to_chan_key(akey, &key);
     UCT_UD_SR_ENTER(iface);
     iface->ud.chan.now_us = iface->ud.chan.clock();
     status                = (is_put ? aptus_chan_put : aptus_chan_get)(
