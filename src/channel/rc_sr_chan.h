@@ -95,7 +95,8 @@ typedef struct aptus_rc_link {
     uint32_t conn_id; /* the initiating side's name for the connection */
     ucs_time_t accepted_at; /* an accepted link not greeted yet: since */
     struct aptus_rc_link *switch_to; /* SWITCHING: the accepted link */
-    ucs_status_t error;
+    ucs_status_t error;          /* what the owner is told: ENDPOINT_TIMEOUT */
+    ucs_status_t cause;          /* what broke the connection, for the logs */
     ucs_arbiter_group_t pending; /* uct_pending_req_t waiting for credits */
     ucs_queue_head_t flushes;    /* flush requests waiting for the backlog */
     ucs_list_link_t list;        /* chan->links */

@@ -97,6 +97,12 @@ void aptus_rc_link_failed(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
                 !(link->flags & APTUS_RC_LINK_CHECKED);
 
     if (!(link->flags & APTUS_RC_LINK_USER)) {
+        if (status != UCS_ERR_NOT_CONNECTED) {
+            ucs_diag("rc_sr: accepted link %p flags 0x%x from 0x%016" PRIx64
+                     " closed: %s",
+                     link, link->flags, link->peer_key,
+                     ucs_status_string(status));
+        }
         aptus_rc_accepted_free(chan, link);
         return;
     }
@@ -122,9 +128,12 @@ void aptus_rc_link_failed(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
      * stream), the owner sees the peer as failed: UCP expects
      * UCS_ERR_ENDPOINT_TIMEOUT from the error handler and from the sends
      * after it, as UCX's tcp reports. */
-    ucs_debug("rc_sr: link %p to 0x%016" PRIx64 " failed: %s", link,
-              link->peer_key, ucs_status_string(status));
+    ucs_log((clean || (status == UCS_ERR_CANCELED)) ? UCS_LOG_LEVEL_DEBUG
+                                                    : UCS_LOG_LEVEL_DIAG,
+            "rc_sr: link %p flags 0x%x to 0x%016" PRIx64 " failed: %s", link,
+            link->flags, link->peer_key, ucs_status_string(status));
     link->error = UCS_ERR_ENDPOINT_TIMEOUT;
+    link->cause = status;
     if (clean) {
         link->flags |= APTUS_RC_LINK_EOF;
     }
@@ -162,8 +171,16 @@ static ucs_status_t aptus_rc_link_send_msg(aptus_rc_link_t *link, unsigned kind,
 void aptus_rc_link_send_ctl(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
                             unsigned kind)
 {
-    ucs_status_t status = aptus_rc_link_send_msg(link, kind, NULL, 0);
+    ucs_status_t status;
 
+    if (link->flags & APTUS_RC_LINK_SWITCHING) {
+        /* The SWITCH was the last message on this connection: the peer
+         * closes it once read, so anything after it would reach a closed
+         * socket, whose reset fails this link before its move completes.
+         * Credits owed here go with the connection. */
+        return;
+    }
+    status = aptus_rc_link_send_msg(link, kind, NULL, 0);
     if (status == UCS_OK) {
         if (kind == APTUS_RC_KIND_CREDIT) {
             chan->stats.tx_credits++;

@@ -764,6 +764,55 @@ TEST_F(uct_rc_sr_over_conn, merge_completes_behind_a_full_backlog)
     release(rb);
 }
 
+/* The same, with keepalive checks on the moving side while it waits for
+ * the SWITCH_ACK: nothing may follow the SWITCH on the connection it
+ * leaves. (A check, or credits, sent there reached a socket the staying
+ * side had closed on reading the SWITCH; its reset failed the moving
+ * side's link before the ACK, stuck behind the backlog, arrived: rc_fp's
+ * all-to-all between hosts aborted about one run in six.) */
+TEST_F(uct_rc_sr_over_conn, nothing_follows_the_switch_on_the_old_connection)
+{
+    ASSERT_EQ(UCS_OK, open(m_a));
+    ASSERT_EQ(UCS_OK, open(m_b));
+    bool a_stays  = a_stays_in_a_merge();
+    entity &stays = a_stays ? m_a : m_b;
+    entity &moves = a_stays ? m_b : m_a;
+    connect(stays, moves);
+    connect(moves, stays);
+
+    remote_buf rb;
+    expose(rb, 4 << 20, 8);
+    remote_key(rb);
+    uint64_t base          = (uint64_t)(uintptr_t)rb.data.data();
+    std::vector<uint8_t> z = pattern(4, rb.data.size());
+    uct_iov_t iov          = { z.data(), z.size(), NULL, 0, 1 };
+    test_comp c;
+    init_comp(c);
+    ucs_status_t status;
+    while ((status = uct_ep_put_zcopy(stays.ep, &iov, 1, base, rb.rkey.rkey,
+                                      &c.super)) == UCS_ERR_NO_RESOURCE) {
+        progress();
+    }
+    ASSERT_EQ(UCS_INPROGRESS, status);
+    unsigned checks_while_switching = 0;
+    ASSERT_TRUE(wait_for([&] {
+        if (switching(moves)) {
+            EXPECT_EQ(UCS_OK, uct_ep_check(moves.ep, 0, NULL));
+            ++checks_while_switching;
+        }
+        return (c.done > 0) && (stats(m_a)["conns_open"] == 1) &&
+               (stats(m_b)["conns_open"] == 1);
+    }));
+    EXPECT_EQ(UCS_OK, c.status);
+    EXPECT_GT(checks_while_switching, 0u);
+    EXPECT_EQ(1u, stats(moves)["switched"]);
+    EXPECT_EQ(0u, stats(moves)["links_failed"]);
+    EXPECT_EQ(0, m_a.err.count.load() + m_b.err.count.load());
+    EXPECT_EQ(UCS_OK, flush_ep(moves.ep));
+    EXPECT_EQ(0, memcmp(rb.data.data(), z.data(), z.size()));
+    release(rb);
+}
+
 TEST_F(uct_rc_sr_over_conn, target_refuses_what_no_registration_covers)
 {
     setup_pair();

@@ -389,8 +389,8 @@ void uct_aptus_failures_report(uct_aptus_failures_t *failures,
         }
         if (failure.status == UCS_ERR_ENDPOINT_TIMEOUT) {
             ucs_fatal("%s/%s: endpoint %p to %s: unhandled timeout error (the "
-                      "peer stopped answering; without an error handler "
-                      "nothing could go on)",
+                      "peer failed or stopped answering; without an error "
+                      "handler nothing could go on)",
                       tl_name, dev_name, failure.ep, failure.peer);
         }
         ucs_error("%s/%s: endpoint %p to %s: unhandled peer failure: %s",

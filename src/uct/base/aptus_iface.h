@@ -220,7 +220,7 @@ ucs_status_t uct_aptus_iface_query_devices(uct_md_h md, int one_sided,
 typedef struct uct_aptus_failure {
     uct_ep_h ep;
     ucs_status_t status;
-    char peer[64]; /* who, for a failure nobody handles */
+    char peer[128]; /* who, for a failure nobody handles */
 } uct_aptus_failure_t;
 
 UCS_ARRAY_DECLARE_TYPE(uct_aptus_failures, unsigned, uct_aptus_failure_t);

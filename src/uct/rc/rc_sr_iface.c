@@ -184,13 +184,15 @@ static void uct_rc_sr_peer_failed(void *arg, aptus_rc_link_t *link,
                                   ucs_status_t status)
 {
     uct_rc_sr_iface_t *iface = arg;
-    char who[64];
+    char who[128];
 
     if (iface->ops->link_failed != NULL) {
         iface->ops->link_failed(iface, link, status);
     }
-    snprintf(who, sizeof(who), "interface 0x%016" PRIx64 " port %u",
-             link->peer_key, ntohs(link->peer_port));
+    /* the report says timeout, as UCP expects; the log says what broke */
+    snprintf(who, sizeof(who), "interface 0x%016" PRIx64 " port %u (%s)",
+             link->peer_key, ntohs(link->peer_port),
+             ucs_status_string(link->cause));
     uct_aptus_failures_add(
         &iface->failures, iface->ops->tl_name,
         &ucs_container_of(link, uct_rc_sr_ep_t, link)->super.super, status,
