@@ -17,6 +17,7 @@ and prints both as tables.
 """
 import collections
 import csv
+import os
 import sys
 
 SIZES = ["le64", "le256", "le1k", "le4k", "le16k", "le64k", "le256k", "le1m",
@@ -86,6 +87,7 @@ def main(argv):
 
     import matplotlib
     matplotlib.use("Agg")
+    os.makedirs(outdir, exist_ok=True)
     import matplotlib.pyplot as plt
 
     used = [i for i in range(len(SIZES)) if any(sizes[c][i] for c in chans)]

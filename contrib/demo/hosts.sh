@@ -85,7 +85,8 @@ demo_hosts() {
         DEMO_ENV=()
         demo_cluster set --loss 0 >/dev/null 2>&1
         R[bc.$mpi.mode]=$(cat "$work/bcstats-$mpi".* 2>/dev/null |
-            grep -c " size=$DEMO_HOSTS mode=mcast")
+            grep " size=$DEMO_HOSTS mode=mcast" | grep -o '^aptus-bcast rank=[0-9]*' |
+            sort -u | wc -l)
         R[bc.$mpi.repairs]=$(cat "$work/bcstats-$mpi".* 2>/dev/null |
             grep -o ' repairs_sent=[0-9]*' | awk -F= '{ s += $2 } END { print s + 0 }')
     done

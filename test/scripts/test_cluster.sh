@@ -277,6 +277,27 @@ check_ucx_info() {
     else
         fail "ucx_info -d in h1" "$why; devices: $pairs"
     fi
+    # UCP picks lanes by these figures: rc_fp's fast path reaches only
+    # processes of its own host, so on eth0 it must promise what its RC-SR
+    # carrier gives, and its sub-microsecond figure only on lo
+    local fp_eth sr_eth fp_lo
+    fp_eth=$(ucx_info_latency "$log" rc_fp eth0)
+    sr_eth=$(ucx_info_latency "$log" rc_sr eth0)
+    fp_lo=$(ucx_info_latency "$log" rc_fp lo)
+    if [ -n "$fp_eth" ] && [ "$fp_eth" = "$sr_eth" ] &&
+       awk -v a="$fp_lo" -v b="$fp_eth" 'BEGIN { exit !(a != "" && a + 0 < b + 0) }'; then
+        pass "ucx_info -d in h1: rc_fp's latency is its carrier's on eth0 ($fp_eth ns), the fast path's on lo only ($fp_lo ns)"
+    else
+        fail "ucx_info -d in h1: rc_fp's latency" \
+            "rc_fp/eth0 ${fp_eth:-?} ns, rc_sr/eth0 ${sr_eth:-?} ns, rc_fp/lo ${fp_lo:-?} ns; log $log"
+    fi
+}
+
+# ucx_info_latency LOG TL DEV: the latency ucx_info -d gives TL on DEV (ns).
+ucx_info_latency() {
+    awk -v want="$2" -v wdev="$3" '
+        /# *Transport:/ { tl = $3 } /# *Device:/ { dev = $3 }
+        tl == want && dev == wdev && /# *latency:/ { print $3; exit }' "$1"
 }
 
 check_isolation
