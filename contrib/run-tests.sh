@@ -10,7 +10,8 @@
 #   robustness campaign's short form (loss from nftables in a network
 #   namespace and the built-in fault injector, CRC, peer death, stalls,
 #   forgery, scale, fuzz, sanitizers), and the multicast MPI_Bcast library
-#   under both MPIs. Ends with "N passed, M failed"; exits non-zero on any
+#   under both MPIs, and the Debian package (built, installed, used,
+#   purged). Ends with "N passed, M failed"; exits non-zero on any
 #   failure.
 #
 #   contrib/run-tests.sh [--quick]   (--quick: unit tests only)
@@ -80,6 +81,10 @@ if [ $quick -eq 0 ]; then
     # the injector, CRC, peer death, stalls, forgery, scale, fuzz and the
     # sanitizers, ending on its table
     suite campaign contrib/campaign.sh "$top/build/campaign"
+    # the Debian package: built from a copy of the tree (dpkg-buildpackage),
+    # its contents and exact libucx0 dependency, lintian, installed,
+    # aptus-env and its manual page used, purged
+    suite package test/scripts/test_package.sh
 fi
 
 section "summary"

@@ -11,6 +11,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 
 packages=(
     build-essential autoconf automake libtool pkg-config dpkg-dev
+    debhelper lintian man-db
     libucx-dev libucx0 ucx-utils
     libibverbs-dev librdmacm-dev rdma-core
     libgtest-dev libnuma-dev clang clang-format valgrind
