@@ -6,7 +6,8 @@
 # aptus-env, its manual page, the docs, and nothing else: no test
 # programs, no .la files), its dependency on exactly the installed
 # libucx0, lintian (errors fail, warnings are reported), then dpkg -i:
-# aptus-env lists ud_sr and the other transports, its manual page is
+# aptus-env lists ud_sr and the other transports, a short ucx_perftest
+# runs through it (ud_sr, aptus), its manual page is
 # found, ldconfig knows the libraries; then dpkg --purge: every file is
 # gone and aptus-env is off the system's PATH. A source install under
 # /usr/local (contrib/build.sh --install, demo.sh) is left alone: the
@@ -224,6 +225,25 @@ check_install() {
     else
         t_fail "aptus-env ucx_info -d lacks:$missing ($(echo "$out" | grep -i 'aptus\|error' | head -n 3 | tr '\n' ' '))"
     fi
+    # a short ucx_perftest through the installed aptus-env: UCT active
+    # messages over ud_sr and UCP tags over aptus, on lo
+    local tl port=$((26000 + RANDOM % 2000)) pdir
+    pdir=$(mktemp -d /tmp/aptus-pkg-perf.XXXXXX)
+    for tl in ud_sr aptus; do
+        port=$((port + 1))
+        local -a args=(-t am_lat -x "$tl" -d lo -s 8 -n 2000)
+        [ "$tl" = aptus ] && args=(-t tag_lat -s 8 -n 2000)
+        # perftest_pair runs "env ENV... timeout ucx_perftest ...": the
+        # last word of ENV, the installed aptus-env, becomes the command
+        if perftest_pair "$pdir" "$port" -- -u APTUS_LIB -u LD_PRELOAD \
+               UCX_TLS="$tl,self" UCX_NET_DEVICES=lo /usr/bin/aptus-env -- \
+               "${args[@]}" 2>/dev/null; then
+            t_pass "installed aptus-env ucx_perftest ${args[1]} over $tl: $(perftest_final "$pdir/client.log" 3) us"
+        else
+            t_fail "installed aptus-env ucx_perftest ${args[1]} over $tl: $(tail -n 2 "$pdir/client.log" | tr '\n' ' ')"
+        fi
+    done
+    rm -rf "$pdir"
     if man -aw aptus-env 2>/dev/null | grep -qx /usr/share/man/man1/aptus-env.1.gz &&
        [ -n "$(MANWIDTH=80 man -P cat /usr/share/man/man1/aptus-env.1.gz 2>/dev/null)" ]; then
         t_pass "man aptus-env: /usr/share/man/man1/aptus-env.1.gz"
