@@ -33,9 +33,13 @@ contrib/build.sh --check || { echo "build failed"; exit 1; }
 suites_begin
 export APTUS_LIB=$top/build/.libs/libuct_aptus.so
 
+# The 10,000-endpoint scale test runs once, in the campaign's scale row:
+# on a slow machine it takes minutes (the resends of 10,000 streams
+# opening at once), and under ASan it would measure only ASan.
+unit_filter='-*ten_thousand_endpoints_active_at_once*'
 run_unit() {
     set -o pipefail
-    "$top/build/test/unit/aptus_unit" --gtest_color=no 2>&1 |
+    "$top/build/test/unit/aptus_unit" --gtest_color=no --gtest_filter="$unit_filter" 2>&1 |
         grep -v "UCX  ERROR [a-z_]*: invalid configuration\|UCX  ERROR Invalid value\|UCX  WARN  aptus/lo: a message on a connection"
 }
 run_unit_asan() {
@@ -49,7 +53,7 @@ run_unit_asan() {
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_EVENTS=no \
-        "$bin" --gtest_color=no 2>&1 |
+        "$bin" --gtest_color=no --gtest_filter="$unit_filter" 2>&1 |
         grep -v "UCX  ERROR [a-z_]*: invalid configuration\|UCX  ERROR Invalid value\|UCX  WARN  aptus/lo: a message on a connection"
 }
 

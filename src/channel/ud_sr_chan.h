@@ -319,8 +319,11 @@ KHASH_MAP_INIT_INT64(aptus_ud_opening, uint32_t)
  * at most this many per interface, the oldest dropped for a new one, and
  * at most APTUS_UD_OPENING_PER_ADDR from one address (more are refused;
  * a genuine opener retries). A confirmed stream leaves the count within a
- * round trip, so only a flood of openings ever meets the bounds. */
-#define APTUS_UD_OPENING_MAX      4096
+ * round trip, so only a flood of openings ever meets the bounds, or as
+ * many genuine peers opening at once: an evicted genuine opener is reset,
+ * so the ring holds the 10,000 peers of a large job opening together
+ * (128 KiB of pointers, made at the first opening). */
+#define APTUS_UD_OPENING_MAX      16384
 #define APTUS_UD_OPENING_PER_ADDR 1024
 /* Tokens drawn from the OS at once (one system call per so many streams) */
 #define APTUS_UD_TOKEN_BATCH 32
