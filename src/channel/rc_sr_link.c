@@ -92,8 +92,14 @@ void aptus_rc_chan_drop_half_open(aptus_rc_chan_t *chan, unsigned max,
 void aptus_rc_link_failed(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
                           ucs_status_t status)
 {
-    /* a keepalive check in flight wants an answer, even for a clean close */
-    int clean = (status == UCS_ERR_NOT_CONNECTED) && aptus_rc_link_idle(link) &&
+    /* A close in order, or a reset after the peer's BYE (its process
+     * closed the socket with our last credits unread), of a link with
+     * nothing outstanding is told when the link is next used; a keepalive
+     * check in flight wants an answer, even for a clean close. */
+    int clean = ((status == UCS_ERR_NOT_CONNECTED) ||
+                 ((status == UCS_ERR_CONNECTION_RESET) &&
+                  (link->flags & APTUS_RC_LINK_PEER_GONE))) &&
+                aptus_rc_link_idle(link) &&
                 !(link->flags & APTUS_RC_LINK_CHECKED);
 
     if (!(link->flags & APTUS_RC_LINK_USER)) {

@@ -1233,6 +1233,38 @@ void uct_rc_sr::reply_after_close_mid_merge(bool first_stays,
     EXPECT_EQ(0, m_a.err.count.load() + m_b.err.count.load());
 }
 
+/* The peer's process ends (its endpoint said BYE) with our last messages
+ * unread in its socket: its kernel answers them with a reset. A link with
+ * nothing outstanding takes that as the close it is, told on its next use,
+ * and does not fail the owner at once. (Reported at once, ucx_perftest's
+ * server over rc_fp aborted at the end of a run, once in a CI run.) */
+TEST_F(uct_rc_sr, a_reset_after_the_peers_bye_is_a_close)
+{
+    setup_pair();
+    std::vector<uint8_t> d = pattern(5, 64);
+    ASSERT_EQ(UCS_OK, uct_ep_am_short(m_a.ep, 1, 0, d.data(), d.size()));
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == 1; }));
+    /* b's messages stay unread in a's socket: a closes without progress */
+    for (unsigned i = 0; i < 4; ++i) {
+        ASSERT_EQ(UCS_OK, uct_ep_am_short(m_b.ep, 1, 0, d.data(), d.size()));
+    }
+    EXPECT_EQ(UCS_OK, flush_ep(m_b.ep)); /* out of b's backlog */
+    uct_ep_destroy(m_a.ep);              /* BYE */
+    m_a.ep = nullptr;
+    close(m_a);
+    uct_rc_sr_ep_t *ep = ucs_derived_of(m_b.ep, uct_rc_sr_ep_t);
+    ASSERT_TRUE(wait_for(
+        [&] { return (ep->link.flags & APTUS_RC_LINK_FAILED) != 0; }, 10));
+    EXPECT_NE(0u, ep->link.flags & APTUS_RC_LINK_PEER_GONE);
+    for (unsigned i = 0; i < 100; ++i) {
+        progress();
+    }
+    EXPECT_EQ(0, m_b.err.count.load()) << ucs_status_string(m_b.err.status);
+    /* the next use says the peer is gone */
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT,
+              uct_ep_am_short(m_b.ep, 1, 0, d.data(), d.size()));
+}
+
 TEST_F(uct_rc_sr, reply_after_close_mid_merge_staying_side_first)
 {
     reply_after_close_mid_merge(true, false);
