@@ -123,8 +123,8 @@ done
 } | tee "$out/table.txt"
 
 if [ "$mpi" = 1 ]; then
-    work=$out/mpi
-    mkdir -p "$work"
+    work=$(mktemp -d /tmp/aptus-hosts-bench.XXXXXX)
+    trap 'cl down >/dev/null 2>&1; rm -rf "$work"' EXIT
     for m in openmpi mpich; do
         "mpicc.$m" -O2 -o "$work/bcast_bench.$m" contrib/bench/bcast_bench.c 2>/dev/null &&
         "mpicc.$m" -O2 -o "$work/alltoall.$m" test/mpi/alltoall.c 2>/dev/null || exit 2
@@ -169,9 +169,12 @@ if [ "$mpi" = 1 ]; then
     for rep in $(seq 1 "$reps"); do
         for tl in tcp rc_sr aptus; do
             t0=$(date +%s.%N)
-            n=$(job openmpi 4 "$tl" "$lib" alltoall -m 1m -i 2 | grep -c ": OK")
+            job openmpi 4 "$tl" "$lib" alltoall -m 1m -i 2 >"$work/a2a.log"
+            n=$(grep -c ": OK" "$work/a2a.log")
             echo "$tl,$rep,$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }'),$n" \
                 >>"$out/alltoall.csv"
+            # a failed job's log stays with the figures
+            [ "$n" -eq 4 ] || cp "$work/a2a.log" "$out/alltoall-$tl-$rep.log"
         done
     done
     {
@@ -232,4 +235,5 @@ for ax, mtu in zip(axes[0], mtus):
 fig.tight_layout()
 fig.savefig(out + "/hosts_ratio.png")
 EOF
+rm -f "$out/server.log" "$out/client.log"
 echo "results: $out"
