@@ -577,6 +577,41 @@ TEST_F(uct_rc_sr, out_of_bounds_key_refused)
 class uct_rc_sr_over_conn : public uct_rc_sr
 {
   public:
+    /* Both sides connect at once, and the side whose connection stays
+     * starts a put carried over it, sixteen times its backlog (the merge's
+     * SWITCH_ACK waits behind it). */
+    struct merge_put {
+        entity *stays = nullptr, *moves = nullptr;
+        remote_buf rb;
+        std::vector<uint8_t> z;
+        uct_iov_t iov;
+        test_comp c;
+    };
+
+    void start_merge_behind_a_put(merge_put &p, uint8_t seed)
+    {
+        ASSERT_EQ(UCS_OK, open(m_a));
+        ASSERT_EQ(UCS_OK, open(m_b));
+        bool a_stays = a_stays_in_a_merge();
+        p.stays      = a_stays ? &m_a : &m_b;
+        p.moves      = a_stays ? &m_b : &m_a;
+        connect(*p.stays, *p.moves);
+        connect(*p.moves, *p.stays);
+        expose(p.rb, 4 << 20, 8);
+        remote_key(p.rb);
+        p.z   = pattern(seed, p.rb.data.size());
+        p.iov = { p.z.data(), p.z.size(), NULL, 0, 1 };
+        init_comp(p.c);
+        ucs_status_t status;
+        while ((status = uct_ep_put_zcopy(p.stays->ep, &p.iov, 1,
+                                          (uint64_t)(uintptr_t)p.rb.data.data(),
+                                          p.rb.rkey.rkey, &p.c.super)) ==
+               UCS_ERR_NO_RESOURCE) {
+            progress();
+        }
+        ASSERT_EQ(UCS_INPROGRESS, status);
+    }
+
     void remote_key(remote_buf &rb)
     {
         uct_aptus_rkey_t packed;
@@ -727,29 +762,12 @@ TEST_F(uct_rc_sr_over_conn, direct_put_does_not_overtake_carried_ones)
  * connection.) */
 TEST_F(uct_rc_sr_over_conn, merge_completes_behind_a_full_backlog)
 {
-    ASSERT_EQ(UCS_OK, open(m_a));
-    ASSERT_EQ(UCS_OK, open(m_b));
-    bool a_stays  = a_stays_in_a_merge();
-    entity &stays = a_stays ? m_a : m_b;
-    entity &moves = a_stays ? m_b : m_a;
-    connect(stays, moves);
-    connect(moves, stays);
-
-    remote_buf rb;
-    expose(rb, 4 << 20, 8); /* sixteen times the backlog */
-    remote_key(rb);
-    uint64_t base          = (uint64_t)(uintptr_t)rb.data.data();
-    std::vector<uint8_t> z = pattern(9, rb.data.size());
-    uct_iov_t iov          = { z.data(), z.size(), NULL, 0, 1 };
-    test_comp c;
-    init_comp(c);
-    ucs_status_t status;
-    while ((status = uct_ep_put_zcopy(stays.ep, &iov, 1, base, rb.rkey.rkey,
-                                      &c.super)) == UCS_ERR_NO_RESOURCE) {
-        progress();
-    }
-    ASSERT_EQ(UCS_INPROGRESS, status);
-    EXPECT_EQ(UCS_OK, wait_comp(c, status));
+    merge_put put;
+    ASSERT_NO_FATAL_FAILURE(start_merge_behind_a_put(put, 9));
+    entity &stays = *put.stays, &moves = *put.moves;
+    remote_buf &rb                = put.rb;
+    const std::vector<uint8_t> &z = put.z;
+    EXPECT_EQ(UCS_OK, wait_comp(put.c, UCS_INPROGRESS));
     EXPECT_EQ(0, memcmp(rb.data.data(), z.data(), z.size()));
 
     ASSERT_TRUE(wait_for([&] {
@@ -772,28 +790,12 @@ TEST_F(uct_rc_sr_over_conn, merge_completes_behind_a_full_backlog)
  * all-to-all between hosts aborted about one run in six.) */
 TEST_F(uct_rc_sr_over_conn, nothing_follows_the_switch_on_the_old_connection)
 {
-    ASSERT_EQ(UCS_OK, open(m_a));
-    ASSERT_EQ(UCS_OK, open(m_b));
-    bool a_stays  = a_stays_in_a_merge();
-    entity &stays = a_stays ? m_a : m_b;
-    entity &moves = a_stays ? m_b : m_a;
-    connect(stays, moves);
-    connect(moves, stays);
-
-    remote_buf rb;
-    expose(rb, 4 << 20, 8);
-    remote_key(rb);
-    uint64_t base          = (uint64_t)(uintptr_t)rb.data.data();
-    std::vector<uint8_t> z = pattern(4, rb.data.size());
-    uct_iov_t iov          = { z.data(), z.size(), NULL, 0, 1 };
-    test_comp c;
-    init_comp(c);
-    ucs_status_t status;
-    while ((status = uct_ep_put_zcopy(stays.ep, &iov, 1, base, rb.rkey.rkey,
-                                      &c.super)) == UCS_ERR_NO_RESOURCE) {
-        progress();
-    }
-    ASSERT_EQ(UCS_INPROGRESS, status);
+    merge_put put;
+    ASSERT_NO_FATAL_FAILURE(start_merge_behind_a_put(put, 4));
+    entity &moves                   = *put.moves;
+    remote_buf &rb                  = put.rb;
+    const std::vector<uint8_t> &z   = put.z;
+    test_comp &c                    = put.c;
     unsigned checks_while_switching = 0;
     ASSERT_TRUE(wait_for([&] {
         if (switching(moves)) {
