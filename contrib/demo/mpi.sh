@@ -51,7 +51,8 @@ demo_ok() {
 # demo_stat DIR RECORD KEY sum|max|mean: KEY over the RECORD lines (e.g.
 # "aptus/lo") of every process.
 demo_stat() {
-    cat "$1"/[0-9]* 2>/dev/null | grep -v '\.csv' |
+    # the CSV files beside the lines hold no "aptus-stats" record
+    cat "$1"/[0-9]* 2>/dev/null |
         awk -v rec="aptus-stats $2" -v key="$3" -v op="$4" '
             index($0, rec " ") == 1 {
                 for (i = 3; i <= NF; i++) {
