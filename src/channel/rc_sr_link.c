@@ -116,8 +116,15 @@ void aptus_rc_link_failed(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
         return;
     }
     if ((link->flags & APTUS_RC_LINK_SWITCHING) &&
-        (status == UCS_ERR_NOT_CONNECTED) && (link->conn != NULL)) {
-        /* the peer closed the connection given up, after the SWITCH */
+        ((status == UCS_ERR_NOT_CONNECTED) ||
+         (status == UCS_ERR_CONNECTION_RESET)) &&
+        (link->conn != NULL)) {
+        /* The peer closed the connection given up, after the SWITCH: in
+         * order, or with a reset when the wire's own frames (a late
+         * identity answer) reached it after the SWITCH. Nothing of ours is
+         * lost (no read was outstanding when the SWITCH went); the move
+         * completes on the other connection, or fails with it if the
+         * peer is gone. */
         link->conn->wire->ops->conn_close(link->conn);
         link->conn = NULL;
         return;
@@ -254,6 +261,11 @@ static void aptus_rc_chan_pair(aptus_rc_chan_t *chan, aptus_rc_link_t *acc)
             (user->peer_key != acc->peer_key) ||
             (user->peer_port != acc->peer_port) || (user->tag != acc->tag)) {
             continue;
+        }
+        if (aptus_rc_link_reads(user) > 0) {
+            /* the peer closes our connection on reading the SWITCH, and
+             * with it the answers it still owes us: keep both */
+            return;
         }
         /* the last message on our connection; we send again once the peer
          * has seen it, on the connection it opened */
