@@ -25,7 +25,13 @@
 #   BENCH_NPS   job sizes (default "4 8 16")
 #   BENCH_REPS  runs per point, the configurations taking turns; the best
 #               is kept, the median shown beside it (default 3)
-#   BENCH_WORKS workloads (default "halo3d a2a_small lammps")
+#   BENCH_WORKS workloads (default "halo3d a2a_small lammps"; between
+#               hosts "halo3d a2a_small")
+#   BENCH_HOSTS N: run between N hosts of a cluster in a box
+#               (contrib/cluster.sh, ranks spread over the hosts in turn,
+#               UCX_NET_DEVICES=eth0), with UCX's tcp as a fifth
+#               configuration and UD-copy left out (default 0: this host)
+#   BENCH_MTU   the hosts' MTU list, as cluster.sh --mtu (default 1500)
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:-$top/build/bench-aptus}
@@ -66,9 +72,35 @@ else
     echo "# lmp not found (apt-get install lammps): the LAMMPS workload is skipped"
 fi
 
+hosts=${BENCH_HOSTS:-0}
 configs="RC UD UD-copy Aptus"
+launch=(mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none
+        --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any)
+dev=lo
+stats_name=s.%p
+if [ "$hosts" -gt 0 ]; then
+    cluster=aptusbench$$
+    max_np=0
+    for np in $nps; do
+        [ "$np" -gt "$max_np" ] && max_np=$np
+    done
+    slots=$(((max_np + hosts - 1) / hosts))
+    "$top/contrib/cluster.sh" --name "$cluster" up "$hosts" --slots "$slots" \
+        --mtu "${BENCH_MTU:-1500}" >"$out/cluster.log" 2>&1 || {
+        echo "aptus_bench: no cluster (see $out/cluster.log)" >&2
+        exit 2
+    }
+    trap '"$top/contrib/cluster.sh" --name "$cluster" down >/dev/null 2>&1' EXIT
+    launch=("$top/contrib/cluster.sh" --name "$cluster" ompi --map-by node)
+    dev=eth0
+    stats_name=s.%h.%p # process ids repeat from host to host
+    configs="TCP RC UD Aptus"
+    have_lmp=0
+    echo "# between $hosts hosts (MTU ${BENCH_MTU:-1500}), ranks spread over them in turn"
+fi
 tls_of() {
     case $1 in
+    TCP) echo tcp,self ;;
     RC) echo rc_sr,self ;;
     UD|UD-copy) echo ud_sr,self ;;
     Aptus) echo aptus,self ;;
@@ -89,13 +121,11 @@ run_once() {
     lammps)    cmd=(/usr/bin/time -f "maxrss_kb=%M" lmp -in "$out/in.lj"
                     -log none -echo none) ;;
     esac
-    timeout 600 mpirun.openmpi --allow-run-as-root --oversubscribe \
-        --bind-to none --mca pml ucx --mca pml_ucx_tls any \
-        --mca pml_ucx_devices any --mca osc ^ucx \
+    timeout 600 "${launch[@]}" --mca osc ^ucx \
         -x LD_PRELOAD="$lib" -x UCX_TLS="$(tls_of "$config")" \
-        -x UCX_NET_DEVICES=lo -x UCX_WARN_UNUSED_ENV_VARS=n \
+        -x UCX_NET_DEVICES=$dev -x UCX_WARN_UNUSED_ENV_VARS=n \
         -x UCX_UD_SR_ZCOPY="$([ "$config" = UD-copy ] && echo n || echo y)" \
-        -x UCX_APTUS_STATS="$st/s.%p" -np "$np" \
+        -x UCX_APTUS_STATS="$st/$stats_name" -np "$np" \
         "${cmd[@]}" >"$log" 2>&1
     case $work in
     lammps)
@@ -137,6 +167,7 @@ aptus_channels() {
 }
 
 works=${BENCH_WORKS:-halo3d a2a_small lammps}
+[ "$hosts" -gt 0 ] && works=${BENCH_WORKS:-halo3d a2a_small}
 [ $have_lmp = 1 ] || works=${works/lammps/}
 csv=$out/results.csv
 echo "workload,np,config,time_us,rel_to_rc,max_rss_kb,rss_rel_to_ud,ud_sr_msgs,rc_sr_msgs,rc_rdma_msgs,ud_zcopy_msgs,rc_per_rank,rc_fp_msgs,time_med_us" >"$csv"

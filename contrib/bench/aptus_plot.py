@@ -32,9 +32,12 @@ def num(value):
 def bars(rows, key, title, ylabel, path):
     points = sorted({(r["workload"], int(r["np"])) for r in rows},
                     key=lambda p: (p[0], p[1]))
-    width = 0.8 / len(CONFIGS)
+    # the configurations of this run (between hosts: TCP too, no UD-copy)
+    configs = ["TCP"] * any(r["config"] == "TCP" for r in rows) + \
+        [c for c in CONFIGS if any(r["config"] == c for r in rows)]
+    width = 0.8 / len(configs)
     fig, ax = plt.subplots(figsize=(max(6, len(points) * 1.2), 4))
-    for i, config in enumerate(CONFIGS):
+    for i, config in enumerate(configs):
         ys = []
         for work, np_ in points:
             match = [r for r in rows if r["workload"] == work and

@@ -84,7 +84,8 @@ static void aptus_alloc_free(aptus_alloc_t *alloc, aptus_alloc_peer_t *peer,
 static int aptus_alloc_take(aptus_alloc_t *alloc, aptus_alloc_peer_t *peer,
                             aptus_alloc_kind_t kind, uint64_t now_us)
 {
-    if (((kind == APTUS_ALLOC_FP) &&
+    if (peer->slot[kind].barred ||
+        ((kind == APTUS_ALLOC_FP) &&
          (peer->slot[APTUS_ALLOC_RC].state != APTUS_ALLOC_GRANTED)) ||
         !aptus_alloc_reserve(alloc, kind)) {
         return 0;
@@ -101,7 +102,7 @@ static int aptus_alloc_earned(const aptus_alloc_t *alloc,
     const aptus_alloc_config_t *cfg = &alloc->config;
 
     if ((peer->slot[kind].state != APTUS_ALLOC_NONE) ||
-        (now_us < peer->slot[kind].not_before_us)) {
+        peer->slot[kind].barred || (now_us < peer->slot[kind].not_before_us)) {
         return 0;
     }
     if (kind == APTUS_ALLOC_RC) {
@@ -250,6 +251,20 @@ void aptus_alloc_release(aptus_alloc_t *alloc, aptus_alloc_peer_t *peer,
     if (kind == APTUS_ALLOC_RC) {
         aptus_alloc_free(alloc, peer, APTUS_ALLOC_FP, now_us,
                          alloc->config.hold_us);
+    }
+    aptus_alloc_free(alloc, peer, kind, now_us, alloc->config.hold_us);
+}
+
+void aptus_alloc_bar(aptus_alloc_t *alloc, aptus_alloc_peer_t *peer,
+                     aptus_alloc_kind_t kind, uint64_t now_us)
+{
+    if (peer->slot[kind].barred) {
+        return;
+    }
+    peer->slot[kind].barred = 1;
+    alloc->stats.barred[kind]++;
+    if (kind == APTUS_ALLOC_RC) {
+        aptus_alloc_bar(alloc, peer, APTUS_ALLOC_FP, now_us);
     }
     aptus_alloc_free(alloc, peer, kind, now_us, alloc->config.hold_us);
 }

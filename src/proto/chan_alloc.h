@@ -67,6 +67,7 @@ typedef struct aptus_alloc_config {
 
 typedef struct aptus_alloc_slot {
     uint8_t state;          /* aptus_alloc_state_t */
+    uint8_t barred;         /* never with this peer (aptus_alloc_bar) */
     uint64_t since_us;      /* entered this state */
     uint64_t last_use_us;   /* GRANTED: last message over it */
     uint64_t not_before_us; /* NONE: no request before this time */
@@ -88,6 +89,7 @@ typedef struct aptus_alloc_stats {
     uint64_t refusals[APTUS_ALLOC_KIND_LAST]; /* requests we refused */
     uint64_t demoted[APTUS_ALLOC_KIND_LAST];
     uint64_t expired[APTUS_ALLOC_KIND_LAST]; /* unanswered requests */
+    uint64_t barred[APTUS_ALLOC_KIND_LAST];  /* peers it can never serve */
     unsigned peak[APTUS_ALLOC_KIND_LAST];
 } aptus_alloc_stats_t;
 
@@ -148,6 +150,13 @@ aptus_alloc_action_t aptus_alloc_check(aptus_alloc_t *alloc,
  * the endpoint goes: its slot is free; FP goes with RC. */
 void aptus_alloc_release(aptus_alloc_t *alloc, aptus_alloc_peer_t *peer,
                          aptus_alloc_kind_t kind, uint64_t now_us);
+
+/* The channel kind can never serve this peer (a fast path to a peer whose
+ * memory the wire cannot reach: another host): the peer never earns it,
+ * its requests are refused, and a slot it holds or asked for is freed
+ * (the caller closes what was open). */
+void aptus_alloc_bar(aptus_alloc_t *alloc, aptus_alloc_peer_t *peer,
+                     aptus_alloc_kind_t kind, uint64_t now_us);
 
 #ifdef __cplusplus
 }

@@ -319,6 +319,53 @@ TEST(chan_alloc, unanswered_request_gives_its_slot_back)
     EXPECT_EQ(1u, a.used[APTUS_ALLOC_RC]);
 }
 
+/* A fast path to a peer whose memory the wire cannot reach (another
+ * host): barred, it is never asked for however small and many the
+ * messages, the peer's requests are refused, and a slot held for it goes
+ * back. RC to that peer is untouched. */
+TEST(chan_alloc, a_barred_fast_path_is_never_asked_for_nor_granted)
+{
+    two_sides s;
+    ASSERT_NO_FATAL_FAILURE(s.rc_up());
+    aptus_alloc_kind_t kind;
+    /* b earns the fast path and asks; a has since learnt b is remote */
+    ASSERT_EQ(APTUS_ALLOC_ACT_REQUEST,
+              send_n(s.b, s.b_to_a, 128, 64, s.now, kind, APTUS_ALLOC_RC));
+    EXPECT_EQ(APTUS_ALLOC_FP, kind);
+    aptus_alloc_bar(&s.a, &s.a_to_b, APTUS_ALLOC_FP, s.now);
+    EXPECT_EQ(APTUS_ALLOC_ACT_REFUSE,
+              aptus_alloc_requested(&s.a, &s.a_to_b, APTUS_ALLOC_FP, s.now));
+    EXPECT_EQ(1u, s.a.stats.refusals[APTUS_ALLOC_FP]);
+    EXPECT_EQ(1u, s.a.stats.barred[APTUS_ALLOC_FP]);
+
+    /* a sends small messages over RC for a long time: never a request */
+    for (int round = 0; round < 20; ++round) {
+        EXPECT_EQ(APTUS_ALLOC_ACT_NONE,
+                  send_n(s.a, s.a_to_b, 1000, 64, s.now, kind, APTUS_ALLOC_RC));
+        s.now += s.c.hold_us;
+    }
+    EXPECT_EQ(0u, s.a.stats.requested[APTUS_ALLOC_FP]);
+    EXPECT_EQ(0u, s.a.used[APTUS_ALLOC_FP]);
+    EXPECT_EQ(APTUS_ALLOC_GRANTED, s.a_to_b.slot[APTUS_ALLOC_RC].state);
+
+    /* a late GRANT of a request a made before it knew: let go at once */
+    aptus_alloc_peer_t p;
+    aptus_alloc_peer_init(&p, s.now);
+    ASSERT_EQ(APTUS_ALLOC_ACT_REQUEST,
+              send_n(s.a, p, 64, 64, s.now, kind)); /* RC */
+    ASSERT_EQ(APTUS_ALLOC_ACT_OPEN,
+              aptus_alloc_answered(&s.a, &p, APTUS_ALLOC_RC, 1, s.now));
+    ASSERT_EQ(APTUS_ALLOC_ACT_REQUEST,
+              send_n(s.a, p, 128, 64, s.now, kind, APTUS_ALLOC_RC));
+    ASSERT_EQ(APTUS_ALLOC_FP, kind);
+    ASSERT_EQ(1u, s.a.used[APTUS_ALLOC_FP]);
+    aptus_alloc_bar(&s.a, &p, APTUS_ALLOC_FP, s.now);
+    EXPECT_EQ(0u, s.a.used[APTUS_ALLOC_FP]);
+    EXPECT_EQ(APTUS_ALLOC_ACT_DEMOTE,
+              aptus_alloc_answered(&s.a, &p, APTUS_ALLOC_FP, 1, s.now));
+    EXPECT_EQ(0u, s.a.used[APTUS_ALLOC_FP]);
+}
+
 namespace
 {
 

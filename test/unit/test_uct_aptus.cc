@@ -352,6 +352,43 @@ TEST_F(uct_aptus, small_messages_to_a_frequent_peer_earn_rc_and_a_fast_path)
     EXPECT_EQ(0u, b["rx_malformed"] + b["fp_rx_corrupt"] + b["rx_duplicates"]);
 }
 
+/* The same traffic to a peer whose address names another host: RC is
+ * earned as before, but the fast path (a write into the peer's memory) is
+ * never asked for on either side, and no block is spent on it; the peer
+ * is counted remote. (Between hosts each side asked every hold period, the
+ * other granted a block, and the write was found impossible.) */
+TEST_F(uct_aptus, no_fast_path_to_a_peer_on_another_host)
+{
+    ASSERT_EQ(UCS_OK, open(m_a, eager_fp()));
+    ASSERT_EQ(UCS_OK, open(m_b, eager_fp()));
+    for (entity *e : { &m_a, &m_b }) {
+        uct_aptus_tl_iface_addr_t addr;
+        memcpy(&addr, e->iface_addr.data(), sizeof(addr));
+        addr.host_id ^= 0x5a5a;
+        memcpy(e->iface_addr.data(), &addr, sizeof(addr));
+    }
+    connect(m_a, m_b);
+    connect(m_b, m_a);
+    std::vector<std::vector<uint8_t>> sent;
+    for (unsigned i = 0; i < 2000; ++i) {
+        sent.push_back(pattern(i, 8 + (i * 37) % 200));
+        send(m_a, sent.back(), i % 3);
+        ASSERT_FALSE(HasFatalFailure());
+    }
+    expect_received(m_b, sent);
+    auto a = stats(m_a), b = stats(m_b);
+    EXPECT_EQ(1u, a["rc_requested"]);
+    EXPECT_EQ(1u, a["rc_now"]);
+    EXPECT_EQ(0u, a["fp_requested"] + b["fp_requested"]);
+    EXPECT_EQ(0u, a["fp_granted"] + b["fp_granted"]);
+    EXPECT_EQ(0u, a["fp_now"] + b["fp_now"] + a["rc_fp_msgs"]);
+    EXPECT_EQ(1u, a["fp_barred"]);
+    EXPECT_EQ(1u, b["fp_barred"]);
+    EXPECT_TRUE(ucs_derived_of(m_a.ep, uct_aptus_tl_ep_t)->flags &
+                UCT_APTUS_EP_REMOTE);
+    EXPECT_EQ(2000u, a["rc_sr_msgs"] + a["ud_sr_msgs"]);
+}
+
 TEST_F(uct_aptus, ud_only_until_a_peer_earns_rc)
 {
     setup_pair({ { "RC_MSGS", "1000" }, { "RC_BYTES", "0" } });

@@ -119,7 +119,8 @@ typedef struct uct_aptus_tl_iface_addr {
     uint16_t rc_port; /* network byte order */
     uint64_t key;
     uint16_t rc_credits;
-    uint16_t ud_mtu; /* the largest datagram it takes */
+    uint16_t ud_mtu;  /* the largest datagram it takes */
+    uint64_t host_id; /* whose memory its one-sided operations reach */
 } UCS_S_PACKED uct_aptus_tl_iface_addr_t;
 
 typedef struct uct_aptus_tl_ep uct_aptus_tl_ep_t;
@@ -178,8 +179,10 @@ enum {
     UCT_APTUS_EP_CTL_LIST = 1u << 3, /* on the iface's owed-control list */
     UCT_APTUS_EP_XACK     = 1u << 4, /* on the iface's XACK list */
     UCT_APTUS_EP_RESEND   = 1u << 5, /* on the iface's resend list */
-    UCT_APTUS_EP_FENCED   = 1u << 6  /* later operations wait for the
+    UCT_APTUS_EP_FENCED   = 1u << 6, /* later operations wait for the
                                         writes over UD issued before */
+    UCT_APTUS_EP_REMOTE = 1u << 7    /* the wire cannot reach its memory
+                                        (another host): no fast path */
 };
 
 /* A message sent over RC, kept until the peer says it is in: if the
@@ -445,6 +448,12 @@ void uct_aptus_tl_fp_sync(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep);
 /* Attach to the peer's block once the RC connection's peer is proven (a
  * grant that comes first waits in fp_tx->waiting). */
 void uct_aptus_tl_fp_attach(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep);
+
+/* The wire cannot reach the peer's memory (its address names another
+ * host, or the RC connection's proof failed): it never earns a fast path,
+ * and its requests for one are refused. */
+void uct_aptus_tl_ep_set_remote(uct_aptus_tl_iface_t *iface,
+                                uct_aptus_tl_ep_t *ep);
 void uct_aptus_tl_fp_forget(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep);
 /* Control messages of the fast path (type 6 to 8). */
 void uct_aptus_tl_fp_ctl_recv(uct_aptus_tl_iface_t *iface,

@@ -716,6 +716,11 @@ ucs_status_t uct_aptus_tl_ep_create(const uct_ep_params_t *params,
             ep->flags |= UCT_APTUS_EP_USER;
             ep->rc_port    = iface_addr->rc_port;
             ep->rc_credits = iface_addr->rc_credits;
+            if (iface_addr->host_id != iface->conn->host_id) {
+                /* the fast path writes into the peer's memory: not to
+                 * another host (RC-RDMA goes over the connection there) */
+                uct_aptus_tl_ep_set_remote(iface, ep);
+            }
         }
     }
     UCT_APTUS_LEAVE(iface);

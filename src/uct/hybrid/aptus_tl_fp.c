@@ -159,6 +159,21 @@ static void uct_aptus_tl_fp_drop(uct_aptus_tl_iface_t *iface,
     uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_DEMOTE, APTUS_ALLOC_FP);
 }
 
+void uct_aptus_tl_ep_set_remote(uct_aptus_tl_iface_t *iface,
+                                uct_aptus_tl_ep_t *ep)
+{
+    uct_aptus_tl_ep_init_state(iface, ep);
+    if (ep->flags & UCT_APTUS_EP_REMOTE) {
+        return;
+    }
+    ep->flags |= UCT_APTUS_EP_REMOTE;
+    if (ep->alloc.slot[APTUS_ALLOC_FP].state != APTUS_ALLOC_NONE) {
+        uct_aptus_tl_fp_drop(iface, ep);
+    }
+    aptus_alloc_bar(&iface->alloc, &ep->alloc, APTUS_ALLOC_FP,
+                    uct_ud_sr_clock());
+}
+
 void uct_aptus_tl_fp_attach(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep)
 {
     uct_aptus_tl_fp_tx_t *tx = ep->fp_tx;
@@ -195,6 +210,10 @@ void uct_aptus_tl_fp_attach(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep)
     if (status != UCS_OK) {
         /* another host (no fast path to it), an edited grant, or no room */
         uct_aptus_tl_fp_drop(iface, ep);
+        if (status == UCS_ERR_UNREACHABLE) {
+            /* the wire proved the peer is out of its reach: not again */
+            uct_aptus_tl_ep_set_remote(iface, ep);
+        }
         return;
     }
     tx->connected = 1;

@@ -348,6 +348,7 @@ static ucs_status_t uct_aptus_tl_iface_get_address(uct_iface_h tl_iface,
     aaddr->key        = iface->ud.chan.local_key;
     aaddr->rc_credits = iface->rc.config.credits;
     aaddr->ud_mtu     = (uint16_t)iface->ud.wire->mtu;
+    aaddr->host_id    = iface->conn->host_id;
     return UCS_OK;
 }
 

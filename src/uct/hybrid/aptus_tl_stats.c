@@ -78,6 +78,7 @@ unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,
             { "fp_refusals", a->refusals[APTUS_ALLOC_FP] },
             { "fp_demoted", a->demoted[APTUS_ALLOC_FP] },
             { "fp_expired", a->expired[APTUS_ALLOC_FP] },
+            { "fp_barred", a->barred[APTUS_ALLOC_FP] },
             { "fp_block_bytes", iface->fpc.geom.size },
             /* blocks are mapped on first use and kept until close */
             { "fp_blocks_bytes",
@@ -140,6 +141,7 @@ static void uct_aptus_tl_iface_print_peer(uct_aptus_tl_iface_t *iface,
             { "rc_fp_msgs", ep->tx_msgs[APTUS_CHAN_RC_FP] },
             { "rc_fp_bytes", ep->tx_bytes[APTUS_CHAN_RC_FP] },
             { "fp_now", uct_aptus_tl_fp_usable(ep) },
+            { "remote", !!(ep->flags & UCT_APTUS_EP_REMOTE) },
         };
 
         snprintf(name, sizeof(name), "%s/peer-%08x-%u", iface->dev_name,
