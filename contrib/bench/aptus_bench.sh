@@ -79,7 +79,7 @@ launch=(mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none
 dev=lo
 stats_name=s.%p
 if [ "$hosts" -gt 0 ]; then
-    cluster=aptusbench$$
+    cluster=ab$$
     max_np=0
     for np in $nps; do
         [ "$np" -gt "$max_np" ] && max_np=$np

@@ -403,6 +403,18 @@ run_cell() {
         if [ "$files" -ne "$np" ] || [ "$lines" -lt "$np" ]; then
             why="${why:+$why, }statistics: $files files of $np ranks, $lines $tl/eth0 lines"
         fi
+        if [ "$tl" = aptus ] && [ "$hosts" -gt 1 ]; then
+            # peers on the other hosts are known remote, and none of them
+            # was sent to over a fast path (it cannot reach their memory)
+            local remote fp_remote
+            remote=$(cat "$stats"/stats.* | grep '^aptus-stats aptus-peer/' |
+                     grep -c ' remote=1')
+            fp_remote=$(cat "$stats"/stats.* | grep '^aptus-stats aptus-peer/' |
+                        grep ' remote=1' | grep -vc ' rc_fp_msgs=0 ')
+            if [ "$remote" -eq 0 ] || [ "$fp_remote" -ne 0 ]; then
+                why="${why:+$why, }statistics: $remote peer lines say remote, $fp_remote of them used a fast path"
+            fi
+        fi
     fi
     local key="$setting $tl $mpi"
     if [ -z "$why" ]; then

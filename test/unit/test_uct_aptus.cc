@@ -352,11 +352,12 @@ TEST_F(uct_aptus, small_messages_to_a_frequent_peer_earn_rc_and_a_fast_path)
     EXPECT_EQ(0u, b["rx_malformed"] + b["fp_rx_corrupt"] + b["rx_duplicates"]);
 }
 
-/* The same traffic to a peer whose address names another host: RC is
- * earned as before, but the fast path (a write into the peer's memory) is
- * never asked for on either side, and no block is spent on it; the peer
- * is counted remote. (Between hosts each side asked every hold period, the
- * other granted a block, and the write was found impossible.) */
+/* The same traffic to a peer whose address names another host: the fast
+ * path (a write into the peer's memory) is never asked for on either side
+ * and no block is spent on it; the connection it would ride on carries
+ * what its rules take instead. (Between hosts each side asked every hold
+ * period, the other granted a block, the write was found impossible, and
+ * the connection carried nothing: the small messages stayed on UD.) */
 TEST_F(uct_aptus, no_fast_path_to_a_peer_on_another_host)
 {
     ASSERT_EQ(UCS_OK, open(m_a, eager_fp()));
@@ -386,6 +387,7 @@ TEST_F(uct_aptus, no_fast_path_to_a_peer_on_another_host)
     EXPECT_EQ(1u, b["fp_barred"]);
     EXPECT_TRUE(ucs_derived_of(m_a.ep, uct_aptus_tl_ep_t)->flags &
                 UCT_APTUS_EP_REMOTE);
+    EXPECT_GT(a["rc_sr_msgs"], 1500u);
     EXPECT_EQ(2000u, a["rc_sr_msgs"] + a["ud_sr_msgs"]);
 }
 

@@ -553,6 +553,10 @@ uct_aptus_tl_select_but(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
     chan = (aptus_chan_type_t)aptus_rule_chain_select(
         &iface->rules, kind, size, aptus_ud_chan_num_peers(&iface->ud.chan),
         uct_aptus_tl_ep_allocated(iface, ep) & ~but, &rule);
+    if (ucs_unlikely(chan == APTUS_CHAN_RC_FP) &&
+        (ep->flags & UCT_APTUS_EP_REMOTE)) {
+        chan = APTUS_CHAN_RC_SR; /* the fast path's rules, over RC-SR */
+    }
     if ((chan == APTUS_CHAN_RC_SR) &&
         (size + UCT_APTUS_TRAILER_LEN > iface->rc.config.max_msg)) {
         /* a rule allows more than an RC message holds (RC_SEG_SIZE) */

@@ -190,7 +190,8 @@ void uct_aptus_tl_ep_sent(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
          * earns one: small messages go by the fast path where a rule says
          * so (the frequent peers of an all-to-all of 64 B: 4 ranks 19 ->
          * 11 us per call, 16 ranks 245 -> 190 us, where UD pays an ACK
-         * per datagram), and stay on UD where none does. */
+         * per datagram), and stay on UD where none does. (To a peer on
+         * another host, the connection carries what a fast path would.) */
         rc_chans = APTUS_RULE_BIT(APTUS_RULE_RC_SR) |
                    (iface->rma ? APTUS_RULE_BIT(APTUS_RULE_RC_RDMA) : 0) |
                    (((iface->alloc.config.max[APTUS_ALLOC_FP] > 0) &&

@@ -53,6 +53,11 @@ unsigned uct_aptus_tl_ep_allocated(uct_aptus_tl_iface_t *iface,
         if (iface->rma) {
             allocated |= APTUS_RULE_BIT(APTUS_RULE_RC_RDMA);
         }
+        if (ep->flags & UCT_APTUS_EP_REMOTE) {
+            /* no fast path reaches another host: its rules take the
+             * connection it would ride on (uct_aptus_tl_select_but) */
+            allocated |= APTUS_RULE_BIT(APTUS_RULE_RC_FP);
+        }
     }
     if (ucs_unlikely((ep->fp_tx != NULL) && ep->fp_tx->waiting)) {
         uct_aptus_tl_fp_attach(iface, ep);
