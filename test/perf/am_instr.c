@@ -21,7 +21,8 @@
  *
  * Build (public UCX headers only):
  *   gcc -O2 -o am_instr am_instr.c $(pkg-config --cflags --libs ucx)
- * Run (ud_sr needs the aptus module in the process):
+ * Run (the module's transports, ud_sr, rc_sr, rc_fp and aptus, need it in
+ * the process):
  *   LD_PRELOAD=.../libuct_aptus.so ./am_instr -t ud_sr -n 20000
  *   ./am_instr -t tcp -n 20000
  */
@@ -90,7 +91,8 @@ static int am_instr_opt(int c, const char *value, void *arg)
 
 static void usage(const char *prog)
 {
-    printf("usage: %s [-t ud_sr|tcp] [-d DEV] [-n ITERS]\n", prog);
+    printf("usage: %s [-t ud_sr|rc_sr|rc_fp|aptus|tcp] [-d DEV] [-n ITERS]\n",
+           prog);
 }
 
 static uct_ep_h am_instr_connect(perf_uct_t *uct, perf_iface_t *from,
@@ -113,7 +115,7 @@ int main(int argc, char **argv)
     int ret;
 
     opts.num_eps = 20000; /* here: iterations */
-    ret          = perf_parse_opts(argc, argv, "t:d:n:h", PROG, "ud_sr", &opts,
+    ret          = perf_parse_opts(argc, argv, "t:d:n:h", PROG, "*", &opts,
                                    am_instr_opt, NULL, usage);
     if (ret >= 0) {
         return ret;

@@ -242,16 +242,36 @@ static inline int perf_common_opt(int c, const char *arg, perf_opts_t *opts)
     }
 }
 
+/* The memory domain of one of the module's transports, or NULL. */
+static inline const char *perf_module_md(const char *tl)
+{
+    static const char *const mds[][2] = { { "ud_sr", "aptus" },
+                                          { "aptus", "aptus" },
+                                          { "rc_sr", "aptus_rc" },
+                                          { "rc_fp", "aptus_rc" } };
+    unsigned i;
+
+    for (i = 0; i < sizeof(mds) / sizeof(mds[0]); ++i) {
+        if (!strcmp(tl, mds[i][0])) {
+            return mds[i][1];
+        }
+    }
+    return NULL;
+}
+
 /* Checks the shared options once parsed: "tcp" is UCX's own tcp (component
- * and md "tcp"), any other transport than the program's own_tl is refused,
- * and -n must be positive. Says why on stderr and returns -1 if they are not
- * usable, 0 if they are. */
+ * and md "tcp"); own_tl "*" takes any of the module's transports, on its
+ * memory domain, and any other own_tl only itself; -n must be positive.
+ * Says why on stderr and returns -1 if they are not usable, 0 if they
+ * are. */
 static inline int perf_check_opts(const char *prog, const char *own_tl,
                                   perf_opts_t *opts)
 {
     if (!strcmp(opts->tl, "tcp")) {
         opts->component = "tcp";
         opts->md        = "tcp";
+    } else if (!strcmp(own_tl, "*") && (perf_module_md(opts->tl) != NULL)) {
+        opts->md = perf_module_md(opts->tl);
     } else if (strcmp(opts->tl, own_tl)) {
         fprintf(stderr, "%s: unknown transport '%s'\n", prog, opts->tl);
         return -1;
