@@ -673,7 +673,9 @@ TEST_F(uct_aptus, idle_fast_path_gives_its_blocks_back)
     auto second = send_small_mixed(m_a, 3000, 8);
     expect_received(m_b, second, first.size());
     auto a = stats(m_a);
-    EXPECT_EQ(2u, a["fp_granted"]);
+    /* earned again (and, on a machine slow enough to leave the sender
+     * idle for IDLE in the middle, more than once) */
+    EXPECT_GE(a["fp_granted"], 2u);
     EXPECT_EQ(0u, stats(m_b)["fp_blocks_orphaned"]);
     EXPECT_EQ(0u, stats(m_b)["rx_duplicates"] + stats(m_b)["fp_rx_corrupt"]);
 }
