@@ -8,8 +8,10 @@
 #   UD-copy  ud_sr with UCX_UD_SR_ZCOPY=n
 #   Aptus    UCX_TLS=aptus,self   UD for all, RC for the peers that earn it
 #
-# on three workloads, Open MPI (pml ucx), 4 to 16 ranks on this host:
+# on four workloads, Open MPI (pml ucx), 4 to 16 ranks on this host:
 #   halo3d     3-D nearest-neighbour halo exchange, 128 KB faces
+#   halo_small the same with 512 B faces: small messages to six frequent
+#              peers, where the fast path matters
 #   a2a_small  MPI_Alltoall, 64 B per peer
 #   lammps     LAMMPS (Debian's lmp), Lennard-Jones melt, 16k atoms
 #
@@ -25,13 +27,16 @@
 #   BENCH_NPS   job sizes (default "4 8 16")
 #   BENCH_REPS  runs per point, the configurations taking turns; the best
 #               is kept, the median shown beside it (default 3)
-#   BENCH_WORKS workloads (default "halo3d a2a_small lammps"; between
-#               hosts "halo3d a2a_small")
+#   BENCH_WORKS workloads (default "halo3d halo_small a2a_small lammps";
+#               between hosts "halo3d halo_small a2a_small")
 #   BENCH_HOSTS N: run between N hosts of a cluster in a box
 #               (contrib/cluster.sh, ranks spread over the hosts in turn,
 #               UCX_NET_DEVICES=eth0), with UCX's tcp as a fifth
 #               configuration and UD-copy left out (default 0: this host)
 #   BENCH_MTU   the hosts' MTU list, as cluster.sh --mtu (default 1500)
+#   BENCH_CONFIGS the configurations, of RC UD UD-copy FP Aptus TCP (FP:
+#               UCX_TLS=rc_fp,self, a fast path to every peer; RC is the
+#               reference of the ratios and always runs)
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:-$top/build/bench-aptus}
@@ -98,9 +103,13 @@ if [ "$hosts" -gt 0 ]; then
     have_lmp=0
     echo "# between $hosts hosts (MTU ${BENCH_MTU:-1500}), ranks spread over them in turn"
 fi
+if [ -n "${BENCH_CONFIGS:-}" ]; then
+    configs="RC ${BENCH_CONFIGS//RC/}"
+fi
 tls_of() {
     case $1 in
     TCP) echo tcp,self ;;
+    FP) echo rc_fp,self ;;
     RC) echo rc_sr,self ;;
     UD|UD-copy) echo ud_sr,self ;;
     Aptus) echo aptus,self ;;
@@ -117,6 +126,7 @@ run_once() {
     local -a cmd
     case $work in
     halo3d)    cmd=("$out/halo3d" -n 128 -i 100 -w 10) ;;
+    halo_small) cmd=("$out/halo3d" -n 8 -i 2000 -w 200) ;;
     a2a_small) cmd=("$out/a2a_small" -b 64 -i 1000 -w 50) ;;
     lammps)    cmd=(/usr/bin/time -f "maxrss_kb=%M" lmp -in "$out/in.lj"
                     -log none -echo none) ;;
@@ -166,8 +176,8 @@ aptus_channels() {
                      v["rc_fp_msgs"] }'
 }
 
-works=${BENCH_WORKS:-halo3d a2a_small lammps}
-[ "$hosts" -gt 0 ] && works=${BENCH_WORKS:-halo3d a2a_small}
+works=${BENCH_WORKS:-halo3d halo_small a2a_small lammps}
+[ "$hosts" -gt 0 ] && works=${BENCH_WORKS:-halo3d halo_small a2a_small}
 [ $have_lmp = 1 ] || works=${works/lammps/}
 csv=$out/results.csv
 echo "workload,np,config,time_us,rel_to_rc,max_rss_kb,rss_rel_to_ud,ud_sr_msgs,rc_sr_msgs,rc_rdma_msgs,ud_zcopy_msgs,rc_per_rank,rc_fp_msgs,time_med_us" >"$csv"

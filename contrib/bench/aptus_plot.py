@@ -18,7 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-CONFIGS = ["RC", "UD", "UD-copy", "Aptus"]
+CONFIGS = ["RC", "UD", "UD-copy", "FP", "Aptus"]
 CHANNELS = ["ud_sr_msgs", "rc_sr_msgs", "rc_rdma_msgs", "ud_zcopy_msgs"]
 
 
