@@ -189,6 +189,14 @@ static size_t aptus_ud_align_pad(const aptus_ud_chan_config_t *config,
            config->am_align;
 }
 
+static void aptus_ud_tx_batch_cleanup(aptus_ud_tx_batch_t *batch)
+{
+    ucs_free(batch->tx);
+    ucs_free(batch->iov);
+    ucs_free(batch->hdrs);
+    ucs_free(batch->train_iov);
+}
+
 static ucs_status_t aptus_ud_tx_batch_init(aptus_ud_tx_batch_t *batch,
                                            unsigned max)
 {
@@ -199,20 +207,15 @@ static ucs_status_t aptus_ud_tx_batch_init(aptus_ud_tx_batch_t *batch,
                               "aptus_ud_batch_iov");
     batch->hdrs =
         ucs_calloc(max, APTUS_UD_SR_ACK_MAX_LEN, "aptus_ud_batch_hdrs");
-    if ((batch->tx == NULL) || (batch->iov == NULL) || (batch->hdrs == NULL)) {
-        ucs_free(batch->tx);
-        ucs_free(batch->iov);
-        ucs_free(batch->hdrs);
+    batch->train_iov =
+        ucs_calloc(APTUS_UD_TX_TRAIN_MAX * APTUS_DGRAM_MAX_IOV,
+                   sizeof(*batch->train_iov), "aptus_ud_batch_train_iov");
+    if ((batch->tx == NULL) || (batch->iov == NULL) || (batch->hdrs == NULL) ||
+        (batch->train_iov == NULL)) {
+        aptus_ud_tx_batch_cleanup(batch);
         return UCS_ERR_NO_MEMORY;
     }
     return UCS_OK;
-}
-
-static void aptus_ud_tx_batch_cleanup(aptus_ud_tx_batch_t *batch)
-{
-    ucs_free(batch->tx);
-    ucs_free(batch->iov);
-    ucs_free(batch->hdrs);
 }
 
 ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,

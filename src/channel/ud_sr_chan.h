@@ -255,6 +255,8 @@ struct aptus_ud_tx_msg {
 typedef struct aptus_ud_chan_stats {
     uint64_t tx_msgs, tx_bytes, tx_data_dgrams, tx_acks, tx_resets;
     uint64_t tx_retransmits, tx_fast_retransmits, tx_window_full, tx_probes;
+    uint64_t tx_trains;       /* segmented sends of a message's datagrams */
+    uint64_t tx_train_dgrams; /* datagrams that went in them */
     uint64_t rx_msgs, rx_bytes, rx_data_dgrams, rx_acks;
     uint64_t rx_duplicates, rx_held, rx_out_of_window, rx_deferred;
     uint64_t rx_bad_key, rx_malformed, rx_bad_crc, rx_bad_ack;
@@ -330,13 +332,19 @@ KHASH_MAP_INIT_INT64(aptus_ud_opening, uint32_t)
 
 typedef uint64_t (*aptus_ud_clock_t)(void);
 
+/* Most datagrams of one message in one segmented send (UDP GSO): the
+ * kernel's UDP_MAX_SEGMENTS on older kernels. */
+#define APTUS_UD_TX_TRAIN_MAX 64
+
 /* Datagrams built in one go (a whole message, a retransmit burst). */
 typedef struct aptus_ud_tx_batch {
     unsigned count;
     unsigned max;
     aptus_dgram_tx_t *tx;
-    struct iovec *iov; /* max * APTUS_DGRAM_MAX_IOV */
-    uint8_t *hdrs;     /* max * APTUS_UD_SR_ACK_MAX_LEN */
+    struct iovec *iov;       /* max * APTUS_DGRAM_MAX_IOV */
+    uint8_t *hdrs;           /* max * APTUS_UD_SR_ACK_MAX_LEN */
+    struct iovec *train_iov; /* APTUS_UD_TX_TRAIN_MAX * APTUS_DGRAM_MAX_IOV:
+                                one train's datagrams end to end */
 } aptus_ud_tx_batch_t;
 
 /* Completions to run later, in the order they were added. */

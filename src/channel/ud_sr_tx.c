@@ -267,6 +267,83 @@ void aptus_ud_tx_batch_flush(aptus_ud_chan_t *chan)
     batch->count = 0;
 }
 
+/* Whether the datagrams of a message of num_frags may go as trains. */
+static inline int aptus_ud_tx_train_ok(aptus_ud_chan_t *chan,
+                                       unsigned num_frags)
+{
+    return (num_frags > 1) && (chan->wire->ops->send_seg != NULL) &&
+           (chan->wire->seg_max_bytes != 0);
+}
+
+/* Send the batch whose entries from start on are one message's datagrams,
+ * all of seg_size bytes but the last: those go as trains, one system call
+ * and one pass through the kernel's UDP stack for up to a train's worth
+ * (UDP GSO). Each datagram keeps its own header, so the receiver cannot
+ * tell. Where the wire refuses, they go one by one as before. */
+static void aptus_ud_tx_batch_flush_trains(aptus_ud_chan_t *chan,
+                                           unsigned start, size_t seg_size)
+{
+    aptus_ud_tx_batch_t *batch = &chan->batch;
+    aptus_dgram_wire_t *wire   = chan->wire;
+    unsigned i, k, j, n, left, trains, max_train, iovcnt, sent;
+    ucs_status_t status;
+    size_t len;
+
+    aptus_ud_trace_tx(chan, batch->tx, batch->count);
+    if (start > 0) {
+        (void)wire->ops->send(wire, batch->tx, start, &sent);
+        if (sent < start) {
+            goto out; /* the socket is full: the window sends it later */
+        }
+    }
+
+    max_train = ucs_min(ucs_min(wire->seg_max_count, APTUS_UD_TX_TRAIN_MAX),
+                        wire->seg_max_bytes / seg_size);
+    for (i = start; (i < batch->count) && (max_train >= 2); i += n) {
+        /* trains of even length, so that no tail of one datagram is left */
+        left   = batch->count - i;
+        trains = ucs_div_round_up(left, max_train);
+        n      = ucs_div_round_up(left, trains);
+        if (n < 2) {
+            break;
+        }
+
+        iovcnt = 0;
+        for (k = i; k < i + n; ++k) {
+            len = 0;
+            for (j = 0; j < batch->tx[k].iovcnt; ++j) {
+                len += batch->tx[k].iov[j].iov_len;
+                batch->train_iov[iovcnt++] = batch->tx[k].iov[j];
+            }
+            /* the kernel cuts at seg_size: a short datagram inside would
+             * shift every header after it */
+            if ((len > seg_size) || ((len != seg_size) && (k + 1 < i + n))) {
+                ucs_assertv(0, "datagram of %zu in a train of %zu", len,
+                            seg_size);
+                goto one_by_one;
+            }
+        }
+
+        status = wire->ops->send_seg(wire, batch->tx[i].dst, batch->train_iov,
+                                     iovcnt, seg_size);
+        if (status == UCS_OK) {
+            chan->stats.tx_trains++;
+            chan->stats.tx_train_dgrams += n;
+        } else if (status == UCS_ERR_UNSUPPORTED) {
+            break;
+        } else {
+            goto out; /* as a datagram the wire could not take */
+        }
+    }
+
+one_by_one:
+    if (i < batch->count) {
+        (void)wire->ops->send(wire, batch->tx + i, batch->count - i, &sent);
+    }
+out:
+    batch->count = 0;
+}
+
 void aptus_ud_tx_release(void *arg, aptus_rel_txe_t *txe)
 {
     aptus_ud_tx_ctx_t *ctx   = arg;
@@ -367,11 +444,17 @@ static void aptus_ud_tx_post(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
                              aptus_ud_tx_msg_t *msg)
 {
     const aptus_ud_dg_class_t *cls = aptus_ud_peer_class(chan, peer);
+    int train                      = aptus_ud_tx_train_ok(chan, msg->num_frags);
     aptus_ud_tx_frag_t *frag;
     size_t offset = 0, len;
-    unsigned i;
+    unsigned i, start;
     int ack_req;
 
+    /* a train is built whole in the batch, behind what is already there */
+    if (train && (chan->batch.count + msg->num_frags > chan->batch.max)) {
+        aptus_ud_tx_batch_flush(chan);
+    }
+    start = chan->batch.count;
     for (i = 0; i < msg->num_frags; ++i) {
         frag         = &msg->frags[i];
         frag->msg    = msg;
@@ -398,7 +481,13 @@ static void aptus_ud_tx_post(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         aptus_ud_tx_batch_add_frag(chan, peer, frag, ack_req);
     }
     ucs_assert(offset == msg->length);
-    aptus_ud_tx_batch_flush(chan);
+    if (train) {
+        /* every datagram of a message but its last is the peer's size:
+         * the first fragment's longer header takes from its payload */
+        aptus_ud_tx_batch_flush_trains(chan, start, cls->mtu);
+    } else {
+        aptus_ud_tx_batch_flush(chan);
+    }
     if (chan->config.rel.probe_min_us != 0) {
         /* this datagram's probe; older ones were counted when sent */
         uint64_t due = chan->now_us +

@@ -79,7 +79,14 @@ static ucs_status_t fake_send_seg(aptus_dgram_wire_t *w,
 {
     fake_wire *fw = reinterpret_cast<fake_wire *>(w);
     std::vector<uint8_t> all;
-    unsigned train = ++fw->net->trains, n = 0;
+    unsigned train, n = 0;
+
+    if (fw->net->seg_refuse) {
+        fw->net->seg_refused++;
+        w->seg_max_bytes = 0;
+        return UCS_ERR_UNSUPPORTED;
+    }
+    train = ++fw->net->trains;
 
     for (unsigned j = 0; j < iovcnt; ++j) {
         const uint8_t *p = (const uint8_t *)iov[j].iov_base;

@@ -78,6 +78,10 @@ class fake_net
      * together, as UDP GRO does */
     bool coalesce   = false;
     unsigned trains = 0; /* segmented sends */
+    /* send_seg refuses as a kernel or path without UDP GSO does: the wire
+     * stops offering it (seg_max_bytes = 0) */
+    bool seg_refuse      = false;
+    unsigned seg_refused = 0;
     unsigned sent = 0, dropped = 0;
 
     static uint64_t now;

@@ -617,6 +617,41 @@ TEST_F(uct_ud_sr, fault_injector_loss_dup_reorder)
     EXPECT_EQ(0, m_a.err.count.load());
 }
 
+/* A message of several datagrams leaves in one system call (UDP GSO) on
+ * the socket wire; the receiving socket, without GRO, takes the datagrams
+ * one by one, as from a sender without it. */
+TEST_F(uct_ud_sr, datagrams_of_a_message_leave_as_one_train)
+{
+    setup_pair({ { "MTU", "1452" } });
+    uct_iface_attr_t attr;
+    ASSERT_EQ(UCS_OK, uct_iface_query(m_a.iface, &attr));
+    std::vector<std::vector<uint8_t>> expect;
+    for (unsigned i = 0; i < 200; ++i) {
+        std::vector<uint8_t> data =
+            pattern(i, (i % 4 == 0) ? attr.cap.am.max_bcopy
+                                    : (i * 1777) % attr.cap.am.max_bcopy);
+        ssize_t len;
+        while ((len = uct_ep_am_bcopy(m_a.ep, 3, pack_vec, &data, 0)) ==
+               UCS_ERR_NO_RESOURCE) {
+            progress();
+        }
+        ASSERT_EQ((ssize_t)data.size(), len);
+        expect.push_back(data);
+    }
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == expect.size(); }));
+    EXPECT_EQ(UCS_OK, flush_ep(m_a.ep));
+    for (size_t i = 0; i < expect.size(); ++i) {
+        ASSERT_EQ(expect[i], m_b.rx.msgs[i]) << i;
+    }
+    auto sa = stats(m_a), sb = stats(m_b);
+    /* the messages of more than one datagram went in trains */
+    EXPECT_GT(sa["tx_trains"], 100u);
+    EXPECT_GT(sa["tx_train_dgrams"], 20 * sa["tx_trains"] / 2);
+    EXPECT_EQ(0u, sb["rx_malformed"]);
+    EXPECT_EQ(0u, sb["rx_truncated"]);
+    EXPECT_EQ(0, m_a.err.count.load());
+}
+
 TEST_F(uct_ud_sr, destroyed_endpoint_delivers_accepted_data)
 {
     setup_pair({ { "FAULT_DROP", "0.3" },

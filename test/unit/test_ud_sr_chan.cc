@@ -106,7 +106,7 @@ class ud_chan : public ::testing::Test
 
     void init(side &s, uint32_t key, size_t mtu = 1024)
     {
-        s.wire = m_net.create(mtu);
+        s.wire = m_net.create(mtu, m_seg);
         s.key  = key;
         ASSERT_EQ(UCS_OK,
                   aptus_ud_chan_init(&s.chan, &m_cfg, &s.wire->super, NULL,
@@ -238,6 +238,37 @@ class ud_chan : public ::testing::Test
     aptus_ud_chan_config_t m_cfg;
     fake_net m_net;
     side m_a, m_b;
+    bool m_seg = false; /* wires offer send_seg (UDP GSO) */
+};
+
+/* Wires that send trains of datagrams in one call. */
+class ud_chan_train : public ud_chan
+{
+  public:
+    void SetUp() override
+    {
+        ud_chan::SetUp();
+        m_seg = true;
+    }
+
+    /* A stream from a to b with its handshake done, and the datagrams of
+     * the next messages recorded as they are sent. */
+    aptus_ud_peer_t *open_and_watch()
+    {
+        init_both();
+        aptus_ud_peer_t *p = open_stream(m_a, m_b);
+        m_net.filter       = [this](const fake_dgram &d,
+                              const aptus_ud_sr_pkt_t &pkt) {
+            if ((d.from == m_a.wire->id) &&
+                (pkt.type == APTUS_UD_SR_TYPE_DATA)) {
+                m_data.push_back(d);
+            }
+            return FAKE_PASS;
+        };
+        return p;
+    }
+
+    std::vector<fake_dgram> m_data; /* a's data datagrams, as delivered */
 };
 
 } // namespace
@@ -1693,4 +1724,193 @@ TEST_F(ud_chan_path, stale_or_forged_answers_raise_nothing)
     EXPECT_EQ(0u, a->stats.path_raised);
     EXPECT_EQ((size_t)APTUS_UD_PATH_BASE, aptus_ud_peer_mtu(a, p));
     other->super.ops->close(&other->super);
+}
+
+TEST_F(ud_chan_train, multi_datagram_message_goes_as_one_train)
+{
+    aptus_ud_peer_t *p = open_and_watch();
+    uint64_t dgrams    = m_a.chan.stats.tx_data_dgrams;
+    unsigned trains    = m_net.trains;
+
+    /* 16 datagrams of 1024 bytes: 984 + 15 * 984 with the CRC */
+    std::vector<uint8_t> data = pattern(5, 15000);
+    ASSERT_EQ((ssize_t)data.size(), send_bcopy(m_a, p, 6, data));
+    uint64_t frags = m_a.chan.stats.tx_data_dgrams - dgrams;
+    EXPECT_EQ(16u, frags);
+    EXPECT_EQ(trains + 1, m_net.trains);
+    EXPECT_EQ(1u, m_a.chan.stats.tx_trains);
+    EXPECT_EQ(frags, m_a.chan.stats.tx_train_dgrams);
+
+    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    ASSERT_EQ(1u, m_b.rx.size());
+    EXPECT_EQ(data, m_b.rx[0].data);
+    EXPECT_EQ(6, m_b.rx[0].am_id);
+    ASSERT_EQ(frags, m_data.size());
+    for (const fake_dgram &d : m_data) {
+        EXPECT_EQ(m_net.trains, d.train);
+        if (&d != &m_data.back()) {
+            EXPECT_EQ(1024u, d.data.size()); /* the kernel's cut */
+        }
+    }
+    EXPECT_EQ(0u, m_a.chan.stats.tx_retransmits);
+    EXPECT_EQ(0u, m_a.chan.stats.tx_fast_retransmits);
+}
+
+TEST_F(ud_chan_train, every_size_and_header_layout_delivered_intact)
+{
+    for (int crc : { 1, 0 }) {
+        m_cfg.crc = crc;
+        fini(m_a);
+        fini(m_b);
+        m_b.rx.clear();
+        m_data.clear();
+        aptus_ud_peer_t *p = open_and_watch();
+        size_t single = 1024 - 32 - (crc ? 8 : 0), first = 1024 - 40;
+        uint64_t trains = 0, train_dgrams = 0, net_trains = m_net.trains;
+        /* the first fragment's header is 8 bytes longer than the others'
+         * without the CRC: its datagram is still the peer's size */
+        std::vector<size_t> sizes = { 991,  992,  993,   1983, 1984, 1985,
+                                      2500, 8191, 16384, 1,    0 };
+        for (size_t len : sizes) {
+            ASSERT_EQ((ssize_t)len, send_bcopy(m_a, p, 7, pattern(len, len)));
+            ASSERT_TRUE(
+                run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+            if (len > single) {
+                trains++;
+                train_dgrams += 1 + (len - first + single - 1) / single;
+            }
+        }
+        ASSERT_EQ(sizes.size(), m_b.rx.size());
+        for (size_t i = 0; i < sizes.size(); ++i) {
+            EXPECT_EQ(pattern(sizes[i], sizes[i]), m_b.rx[i].data)
+                << "crc " << crc << " len " << sizes[i];
+        }
+        /* every message of several datagrams went as one train, every
+         * datagram of them in it */
+        EXPECT_EQ(trains, m_a.chan.stats.tx_trains) << crc;
+        EXPECT_EQ(train_dgrams, m_a.chan.stats.tx_train_dgrams) << crc;
+        EXPECT_EQ(trains, m_net.trains - net_trains) << crc;
+        EXPECT_EQ(0u, m_a.chan.stats.tx_retransmits);
+    }
+}
+
+TEST_F(ud_chan_train, train_cut_to_the_wire_limits_evenly)
+{
+    aptus_ud_peer_t *p            = open_and_watch();
+    m_a.wire->super.seg_max_count = 4;
+    std::vector<uint8_t> data     = pattern(9, 16384); /* 17 datagrams */
+    ASSERT_EQ((ssize_t)data.size(), send_bcopy(m_a, p, 2, data));
+    /* 4 + 4 + 3 + 3 + 3: no train of one */
+    EXPECT_EQ(5u, m_a.chan.stats.tx_trains);
+    EXPECT_EQ(17u, m_a.chan.stats.tx_train_dgrams);
+    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    ASSERT_EQ(1u, m_b.rx.size());
+    EXPECT_EQ(data, m_b.rx[0].data);
+
+    /* a byte limit below two datagrams: one by one */
+    m_a.wire->super.seg_max_count = 64;
+    m_a.wire->super.seg_max_bytes = 1500;
+    ASSERT_EQ((ssize_t)data.size(), send_bcopy(m_a, p, 2, data));
+    EXPECT_EQ(5u, m_a.chan.stats.tx_trains);
+    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    ASSERT_EQ(2u, m_b.rx.size());
+    EXPECT_EQ(data, m_b.rx[1].data);
+}
+
+TEST_F(ud_chan_train, loss_inside_a_train_repaired_by_resend)
+{
+    aptus_ud_peer_t *p = open_and_watch();
+    for (unsigned i = 0; i < 5; ++i) { /* measure the RTT */
+        ASSERT_EQ(UCS_OK, send_short(m_a, p, 1, i, pattern(i, 10)));
+        ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    }
+    /* the sixth datagram of the train is lost once; its resend goes
+     * alone */
+    unsigned seen = 0, resent_alone = 0;
+    uint16_t lost_psn = 0;
+    m_net.filter      = [&](const fake_dgram &d, const aptus_ud_sr_pkt_t &pkt) {
+        if ((d.from != m_a.wire->id) || (pkt.type != APTUS_UD_SR_TYPE_DATA)) {
+            return FAKE_PASS;
+        }
+        if ((d.train != 0) && (++seen == 6)) {
+            lost_psn = pkt.psn;
+            return FAKE_DROP;
+        }
+        if ((seen >= 6) && (d.train == 0) && (pkt.psn == lost_psn)) {
+            resent_alone++;
+        }
+        return FAKE_PASS;
+    };
+    std::vector<uint8_t> data = pattern(42, 16000);
+    ASSERT_EQ((ssize_t)data.size(), send_bcopy(m_a, p, 3, data));
+    EXPECT_EQ(1u, m_a.chan.stats.tx_trains);
+    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    EXPECT_GE(seen, 6u);
+    EXPECT_EQ(1u, resent_alone);
+    EXPECT_EQ(1u, m_a.chan.stats.tx_trains); /* the resend is no train */
+    EXPECT_EQ(1u, m_a.chan.stats.tx_fast_retransmits +
+                      m_a.chan.stats.tx_retransmits);
+    ASSERT_EQ(6u, m_b.rx.size());
+    EXPECT_EQ(data, m_b.rx.back().data);
+    EXPECT_GE(m_b.chan.stats.rx_held, 1u); /* the rest waited for it */
+}
+
+TEST_F(ud_chan_train, refused_train_falls_back_to_single_datagrams)
+{
+    aptus_ud_peer_t *p        = open_and_watch();
+    m_net.seg_refuse          = true;
+    std::vector<uint8_t> data = pattern(3, 12000);
+    ASSERT_EQ((ssize_t)data.size(), send_bcopy(m_a, p, 4, data));
+    EXPECT_EQ(1u, m_net.seg_refused);
+    EXPECT_EQ(0u, m_a.chan.stats.tx_trains);
+    EXPECT_EQ(0u, m_a.wire->super.seg_max_bytes);
+    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    ASSERT_EQ(1u, m_b.rx.size());
+    EXPECT_EQ(data, m_b.rx[0].data);
+    EXPECT_EQ(0u, m_a.chan.stats.tx_retransmits); /* none was lost */
+    EXPECT_EQ(0u, m_a.chan.stats.tx_fast_retransmits);
+
+    /* the wire said no once: later messages do not ask again */
+    ASSERT_EQ((ssize_t)data.size(), send_bcopy(m_a, p, 4, data));
+    EXPECT_EQ(1u, m_net.seg_refused);
+    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    ASSERT_EQ(2u, m_b.rx.size());
+    EXPECT_EQ(data, m_b.rx[1].data);
+    for (const fake_dgram &d : m_data) {
+        EXPECT_EQ(0u, d.train);
+    }
+}
+
+TEST_F(ud_chan_train, wire_without_send_seg_sends_one_by_one)
+{
+    aptus_ud_peer_t *p                   = open_and_watch();
+    static aptus_dgram_wire_ops_t no_seg = *m_a.wire->super.ops;
+    no_seg.send_seg                      = NULL;
+    m_a.wire->super.ops                  = &no_seg;
+    std::vector<uint8_t> data            = pattern(8, 9000);
+    ASSERT_EQ((ssize_t)data.size(), send_bcopy(m_a, p, 5, data));
+    EXPECT_EQ(0u, m_a.chan.stats.tx_trains);
+    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    ASSERT_EQ(1u, m_b.rx.size());
+    EXPECT_EQ(data, m_b.rx[0].data);
+}
+
+TEST_F(ud_chan_train, zcopy_message_goes_as_a_train)
+{
+    aptus_ud_peer_t *p       = open_and_watch();
+    std::vector<uint8_t> hdr = pattern(1, 16), b1 = pattern(2, 5000),
+                         b2 = pattern(3, 3), b3 = pattern(4, 4000);
+    test_comp comp;
+    init_comp(comp);
+    ASSERT_EQ(UCS_INPROGRESS,
+              send_zcopy(m_a, p, 9, hdr, { &b1, &b2, &b3 }, &comp));
+    EXPECT_EQ(1u, m_a.chan.stats.tx_trains);
+    ASSERT_TRUE(run_until([&] { return comp.done == 1; }));
+    EXPECT_EQ(UCS_OK, comp.status);
+    std::vector<uint8_t> expect = hdr;
+    expect.insert(expect.end(), b1.begin(), b1.end());
+    expect.insert(expect.end(), b2.begin(), b2.end());
+    expect.insert(expect.end(), b3.begin(), b3.end());
+    ASSERT_EQ(1u, m_b.rx.size());
+    EXPECT_EQ(expect, m_b.rx[0].data);
 }

@@ -45,6 +45,8 @@ static const uct_ud_base_stat_def_t uct_ud_base_chan_stats[] = {
     UCT_UD_CHAN_STAT("rx_msgs", NULL, rx_msgs),
     UCT_UD_CHAN_STAT("rx_bytes", NULL, rx_bytes),
     UCT_UD_CHAN_STAT("tx_data", "ud_tx_data", tx_data_dgrams),
+    UCT_UD_CHAN_STAT("tx_trains", "ud_tx_trains", tx_trains),
+    UCT_UD_CHAN_STAT("tx_train_dgrams", "ud_tx_train_dgrams", tx_train_dgrams),
     UCT_UD_CHAN_STAT("tx_acks", "ud_tx_acks", tx_acks),
     UCT_UD_CHAN_STAT("rx_acks", NULL, rx_acks),
     UCT_UD_CHAN_STAT("retransmits", "ud_retransmits", tx_retransmits),

@@ -1,0 +1,70 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Before/after of UD-SR trains between two hosts, interleaved: in every
+# repetition each test runs over tcp, then each library in turn (the order
+# of the libraries alternates), on one cluster in a box per MTU, so that
+# the load of a shared machine falls on both alike. Same perftest calls as
+# contrib/bench/hosts_bench.sh.
+#   ab.sh BEFORE.so AFTER.so OUTDIR [REPS]
+set -u
+top=$(cd "$(dirname "$0")/../../../.." && pwd)
+cd "$top" || exit 2
+before=$1 after=$2 out=$3 reps=${4:-5}
+mkdir -p "$out"
+name=ab$$
+cl() { contrib/cluster.sh --name "$name" "$@"; }
+trap 'cl down >/dev/null 2>&1' EXIT
+tests=("lat4k tag_lat 4096 3000 3" "bw64k tag_bw 65536 1000 6"
+       "bw1m tag_bw 1048576 100 6")
+port=$((28000 + RANDOM % 4000))
+perf() {
+    local tl=$1 lib=$2 test=$3 size=$4 iters=$5 field=$6 srv i
+    local -a env=(UCX_TLS="$tl,self" UCX_NET_DEVICES=eth0 UCX_WARN_UNUSED_ENV_VARS=n)
+    [ "$tl" = tcp ] || env+=(LD_PRELOAD="$lib")
+    port=$((port + 1))
+    cl exec h1 env "${env[@]}" timeout 60 ucx_perftest -p "$port" \
+        -t "$test" -s "$size" -n "$iters" >"$out/server.log" 2>&1 &
+    srv=$!
+    for i in 1 2 3 4 5 6 7 8 9 10; do
+        sleep 0.2
+        if cl exec h2 env "${env[@]}" timeout 60 ucx_perftest h1 -p "$port" \
+               -t "$test" -s "$size" -n "$iters" >"$out/client.log" 2>&1; then
+            break
+        fi
+        grep -qi "refused\|failed to connect" "$out/client.log" || break
+    done
+    wait "$srv" 2>/dev/null
+    awk -v f="$field" '/^Final:/ { print $f }' "$out/client.log"
+}
+echo "mtu,test,tl,lib,rep,value" >"$out/ab.csv"
+for mtu in 1500 9000; do
+    cl down >/dev/null 2>&1
+    cl up 2 --mtu "$mtu" >/dev/null 2>&1 || exit 2
+    for rep in $(seq 1 "$reps"); do
+        libs="before after"
+        [ $((rep % 2)) = 0 ] && libs="after before"
+        for t in "${tests[@]}"; do
+            read -r key test size iters field <<<"$t"
+            echo "$mtu,$key,tcp,-,$rep,$(perf tcp - "$test" "$size" "$iters" "$field")" >>"$out/ab.csv"
+            for tl in ud_sr aptus; do
+                for l in $libs; do
+                    lib=$before; [ "$l" = after ] && lib=$after
+                    echo "$mtu,$key,$tl,$l,$rep,$(perf "$tl" "$lib" "$test" "$size" "$iters" "$field")" >>"$out/ab.csv"
+                done
+            done
+        done
+    done
+    # the statistics of one 64 KB run of each library over ud_sr (client)
+    for l in before after; do
+        lib=$before; [ "$l" = after ] && lib=$after
+        port=$((port + 1))
+        cl exec h1 env UCX_TLS=ud_sr,self UCX_NET_DEVICES=eth0 LD_PRELOAD="$lib" \
+            timeout 60 ucx_perftest -p "$port" -t tag_bw -s 65536 -n 1000 >/dev/null 2>&1 &
+        sleep 0.5
+        cl exec h2 env UCX_TLS=ud_sr,self UCX_NET_DEVICES=eth0 LD_PRELOAD="$lib" \
+            UCX_APTUS_STATS=stdout timeout 60 ucx_perftest h1 -p "$port" \
+            -t tag_bw -s 65536 -n 1000 2>&1 | grep "aptus-stats ud_sr/eth0" |
+            sed "s/^/mtu $mtu $l: /" >>"$out/stats.txt"
+        wait
+    done
+done
