@@ -115,8 +115,8 @@ int main(int argc, char **argv)
     int ret;
 
     opts.num_eps = 20000; /* here: iterations */
-    ret          = perf_parse_opts(argc, argv, "t:d:n:h", PROG, "*", &opts,
-                                   am_instr_opt, NULL, usage);
+    ret = perf_parse_opts(argc, argv, "t:d:n:h", PROG, "*", &opts, am_instr_opt,
+                          NULL, usage);
     if (ret >= 0) {
         return ret;
     }

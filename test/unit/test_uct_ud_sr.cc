@@ -848,7 +848,11 @@ TEST_F(uct_ud_sr, async_timer_wakes_rarely_while_the_user_progresses)
     /* every 2 ms: 500; doubling up to 64 ms: 6 + 874 / 64, about 20 */
     EXPECT_GE(w1 - w0, 5u);
     EXPECT_LT(w1 - w0, 50u);
-    EXPECT_EQ(0u, stats(m_b)["async_arms"]);
+    /* none, unless the machine took the core from this process for longer
+     * than a period (then it was away for that moment: seen on two loaded
+     * cores, once in a few runs) */
+    uint64_t arms1 = stats(m_b)["async_arms"];
+    EXPECT_LE(arms1, 2u);
 
     /* b goes away: within one long period its timer finds it so, and from
      * then on comes every 2 ms again (and arms the socket) */
@@ -858,7 +862,7 @@ TEST_F(uct_ud_sr, async_timer_wakes_rarely_while_the_user_progresses)
     }
     uint64_t w2 = stats(m_b)["async_wakeups"];
     EXPECT_GT(w2 - w1, 100u); /* (500 - 64) / 2 = 218 at most */
-    EXPECT_GE(stats(m_b)["async_arms"], 1u);
+    EXPECT_GT(stats(m_b)["async_arms"], arms1);
 }
 
 TEST_F(uct_ud_sr, gets_the_owner_turned_away_with_its_stream_full_complete)
