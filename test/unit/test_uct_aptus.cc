@@ -154,6 +154,19 @@ class uct_aptus : public uct_aptus_test
         return cfg;
     }
 
+    /* count messages of 8 to 207 bytes from a to b, every kind of send,
+     * all received in order */
+    void send_small_to_b(unsigned count)
+    {
+        std::vector<std::vector<uint8_t>> sent;
+        for (unsigned i = 0; i < count; ++i) {
+            sent.push_back(pattern(i, 8 + (i * 37) % 200));
+            send(m_a, sent.back(), i % 3);
+            ASSERT_FALSE(HasFatalFailure());
+        }
+        expect_received(m_b, sent);
+    }
+
     /* small (fast path by the default rules) and middle-sized (RC-SR)
      * messages, some above 8 KB (UD), every kind of send */
     std::vector<std::vector<uint8_t>>
@@ -334,13 +347,7 @@ TEST_F(uct_aptus, small_messages_to_a_frequent_peer_earn_rc_and_a_fast_path)
      * the connection the fast path rides on, then the fast path, and the
      * rest go by it, in order */
     setup_pair(eager_fp());
-    std::vector<std::vector<uint8_t>> sent;
-    for (unsigned i = 0; i < 2000; ++i) {
-        sent.push_back(pattern(i, 8 + (i * 37) % 200));
-        send(m_a, sent.back(), i % 3);
-        ASSERT_FALSE(HasFatalFailure());
-    }
-    expect_received(m_b, sent);
+    ASSERT_NO_FATAL_FAILURE(send_small_to_b(2000));
     auto a = stats(m_a), b = stats(m_b);
     EXPECT_EQ(1u, a["rc_requested"]);
     EXPECT_EQ(1u, a["rc_now"]);
@@ -370,13 +377,7 @@ TEST_F(uct_aptus, no_fast_path_to_a_peer_on_another_host)
     }
     connect(m_a, m_b);
     connect(m_b, m_a);
-    std::vector<std::vector<uint8_t>> sent;
-    for (unsigned i = 0; i < 2000; ++i) {
-        sent.push_back(pattern(i, 8 + (i * 37) % 200));
-        send(m_a, sent.back(), i % 3);
-        ASSERT_FALSE(HasFatalFailure());
-    }
-    expect_received(m_b, sent);
+    ASSERT_NO_FATAL_FAILURE(send_small_to_b(2000));
     auto a = stats(m_a), b = stats(m_b);
     EXPECT_EQ(1u, a["rc_requested"]);
     EXPECT_EQ(1u, a["rc_now"]);

@@ -615,6 +615,21 @@ class uct_rc_sr_over_conn : public uct_rc_sr
         ASSERT_EQ(UCS_INPROGRESS, status);
     }
 
+    /* After a merge: one message each way over the connection left, and
+     * both endpoints flush. */
+    void one_message_each_way(entity &x, entity &y)
+    {
+        std::vector<uint8_t> d = pattern(5, 64);
+        size_t rx_x = rx_count(x), rx_y = rx_count(y);
+        ASSERT_EQ(UCS_OK, uct_ep_am_short(x.ep, 1, 0, d.data(), d.size()));
+        ASSERT_EQ(UCS_OK, uct_ep_am_short(y.ep, 1, 0, d.data(), d.size()));
+        EXPECT_TRUE(wait_for([&] {
+            return (rx_count(x) == rx_x + 1) && (rx_count(y) == rx_y + 1);
+        }));
+        EXPECT_EQ(UCS_OK, flush_ep(x.ep));
+        EXPECT_EQ(UCS_OK, flush_ep(y.ep));
+    }
+
     /* The TCP socket e's interface listens on, found among this
      * process's descriptors by its port. */
     int listening_fd(entity &e)
@@ -875,13 +890,7 @@ TEST_F(uct_rc_sr_over_conn, a_reset_of_the_connection_left_in_a_switch)
     EXPECT_GT(stats(stays)["switch_acks_owed"], 0u);
     EXPECT_EQ(0u, stats(moves)["links_failed"]);
     EXPECT_EQ(0, m_a.err.count.load() + m_b.err.count.load());
-    std::vector<uint8_t> d = pattern(5, 64);
-    ASSERT_EQ(UCS_OK, uct_ep_am_short(moves.ep, 1, 0, d.data(), d.size()));
-    ASSERT_EQ(UCS_OK, uct_ep_am_short(stays.ep, 1, 0, d.data(), d.size()));
-    EXPECT_TRUE(
-        wait_for([&] { return (rx_count(m_a) == 1) && (rx_count(m_b) == 1); }));
-    EXPECT_EQ(UCS_OK, flush_ep(moves.ep));
-    EXPECT_EQ(UCS_OK, flush_ep(stays.ep));
+    ASSERT_NO_FATAL_FAILURE(one_message_each_way(moves, stays));
     release(put.rb);
 }
 
@@ -916,13 +925,7 @@ TEST_F(uct_rc_sr_over_conn, no_switch_while_a_read_is_on_its_way)
     EXPECT_EQ(0u, stats(moves)["switched"]);
     EXPECT_EQ(0u, stats(moves)["links_failed"]);
     EXPECT_EQ(0, m_a.err.count.load() + m_b.err.count.load());
-    std::vector<uint8_t> d = pattern(6, 64);
-    ASSERT_EQ(UCS_OK, uct_ep_am_short(moves.ep, 1, 0, d.data(), d.size()));
-    ASSERT_EQ(UCS_OK, uct_ep_am_short(stays.ep, 1, 0, d.data(), d.size()));
-    EXPECT_TRUE(
-        wait_for([&] { return (rx_count(m_a) == 1) && (rx_count(m_b) == 1); }));
-    EXPECT_EQ(UCS_OK, flush_ep(moves.ep));
-    EXPECT_EQ(UCS_OK, flush_ep(stays.ep));
+    ASSERT_NO_FATAL_FAILURE(one_message_each_way(moves, stays));
     release(rb);
 }
 
