@@ -477,12 +477,15 @@ add_port() {
     ip -n "$ns" link set lo up || return 1
     ip -n "$ns" addr add "$addr/24" dev "$CL_DEV" || return 1
     ip -n "$ns" link set "$CL_DEV" up || return 1
-    # A NIC cuts a UDP GSO train into frames of the link's size before the
-    # wire; a veth hands the whole train to the bridge and the next host as
-    # one packet, where the switch's rules (black hole, loss) would judge
-    # the train, not the frames. Segment in the sending host, as a NIC.
+    # A NIC cuts a TCP segment or a UDP GSO train into frames of the link's
+    # size before the wire; a veth hands the whole (up to 64 KB) to the
+    # bridge and the next host as one packet, where the switch's rules
+    # (black hole, loss) would judge it instead of its frames and no frame
+    # would cost the receiver anything. Segment in the sending host, as a
+    # NIC; coalesce in the receiving one (GRO), as a NIC's driver does.
     if command -v ethtool >/dev/null 2>&1; then
         ip netns exec "$ns" ethtool -K "$CL_DEV" tx-udp-segmentation off \
+            tcp-segmentation-offload off generic-receive-offload on \
             >/dev/null 2>&1 || true
     fi
 }

@@ -53,6 +53,7 @@ typedef struct aptus_dgram_wire_stats {
     uint64_t rx_dgrams;
     uint64_t rx_bytes;
     uint64_t rx_truncated; /* larger than the MTU: dropped */
+    uint64_t rx_trains;    /* trains of datagrams received as one */
     uint64_t fault_drop;   /* fault injector verdicts applied */
     uint64_t fault_dup;
     uint64_t fault_reorder;
@@ -102,10 +103,14 @@ typedef struct aptus_dgram_wire_ops {
 
     /* Fill up to count posted buffers with arrived datagrams; returns how
      * many were filled (0 when none is waiting). The filled ones come
-     * first. Between two calls the caller may put new buffers in the slots
-     * the previous call filled, and post more slots (a larger count); the
-     * other slots keep their buffers. A wire may keep its view of the
-     * posted buffers across calls. */
+     * first, in the order the datagrams arrived; the wire may move the
+     * posted buffers among the count slots (a train that arrived as one is
+     * cut into buffers the call did not fill otherwise). Between two calls
+     * the caller may put new buffers in the slots the previous call
+     * filled, and post more slots (a larger count); the other slots keep
+     * their buffers. A wire may keep its view of the posted buffers across
+     * calls, and datagrams that arrived but did not fit a call's buffers
+     * for the next calls. */
     unsigned (*recv)(aptus_dgram_wire_t *wire, aptus_dgram_rx_t *rx,
                      unsigned count);
 

@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define APTUS_SOCK_BATCH    64  /* recvmmsg/sendmmsg batch */
@@ -27,6 +28,33 @@
 #define APTUS_SOCK_REORDER_US                                                  \
     1000 /* a reordered datagram waits at most this                            \
           */
+/* UDP GRO on the main socket: only where a datagram is an Ethernet frame's
+ * size; a larger one (the loopback's) already carries a message whole. */
+#define APTUS_SOCK_GRO_MTU_MAX 16384
+/* A GRO train is at most one IP packet's payload. */
+#define APTUS_SOCK_GRO_TRAIN_MAX 65536
+
+/* The datagram calls of every message, made without libc's cancellation
+ * points: nothing cancels a thread in them here, and the wrappers' pair
+ * of cancellation switches cost about 90 instructions per message, more
+ * than the header's parsing. Results and errno as the libc calls'. */
+static inline ssize_t aptus_sock_sendmsg(int fd, const struct msghdr *msg,
+                                         int flags)
+{
+    return syscall(SYS_sendmsg, fd, msg, flags);
+}
+
+static inline int aptus_sock_sendmmsg(int fd, struct mmsghdr *msgs,
+                                      unsigned count, int flags)
+{
+    return (int)syscall(SYS_sendmmsg, fd, msgs, count, flags);
+}
+
+static inline int aptus_sock_recvmmsg(int fd, struct mmsghdr *msgs,
+                                      unsigned count, int flags)
+{
+    return (int)syscall(SYS_recvmmsg, fd, msgs, count, flags, NULL);
+}
 
 typedef struct aptus_sock_held {
     uint64_t release_us;
@@ -35,6 +63,29 @@ typedef struct aptus_sock_held {
     size_t length;
     uint8_t *data;
 } aptus_sock_held_t;
+
+/* A train (UDP GRO) not yet handed out whole: its datagrams from off to
+ * end, in the staging area of the receive slot it came in. */
+typedef struct aptus_sock_gro_rest {
+    unsigned slot;
+    size_t seg;
+    size_t off;
+    size_t end;
+    aptus_wire_addr_t src;
+} aptus_sock_gro_rest_t;
+
+/* The receive side of UDP GRO: each receive slot reads a datagram into the
+ * caller's buffer and the rest of a train into a staging area of its own,
+ * where the train's datagrams are cut out into the caller's other buffers.
+ * The staging areas are malloc'ed once and touched only by trains. */
+typedef struct aptus_sock_gro {
+    size_t stride; /* per slot: the mtu bytes of its head, then the rest */
+    uint8_t *area;
+    struct iovec iov[APTUS_SOCK_BATCH][2];
+    char control[APTUS_SOCK_BATCH][CMSG_SPACE(sizeof(int))];
+    aptus_sock_gro_rest_t rest[APTUS_SOCK_BATCH];
+    unsigned rest_first, rest_count;
+} aptus_sock_gro_t;
 
 typedef struct aptus_sock_dgram {
     aptus_dgram_wire_t super;
@@ -53,8 +104,10 @@ typedef struct aptus_sock_dgram {
     struct mmsghdr rx_msgs[APTUS_SOCK_BATCH];
     struct sockaddr_storage rx_names[APTUS_SOCK_BATCH];
     struct iovec rx_iov[APTUS_SOCK_BATCH];
-    unsigned rx_written; /* headers the last recvmmsg filled */
-    unsigned rx_count;   /* slots the last call was given */
+    unsigned rx_written;   /* headers the last recvmmsg filled */
+    unsigned rx_count;     /* slots the last call was given */
+    size_t rx_controllen;  /* room for control messages: GRO's or none */
+    aptus_sock_gro_t *gro; /* NULL: datagrams arrive one by one */
 } aptus_sock_dgram_t;
 
 void aptus_sock_addr_to_wire(const struct sockaddr *sa, aptus_wire_addr_t *addr)
@@ -79,17 +132,19 @@ void aptus_sock_addr_from_wire(const aptus_wire_addr_t *addr,
 {
     const aptus_sock_addr_t *a = (const aptus_sock_addr_t *)addr->raw;
 
-    memset(ss, 0, sizeof(*ss));
+    /* the kernel reads the family's own size: zero only that */
     if (a->family == AF_INET6) {
         struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
-        sin6->sin6_family         = AF_INET6;
-        sin6->sin6_port           = a->port;
+        memset(sin6, 0, sizeof(*sin6));
+        sin6->sin6_family = AF_INET6;
+        sin6->sin6_port   = a->port;
         memcpy(&sin6->sin6_addr, a->ip, sizeof(sin6->sin6_addr));
         *len_p = sizeof(*sin6);
     } else {
         struct sockaddr_in *sin = (struct sockaddr_in *)ss;
-        sin->sin_family         = AF_INET;
-        sin->sin_port           = a->port;
+        memset(sin, 0, sizeof(*sin));
+        sin->sin_family = AF_INET;
+        sin->sin_port   = a->port;
         memcpy(&sin->sin_addr, a->ip, sizeof(sin->sin_addr));
         *len_p = sizeof(*sin);
     }
@@ -125,7 +180,7 @@ static int aptus_sock_dgram_send_one(aptus_sock_dgram_t *sock,
     msg.msg_iov    = (struct iovec *)iov;
     msg.msg_iovlen = iovcnt;
 
-    ret = sendmsg(sock->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    ret = aptus_sock_sendmsg(sock->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (ret >= 0) {
         sock->super.stats.tx_dgrams++;
         sock->super.stats.tx_bytes += ret;
@@ -277,7 +332,8 @@ static ucs_status_t aptus_sock_dgram_send(aptus_dgram_wire_t *wire,
             m->msg_iovlen = tx[done + i].iovcnt;
         }
 
-        ret = sendmmsg(sock->fd, sock->msgs, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+        ret = aptus_sock_sendmmsg(sock->fd, sock->msgs, n,
+                                  MSG_DONTWAIT | MSG_NOSIGNAL);
         if (ret < 0) {
             if ((errno == EAGAIN) || (errno == EWOULDBLOCK) ||
                 (errno == ENOBUFS)) {
@@ -336,7 +392,7 @@ static ucs_status_t aptus_sock_dgram_send_seg(aptus_dgram_wire_t *wire,
     cmsg->cmsg_len     = CMSG_LEN(sizeof(gso));
     memcpy(CMSG_DATA(cmsg), &gso, sizeof(gso));
 
-    ret = sendmsg(sock->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    ret = aptus_sock_sendmsg(sock->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (ret >= 0) {
         for (i = 0; i < iovcnt; ++i) {
             total += iov[i].iov_len;
@@ -361,29 +417,198 @@ static ucs_status_t aptus_sock_dgram_send_seg(aptus_dgram_wire_t *wire,
     return UCS_OK; /* lost, as far as the caller is concerned */
 }
 
+/* The datagram size of a train (UDP GRO), 0 for a lone datagram. */
+static size_t aptus_sock_gro_seg(const struct msghdr *m)
+{
+    struct cmsghdr *cmsg;
+    int seg;
+
+    for (cmsg = CMSG_FIRSTHDR(m); cmsg != NULL;
+         cmsg = CMSG_NXTHDR((struct msghdr *)m, cmsg)) {
+        if ((cmsg->cmsg_level == SOL_UDP) && (cmsg->cmsg_type == UDP_GRO) &&
+            (cmsg->cmsg_len >= CMSG_LEN(sizeof(seg)))) {
+            memcpy(&seg, CMSG_DATA(cmsg), sizeof(seg));
+            return (seg > 0) ? (size_t)seg : 0;
+        }
+    }
+    return 0;
+}
+
+/* Cut the rest of trains out into the caller's buffers rx[0..count), in
+ * the order they came; returns how many were filled. */
+static unsigned aptus_sock_gro_give(aptus_sock_dgram_t *sock,
+                                    aptus_dgram_rx_t *rx, unsigned count)
+{
+    aptus_sock_gro_t *gro = sock->gro;
+    aptus_sock_gro_rest_t *r;
+    unsigned filled = 0;
+    size_t n;
+
+    while ((gro->rest_count > 0) && (filled < count)) {
+        r = &gro->rest[gro->rest_first];
+        n = ucs_min(r->seg, r->end - r->off);
+        memcpy(rx[filled].buf, gro->area + r->slot * gro->stride + r->off, n);
+        rx[filled].length = n;
+        rx[filled].src    = r->src;
+        ++filled;
+        r->off += n;
+        if (r->off == r->end) {
+            ++gro->rest_first;
+            --gro->rest_count;
+        }
+    }
+    return filled;
+}
+
+static void aptus_sock_gro_rest_add(aptus_sock_gro_t *gro, unsigned slot,
+                                    size_t seg, size_t off, size_t end,
+                                    const aptus_wire_addr_t *src)
+{
+    aptus_sock_gro_rest_t *r = &gro->rest[gro->rest_first + gro->rest_count++];
+
+    r->slot = slot;
+    r->seg  = seg;
+    r->off  = off;
+    r->end  = end;
+    r->src  = *src;
+}
+
+/* What recvmmsg filled from slot first on holds something other than lone
+ * datagrams of at most the MTU: trains (UDP GRO) to cut up, or datagrams
+ * too large. Hands out, in order, the lone datagrams in their buffers and
+ * each train's first datagram in its slot's buffer, the train's other
+ * datagrams copied into the buffers recvmmsg left empty; once those run
+ * out, the rest of the train and everything behind it wait, in order, for
+ * the next calls (no receive until they are out). The caller's
+ * buffers are permuted among rx[0..count). */
+static unsigned aptus_sock_dgram_recv_odd(aptus_sock_dgram_t *sock,
+                                          aptus_dgram_rx_t *rx, unsigned count,
+                                          unsigned first, unsigned got)
+{
+    aptus_dgram_wire_t *wire = &sock->super;
+    aptus_sock_gro_t *gro    = sock->gro;
+    void *kbuf[APTUS_SOCK_BATCH], *spare[APTUS_SOCK_BATCH];
+    unsigned i, filled = first, num_spare = 0, next_spare = 0;
+    size_t len, seg, off, n, head;
+    aptus_wire_addr_t src;
+    int stalled = 0;
+    struct msghdr *m;
+    uint8_t *stage;
+
+    for (i = first; i < count; ++i) {
+        if (i < got) {
+            kbuf[i] = rx[i].buf;
+        } else {
+            spare[num_spare++] = rx[i].buf;
+        }
+    }
+
+    for (i = first; i < got; ++i) {
+        m   = &sock->rx_msgs[i].msg_hdr;
+        len = sock->rx_msgs[i].msg_len;
+        seg = (gro != NULL) ? aptus_sock_gro_seg(m) : 0;
+        if ((m->msg_flags & MSG_TRUNC) || (seg > wire->mtu) ||
+            ((seg == 0) && (len > wire->mtu))) {
+            /* larger than any buffer: dropped, as a UD QP would */
+            wire->stats.rx_truncated += (seg == 0) ? 1 : (len + seg - 1) / seg;
+            spare[num_spare++] = kbuf[i];
+            continue;
+        }
+        aptus_sock_addr_to_wire((struct sockaddr *)&sock->rx_names[i], &src);
+        if ((seg == 0) || (len <= seg)) {
+            seg = len; /* a lone datagram */
+        }
+        wire->stats.rx_dgrams += (len + seg - 1) / seg;
+        wire->stats.rx_bytes += len;
+        if (seg < len) {
+            wire->stats.rx_trains++;
+        }
+
+        if (stalled) {
+            /* behind a train's rest: all of it waits, in order */
+            stage = gro->area + i * gro->stride;
+            memcpy(stage, kbuf[i], ucs_min(len, wire->mtu));
+            spare[num_spare++] = kbuf[i];
+            aptus_sock_gro_rest_add(gro, i, seg, 0, len, &src);
+            continue;
+        }
+
+        /* the first datagram stays where it is */
+        rx[filled].buf    = kbuf[i];
+        rx[filled].length = seg;
+        rx[filled].src    = src;
+        ++filled;
+        if (seg == len) {
+            continue;
+        }
+
+        /* the rest: the bytes the head buffer holds past the first datagram
+         * go before the staged rest, so that the train is one run */
+        stage = gro->area + i * gro->stride;
+        head  = ucs_min(len, wire->mtu);
+        memcpy(stage + seg, (uint8_t *)kbuf[i] + seg, head - seg);
+        for (off = seg; (off < len) && (next_spare < num_spare); off += n) {
+            n              = ucs_min(seg, len - off);
+            rx[filled].buf = spare[next_spare++];
+            memcpy(rx[filled].buf, stage + off, n);
+            rx[filled].length = n;
+            rx[filled].src    = src;
+            ++filled;
+        }
+        if (off < len) {
+            aptus_sock_gro_rest_add(gro, i, seg, off, len, &src);
+            stalled = 1;
+        }
+    }
+
+    /* the buffers left go after the filled ones */
+    for (i = filled; next_spare < num_spare; ++i) {
+        rx[i].buf = spare[next_spare++];
+    }
+    ucs_assert(i == count);
+    /* any slot may hold another buffer now */
+    sock->rx_written = count;
+    return filled;
+}
+
 static unsigned aptus_sock_dgram_recv(aptus_dgram_wire_t *wire,
                                       aptus_dgram_rx_t *rx, unsigned count)
 {
     aptus_sock_dgram_t *sock = ucs_derived_of(wire, aptus_sock_dgram_t);
-    unsigned i, filled = 0;
+    unsigned i, n;
     int ret;
 
     count = ucs_min(count, APTUS_SOCK_BATCH);
+    if (ucs_unlikely((sock->gro != NULL) && (sock->gro->rest_count > 0))) {
+        /* a train's rest first; the staging areas are busy until it is out */
+        n                = aptus_sock_gro_give(sock, rx, count);
+        sock->rx_written = ucs_max(sock->rx_written, n);
+        if (sock->gro->rest_count == 0) {
+            sock->gro->rest_first = 0;
+        }
+        return n;
+    }
+
     /* only the slots the last call filled may hold new buffers, unless the
      * caller posts more (wire.h): an empty poll rebuilds nothing */
-    for (i = 0; i < sock->rx_written; ++i) {
-        sock->rx_msgs[i].msg_hdr.msg_namelen = sizeof(sock->rx_names[i]);
-        sock->rx_iov[i].iov_base             = rx[i].buf;
+    n = ucs_min(sock->rx_written, count);
+    for (i = 0; i < n; ++i) {
+        sock->rx_msgs[i].msg_hdr.msg_namelen       = sizeof(sock->rx_names[i]);
+        sock->rx_msgs[i].msg_hdr.msg_controllen    = sock->rx_controllen;
+        sock->rx_msgs[i].msg_hdr.msg_iov->iov_base = rx[i].buf;
     }
     if (ucs_unlikely(count > sock->rx_count)) {
-        for (i = sock->rx_written; i < count; ++i) {
-            sock->rx_iov[i].iov_base = rx[i].buf;
+        /* slots past the last count may hold what an earlier call wrote */
+        for (i = n; i < count; ++i) {
+            sock->rx_msgs[i].msg_hdr.msg_namelen    = sizeof(sock->rx_names[i]);
+            sock->rx_msgs[i].msg_hdr.msg_controllen = sock->rx_controllen;
+            sock->rx_msgs[i].msg_hdr.msg_iov->iov_base = rx[i].buf;
         }
     }
     sock->rx_count   = count;
     sock->rx_written = 0;
 
-    ret = recvmmsg(sock->fd, sock->rx_msgs, count, MSG_DONTWAIT, NULL);
+    ret = aptus_sock_recvmmsg(sock->fd, sock->rx_msgs, count, MSG_DONTWAIT);
     if (ret <= 0) {
         if ((ret < 0) && (errno != EAGAIN) && (errno != EWOULDBLOCK) &&
             (errno != EINTR)) {
@@ -394,24 +619,18 @@ static unsigned aptus_sock_dgram_recv(aptus_dgram_wire_t *wire,
 
     sock->rx_written = ret;
     for (i = 0; i < (unsigned)ret; ++i) {
-        if (sock->rx_msgs[i].msg_hdr.msg_flags & MSG_TRUNC) {
-            wire->stats.rx_truncated++;
-            continue;
+        if (ucs_unlikely((sock->rx_msgs[i].msg_hdr.msg_flags & MSG_TRUNC) ||
+                         (sock->rx_msgs[i].msg_hdr.msg_controllen != 0) ||
+                         (sock->rx_msgs[i].msg_len > wire->mtu))) {
+            return aptus_sock_dgram_recv_odd(sock, rx, count, i, ret);
         }
         wire->stats.rx_dgrams++;
         wire->stats.rx_bytes += sock->rx_msgs[i].msg_len;
-        if (filled != i) {
-            /* compact: the caller sees filled buffers first */
-            void *buf      = rx[filled].buf;
-            rx[filled].buf = rx[i].buf;
-            rx[i].buf      = buf;
-        }
-        rx[filled].length = sock->rx_msgs[i].msg_len;
+        rx[i].length = sock->rx_msgs[i].msg_len;
         aptus_sock_addr_to_wire((struct sockaddr *)&sock->rx_names[i],
-                                &rx[filled].src);
-        ++filled;
+                                &rx[i].src);
     }
-    return filled;
+    return ret;
 }
 
 static unsigned aptus_sock_dgram_progress(aptus_dgram_wire_t *wire,
@@ -439,6 +658,10 @@ static void aptus_sock_dgram_close(aptus_dgram_wire_t *wire)
     unsigned i;
 
     close(sock->fd);
+    if (sock->gro != NULL) {
+        ucs_free(sock->gro->area);
+        ucs_free(sock->gro);
+    }
     if (sock->held != NULL) {
         for (i = 0; i < APTUS_SOCK_HELD_MAX; ++i) {
             ucs_free(sock->held[i].data);
@@ -468,6 +691,7 @@ static unsigned aptus_sock_dgram_stats(aptus_dgram_wire_t *wire,
         { "sock_rcvbuf", (uint64_t)ucs_max(sock->rcvbuf, 0) },
         { "sock_sndbuf", (uint64_t)ucs_max(sock->sndbuf, 0) },
         { "sock_buf_force", (uint64_t)sock->force_bufs },
+        { "sock_gro", (uint64_t)(sock->gro != NULL) },
     };
     unsigned n = ucs_min(max, ucs_static_array_size(all));
 
@@ -530,6 +754,49 @@ size_t aptus_sock_dgram_auto_mtu(const char *dev_name)
                    APTUS_SOCK_DGRAM_MTU_MAX);
 }
 
+/* UDP GRO on the main socket, where the kernel has it and datagrams are
+ * small enough for trains to matter: a train of a message's datagrams
+ * then comes up the stack, and out of the socket, as one. */
+static ucs_status_t aptus_sock_gro_open(aptus_sock_dgram_t *sock,
+                                        const char *dev_name)
+{
+    aptus_sock_gro_t *gro;
+    unsigned i;
+    int on = 1;
+
+    if ((sock->super.mtu > APTUS_SOCK_GRO_MTU_MAX) ||
+        (setsockopt(sock->fd, SOL_UDP, UDP_GRO, &on, sizeof(on)) < 0)) {
+        return UCS_OK;
+    }
+
+    gro = ucs_calloc(1, sizeof(*gro), "aptus_sock_gro");
+    if (gro == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    gro->stride = sock->super.mtu + APTUS_SOCK_GRO_TRAIN_MAX;
+    /* pages are touched only where trains land */
+    gro->area = ucs_malloc(APTUS_SOCK_BATCH * gro->stride, "aptus_sock_gro");
+    if (gro->area == NULL) {
+        ucs_free(gro);
+        return UCS_ERR_NO_MEMORY;
+    }
+    for (i = 0; i < APTUS_SOCK_BATCH; ++i) {
+        struct msghdr *m       = &sock->rx_msgs[i].msg_hdr;
+        gro->iov[i][0].iov_len = sock->super.mtu;
+        gro->iov[i][1].iov_base =
+            gro->area + (i * gro->stride) + sock->super.mtu;
+        gro->iov[i][1].iov_len = APTUS_SOCK_GRO_TRAIN_MAX;
+        m->msg_iov             = gro->iov[i];
+        m->msg_iovlen          = 2;
+        m->msg_control         = gro->control[i];
+        m->msg_controllen      = sizeof(gro->control[i]);
+    }
+    sock->rx_controllen = sizeof(gro->control[0]);
+    sock->gro           = gro;
+    ucs_debug("sock wire %s: UDP GRO on", dev_name);
+    return UCS_OK;
+}
+
 ucs_status_t aptus_sock_dgram_open(const char *dev_name,
                                    const aptus_dgram_wire_config_t *config,
                                    aptus_dgram_wire_t **wire_p)
@@ -587,6 +854,12 @@ ucs_status_t aptus_sock_dgram_open(const char *dev_name,
     sock->sndbuf = aptus_sock_set_buf(
         sock->fd, SO_SNDBUF, (int)(config->tx_queue_len * config->mtu * 2),
         config->force_bufs);
+
+    status = aptus_sock_gro_open(sock, dev_name);
+    if (status != UCS_OK) {
+        aptus_sock_dgram_close(&sock->super);
+        return status;
+    }
 
     /* UDP segmentation offload, unless the fault injector must see every
      * datagram on its own */

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
-# Summarize ab.sh's CSV files: medians of each library and the median of
+# Summarize contrib/bench/ab_hosts.sh's CSV files: medians of each library and the median of
 # the after/before ratios of one repetition (run next to each other, so the
 # machine's load falls on both alike). --quiet N: only the repetitions in
 # which tcp's tag_bw 64 KB reached N MB/s (the machine was not loaded).
-#   summarize.py [--quiet N] ab-*/ab.csv
+#   ab_hosts_summary.py [--quiet N] ab-*/ab.csv
 import csv, sys, statistics as st
 args = sys.argv[1:]
 quiet = 0
@@ -26,8 +26,14 @@ for r in rows:
     k = (r['mtu'], r['test'])
     if k not in keys: keys.append(k)
 names = {'lat4k': 'tag_lat 4 KB (us)', 'bw64k': 'tag_bw 64 KB (MB/s)', 'bw1m': 'tag_bw 1 MB (MB/s)'}
-print('| MTU | test | tcp | ud_sr before | ud_sr after | after/before (paired) | aptus before | aptus after | after/before (paired) |')
-print('| --- | --- | --- | --- | --- | --- | --- | --- | --- |')
+tls = []
+for r in rows:
+    if r['tl'] != 'tcp' and r['tl'] not in tls: tls.append(r['tl'])
+head = ['MTU', 'test', 'tcp']
+for tl in tls:
+    head += [tl + ' before', tl + ' after', 'after/before (paired)']
+print('| ' + ' | '.join(head) + ' |')
+print('|' + ' --- |' * len(head))
 for mtu, test in keys:
     sel = [r for r in rows if r['mtu'] == mtu and r['test'] == test]
     def med(tl, lib):
@@ -43,7 +49,7 @@ for mtu, test in keys:
             rat = [1 / x for x in rat]  # above 1: faster
         return st.median(rat), len(rat)
     out = [mtu, names[test], '%.4g' % med('tcp', '-')]
-    for tl in ('ud_sr', 'aptus'):
+    for tl in tls:
         b, a = med(tl, 'before'), med(tl, 'after')
         p, n = paired(tl)
         out += ['%.4g' % b, '%.4g' % a, '%.2fx (%d)' % (p, n)]
