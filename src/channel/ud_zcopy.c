@@ -349,10 +349,7 @@ unsigned aptus_udz_progress(aptus_udz_t *udz)
     unsigned count = 0;
     uint64_t sent;
 
-    /* the common case of a progress call: nothing moves by key */
-    if (ucs_list_is_empty(&udz->gets) && ucs_list_is_empty(&udz->puts) &&
-        ucs_list_is_empty(&udz->writes) && ucs_list_is_empty(&udz->wtargets) &&
-        ucs_array_is_empty(&udz->done.comps)) {
+    if (aptus_udz_idle(udz)) {
         return 0;
     }
 

@@ -174,6 +174,15 @@ ucs_status_t aptus_udz_put_inline(aptus_udz_t *udz, aptus_ud_peer_t *peer,
  * stream what peers asked for. */
 unsigned aptus_udz_progress(aptus_udz_t *udz);
 
+/* Nothing moves by key: progress has nothing to do (most calls). */
+static inline int aptus_udz_idle(aptus_udz_t *udz)
+{
+    return ucs_list_is_empty(&udz->gets) && ucs_list_is_empty(&udz->puts) &&
+           ucs_list_is_empty(&udz->writes) &&
+           ucs_list_is_empty(&udz->wtargets) &&
+           ucs_array_is_empty(&udz->done.comps);
+}
+
 /* The owner's side only (streams to requesters, resends): what the async
  * thread does while the user computes; no completion runs. */
 unsigned aptus_udz_progress_owner(aptus_udz_t *udz);

@@ -245,7 +245,11 @@ unsigned uct_ud_base_progress(uct_ud_base_t *ud)
     uct_aptus_async_rx_progress(
         &ud->async_rx, prev_us, ud->chan.last_sync_us,
         aptus_udz_serving(&ud->udz, ud->chan.last_sync_us));
-    return count + aptus_chan_progress(&ud->udz.super, 0);
+    /* the common call: no zero-copy transfer, and no call for it */
+    if (!aptus_udz_idle(&ud->udz)) {
+        count += aptus_chan_progress(&ud->udz.super, 0);
+    }
+    return count;
 }
 
 /* ---- life ------------------------------------------------------------- */
