@@ -483,9 +483,13 @@ add_port() {
     # (black hole, loss) would judge it instead of its frames and no frame
     # would cost the receiver anything. Segment in the sending host, as a
     # NIC; coalesce in the receiving one (GRO), as a NIC's driver does.
+    # (A veth passes a packet to its peer's GRO only when the sending end
+    # has no TSO: the switch's port too.)
     if command -v ethtool >/dev/null 2>&1; then
         ip netns exec "$ns" ethtool -K "$CL_DEV" tx-udp-segmentation off \
             tcp-segmentation-offload off generic-receive-offload on \
+            >/dev/null 2>&1 || true
+        ip netns exec "$sw" ethtool -K "$port" tcp-segmentation-offload off \
             >/dev/null 2>&1 || true
     fi
 }

@@ -453,8 +453,8 @@ perf_pair() {
     local slog=$APTUS_WORK/perf-$name.server.log clog=$APTUS_WORK/perf-$name.client.log
     local srv ok=1 _ crc=0
     port=$((port + 1))
-    cl exec h1 env LD_PRELOAD="$LIB" timeout -k 2 "$PERF_TIMEOUT" \
-        ucx_perftest -p "$port" "$@" >"$slog" 2>&1 &
+    cl exec h1 env LD_PRELOAD="$LIB" UCX_APTUS_STATS=stdout \
+        timeout -k 2 "$PERF_TIMEOUT" ucx_perftest -p "$port" "$@" >"$slog" 2>&1 &
     srv=$!
     APTUS_JOB_PID=$srv
     for _ in $(seq 1 50); do
@@ -473,6 +473,7 @@ perf_pair() {
     APTUS_JOB_PID=
     grep -q "^Final:" "$clog" || ok=1
     PERF_CLOG=$clog
+    PERF_SLOG=$slog
     PERF_CRC=$crc
     return $ok
 }
@@ -494,6 +495,19 @@ run_perf() {
         esac
         PERF["$setting $tl $test"]="pass $figure"
         pass "$setting/ucx_perftest -x $tl -d eth0 -t ${args[1]} ${args[*]:2} (h2 -> h1): $figure"
+        if [ "$tl" = ud_sr ] && [ "$test" = am_bw ] && [ "$setting" = mtu1500 ]; then
+            # 8000-byte messages are trains of 6 datagrams: h2 sends each
+            # in one call, h1's driver and socket take it whole (GRO)
+            local trains
+            trains=$(sed -n 's/^aptus-stats ud_sr\/eth0 .* rx_trains=\([0-9]*\).*/\1/p' \
+                     "$PERF_SLOG" | head -n1)
+            if [ "${trains:-0}" -gt 0 ]; then
+                pass "$setting/ud_sr: h1 took $trains trains of datagrams whole (UDP GRO)"
+            else
+                fail "$setting/ud_sr: h1 took no train whole (UDP GRO)" \
+                     "rx_trains=${trains:-none}; log $PERF_SLOG"
+            fi
+        fi
     else
         PERF["$setting $tl $test"]=FAIL
         PWHY["$setting $tl $test"]=$(grep -m1 -E 'ERROR|rror' "$PERF_CLOG")
