@@ -18,6 +18,7 @@
 #include "sock_conn_int.h"
 #include "sock_dgram.h"
 #include "sock_netif.h"
+#include "sock_sys.h"
 #include "base/aptus_mpool.h"
 #include "sock_frame.h"
 
@@ -229,7 +230,7 @@ static unsigned aptus_sock_conn_progress(aptus_conn_wire_t *wire)
         cw->accept_resume = 0;
         aptus_sock_conn_listen_events(cw, EPOLLIN);
     }
-    n = epoll_wait(cw->epfd, events, APTUS_SOCK_CONN_EVENTS, 0);
+    n = aptus_sock_epoll_poll(cw->epfd, events, APTUS_SOCK_CONN_EVENTS);
     if (n <= 0) {
         return 0;
     }

@@ -17,6 +17,7 @@
 #include "sock_conn_int.h"
 #include "proto/le.h"
 #include "sock_frame.h"
+#include "sock_sys.h"
 #include "base/aptus_log.h"
 
 #include <ucs/datastruct/mpool.h>
@@ -181,7 +182,7 @@ ucs_status_t aptus_sock_conn_send_frame(aptus_sock_conn_t *conn, unsigned type,
             msg.msg_iovlen = iovcnt + 1;
         }
         msg.msg_iov = frame_iov;
-        sent        = sendmsg(conn->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+        sent = aptus_sock_sendmsg(conn->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (sent < 0) {
             if ((errno != EAGAIN) && (errno != EWOULDBLOCK) &&
                 (errno != EINTR)) {
@@ -238,8 +239,9 @@ void aptus_sock_conn_writable(aptus_sock_conn_t *conn)
             ~(APTUS_SOCK_CONN_CONNECTING | APTUS_SOCK_CONN_PROVE_QUEUED);
     }
     while (conn->txq_off < conn->txq_len) {
-        sent = send(conn->fd, conn->txq + conn->txq_off,
-                    conn->txq_len - conn->txq_off, MSG_DONTWAIT | MSG_NOSIGNAL);
+        sent = aptus_sock_send(conn->fd, conn->txq + conn->txq_off,
+                               conn->txq_len - conn->txq_off,
+                               MSG_DONTWAIT | MSG_NOSIGNAL);
         if (sent < 0) {
             if ((errno == EAGAIN) || (errno == EWOULDBLOCK)) {
                 return;
@@ -369,9 +371,9 @@ unsigned aptus_sock_conn_rx(aptus_sock_conn_t *conn)
         }
 
         room = cw->area_size - conn->rx_len;
-        ret  = recv(conn->fd,
-                    aptus_sock_conn_area(cw, conn->rx_buf) + conn->rx_len, room,
-                    MSG_DONTWAIT);
+        ret  = aptus_sock_recv(
+             conn->fd, aptus_sock_conn_area(cw, conn->rx_buf) + conn->rx_len,
+             room, MSG_DONTWAIT);
         cw->super.stats.rx_syscalls++;
         if (ret <= 0) {
             if ((ret < 0) && ((errno == EAGAIN) || (errno == EWOULDBLOCK) ||

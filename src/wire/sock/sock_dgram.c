@@ -8,6 +8,7 @@
 
 #include "sock_dgram.h"
 #include "sock_netif.h"
+#include "sock_sys.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
@@ -20,7 +21,6 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #define APTUS_SOCK_BATCH    64  /* recvmmsg/sendmmsg batch */
@@ -33,28 +33,6 @@
 #define APTUS_SOCK_GRO_MTU_MAX 16384
 /* A GRO train is at most one IP packet's payload. */
 #define APTUS_SOCK_GRO_TRAIN_MAX 65536
-
-/* The datagram calls of every message, made without libc's cancellation
- * points: nothing cancels a thread in them here, and the wrappers' pair
- * of cancellation switches cost about 90 instructions per message, more
- * than the header's parsing. Results and errno as the libc calls'. */
-static inline ssize_t aptus_sock_sendmsg(int fd, const struct msghdr *msg,
-                                         int flags)
-{
-    return syscall(SYS_sendmsg, fd, msg, flags);
-}
-
-static inline int aptus_sock_sendmmsg(int fd, struct mmsghdr *msgs,
-                                      unsigned count, int flags)
-{
-    return (int)syscall(SYS_sendmmsg, fd, msgs, count, flags);
-}
-
-static inline int aptus_sock_recvmmsg(int fd, struct mmsghdr *msgs,
-                                      unsigned count, int flags)
-{
-    return (int)syscall(SYS_recvmmsg, fd, msgs, count, flags, NULL);
-}
 
 typedef struct aptus_sock_held {
     uint64_t release_us;
