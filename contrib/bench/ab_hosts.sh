@@ -24,25 +24,7 @@ trap 'cl down >/dev/null 2>&1' EXIT
 tests=("lat4k tag_lat 4096 3000 3" "bw64k tag_bw 65536 1000 6"
        "bw1m tag_bw 1048576 100 6")
 port=$((28000 + RANDOM % 4000))
-perf() {
-    local tl=$1 lib=$2 test=$3 size=$4 iters=$5 field=$6 srv i
-    local -a env=(UCX_TLS="$tl,self" UCX_NET_DEVICES=eth0 UCX_WARN_UNUSED_ENV_VARS=n)
-    [ "$tl" = tcp ] || env+=(LD_PRELOAD="$lib")
-    port=$((port + 1))
-    cl exec h1 env "${env[@]}" timeout 60 ucx_perftest -p "$port" \
-        -t "$test" -s "$size" -n "$iters" >"$out/server.log" 2>&1 &
-    srv=$!
-    for i in 1 2 3 4 5 6 7 8 9 10; do
-        sleep 0.2
-        if cl exec h2 env "${env[@]}" timeout 60 ucx_perftest h1 -p "$port" \
-               -t "$test" -s "$size" -n "$iters" >"$out/client.log" 2>&1; then
-            break
-        fi
-        grep -qi "refused\|failed to connect" "$out/client.log" || break
-    done
-    wait "$srv" 2>/dev/null
-    awk -v f="$field" '/^Final:/ { print $f }' "$out/client.log"
-}
+. "$top/contrib/bench/hosts_perf.sh"
 echo "mtu,test,tl,lib,rep,value" >"$out/ab.csv"
 for mtu in $mtus; do
     cl down >/dev/null 2>&1
@@ -52,11 +34,11 @@ for mtu in $mtus; do
         [ $((rep % 2)) = 0 ] && libs="after before"
         for t in "${tests[@]}"; do
             read -r key test size iters field <<<"$t"
-            echo "$mtu,$key,tcp,-,$rep,$(perf tcp - "$test" "$size" "$iters" "$field")" >>"$out/ab.csv"
+            echo "$mtu,$key,tcp,-,$rep,$(hosts_perf tcp - "$test" "$size" "$iters" "$field")" >>"$out/ab.csv"
             for tl in $tls; do
                 for l in $libs; do
                     lib=$before; [ "$l" = after ] && lib=$after
-                    echo "$mtu,$key,$tl,$l,$rep,$(perf "$tl" "$lib" "$test" "$size" "$iters" "$field")" >>"$out/ab.csv"
+                    echo "$mtu,$key,$tl,$l,$rep,$(hosts_perf "$tl" "$lib" "$test" "$size" "$iters" "$field")" >>"$out/ab.csv"
                 done
             done
         done

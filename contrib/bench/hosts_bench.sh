@@ -58,28 +58,7 @@ tests=("lat8 tag_lat 8 5000 3" "lat4k tag_lat 4096 3000 3"
        "get1m ucp_get 1048576 100 6" "rate8 tag_bw 8 50000 8")
 
 port=$((24000 + RANDOM % 4000))
-# perf TL TEST SIZE ITERS FIELD: one pair, h1 serves, h2 measures; prints
-# the figure or nothing.
-perf() {
-    local tl=$1 test=$2 size=$3 iters=$4 field=$5 srv
-    local -a env=(UCX_TLS="$tl,self" UCX_NET_DEVICES=eth0 UCX_WARN_UNUSED_ENV_VARS=n)
-    [ "$tl" = tcp ] || env+=(LD_PRELOAD="$lib")
-    port=$((port + 1))
-    cl exec h1 env "${env[@]}" timeout 60 ucx_perftest -p "$port" \
-        -t "$test" -s "$size" -n "$iters" >"$out/server.log" 2>&1 &
-    srv=$!
-    local i
-    for i in 1 2 3 4 5 6 7 8 9 10; do
-        sleep 0.2
-        if cl exec h2 env "${env[@]}" timeout 60 ucx_perftest h1 -p "$port" \
-               -t "$test" -s "$size" -n "$iters" >"$out/client.log" 2>&1; then
-            break
-        fi
-        grep -qi "refused\|failed to connect" "$out/client.log" || break
-    done
-    wait "$srv" 2>/dev/null
-    awk -v f="$field" '/^Final:/ { print $f }' "$out/client.log"
-}
+. "$top/contrib/bench/hosts_perf.sh"
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
@@ -91,7 +70,7 @@ for mtu in $mtus; do
         for t in "${tests[@]}"; do
             read -r key test size iters field <<<"$t"
             for tl in tcp $tls; do
-                echo "$mtu,$key,$tl,$rep,$(perf "$tl" "$test" "$size" "$iters" "$field")" \
+                echo "$mtu,$key,$tl,$rep,$(hosts_perf "$tl" "$lib" "$test" "$size" "$iters" "$field")" \
                     >>"$out/perftest.csv"
             done
         done

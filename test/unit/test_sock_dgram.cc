@@ -164,6 +164,20 @@ class sock_dgram : public ::testing::Test
         return got;
     }
 
+    /* Every datagram of expect arrives at w, whole and in order, taken
+     * count buffers a call, from src. */
+    void receive_all(aptus_dgram_wire_t *w, unsigned count,
+                     const std::vector<std::vector<uint8_t>> &expect,
+                     aptus_wire_addr_t *src)
+    {
+        poster p;
+        auto got = receive(w, p, count, expect.size(), src);
+        ASSERT_EQ(expect.size(), got.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+            EXPECT_EQ(expect[i], got[i]) << i;
+        }
+    }
+
     void *new_buf(size_t size)
     {
         uint8_t *b = new uint8_t[size];
@@ -199,12 +213,7 @@ TEST_F(sock_dgram, a_train_comes_out_as_its_datagrams)
     ASSERT_TRUE((a != NULL) && (b != NULL));
     std::vector<std::vector<uint8_t>> expect;
     send_train(a, b, 0, 45, 1452, 700, &expect);
-    poster p;
-    auto got = receive(b, p, 4, expect.size(), &a->addr);
-    ASSERT_EQ(expect.size(), got.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-        EXPECT_EQ(expect[i], got[i]) << i;
-    }
+    receive_all(b, 4, expect, &a->addr);
     /* it came up the stack as one train, not 45 datagrams */
     EXPECT_EQ(1u, b->stats.rx_trains);
     EXPECT_EQ(45u, b->stats.rx_dgrams);
@@ -262,12 +271,7 @@ TEST_F(sock_dgram, datagrams_above_the_mtu_are_dropped_and_counted)
     send_train(a, b, 1, 5, 3000, 100, &dropped);
     send_one(a, b, 10, 1452, &expect);
     send_train(a, b, 11, 3, 1000, 10, &expect);
-    poster p;
-    auto got = receive(b, p, 8, expect.size(), &a->addr);
-    ASSERT_EQ(expect.size(), got.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-        EXPECT_EQ(expect[i], got[i]) << i;
-    }
+    receive_all(b, 8, expect, &a->addr);
     EXPECT_EQ(1u + 5u, b->stats.rx_truncated);
 }
 
@@ -279,12 +283,7 @@ TEST_F(sock_dgram, without_gro_trains_arrive_datagram_by_datagram)
     ASSERT_TRUE((a != NULL) && (b != NULL));
     std::vector<std::vector<uint8_t>> expect;
     send_train(a, b, 0, 20, 3000, 5, &expect);
-    poster p;
-    auto got = receive(b, p, 8, expect.size(), &a->addr);
-    ASSERT_EQ(expect.size(), got.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-        EXPECT_EQ(expect[i], got[i]) << i;
-    }
+    receive_all(b, 8, expect, &a->addr);
     EXPECT_EQ(0u, b->stats.rx_trains);
     EXPECT_EQ(20u, b->stats.rx_dgrams);
 }
