@@ -120,6 +120,7 @@ job() {
     local tag=$n-$loss-$m-$impl-$rep st
     st=$work/stats-$tag
     local -a env=(UCX_NET_DEVICES=eth0 UCX_WARN_UNUSED_ENV_VARS=n)
+    # shellcheck disable=SC2054  # the commas are meant
     case $impl in
     tcp) env+=(UCX_TLS=tcp,self) ;;
     ud_sr) env+=(UCX_TLS=ud_sr,self LD_PRELOAD="$lib") ;;
