@@ -60,7 +60,9 @@ tests=("lat8 tag_lat 8 5000 3" "lat4k tag_lat 4096 3000 3"
 port=$((24000 + RANDOM % 4000))
 . "$top/contrib/bench/hosts_perf.sh"
 
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# cluster_job, cluster_multicast, bench_median
+. "$top/contrib/bench/cluster_job.sh"
+median() { bench_median; }
 
 echo "mtu,test,tl,rep,value" >"$out/perftest.csv"
 for mtu in $mtus; do
@@ -110,24 +112,14 @@ if [ "$mpi" = 1 ]; then
     done
     # job MPI NP TL PRELOAD PROGRAM ARGS...: a rank per slot of the hosts
     job() {
-        local m=$1 np=$2 tl=$3 pre=$4 prog=$5 kv
+        local m=$1 np=$2 tl=$3 pre=$4 prog=$5
         shift 5
-        local -a env=(UCX_TLS="$tl,self" UCX_NET_DEVICES=eth0 UCX_WARN_UNUSED_ENV_VARS=n)
-        [ -n "$pre" ] && env+=(LD_PRELOAD="$pre")
-        local -a j
-        if [ "$m" = openmpi ]; then
-            j=(ompi -np "$np")
-            for kv in "${env[@]}"; do j+=(-x "$kv"); done
-        else
-            j=(mpich -n "$np")
-            for kv in "${env[@]}"; do j+=(-genv "${kv%%=*}" "${kv#*=}"); done
-        fi
-        timeout -k 5 120 env -u LD_PRELOAD contrib/cluster.sh --name "$name" "${j[@]}" \
-            "$work/$prog.$m" "$@" </dev/null 2>&1
+        cluster_job "$name" "$m" "$np" 120 UCX_TLS="$tl,self" UCX_NET_DEVICES=eth0 \
+            UCX_WARN_UNUSED_ENV_VARS=n ${pre:+LD_PRELOAD="$pre"} -- "$work/$prog.$m" "$@"
     }
     cl down >/dev/null 2>&1
     cl up 4 --slots 1 --mtu 1500 >/dev/null 2>&1 || exit 2
-    cl each ip route add 224.0.0.0/4 dev eth0 >/dev/null 2>&1
+    cluster_multicast "$name" >/dev/null 2>&1
     echo "mpi,impl,rep,size,usec" >"$out/bcast.csv"
     for rep in $(seq 1 "$reps"); do
         for m in openmpi mpich; do

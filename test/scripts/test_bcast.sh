@@ -20,17 +20,25 @@
 #     the data intact; a malformed setting: the same, naming the variable;
 #   - a rank killed in the middle of a broadcast loop: the job ends with an
 #     error, not a hang; a rank stopped (SIGSTOP): the library's own peer
-#     timeout ends the job with an error naming the rank.
+#     timeout ends the job with an error naming the rank;
+#   - between hosts: on a cluster in a box (contrib/cluster.sh) of 4 hosts,
+#     one rank per host, every host dropping 1% of the UDP datagrams it
+#     receives (nftables), bcast_check's sizes, types and burst phases:
+#     every byte checked, every rank's world served by multicast across the
+#     bridge, datagrams dropped and repaired.
 # Ends with "N passed, M failed, K skipped".
 #
 # Environment: APTUS_LIB (libuct_aptus.so; the broadcast libraries are
 # taken from its directory), APTUS_MPIS, APTUS_MPI_TIMEOUT (see
-# mpi_common.sh), APTUS_BCAST_NPS (default "2 4 8 16").
+# mpi_common.sh), APTUS_BCAST_NPS (default "2 4 8 16"), APTUS_TEST_BCAST_HOSTS
+# (hosts of the cross-host cell, default 4; 0 leaves it out),
+# APTUS_TEST_BCAST_HOSTS_ONLY=y (that cell alone).
 APTUS_SCRIPT=test_bcast
 . "$(dirname "$0")/mpi_common.sh"
 aptus_setup
 
 NPS=${APTUS_BCAST_NPS:-2 4 8 16}
+HOSTS=${APTUS_TEST_BCAST_HOSTS:-4}
 NS=aptus-bcast-$$
 NS_OFF=aptus-bcastoff-$$
 NS_MADE=
@@ -204,6 +212,7 @@ for flavour in $APTUS_MPIS; do
         continue
     fi
     aptus_build "$flavour" bcast_check || continue
+    [ "${APTUS_TEST_BCAST_HOSTS_ONLY:-n}" = y ] && continue
 
     for np in $NPS; do
         name=$flavour/bcast/np$np
@@ -294,5 +303,87 @@ for flavour in $APTUS_MPIS; do
         fi
     fi
 done
+
+
+# ---- between hosts: a rank per host, 1% of the datagrams lost ------------
+
+# cluster_job, cluster_multicast
+. "$APTUS_REPO/contrib/bench/cluster_job.sh"
+CL_NAME=tb$$
+CL_UP=0
+cl() { "$APTUS_REPO/contrib/cluster.sh" --name "$CL_NAME" "$@"; }
+cluster_down() {
+    [ "$CL_UP" = 1 ] || return 0
+    cl down >/dev/null 2>&1
+    CL_UP=0
+}
+APTUS_CLEANUP_HOOKS+=(cluster_down)
+
+# run_bcast_hosts NAME FLAVOUR ARGS...: bcast_check on the cluster, a rank
+# per host, the library preloaded, statistics in $STATS; sets what
+# aptus_check_run reads.
+run_bcast_hosts() {
+    local name=$1 flavour=$2 t0
+    shift 2
+    local tag=${name//[^A-Za-z0-9._-]/_}
+    STATS=$APTUS_WORK/$tag.bcast-stats
+    APTUS_RUN_LOG=$APTUS_WORK/$tag.log
+    rm -rf "$STATS" && mkdir -p "$STATS"
+    [ "$flavour" = mpich ] && aptus_mpich_group
+    t0=$(date +%s.%N)
+    # shellcheck disable=SC2054  # the comma in ud_sr,self is meant
+    cluster_job "$CL_NAME" "$flavour" "$HOSTS" "$HOSTS_TIMEOUT" \
+        LD_PRELOAD="$(bcast_lib "$flavour") $APTUS_LIB" UCX_TLS=ud_sr,self \
+        UCX_NET_DEVICES=eth0 UCX_WARN_UNUSED_ENV_VARS=n \
+        APTUS_BCAST_STATS="$STATS/bcast.%r" -- \
+        "$APTUS_WORK/bcast_check_$flavour" "$@" >"$APTUS_RUN_LOG" 2>&1
+    APTUS_RUN_RC=$?
+    APTUS_RUN_SECS=$(aptus_elapsed "$t0")
+    cl clean >/dev/null 2>&1
+    APTUS_RUN_PIDS=()
+    while read -r r p; do
+        APTUS_RUN_PIDS[r]=$p
+    done < <(sed -n "s|^bcast_check rank \([0-9]*\)/$HOSTS pid \([0-9]*\): .*|\1 \2|p" \
+                 "$APTUS_RUN_LOG")
+}
+
+# cl_dropped: UDP datagrams the hosts' loss rules dropped so far.
+cl_dropped() {
+    cl status 2>/dev/null | sed -n 's/.*udp-loss \([0-9]*\).*/\1/p' |
+        awk '{ s += $1 } END { print s + 0 }'
+}
+
+HOSTS_TIMEOUT=90
+if [ "$HOSTS" -ge 2 ] 2>/dev/null; then
+    if ! command -v nsenter >/dev/null || ! command -v unshare >/dev/null; then
+        skip "bcast between hosts" "needs util-linux (nsenter, unshare)"
+    elif ! out=$(cl up "$HOSTS" --slots 1 --mtu 1500 --loss 1 2>&1); then
+        fail "bcast between hosts: cluster up" "$(echo "$out" | tail -n 3 | tr '\n' ' ')"
+    else
+        CL_UP=1
+        if ! out=$(cluster_multicast "$CL_NAME" 2>&1); then
+            fail "bcast between hosts: route to the group" "$(echo "$out" | tr '\n' ' ')"
+        fi
+        echo "# cluster $CL_NAME: $HOSTS hosts, a rank each, 1% of UDP datagrams dropped on input"
+        for flavour in $APTUS_MPIS; do
+            [ -n "$(bcast_lib "$flavour")" ] || continue
+            [ -x "$APTUS_WORK/bcast_check_$flavour" ] || continue
+            name=$flavour/bcast/hosts$HOSTS/loss-1%
+            before=$(cl_dropped)
+            run_bcast_hosts "$name" "$flavour" -i 1 -b 1000 -m 32768 -p sizes,types,burst
+            dropped=$(($(cl_dropped) - before))
+            if aptus_check_run "$name" bcast_check "$HOSTS"; then
+                check_mcast "$name" "$HOSTS"
+                repairs=$(bcast_stat repairs_sent)
+                if [ "$dropped" -gt 0 ] && [ "$repairs" -gt 0 ]; then
+                    pass "$name: losses repaired (hosts dropped $dropped datagrams, repairs_sent=$repairs nacks_sent=$(bcast_stat nacks_sent))"
+                else
+                    fail "$name: losses repaired" "hosts dropped $dropped datagrams, repairs_sent=$repairs"
+                fi
+            fi
+        done
+        cluster_down
+    fi
+fi
 
 aptus_summary
