@@ -149,7 +149,8 @@ typedef struct aptus_conn_wire_stats {
     uint64_t accepts;
     uint64_t tx_frames;
     uint64_t tx_bytes;
-    uint64_t tx_queued; /* frames (or their tails) queued in a backlog */
+    uint64_t tx_queued;       /* frames (or their tails) queued in a backlog */
+    uint64_t tx_copied_bytes; /* bytes copied into a backlog */
     uint64_t rx_frames;
     uint64_t rx_bytes;
     uint64_t rx_syscalls;
@@ -172,7 +173,9 @@ typedef struct aptus_conn_wire_stats {
     uint64_t conn_read_bytes;
     uint64_t conn_served; /* peers' reads served here */
     uint64_t conn_served_bytes;
-    uint64_t conn_refused; /* peers' operations outside any region */
+    uint64_t rx_placed_bytes; /* one-sided bytes received straight into
+                                 their memory, no buffer between */
+    uint64_t conn_refused;    /* peers' operations outside any region */
     uint64_t pid_proven;   /* connections whose peer's pid the kernel proved */
     uint64_t pid_unproven; /* answered, not proven: another host, another
                               PID namespace, or a wrong answer */
@@ -243,7 +246,10 @@ typedef struct aptus_conn_wire_ops {
      * reach directly (a peer on another host): the target serves them
      * from its progress into or out of memory registered under the key's
      * token (config.mem_check). A write's bytes are the connection's when
-     * the call returns, in order with the messages around it; it completes
+     * the call returns, in order with the messages around it (with req,
+     * they may be sent from iov itself until req is done: iov stays valid
+     * until then, as UCT asks of a zcopy buffer; without, they are copied
+     * if they must wait); it completes
      * through req->done (optional) once the target has them in place; a
      * read through req->done when its bytes are in. Both count in
      * reads_outstanding until then. UCS_ERR_NO_RESOURCE: the backlog is

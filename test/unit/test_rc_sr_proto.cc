@@ -223,10 +223,14 @@ TEST(rc_sr_proto, frame_bad)
         unsigned type;
         size_t ok, bad;
     } rma[] = { { APTUS_FRAME_TYPE_WRITE, 17, 16 },
-                { APTUS_FRAME_TYPE_WRITE, 1000, 1001 }, /* max 1000 */
+                /* one-sided data is not bound by the largest message (1000
+                 * here): it goes to its memory, not into a buffer */
+                { APTUS_FRAME_TYPE_WRITE, APTUS_FRAME_RMA_MAX_LEN,
+                  APTUS_FRAME_RMA_MAX_LEN + 1 },
                 { APTUS_FRAME_TYPE_READ_REQ, 24, 25 },
                 { APTUS_FRAME_TYPE_READ_RESP, 1, 0 },
-                { APTUS_FRAME_TYPE_READ_RESP, 1000, 1001 },
+                { APTUS_FRAME_TYPE_READ_RESP, APTUS_FRAME_RMA_MAX_LEN,
+                  APTUS_FRAME_RMA_MAX_LEN + 1 },
                 { APTUS_FRAME_TYPE_READ_ERR, 0, 4 },
                 { APTUS_FRAME_TYPE_FENCE_ACK, 0, 1 } };
     for (const auto &r : rma) {
@@ -720,11 +724,12 @@ static void check_frame(const uint8_t *buf, size_t avail, size_t max_len,
         ((type == APTUS_FRAME_TYPE_MSG) && (length <= max_len)) ||
         ((type == APTUS_FRAME_TYPE_IMM) && (length == APTUS_FRAME_IMM_LEN)) ||
         ((type == APTUS_FRAME_TYPE_WRITE) &&
-         (length > APTUS_FRAME_WRITE_HDR_LEN) && (length <= max_len)) ||
+         (length > APTUS_FRAME_WRITE_HDR_LEN) &&
+         (length <= std::max<size_t>(max_len, APTUS_FRAME_RMA_MAX_LEN))) ||
         ((type == APTUS_FRAME_TYPE_READ_REQ) &&
          (length == APTUS_FRAME_READ_REQ_LEN)) ||
         ((type == APTUS_FRAME_TYPE_READ_RESP) && (length > 0) &&
-         (length <= max_len)) ||
+         (length <= std::max<size_t>(max_len, APTUS_FRAME_RMA_MAX_LEN))) ||
         ((type == APTUS_FRAME_TYPE_PROVE_REQ) &&
          (length == APTUS_FRAME_PROVE_REQ_LEN)) ||
         (((type == APTUS_FRAME_TYPE_READ_ERR) ||
@@ -737,6 +742,9 @@ static void check_frame(const uint8_t *buf, size_t avail, size_t max_len,
     }
     if (APTUS_FRAME_HDR_LEN + length > avail) {
         ASSERT_EQ(APTUS_FRAME_PARTIAL, r);
+        /* a valid header is told: one-sided data is placed as it comes */
+        ASSERT_EQ(type, f.type);
+        ASSERT_EQ(length, f.length);
         return;
     }
     ASSERT_EQ(APTUS_FRAME_OK, r);
@@ -747,7 +755,8 @@ static void check_frame(const uint8_t *buf, size_t avail, size_t max_len,
         ASSERT_EQ((size_t)APTUS_FRAME_IMM_LEN, f.length);
     } else {
         ASSERT_LE(f.length,
-                  std::max(max_len, (size_t)APTUS_FRAME_READ_REQ_LEN));
+                  std::max({ max_len, (size_t)APTUS_FRAME_READ_REQ_LEN,
+                             aptus_frame_max_payload(f.type, max_len) }));
     }
     ASSERT_EQ(buf + APTUS_FRAME_HDR_LEN, f.payload);
     ++*ok_count;

@@ -750,6 +750,113 @@ TEST_F(uct_rc_sr_over_conn, put_and_get_over_the_connection)
     release(rb);
 }
 
+/* A large read is answered in frames far larger than a receive buffer,
+ * sent from the target's memory and received straight into the reader's:
+ * neither side copies the data through a buffer, and few system calls
+ * carry it (with 8 KB frames, each was a send and a receive of its own and
+ * a copy on both sides once the socket was full). */
+TEST_F(uct_rc_sr_over_conn, large_get_is_placed_without_copies)
+{
+    setup_pair();
+    const size_t size = 4 << 20;
+    remote_buf rb;
+    expose(rb, size, 7);
+    remote_key(rb);
+
+    std::vector<uint8_t> got(size);
+    uct_iov_t iov = { got.data(), got.size(), NULL, 0, 1 };
+    auto a0 = stats(m_a), b0 = stats(m_b);
+    test_comp c;
+    init_comp(c);
+    ucs_status_t status =
+        uct_ep_get_zcopy(m_a.ep, &iov, 1, (uint64_t)(uintptr_t)rb.data.data(),
+                         rb.rkey.rkey, &c.super);
+    ASSERT_EQ(UCS_OK, wait_comp(c, status));
+    EXPECT_EQ(rb.data, got);
+
+    auto a1 = stats(m_a), b1 = stats(m_b);
+    EXPECT_LE(b1["tx_frames"] - b0["tx_frames"],
+              size / APTUS_FRAME_RMA_MAX_LEN + 2);
+    EXPECT_LT(b1["tx_copied_bytes"] - b0["tx_copied_bytes"], 4096u);
+    EXPECT_EQ(size, a1["rx_placed_bytes"] - a0["rx_placed_bytes"]);
+    EXPECT_LT(a1["rx_syscalls"] - a0["rx_syscalls"], size / 8192 / 2);
+    release(rb);
+}
+
+/* What arrived on a message: whether the put before it was in place. */
+struct put_then_am {
+    const std::vector<uint8_t> *target, *expect;
+    int arrived = 0, in_place = 0;
+};
+
+static ucs_status_t put_then_am_cb(void *arg, void *data, size_t length,
+                                   unsigned flags)
+{
+    put_then_am *p = (put_then_am *)arg;
+    p->arrived++;
+    p->in_place += (*p->target == *p->expect);
+    return UCS_OK;
+}
+
+/* A large put with a completion is sent from the user's buffer (valid
+ * until it completes, as UCT asks of zcopy), not copied into the backlog
+ * when the socket is full, and a message sent after it still arrives
+ * after its data is in place; a put without completion may reuse its
+ * buffer at once, so its bytes are the wire's when the call returns. */
+TEST_F(uct_rc_sr_over_conn, large_put_is_sent_from_the_users_buffer)
+{
+    setup_pair();
+    const size_t size = 4 << 20;
+    remote_buf rb;
+    expose(rb, size, 7);
+    remote_key(rb);
+    uint64_t base = (uint64_t)(uintptr_t)rb.data.data();
+
+    std::vector<uint8_t> z = pattern(8, size);
+    put_then_am p;
+    p.target = &rb.data;
+    p.expect = &z;
+    ASSERT_EQ(UCS_OK,
+              uct_iface_set_am_handler(m_b.iface, 7, put_then_am_cb, &p, 0));
+    uct_iov_t iov = { z.data(), z.size(), NULL, 0, 1 };
+    auto a0       = stats(m_a);
+    test_comp c;
+    init_comp(c);
+    /* no progress on either side: the socket takes a part, the rest waits */
+    ucs_status_t status =
+        uct_ep_put_zcopy(m_a.ep, &iov, 1, base, rb.rkey.rkey, &c.super);
+    ASSERT_EQ(UCS_INPROGRESS, status);
+    EXPECT_LT(stats(m_a)["tx_copied_bytes"] - a0["tx_copied_bytes"], 4096u);
+    /* ... and the connection holds no copy of it */
+    aptus_conn_t *conn = ucs_derived_of(m_a.ep, uct_rc_sr_ep_t)->link.conn;
+    size_t state_bytes, kernel_bytes;
+    unsigned fds;
+    conn->wire->ops->conn_resources(conn, &state_bytes, &kernel_bytes, &fds);
+    EXPECT_LT(state_bytes, 64u * 1024);
+    /* the message waits its turn (the backlog is full) behind the data */
+    ucs_status_t am_status;
+    while ((am_status = uct_ep_am_short(m_a.ep, 7, 0, NULL, 0)) ==
+           UCS_ERR_NO_RESOURCE) {
+        progress();
+    }
+    EXPECT_EQ(UCS_OK, am_status);
+    EXPECT_EQ(UCS_OK, wait_comp(c, status));
+    EXPECT_EQ(z, rb.data);
+    ASSERT_TRUE(wait_for([&] { return p.arrived == 1; }));
+    EXPECT_EQ(1, p.in_place);
+
+    /* without a completion: copied if it must wait */
+    std::vector<uint8_t> y    = pattern(9, size);
+    uct_iov_t yiov            = { y.data(), y.size(), NULL, 0, 1 };
+    std::vector<uint8_t> sent = y;
+    ASSERT_EQ(UCS_OK,
+              uct_ep_put_zcopy(m_a.ep, &yiov, 1, base, rb.rkey.rkey, NULL));
+    std::fill(y.begin(), y.end(), 0); /* the user's buffer is its own again */
+    ASSERT_EQ(UCS_OK, flush_ep(m_a.ep));
+    EXPECT_EQ(sent, rb.data);
+    release(rb);
+}
+
 /* An operation that could go straight into the peer's memory waits its
  * turn behind those still carried over the connection: RC keeps one-sided
  * operations in order. (Puts carried before the peer proved itself, then
@@ -967,6 +1074,34 @@ TEST_F(uct_rc_sr_over_conn, target_refuses_what_no_registration_covers)
     EXPECT_NE(UCS_OK, wait_comp(c, status));
     EXPECT_EQ(before, rb.data);
     EXPECT_EQ(2u, stats(m_b)["conn_refused"]);
+    release(rb);
+}
+
+/* A write larger than a receive buffer, whose data the target would place
+ * as it comes, is checked before a byte of it lands. */
+TEST_F(uct_rc_sr_over_conn, target_refuses_a_large_write_before_placing_it)
+{
+    setup_pair();
+    remote_buf rb;
+    expose(rb, 256 * 1024, 6);
+    uint64_t base = (uint64_t)(uintptr_t)rb.data.data();
+    uct_aptus_rkey_t packed;
+    memcpy(&packed, rb.packed.data(), sizeof(packed));
+    packed.token ^= 1;
+    memcpy(rb.packed.data(), &packed, sizeof(packed));
+    remote_key(rb);
+
+    std::vector<uint8_t> z      = pattern(3, 200 * 1024);
+    std::vector<uint8_t> before = rb.data;
+    uct_iov_t iov               = { z.data(), z.size(), NULL, 0, 1 };
+    test_comp c;
+    init_comp(c);
+    ucs_status_t status =
+        uct_ep_put_zcopy(m_a.ep, &iov, 1, base, rb.rkey.rkey, &c.super);
+    EXPECT_NE(UCS_OK, wait_comp(c, status));
+    EXPECT_EQ(before, rb.data);
+    EXPECT_EQ(1u, stats(m_b)["conn_refused"]);
+    EXPECT_EQ(0u, stats(m_b)["rx_placed_bytes"]);
     release(rb);
 }
 

@@ -188,7 +188,10 @@ ucs_status_t uct_rc_sr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
 
 /* One-sided operations are the RC-RDMA channel's, over the link: done when
  * the call returns for a peer on this host, later for one on another
- * (comp, or the iface's sink when the user gave none: the flush waits). */
+ * (comp, or for a read the iface's sink when the user gave none: the flush
+ * waits). A write without comp goes without one: its bytes are then the
+ * wire's at once (copied if they must wait), as UCS_OK tells the user;
+ * with comp, they may be sent from the user's buffer until it completes. */
 static ucs_status_t uct_rc_sr_ep_rma(uct_ep_h tl_ep, const struct iovec *iov,
                                      unsigned iovcnt, uint64_t remote_addr,
                                      uct_rkey_t rkey, int is_write,
@@ -207,8 +210,7 @@ static ucs_status_t uct_rc_sr_ep_rma(uct_ep_h tl_ep, const struct iovec *iov,
     uct_aptus_rkey_to_chan_key((const uct_aptus_rkey_t *)rkey, &key);
     status = is_write
                  ? aptus_chan_put(&iface->rdma.super, uct_rc_sr_ep_cpeer(tl_ep),
-                                  iov, iovcnt, remote_addr, &key,
-                                  (comp != NULL) ? comp : &iface->sink)
+                                  iov, iovcnt, remote_addr, &key, comp)
                  : aptus_chan_get(&iface->rdma.super, uct_rc_sr_ep_cpeer(tl_ep),
                                   iov, iovcnt, remote_addr, &key,
                                   (comp != NULL) ? comp : &iface->sink);

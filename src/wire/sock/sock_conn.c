@@ -94,6 +94,7 @@ static aptus_sock_conn_t *aptus_sock_conn_new(aptus_sock_conn_wire_t *cw,
     conn->super.wire = &cw->super;
     conn->super.user = user;
     aptus_sock_rma_init(conn);
+    ucs_queue_head_init(&conn->zsegs);
     conn->fd     = fd;
     conn->flags  = flags;
     conn->events = EPOLLIN | EPOLLRDHUP;
@@ -212,6 +213,7 @@ static void aptus_sock_conn_free(aptus_sock_conn_t *conn)
     if (conn->rx_buf != NULL) {
         aptus_conn_buf_release(conn->rx_buf);
     }
+    aptus_sock_conn_zsegs_free(conn);
     ucs_free(conn->txq);
     ucs_free(conn->rma.serve);
     ucs_free(conn);
@@ -311,6 +313,7 @@ static void aptus_sock_conn_close_conn(aptus_conn_t *tl_conn)
     close(conn->fd);
     conn->flags |= APTUS_SOCK_CONN_CLOSED | APTUS_SOCK_CONN_BROKEN;
     aptus_sock_rma_cleanup(conn, UCS_ERR_CANCELED);
+    aptus_sock_conn_zsegs_free(conn); /* their memory may go with the user */
     conn->super.user = NULL; /* a handler below the close sees it is gone */
     ucs_list_del(&conn->list);
     cw->super.num_conns--;

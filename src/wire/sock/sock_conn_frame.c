@@ -74,20 +74,13 @@ static ucs_status_t aptus_sock_conn_errno_status(int err)
     }
 }
 
-/* Queue bytes the socket did not take, after whatever is queued. */
-static ucs_status_t aptus_sock_conn_queue(aptus_sock_conn_t *conn,
-                                          const struct iovec *iov,
-                                          unsigned iovcnt, size_t skip)
+/* Make room for total more bytes in the copy backlog. */
+static ucs_status_t aptus_sock_conn_txq_reserve(aptus_sock_conn_t *conn,
+                                                size_t total)
 {
-    size_t total = 0, need, cap, n;
+    size_t need = conn->txq_len + total, cap;
     uint8_t *txq;
-    unsigned i;
 
-    for (i = 0; i < iovcnt; ++i) {
-        total += iov[i].iov_len;
-    }
-    total -= skip;
-    need = conn->txq_len + total;
     if ((need > conn->txq_cap) && (conn->txq_off > 0)) {
         /* what was sent goes only when room is needed: moving the rest at
          * every frame would copy a long backlog once per frame */
@@ -106,30 +99,91 @@ static ucs_status_t aptus_sock_conn_queue(aptus_sock_conn_t *conn,
         conn->txq     = txq;
         conn->txq_cap = cap;
     }
+    return UCS_OK;
+}
+
+/* Queue bytes the socket did not take, after whatever is queued: iov[0..
+ * zc_from) copied, the rest by reference. */
+static ucs_status_t aptus_sock_conn_queue(aptus_sock_conn_t *conn,
+                                          const struct iovec *iov,
+                                          unsigned iovcnt, size_t skip,
+                                          unsigned zc_from)
+{
+    aptus_sock_zseg_t *zseg = NULL;
+    size_t copy = 0, total = 0, n;
+    ucs_status_t status;
+    unsigned i;
+
+    for (i = 0; i < iovcnt; ++i) {
+        total += iov[i].iov_len;
+        copy += (i < zc_from) ? iov[i].iov_len : 0;
+    }
+    status = aptus_sock_conn_txq_reserve(conn, copy - ucs_min(copy, skip));
+    if (status != UCS_OK) {
+        return status;
+    }
+    if (total > ucs_max(copy, skip)) {
+        /* bytes by reference are left (they follow the copied ones) */
+        ucs_assert(iovcnt - zc_from <= APTUS_CONN_RMA_MAX_IOV);
+        zseg = ucs_malloc(sizeof(*zseg), "aptus_sock_zseg");
+        if (zseg == NULL) {
+            return UCS_ERR_NO_MEMORY;
+        }
+        zseg->iovcnt = 0;
+        zseg->first  = 0;
+    }
     for (i = 0; i < iovcnt; ++i) {
         if (skip >= iov[i].iov_len) {
             skip -= iov[i].iov_len;
             continue;
         }
         n = iov[i].iov_len - skip;
-        memcpy(conn->txq + conn->txq_len, (uint8_t *)iov[i].iov_base + skip, n);
-        conn->txq_len += n;
+        if (i < zc_from) {
+            memcpy(conn->txq + conn->txq_len, (uint8_t *)iov[i].iov_base + skip,
+                   n);
+            conn->txq_len += n;
+            conn->super.wire->stats.tx_copied_bytes += n;
+        } else if (n > 0) {
+            zseg->iov[zseg->iovcnt].iov_base =
+                UCS_PTR_BYTE_OFFSET(iov[i].iov_base, skip);
+            zseg->iov[zseg->iovcnt++].iov_len = n;
+            conn->zseg_bytes += n;
+        }
         skip = 0;
+    }
+    if (zseg != NULL) {
+        /* after every byte copied so far, this frame's header included */
+        zseg->pos = conn->txq_pos + (conn->txq_len - conn->txq_off);
+        ucs_queue_push(&conn->zsegs, &zseg->queue);
     }
     conn->super.wire->stats.tx_queued++;
     aptus_sock_conn_set_events(conn, conn->events | EPOLLOUT);
     return UCS_OK;
 }
 
-ucs_status_t aptus_sock_conn_send_frame(aptus_sock_conn_t *conn, unsigned type,
-                                        const struct iovec *iov,
-                                        unsigned iovcnt, int force)
+void aptus_sock_conn_zsegs_free(aptus_sock_conn_t *conn)
+{
+    aptus_sock_zseg_t *zseg;
+
+    while (!ucs_queue_is_empty(&conn->zsegs)) {
+        zseg = ucs_queue_pull_elem_non_empty(&conn->zsegs, aptus_sock_zseg_t,
+                                             queue);
+        ucs_free(zseg);
+    }
+    conn->zseg_bytes = 0;
+}
+
+ucs_status_t aptus_sock_conn_send_frame_zc(aptus_sock_conn_t *conn,
+                                           unsigned type,
+                                           const struct iovec *iov,
+                                           unsigned iovcnt, unsigned zc_from,
+                                           int force)
 {
     aptus_sock_conn_wire_t *cw = aptus_sock_cw(conn->super.wire);
     struct iovec frame_iov[APTUS_SOCK_CONN_MAX_IOV + 1];
     uint8_t hdr[APTUS_FRAME_HDR_LEN];
     uint8_t small[APTUS_SOCK_CONN_COALESCE];
-    size_t total = 0, queued, len;
+    size_t total = 0, queued, len, max_len;
     struct msghdr msg;
     ucs_status_t status;
     ssize_t sent = 0;
@@ -141,8 +195,9 @@ ucs_status_t aptus_sock_conn_send_frame(aptus_sock_conn_t *conn, unsigned type,
     if (iovcnt > APTUS_SOCK_CONN_MAX_IOV) {
         return UCS_ERR_INVALID_PARAM;
     }
+    max_len = aptus_frame_max_payload(type, cw->config.max_frame);
     for (i = 0; i < iovcnt; ++i) {
-        if (iov[i].iov_len > cw->config.max_frame - total) {
+        if (iov[i].iov_len > max_len - total) {
             return UCS_ERR_INVALID_PARAM; /* (also when the sum wraps) */
         }
         frame_iov[i + 1] = iov[i];
@@ -153,7 +208,7 @@ ucs_status_t aptus_sock_conn_send_frame(aptus_sock_conn_t *conn, unsigned type,
         (queued + total + APTUS_FRAME_HDR_LEN > cw->config.max_backlog)) {
         return UCS_ERR_NO_RESOURCE;
     }
-    queued = conn->txq_len - conn->txq_off;
+    queued = aptus_sock_conn_pending(conn);
 
     aptus_frame_hdr_pack(hdr, type, total);
     aptus_trace_data("sock conn %d: tx %s frame, %zu bytes", conn->fd,
@@ -178,6 +233,7 @@ ucs_status_t aptus_sock_conn_send_frame(aptus_sock_conn_t *conn, unsigned type,
             frame_iov[0].iov_len  = len;
             msg.msg_iovlen        = 1;
             iovcnt                = 0;
+            zc_from               = 0;
         } else {
             msg.msg_iovlen = iovcnt + 1;
         }
@@ -198,12 +254,21 @@ ucs_status_t aptus_sock_conn_send_frame(aptus_sock_conn_t *conn, unsigned type,
     if ((size_t)sent == total) {
         return UCS_OK;
     }
-    status = aptus_sock_conn_queue(conn, frame_iov, iovcnt + 1, sent);
+    status = aptus_sock_conn_queue(conn, frame_iov, iovcnt + 1, sent,
+                                   ucs_min(zc_from, iovcnt) + 1);
     if (status != UCS_OK) {
         /* part of the frame went out: the stream cannot continue */
         conn->flags |= APTUS_SOCK_CONN_BROKEN;
     }
     return status;
+}
+
+ucs_status_t aptus_sock_conn_send_frame(aptus_sock_conn_t *conn, unsigned type,
+                                        const struct iovec *iov,
+                                        unsigned iovcnt, int force)
+{
+    return aptus_sock_conn_send_frame_zc(conn, type, iov, iovcnt, iovcnt,
+                                         force);
 }
 
 ucs_status_t aptus_sock_conn_send(aptus_conn_t *conn, const struct iovec *iov,
@@ -218,10 +283,84 @@ size_t aptus_sock_conn_backlog(aptus_conn_t *tl_conn)
     return aptus_sock_conn_queued(aptus_sock_conn(tl_conn));
 }
 
+/* The queued bytes in stream order, as at most max iovecs: the copied ones
+ * up to each reference, then the reference's. */
+static unsigned aptus_sock_conn_tx_iov(aptus_sock_conn_t *conn,
+                                       struct iovec *iov, unsigned max)
+{
+    uint64_t pos = conn->txq_pos;
+    size_t off   = conn->txq_off;
+    aptus_sock_zseg_t *zseg;
+    unsigned n = 0, i;
+    size_t len;
+
+    ucs_queue_for_each(zseg, &conn->zsegs, queue)
+    {
+        if ((zseg->pos > pos) && (n < max)) {
+            len              = zseg->pos - pos;
+            iov[n].iov_base  = conn->txq + off;
+            iov[n++].iov_len = len;
+            off += len;
+            pos += len;
+        }
+        for (i = 0; (i < zseg->iovcnt) && (n < max); ++i) {
+            iov[n++] = zseg->iov[zseg->first + i];
+        }
+        if (n == max) {
+            return n;
+        }
+    }
+    if ((off < conn->txq_len) && (n < max)) {
+        iov[n].iov_base  = conn->txq + off;
+        iov[n++].iov_len = conn->txq_len - off;
+    }
+    return n;
+}
+
+/* sent bytes of the queue went out. */
+static void aptus_sock_conn_tx_sent(aptus_sock_conn_t *conn, size_t sent)
+{
+    aptus_sock_zseg_t *zseg;
+    struct iovec *iov;
+    size_t n;
+
+    while (sent > 0) {
+        zseg = ucs_queue_is_empty(&conn->zsegs)
+                   ? NULL
+                   : ucs_queue_head_elem_non_empty(&conn->zsegs,
+                                                   aptus_sock_zseg_t, queue);
+        if ((zseg == NULL) || (zseg->pos > conn->txq_pos)) {
+            n = (zseg == NULL) ? sent
+                               : ucs_min(sent, zseg->pos - conn->txq_pos);
+            ucs_assert(n <= conn->txq_len - conn->txq_off);
+            conn->txq_off += n;
+            conn->txq_pos += n;
+            sent -= n;
+            continue;
+        }
+        iov           = &zseg->iov[zseg->first];
+        n             = ucs_min(sent, iov->iov_len);
+        iov->iov_base = UCS_PTR_BYTE_OFFSET(iov->iov_base, n);
+        iov->iov_len -= n;
+        conn->zseg_bytes -= n;
+        sent -= n;
+        if (iov->iov_len == 0) {
+            zseg->first++;
+            if (--zseg->iovcnt == 0) {
+                ucs_queue_pull_non_empty(&conn->zsegs);
+                ucs_free(zseg);
+            }
+        }
+    }
+}
+
 /* Send what the backlog holds; tell the owner when it is empty. */
 void aptus_sock_conn_writable(aptus_sock_conn_t *conn)
 {
     aptus_sock_conn_wire_t *cw = aptus_sock_cw(conn->super.wire);
+    struct iovec iov[APTUS_SOCK_CONN_MAX_IOV];
+    struct msghdr msg;
+    unsigned iovcnt;
     ssize_t sent;
     socklen_t len;
     int err;
@@ -238,10 +377,12 @@ void aptus_sock_conn_writable(aptus_sock_conn_t *conn)
         conn->flags &=
             ~(APTUS_SOCK_CONN_CONNECTING | APTUS_SOCK_CONN_PROVE_QUEUED);
     }
-    while (conn->txq_off < conn->txq_len) {
-        sent = aptus_sock_send(conn->fd, conn->txq + conn->txq_off,
-                               conn->txq_len - conn->txq_off,
-                               MSG_DONTWAIT | MSG_NOSIGNAL);
+    while (aptus_sock_conn_pending(conn) > 0) {
+        iovcnt = aptus_sock_conn_tx_iov(conn, iov, APTUS_SOCK_CONN_MAX_IOV);
+        memset(&msg, 0, sizeof(msg));
+        msg.msg_iov    = iov;
+        msg.msg_iovlen = iovcnt;
+        sent = aptus_sock_sendmsg(conn->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (sent < 0) {
             if ((errno == EAGAIN) || (errno == EWOULDBLOCK)) {
                 return;
@@ -251,16 +392,21 @@ void aptus_sock_conn_writable(aptus_sock_conn_t *conn)
             aptus_sock_conn_fail(conn, aptus_sock_conn_errno_status(errno));
             return;
         }
-        conn->txq_off += sent;
+        aptus_sock_conn_tx_sent(conn, sent);
+        if ((conn->rma.serve_count > 0) &&
+            (aptus_sock_conn_pending(conn) < cw->config.max_backlog)) {
+            aptus_sock_rma_serve(conn); /* keep the socket full */
+        }
     }
     /* an idle connection keeps no backlog memory */
+    ucs_assert(ucs_queue_is_empty(&conn->zsegs));
     ucs_free(conn->txq);
     conn->txq     = NULL;
     conn->txq_off = conn->txq_len = conn->txq_cap = 0;
     aptus_sock_conn_set_events(conn, conn->events & ~EPOLLOUT);
     if (conn->rma.serve_count > 0) {
         aptus_sock_rma_serve(conn); /* the peer's reads go on */
-        if (conn->txq_len > 0) {
+        if (aptus_sock_conn_pending(conn) > 0) {
             return;
         }
     }
@@ -311,12 +457,28 @@ static int aptus_sock_conn_rx_frames(aptus_sock_conn_wire_t *cw,
     const aptus_conn_handlers_t *h = cw->config.handlers;
     aptus_frame_result_t result;
     aptus_frame_t frame;
+    size_t avail;
+    ssize_t taken;
 
     for (;;) {
-        result =
-            aptus_frame_parse(area + conn->rx_off, conn->rx_len - conn->rx_off,
-                              cw->config.max_frame, &frame);
-        if (result == APTUS_FRAME_PARTIAL) {
+        avail  = conn->rx_len - conn->rx_off;
+        result = aptus_frame_parse(area + conn->rx_off, avail,
+                                   cw->config.max_frame, &frame);
+        if ((result == APTUS_FRAME_PARTIAL) && (avail >= APTUS_FRAME_HDR_LEN) &&
+            ((frame.type == APTUS_FRAME_TYPE_WRITE) ||
+             (frame.type == APTUS_FRAME_TYPE_READ_RESP))) {
+            /* the rest of one-sided data goes straight to its memory */
+            taken = aptus_sock_rma_sink_start(conn, frame.type, frame.length,
+                                              area + conn->rx_off, avail);
+            if (taken < 0) {
+                return 0;
+            } else if (taken > 0) {
+                cw->super.stats.rx_frames++;
+                cw->super.stats.rx_bytes += APTUS_FRAME_HDR_LEN + frame.length;
+                conn->rx_off += taken;
+            }
+            return 1;
+        } else if (result == APTUS_FRAME_PARTIAL) {
             return 1;
         } else if (result == APTUS_FRAME_BAD) {
             cw->super.stats.rx_malformed++;
@@ -348,11 +510,38 @@ static int aptus_sock_conn_rx_frames(aptus_sock_conn_wire_t *cw,
     }
 }
 
+/* Receive the rest of a one-sided frame into its memory, and what follows
+ * it into the receive buffer (the next frame's start, in the same system
+ * call). *room_p: in, the buffer's room; out, the whole read's. */
+static ssize_t aptus_sock_conn_rx_sink(aptus_sock_conn_t *conn, size_t *room_p)
+{
+    aptus_sock_conn_wire_t *cw    = aptus_sock_cw(conn->super.wire);
+    const aptus_sock_sink_t *sink = &conn->rma.sink;
+    struct iovec iov[APTUS_CONN_RMA_MAX_IOV + 1];
+    size_t left = sink->left, n;
+    struct msghdr msg;
+    unsigned i;
+
+    memset(&msg, 0, sizeof(msg));
+    for (i = 0; (i < sink->iovcnt) && (left > 0); ++i) {
+        n               = ucs_min(left, sink->iov[i].iov_len);
+        iov[i].iov_base = sink->iov[i].iov_base;
+        iov[i].iov_len  = n;
+        left -= n;
+    }
+    iov[i].iov_base = aptus_sock_conn_area(cw, conn->rx_buf) + conn->rx_len;
+    iov[i].iov_len  = *room_p;
+    msg.msg_iov     = iov;
+    msg.msg_iovlen  = i + 1;
+    *room_p += sink->left;
+    return aptus_sock_recvmsg(conn->fd, &msg, MSG_DONTWAIT);
+}
+
 unsigned aptus_sock_conn_rx(aptus_sock_conn_t *conn)
 {
     aptus_sock_conn_wire_t *cw = aptus_sock_cw(conn->super.wire);
     unsigned reads, count = 0;
-    size_t room;
+    size_t room, placed;
     ssize_t ret;
 
     for (reads = 0; reads < APTUS_SOCK_CONN_READS; ++reads) {
@@ -371,9 +560,13 @@ unsigned aptus_sock_conn_rx(aptus_sock_conn_t *conn)
         }
 
         room = cw->area_size - conn->rx_len;
-        ret  = aptus_sock_recv(
-             conn->fd, aptus_sock_conn_area(cw, conn->rx_buf) + conn->rx_len,
-             room, MSG_DONTWAIT);
+        if (conn->rma.sink.left > 0) {
+            ret = aptus_sock_conn_rx_sink(conn, &room);
+        } else {
+            ret = aptus_sock_recv(
+                conn->fd, aptus_sock_conn_area(cw, conn->rx_buf) + conn->rx_len,
+                room, MSG_DONTWAIT);
+        }
         cw->super.stats.rx_syscalls++;
         if (ret <= 0) {
             if ((ret < 0) && ((errno == EAGAIN) || (errno == EWOULDBLOCK) ||
@@ -385,12 +578,21 @@ unsigned aptus_sock_conn_rx(aptus_sock_conn_t *conn)
                                  : aptus_sock_conn_errno_status(errno));
             return count;
         }
-        conn->rx_len += ret;
         count++;
+        placed = 0;
+        if (conn->rma.sink.left > 0) {
+            /* the sink's bytes first, the rest went to the buffer */
+            placed = ucs_min((size_t)ret, conn->rma.sink.left);
+            ret -= placed;
+            if (!aptus_sock_rma_sink_advance(conn, placed)) {
+                return count;
+            }
+        }
+        conn->rx_len += ret;
         if (!aptus_sock_conn_rx_frames(cw, conn)) {
             return count;
         }
-        if ((size_t)ret < room) {
+        if ((size_t)(ret + placed) < room) {
             break; /* the socket is empty: spare the system call */
         }
     }

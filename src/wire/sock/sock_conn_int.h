@@ -18,6 +18,9 @@
 #include <ucs/sys/compiler_def.h>
 #include <ucs/time/time.h>
 
+#include <sys/types.h>
+#include <sys/uio.h>
+
 /* A peer's read being served here, in arrival order. */
 typedef struct aptus_sock_serve {
     uint64_t address;
@@ -26,14 +29,38 @@ typedef struct aptus_sock_serve {
     unsigned answer; /* that frame: READ_ERR, or FENCE_ACK for a fence */
 } aptus_sock_serve_t;
 
+/* A one-sided frame whose payload is being received straight into the
+ * memory its operation names (the rest of the frame, as it comes). */
+typedef struct aptus_sock_sink {
+    size_t left;   /* bytes still to come (0: none is being received) */
+    size_t length; /* the frame's payload (a WRITE's without its header) */
+    unsigned type; /* WRITE or READ_RESP */
+    unsigned iovcnt;
+    struct iovec iov[APTUS_CONN_RMA_MAX_IOV]; /* where the rest goes */
+} aptus_sock_sink_t;
+
 /* One-sided operations carried over one connection. */
 typedef struct aptus_sock_rma {
     ucs_queue_head_t reads; /* this side's reads, in issue order */
+    aptus_sock_sink_t sink;
     unsigned num_reads;
     unsigned serve_head;       /* the peer's reads: a ring of */
     unsigned serve_count;      /* APTUS_CONN_MAX_READS, allocated when the */
     aptus_sock_serve_t *serve; /* first arrives */
 } aptus_sock_rma_t;
+
+/* Bytes of a one-sided operation queued by reference, sent from the
+ * memory they are in (a peer's read: registered memory; a write longer
+ * than the largest message: the caller's, valid until the write completes)
+ * after the first pos bytes the backlog copied, counted from the
+ * connection's start: a large operation is never copied to be sent. */
+typedef struct aptus_sock_zseg {
+    ucs_queue_elem_t queue;
+    uint64_t pos;
+    unsigned iovcnt; /* entries left, from iov[first] */
+    unsigned first;
+    struct iovec iov[APTUS_CONN_RMA_MAX_IOV];
+} aptus_sock_zseg_t;
 
 #define APTUS_SOCK_CONN_EVENTS          32
 #define APTUS_SOCK_CONN_MAX_IOV         16
@@ -77,6 +104,9 @@ typedef struct aptus_sock_conn {
     size_t txq_off;
     size_t txq_len;
     size_t txq_cap;
+    uint64_t txq_pos;       /* txq's bytes sent since the start */
+    ucs_queue_head_t zsegs; /* queued by reference, in stream order */
+    size_t zseg_bytes;
     ucs_list_link_t list; /* wire->conns, then wire->zombies */
     aptus_sock_rma_t rma; /* one-sided operations carried over it */
     pid_t peer_pid;       /* proven by the kernel (0: not) */
@@ -116,11 +146,17 @@ void aptus_sock_conn_fail(aptus_sock_conn_t *conn, ucs_status_t status);
 /* Watch these epoll events of the connection (unless failed or closed). */
 void aptus_sock_conn_set_events(aptus_sock_conn_t *conn, uint32_t events);
 
+/* Bytes queued, copied or by reference. */
+static inline size_t aptus_sock_conn_pending(const aptus_sock_conn_t *conn)
+{
+    return conn->txq_len - conn->txq_off + conn->zseg_bytes;
+}
+
 /* Bytes of the owner's queued (the wire's own PROVE_REQ, queued while
  * connecting, takes no room of the owner's backlog). */
 static inline size_t aptus_sock_conn_queued(const aptus_sock_conn_t *conn)
 {
-    size_t queued = conn->txq_len - conn->txq_off;
+    size_t queued = aptus_sock_conn_pending(conn);
 
     if (conn->flags & APTUS_SOCK_CONN_PROVE_QUEUED) {
         queued -= APTUS_FRAME_HDR_LEN + APTUS_FRAME_PROVE_REQ_LEN;
@@ -133,6 +169,16 @@ static inline size_t aptus_sock_conn_queued(const aptus_sock_conn_t *conn)
 ucs_status_t aptus_sock_conn_send_frame(aptus_sock_conn_t *conn, unsigned type,
                                         const struct iovec *iov,
                                         unsigned iovcnt, int force);
+/* The same, where iov[zc_from..] stays valid until the operation it
+ * carries completes: what the socket does not take at once is queued by
+ * reference, not copied. */
+ucs_status_t aptus_sock_conn_send_frame_zc(aptus_sock_conn_t *conn,
+                                           unsigned type,
+                                           const struct iovec *iov,
+                                           unsigned iovcnt, unsigned zc_from,
+                                           int force);
+/* Drop what is queued by reference (the connection is gone). */
+void aptus_sock_conn_zsegs_free(aptus_sock_conn_t *conn);
 
 /* sock_conn_frame.c: framing */
 /* A receive buffer's last reference went: back to the pool. */
@@ -189,6 +235,17 @@ int aptus_sock_rma_frame(aptus_sock_conn_t *conn, unsigned type,
                          const uint8_t *payload, size_t length);
 /* Send what the backlog has room for of the peer's reads. */
 void aptus_sock_rma_serve(aptus_sock_conn_t *conn);
+/* A one-sided frame is cut by the end of the bytes received (avail bytes
+ * of it at frame's header, whose type and length are valid): place what
+ * came and receive the rest straight into its memory. Returns the bytes
+ * taken from the buffer (0: too few yet), or -1 when the connection was
+ * failed for it. */
+ssize_t aptus_sock_rma_sink_start(aptus_sock_conn_t *conn, unsigned type,
+                                  size_t length, const uint8_t *frame,
+                                  size_t avail);
+/* length more bytes went to the sink's memory; 0 when the connection was
+ * failed for the frame they complete. */
+int aptus_sock_rma_sink_advance(aptus_sock_conn_t *conn, size_t length);
 /* The connection is gone: reads complete with status, serving stops. */
 void aptus_sock_rma_cleanup(aptus_sock_conn_t *conn, ucs_status_t status);
 ucs_status_t

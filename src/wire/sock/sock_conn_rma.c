@@ -64,7 +64,7 @@ static int aptus_sock_rma_in_key(const aptus_mem_key_t *key, uint64_t addr,
 
 static size_t aptus_sock_rma_queued(const aptus_sock_conn_t *conn)
 {
-    return conn->txq_len - conn->txq_off;
+    return aptus_sock_conn_pending(conn);
 }
 
 /* The next at most max bytes of iov from offset, as iovecs; returns how
@@ -88,6 +88,22 @@ static unsigned aptus_sock_rma_slice(const struct iovec *iov, unsigned iovcnt,
         offset = 0;
     }
     return n;
+}
+
+/* Copy length bytes of data to where the sink's next bytes go (its
+ * iovecs are advanced by aptus_sock_rma_sink_advance). */
+static void aptus_sock_rma_sink_place(const aptus_sock_sink_t *sink,
+                                      const uint8_t *data, size_t length)
+{
+    unsigned i;
+    size_t n;
+
+    for (i = 0; (i < sink->iovcnt) && (length > 0); ++i) {
+        n = ucs_min(length, sink->iov[i].iov_len);
+        memcpy(sink->iov[i].iov_base, data, n);
+        data += n;
+        length -= n;
+    }
 }
 
 /* Ask for length bytes at remote_addr (0: a fence) and wait for them in
@@ -164,7 +180,9 @@ aptus_sock_conn_write_conn(aptus_conn_t *tl_conn, const aptus_mem_key_t *key,
 {
     aptus_sock_conn_t *conn    = ucs_derived_of(tl_conn, aptus_sock_conn_t);
     aptus_sock_conn_wire_t *cw = aptus_sock_cw(tl_conn->wire);
-    size_t chunk = cw->config.max_frame - APTUS_FRAME_WRITE_HDR_LEN;
+    size_t chunk =
+        aptus_frame_max_payload(APTUS_FRAME_TYPE_WRITE, cw->config.max_frame) -
+        APTUS_FRAME_WRITE_HDR_LEN;
     size_t length, offset;
     struct iovec fiov[1 + APTUS_CONN_RMA_MAX_IOV];
     uint8_t hdr[APTUS_FRAME_WRITE_HDR_LEN];
@@ -177,15 +195,17 @@ aptus_sock_conn_write_conn(aptus_conn_t *tl_conn, const aptus_mem_key_t *key,
     }
 
     /* all frames or none: once the first is the connection's, the rest
-     * follow whatever the backlog (as a message may pass the bound) */
+     * follow whatever the backlog (as a message may pass the bound); with
+     * req, the data waits in the user's memory, not in a copy */
     fiov[0].iov_base = hdr;
     fiov[0].iov_len  = sizeof(hdr);
     for (offset = 0; offset < length; offset += chunk) {
         n = aptus_sock_rma_slice(iov, iovcnt, offset, chunk, fiov + 1);
         aptus_put64(hdr, remote_addr + offset);
         aptus_put64(hdr + 8, key->token);
-        status = aptus_sock_conn_send_frame(conn, APTUS_FRAME_TYPE_WRITE, fiov,
-                                            n + 1, 1);
+        status =
+            aptus_sock_conn_send_frame_zc(conn, APTUS_FRAME_TYPE_WRITE, fiov,
+                                          n + 1, (req != NULL) ? 1 : n + 1, 1);
         if (status != UCS_OK) {
             return status; /* the connection broke: it says so */
         }
@@ -244,11 +264,15 @@ void aptus_sock_rma_serve(aptus_sock_conn_t *conn)
         if (s->length == 0) {
             (void)aptus_sock_conn_send_frame(conn, s->answer, NULL, 0, 1);
         } else {
-            chunk        = ucs_min(s->length - s->offset, cw->config.max_frame);
+            /* frames as large as the wire carries, sent from the served
+             * memory itself: the requester places them without a copy */
+            chunk        = ucs_min(s->length - s->offset,
+                                   aptus_frame_max_payload(APTUS_FRAME_TYPE_READ_RESP,
+                                                           cw->config.max_frame));
             iov.iov_base = (void *)(uintptr_t)(s->address + s->offset);
             iov.iov_len  = chunk;
-            (void)aptus_sock_conn_send_frame(conn, APTUS_FRAME_TYPE_READ_RESP,
-                                             &iov, 1, 1);
+            (void)aptus_sock_conn_send_frame_zc(
+                conn, APTUS_FRAME_TYPE_READ_RESP, &iov, 1, 0, 1);
             s->offset += chunk;
             cw->super.stats.conn_served_bytes += chunk;
             if (s->offset < s->length) {
@@ -362,6 +386,94 @@ static int aptus_sock_rma_read_resp(aptus_sock_conn_t *conn,
     return 1;
 }
 
+ssize_t aptus_sock_rma_sink_start(aptus_sock_conn_t *conn, unsigned type,
+                                  size_t length, const uint8_t *frame,
+                                  size_t avail)
+{
+    aptus_sock_conn_wire_t *cw = aptus_sock_cw(conn->super.wire);
+    aptus_sock_sink_t *sink    = &conn->rma.sink;
+    const uint8_t *payload     = frame + APTUS_FRAME_HDR_LEN;
+    size_t taken               = APTUS_FRAME_HDR_LEN;
+    aptus_sock_read_t *rd;
+    uint64_t addr, token;
+
+    ucs_assert(sink->left == 0);
+    avail -= APTUS_FRAME_HDR_LEN;
+    if (type == APTUS_FRAME_TYPE_WRITE) {
+        if (avail < APTUS_FRAME_WRITE_HDR_LEN) {
+            return 0;
+        }
+        addr  = aptus_get64(payload);
+        token = aptus_get64(payload + 8);
+        length -= APTUS_FRAME_WRITE_HDR_LEN;
+        if (!aptus_sock_rma_allowed(cw, token, addr, length)) {
+            cw->super.stats.conn_refused++;
+            return aptus_sock_rma_bad(conn, "write outside any registration") -
+                   1;
+        }
+        sink->iov[0].iov_base = (void *)(uintptr_t)addr;
+        sink->iov[0].iov_len  = length;
+        sink->iovcnt          = 1;
+        payload += APTUS_FRAME_WRITE_HDR_LEN;
+        avail -= APTUS_FRAME_WRITE_HDR_LEN;
+        taken += APTUS_FRAME_WRITE_HDR_LEN;
+    } else {
+        ucs_assert(type == APTUS_FRAME_TYPE_READ_RESP);
+        if (ucs_queue_is_empty(&conn->rma.reads)) {
+            return aptus_sock_rma_bad(conn, "read data nobody asked for") - 1;
+        }
+        rd = ucs_queue_head_elem_non_empty(&conn->rma.reads, aptus_sock_read_t,
+                                           queue);
+        if ((rd->length == 0) || (length > rd->length - rd->received)) {
+            return aptus_sock_rma_bad(conn, "more read data than asked for") -
+                   1;
+        }
+        sink->iovcnt = aptus_sock_rma_slice(rd->iov, rd->iovcnt, rd->received,
+                                            length, sink->iov);
+    }
+    sink->type   = type;
+    sink->length = length;
+    sink->left   = length;
+    avail        = ucs_min(avail, length);
+    aptus_sock_rma_sink_place(sink, payload, avail);
+    if (!aptus_sock_rma_sink_advance(conn, avail)) {
+        return -1;
+    }
+    return taken + avail;
+}
+
+int aptus_sock_rma_sink_advance(aptus_sock_conn_t *conn, size_t length)
+{
+    aptus_sock_conn_wire_t *cw = aptus_sock_cw(conn->super.wire);
+    aptus_sock_sink_t *sink    = &conn->rma.sink;
+    aptus_sock_read_t *rd;
+
+    ucs_assert(length <= sink->left);
+    sink->left -= length;
+    cw->super.stats.rx_placed_bytes += length;
+    while ((sink->iovcnt > 0) && (length > 0)) {
+        if (length < sink->iov[0].iov_len) {
+            sink->iov[0].iov_base =
+                UCS_PTR_BYTE_OFFSET(sink->iov[0].iov_base, length);
+            sink->iov[0].iov_len -= length;
+            break;
+        }
+        length -= sink->iov[0].iov_len;
+        memmove(&sink->iov[0], &sink->iov[1],
+                --sink->iovcnt * sizeof(sink->iov[0]));
+    }
+    if ((sink->left > 0) || (sink->type != APTUS_FRAME_TYPE_READ_RESP)) {
+        return 1;
+    }
+    rd = ucs_queue_head_elem_non_empty(&conn->rma.reads, aptus_sock_read_t,
+                                       queue);
+    rd->received += sink->length;
+    if (rd->received == rd->length) {
+        aptus_sock_rma_read_done(conn, rd, UCS_OK);
+    }
+    return !(conn->flags & (APTUS_SOCK_CONN_REPORTED | APTUS_SOCK_CONN_CLOSED));
+}
+
 int aptus_sock_rma_frame(aptus_sock_conn_t *conn, unsigned type,
                          const uint8_t *payload, size_t length)
 {
@@ -410,6 +522,7 @@ void aptus_sock_rma_cleanup(aptus_sock_conn_t *conn, ucs_status_t status)
     aptus_sock_read_t *rd;
 
     conn->rma.serve_count = 0;
+    conn->rma.sink.left   = 0;
     while (!ucs_queue_is_empty(&conn->rma.reads)) {
         rd = ucs_queue_head_elem_non_empty(&conn->rma.reads, aptus_sock_read_t,
                                            queue);

@@ -14,6 +14,16 @@ void aptus_frame_hdr_pack(uint8_t *hdr, unsigned type, size_t length)
     aptus_put32(hdr, ((uint32_t)type << 24) | (uint32_t)length);
 }
 
+size_t aptus_frame_max_payload(unsigned type, size_t max_len)
+{
+    if ((type == APTUS_FRAME_TYPE_WRITE) ||
+        (type == APTUS_FRAME_TYPE_READ_RESP)) {
+        return (max_len > APTUS_FRAME_RMA_MAX_LEN) ? max_len
+                                                   : APTUS_FRAME_RMA_MAX_LEN;
+    }
+    return max_len;
+}
+
 aptus_frame_result_t aptus_frame_parse(const uint8_t *buf, size_t avail,
                                        size_t max_len, aptus_frame_t *frame)
 {
@@ -38,7 +48,7 @@ aptus_frame_result_t aptus_frame_parse(const uint8_t *buf, size_t avail,
         break;
     case APTUS_FRAME_TYPE_WRITE:
         if ((frame->length <= APTUS_FRAME_WRITE_HDR_LEN) ||
-            (frame->length > max_len)) {
+            (frame->length > aptus_frame_max_payload(frame->type, max_len))) {
             return APTUS_FRAME_BAD;
         }
         break;
@@ -48,7 +58,8 @@ aptus_frame_result_t aptus_frame_parse(const uint8_t *buf, size_t avail,
         }
         break;
     case APTUS_FRAME_TYPE_READ_RESP:
-        if ((frame->length == 0) || (frame->length > max_len)) {
+        if ((frame->length == 0) ||
+            (frame->length > aptus_frame_max_payload(frame->type, max_len))) {
             return APTUS_FRAME_BAD;
         }
         break;

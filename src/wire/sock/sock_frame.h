@@ -38,7 +38,10 @@ extern "C" {
  *   READ_REQ of length 0 is a fence: answered by FENCE_ACK (no body) in
  *             its turn, once every write before it is in place, so that a
  *             write completes when the peer has it, as on RC.
- * The target serves reads in the order they came. */
+ * The target serves reads in the order they came. WRITE and READ_RESP
+ * carry up to APTUS_FRAME_RMA_MAX_LEN bytes whatever the connection's
+ * largest message: the receiver places their data straight into the memory
+ * the operation names, not into a receive buffer. */
 #define APTUS_FRAME_TYPE_WRITE     2
 #define APTUS_FRAME_TYPE_READ_REQ  3
 #define APTUS_FRAME_TYPE_READ_RESP 4
@@ -46,6 +49,7 @@ extern "C" {
 #define APTUS_FRAME_TYPE_FENCE_ACK 6
 #define APTUS_FRAME_WRITE_HDR_LEN  16
 #define APTUS_FRAME_READ_REQ_LEN   24
+#define APTUS_FRAME_RMA_MAX_LEN    (256u * 1024)
 /* Proof of the peer's process (same host only), the first frame each side
  * sends on a connection:
  *   PROVE_REQ  name u64 (of the sender's local rendezvous socket, which
@@ -75,8 +79,15 @@ typedef struct aptus_frame {
 
 void aptus_frame_hdr_pack(uint8_t *hdr, unsigned type, size_t length);
 
-/* Parses the frame at buf (avail bytes there). Frames longer than max_len
- * or of an unknown type are BAD. */
+/* The largest payload a frame of type may carry on a connection whose
+ * largest message is max_len. */
+size_t aptus_frame_max_payload(unsigned type, size_t max_len);
+
+/* Parses the frame at buf (avail bytes there). Frames longer than their
+ * type's aptus_frame_max_payload() or of an unknown type are BAD. On
+ * PARTIAL with a whole header there, type and length are set (the header
+ * is valid): the receiver of a large one-sided frame places its payload as
+ * it comes. */
 aptus_frame_result_t aptus_frame_parse(const uint8_t *buf, size_t avail,
                                        size_t max_len, aptus_frame_t *frame);
 

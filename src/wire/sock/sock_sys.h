@@ -32,6 +32,11 @@ static inline int aptus_sock_recvmmsg(int fd, struct mmsghdr *msgs,
     return (int)syscall(SYS_recvmmsg, fd, msgs, count, flags, NULL);
 }
 
+static inline ssize_t aptus_sock_recvmsg(int fd, struct msghdr *msg, int flags)
+{
+    return syscall(SYS_recvmsg, fd, msg, flags);
+}
+
 static inline ssize_t aptus_sock_send(int fd, const void *buf, size_t len,
                                       int flags)
 {
