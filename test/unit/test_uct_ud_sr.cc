@@ -877,7 +877,9 @@ TEST_F(uct_ud_sr, async_timer_wakes_rarely_while_the_user_progresses)
     }
     uint64_t w2 = stats(m_b)["async_wakeups"];
     EXPECT_GT(w2 - w1, 100u);
-    EXPECT_GT(stats(m_b)["async_arms"], arms1);
+    /* it arms the socket, unless it still is from a moment b was away
+     * above */
+    EXPECT_GE(stats(m_b)["async_arms"], arms1 + ((preempted == 0) ? 1 : 0));
 }
 
 TEST_F(uct_ud_sr, gets_the_owner_turned_away_with_its_stream_full_complete)
