@@ -265,6 +265,8 @@ typedef struct aptus_ud_chan_stats {
     uint64_t rx_reasm_limit;    /* a first fragment refused at MAX_REASM */
     uint64_t rx_copied_small;   /* small messages moved out of a datagram
                                    buffer larger than 2 KiB */
+    uint64_t rx_kept_large;     /* ones that kept the datagram buffer: the
+                                   small buffers were at their ceiling */
     uint64_t rx_hold_limit;     /* a datagram past a hole not held: the
                                    receive buffers left must take holes */
     uint64_t peers_created, peers_failed, peers_reclaimed;
@@ -413,6 +415,9 @@ struct aptus_ud_chan {
     uint32_t tokens[APTUS_UD_TOKEN_BATCH];
     unsigned num_tokens;
     aptus_ud_peer_set_t active; /* peers with timers or ACKs due */
+    aptus_ud_peer_t *last_peer; /* the last one a datagram was for: most
+                                   come from the peer the one before came
+                                   from, and a hit skips the hash */
     aptus_ud_peer_t **ack_list; /* immediate ACKs for this batch */
     unsigned num_ack;
     aptus_ud_peer_set_t soon_list; /* ACKs for the next progress call */

@@ -147,10 +147,24 @@ static inline void aptus_ud_peer_free(aptus_ud_chan_t *chan,
 
 void aptus_ud_peer_ext_try_release(aptus_ud_chan_t *chan,
                                    aptus_ud_peer_t *peer);
-aptus_ud_peer_t *aptus_ud_chan_peer_lookup(aptus_ud_chan_t *chan,
-                                           const aptus_wire_addr_t *addr,
-                                           uint64_t remote_key,
-                                           uint16_t conn_id);
+aptus_ud_peer_t *aptus_ud_chan_peer_find(aptus_ud_chan_t *chan,
+                                         const aptus_wire_addr_t *addr,
+                                         uint64_t remote_key, uint16_t conn_id);
+
+/* The peer of a stream, if any: the last one found, else the hash. */
+static UCS_F_ALWAYS_INLINE aptus_ud_peer_t *
+aptus_ud_chan_peer_lookup(aptus_ud_chan_t *chan, const aptus_wire_addr_t *addr,
+                          uint64_t remote_key, uint16_t conn_id)
+{
+    aptus_ud_peer_t *peer = chan->last_peer;
+
+    if (ucs_likely((peer != NULL) && (peer->remote_key == remote_key) &&
+                   (peer->conn_id == conn_id) &&
+                   !memcmp(peer->addr.raw, addr->raw, APTUS_WIRE_ADDR_LEN))) {
+        return peer;
+    }
+    return aptus_ud_chan_peer_find(chan, addr, remote_key, conn_id);
+}
 aptus_ud_peer_t *aptus_ud_chan_peer_create(aptus_ud_chan_t *chan,
                                            const aptus_wire_addr_t *addr,
                                            uint64_t remote_key,

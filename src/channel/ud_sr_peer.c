@@ -65,10 +65,9 @@ void aptus_ud_peer_ext_try_release(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
     peer->ext = NULL;
 }
 
-aptus_ud_peer_t *aptus_ud_chan_peer_lookup(aptus_ud_chan_t *chan,
-                                           const aptus_wire_addr_t *addr,
-                                           uint64_t remote_key,
-                                           uint16_t conn_id)
+aptus_ud_peer_t *aptus_ud_chan_peer_find(aptus_ud_chan_t *chan,
+                                         const aptus_wire_addr_t *addr,
+                                         uint64_t remote_key, uint16_t conn_id)
 {
     aptus_ud_peer_t probe;
     khiter_t iter;
@@ -77,7 +76,11 @@ aptus_ud_peer_t *aptus_ud_chan_peer_lookup(aptus_ud_chan_t *chan,
     probe.remote_key = remote_key;
     probe.conn_id    = conn_id;
     iter             = kh_get(aptus_ud_peers, &chan->peers, &probe);
-    return (iter == kh_end(&chan->peers)) ? NULL : kh_key(&chan->peers, iter);
+    if (iter == kh_end(&chan->peers)) {
+        return NULL;
+    }
+    chan->last_peer = kh_key(&chan->peers, iter);
+    return chan->last_peer;
 }
 
 aptus_ud_peer_t *aptus_ud_chan_peer_create(aptus_ud_chan_t *chan,
@@ -346,6 +349,9 @@ static void aptus_ud_chan_peer_bury(aptus_ud_chan_t *chan,
     iter = kh_get(aptus_ud_peers, &chan->peers, peer);
     ucs_assert(iter != kh_end(&chan->peers));
     kh_del(aptus_ud_peers, &chan->peers, iter);
+    if (chan->last_peer == peer) {
+        chan->last_peer = NULL;
+    }
     peer->flags |= APTUS_UD_PEER_DEAD;
     *ucs_array_append_fixed(aptus_ud_peer_ptrs, &chan->dead) = peer;
 }

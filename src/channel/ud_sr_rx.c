@@ -215,6 +215,7 @@ static aptus_ud_rx_desc_t *aptus_ud_rx_copy_small(aptus_ud_chan_t *chan,
     if (ucs_unlikely(small == NULL)) {
         /* a held packet popped at the ceiling: it keeps its buffer */
         aptus_ud_rx_align(chan, desc);
+        chan->stats.rx_kept_large++;
         return desc;
     }
     small->msg.data   = UCS_PTR_BYTE_OFFSET(aptus_ud_rx_dgram(chan, small),

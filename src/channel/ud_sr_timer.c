@@ -117,12 +117,19 @@ void aptus_ud_chan_tick(aptus_ud_chan_t *chan)
     aptus_ud_peer_t *peer;
     unsigned i, resent;
     uint64_t due;
-    int probe;
+    int probe, periodic;
 
-    chan->last_tick_us = chan->now_us;
-    chan->next_due_us  = UINT64_MAX;
-    ctx.chan           = chan;
-    ctx.status         = UCS_OK;
+    /* A tick comes every TIMER_TICK, and sooner when a peer's timer is due
+     * (a probe after two round trips): only the first kind sends delayed
+     * ACKs, so that data that arrived a moment ago is not acknowledged
+     * alone just before the reply that would have carried it. */
+    periodic = (chan->now_us - chan->last_tick_us) >= chan->config.tick_us;
+    if (periodic) {
+        chan->last_tick_us = chan->now_us;
+    }
+    chan->next_due_us = UINT64_MAX;
+    ctx.chan          = chan;
+    ctx.status        = UCS_OK;
 
     for (i = 0; i < ucs_array_length(&chan->active);) {
         peer = ucs_array_elem(&chan->active, i);
@@ -132,7 +139,7 @@ void aptus_ud_chan_tick(aptus_ud_chan_t *chan)
         }
 
         /* Delayed ACK: whatever was not piggybacked by now goes alone. */
-        if (aptus_rel_rx_has_unacked(&peer->rx)) {
+        if (periodic && aptus_rel_rx_has_unacked(&peer->rx)) {
             aptus_ud_tx_send_ctl(chan, peer, APTUS_UD_SR_TYPE_ACK, 0);
         }
 

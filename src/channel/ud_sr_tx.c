@@ -75,19 +75,33 @@ static inline aptus_dgram_tx_t *aptus_ud_tx_batch_slot(aptus_ud_chan_t *chan,
     return &batch->tx[idx];
 }
 
-static void aptus_ud_tx_batch_add_frag(aptus_ud_chan_t *chan,
-                                       aptus_ud_peer_t *peer,
-                                       aptus_ud_tx_frag_t *frag, int ack_req)
+/* Build a fragment's datagram: its header into hdr, the gather list (the
+ * header first) into iov, and tx naming both. */
+static void aptus_ud_tx_frag_build(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                                   aptus_ud_tx_frag_t *frag, int ack_req,
+                                   uint8_t *hdr, struct iovec *iov,
+                                   aptus_dgram_tx_t *tx)
 {
     aptus_ud_tx_msg_t *msg = frag->msg;
     aptus_ud_sr_pkt_t pkt;
-    aptus_dgram_tx_t *tx;
-    struct iovec *iov;
-    uint8_t *hdr;
     unsigned n, i;
+    uint8_t flags;
 
-    tx = aptus_ud_tx_batch_slot(chan, &hdr, &iov);
-    n  = aptus_ud_tx_frag_iov(chan, msg, frag, iov + 1);
+    n = aptus_ud_tx_frag_iov(chan, msg, frag, iov + 1);
+    /* without the remote's token the data asks for the handshake */
+    flags = frag->flags | msg->hdr_flags |
+            (ack_req ? APTUS_UD_SR_F_ACK_REQ : 0) |
+            ((peer->remote_token != 0) ? 0 : APTUS_UD_SR_F_OPEN);
+    if (ucs_likely(!chan->config.crc && ((frag->flags & (APTUS_UD_SR_F_FIRST |
+                                                         APTUS_UD_SR_F_LAST)) !=
+                                         APTUS_UD_SR_F_FIRST))) {
+        /* no extension: the header alone, straight from the peer */
+        iov[0].iov_len = aptus_ud_sr_build_hdr(
+            hdr, peer->remote_key, chan->local_key, peer->remote_token,
+            peer->local_token, frag->rel.psn, peer->rx.expected,
+            APTUS_UD_SR_TYPE_DATA, msg->am_id, flags, peer->conn_id);
+        goto out;
+    }
 
     pkt.dest_key   = peer->remote_key;
     pkt.src_key    = chan->local_key;
@@ -96,14 +110,11 @@ static void aptus_ud_tx_batch_add_frag(aptus_ud_chan_t *chan,
     pkt.psn        = frag->rel.psn;
     pkt.ack        = peer->rx.expected;
     pkt.type       = APTUS_UD_SR_TYPE_DATA;
-    /* without the remote's token the data asks for the handshake */
-    pkt.flags = frag->flags | msg->hdr_flags |
-                (ack_req ? APTUS_UD_SR_F_ACK_REQ : 0) |
-                ((peer->remote_token != 0) ? 0 : APTUS_UD_SR_F_OPEN);
-    pkt.am_id   = msg->am_id;
-    pkt.conn_id = peer->conn_id;
-    pkt.msg_len = msg->length;
-    pkt.crc     = 0;
+    pkt.flags      = flags;
+    pkt.am_id      = msg->am_id;
+    pkt.conn_id    = peer->conn_id;
+    pkt.msg_len    = msg->length;
+    pkt.crc        = 0;
     if (chan->config.crc) {
         pkt.flags |= APTUS_UD_SR_F_CRC;
         for (i = 0; i < n; ++i) {
@@ -112,8 +123,10 @@ static void aptus_ud_tx_batch_add_frag(aptus_ud_chan_t *chan,
         }
     }
 
+    iov[0].iov_len = aptus_ud_sr_build(hdr, &pkt);
+
+out:
     iov[0].iov_base = hdr;
-    iov[0].iov_len  = aptus_ud_sr_build(hdr, &pkt);
     tx->dst         = &peer->addr;
     tx->iov         = iov;
     tx->iovcnt      = n + 1;
@@ -121,6 +134,18 @@ static void aptus_ud_tx_batch_add_frag(aptus_ud_chan_t *chan,
     /* The cumulative ack just went out with the data. */
     aptus_rel_rx_acked(&peer->rx, 0);
     chan->stats.tx_data_dgrams++;
+}
+
+static void aptus_ud_tx_batch_add_frag(aptus_ud_chan_t *chan,
+                                       aptus_ud_peer_t *peer,
+                                       aptus_ud_tx_frag_t *frag, int ack_req)
+{
+    aptus_dgram_tx_t *tx;
+    struct iovec *iov;
+    uint8_t *hdr;
+
+    tx = aptus_ud_tx_batch_slot(chan, &hdr, &iov);
+    aptus_ud_tx_frag_build(chan, peer, frag, ack_req, hdr, iov, tx);
 }
 
 void aptus_ud_tx_send_ctl(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
@@ -358,7 +383,9 @@ void aptus_ud_tx_release(void *arg, aptus_rel_txe_t *txe)
     if (msg->comp != NULL) {
         aptus_ud_chan_complete(ctx->chan, msg->comp, ctx->status);
     }
-    ucs_free(msg->owned);
+    if (ucs_unlikely(msg->owned != NULL)) {
+        ucs_free(msg->owned);
+    }
     ctx->chan->tx_msg_bytes -= msg->length;
     ucs_mpool_put_inline(msg);
 }
@@ -439,17 +466,48 @@ static inline unsigned aptus_ud_tx_room(aptus_ud_chan_t *chan,
     return chan->config.rel.tx_window - aptus_rel_tx_inflight(&peer->tx);
 }
 
+/* A message of one datagram with nothing built before it goes straight to
+ * the wire, its header on the stack: no batch to fill and flush. */
+static void aptus_ud_tx_post_one(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
+                                 aptus_ud_tx_msg_t *msg)
+{
+    aptus_ud_tx_frag_t *frag = &msg->frags[0];
+    uint8_t hdr[APTUS_UD_SR_HDR_MAX_LEN];
+    struct iovec iov[APTUS_DGRAM_MAX_IOV];
+    aptus_dgram_tx_t tx;
+    unsigned sent;
+
+    frag->msg    = msg;
+    frag->offset = 0;
+    frag->flags  = APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST;
+    frag->length = msg->length;
+    aptus_rel_tx_push(&peer->tx, &frag->rel, chan->now_us);
+    peer->tx_bytes += msg->length;
+    aptus_ud_tx_frag_build(
+        chan, peer, frag,
+        (msg->comp != NULL) || aptus_ud_tx_want_ack(chan, peer), hdr, iov, &tx);
+    aptus_ud_trace_tx(chan, &tx, 1);
+    /* what the wire cannot take goes again when its timer expires */
+    (void)chan->wire->ops->send(chan->wire, &tx, 1, &sent);
+}
+
 /* Put a filled message into the window and on the wire. */
 static void aptus_ud_tx_post(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
                              aptus_ud_tx_msg_t *msg)
 {
-    const aptus_ud_dg_class_t *cls = aptus_ud_peer_class(chan, peer);
-    int train                      = aptus_ud_tx_train_ok(chan, msg->num_frags);
+    const aptus_ud_dg_class_t *cls;
     aptus_ud_tx_frag_t *frag;
     size_t offset = 0, len;
     unsigned i, start;
-    int ack_req;
+    int ack_req, train;
 
+    if (ucs_likely((msg->num_frags == 1) && (chan->batch.count == 0))) {
+        aptus_ud_tx_post_one(chan, peer, msg);
+        goto out;
+    }
+
+    cls   = aptus_ud_peer_class(chan, peer);
+    train = aptus_ud_tx_train_ok(chan, msg->num_frags);
     /* a train is built whole in the batch, behind what is already there */
     if (train && (chan->batch.count + msg->num_frags > chan->batch.max)) {
         aptus_ud_tx_batch_flush(chan);
@@ -488,6 +546,8 @@ static void aptus_ud_tx_post(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     } else {
         aptus_ud_tx_batch_flush(chan);
     }
+
+out:
     if (chan->config.rel.probe_min_us != 0) {
         /* this datagram's probe; older ones were counted when sent */
         uint64_t due = chan->now_us +

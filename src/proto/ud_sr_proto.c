@@ -27,7 +27,8 @@ static int aptus_ud_sr_has_sack(uint8_t type, uint8_t flags)
     return (type == APTUS_UD_SR_TYPE_ACK) && (flags & APTUS_UD_SR_F_SACK);
 }
 
-size_t aptus_ud_sr_hdr_len(const aptus_ud_sr_pkt_t *pkt)
+/* Inline here: the parser calls it for every datagram. */
+static inline size_t aptus_ud_sr_hdr_len_inl(const aptus_ud_sr_pkt_t *pkt)
 {
     size_t len = APTUS_UD_SR_HDR_LEN;
 
@@ -40,21 +41,19 @@ size_t aptus_ud_sr_hdr_len(const aptus_ud_sr_pkt_t *pkt)
     return len;
 }
 
+size_t aptus_ud_sr_hdr_len(const aptus_ud_sr_pkt_t *pkt)
+{
+    return aptus_ud_sr_hdr_len_inl(pkt);
+}
+
 size_t aptus_ud_sr_build(void *buf, const aptus_ud_sr_pkt_t *pkt)
 {
     uint8_t *p = buf;
     unsigned i;
 
-    aptus_put64(p + 0, pkt->dest_key);
-    aptus_put64(p + 8, pkt->src_key);
-    aptus_put32(p + 16, pkt->dest_token);
-    aptus_put32(p + 20, pkt->src_token);
-    aptus_put16(p + 24, pkt->psn);
-    aptus_put16(p + 26, pkt->ack);
-    p[28] = (uint8_t)(pkt->type | (pkt->am_id << APTUS_UD_SR_TYPE_BITS));
-    p[29] = pkt->flags;
-    aptus_put16(p + 30, pkt->conn_id);
-    p += APTUS_UD_SR_HDR_LEN;
+    p += aptus_ud_sr_build_hdr(p, pkt->dest_key, pkt->src_key, pkt->dest_token,
+                               pkt->src_token, pkt->psn, pkt->ack, pkt->type,
+                               pkt->am_id, pkt->flags, pkt->conn_id);
 
     if (aptus_ud_sr_has_sack(pkt->type, pkt->flags)) {
         for (i = 0; i < pkt->sack_words; ++i) {
@@ -184,7 +183,7 @@ aptus_ud_sr_parse_status_t aptus_ud_sr_parse(const void *buf, size_t len,
         return APTUS_UD_SR_PARSE_BAD_TYPE;
     }
 
-    hdr_len = aptus_ud_sr_hdr_len(pkt);
+    hdr_len = aptus_ud_sr_hdr_len_inl(pkt);
     if (len < hdr_len) {
         return APTUS_UD_SR_PARSE_TRUNCATED;
     }

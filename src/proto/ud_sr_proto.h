@@ -65,6 +65,8 @@
 #ifndef APTUS_UD_SR_PROTO_H_
 #define APTUS_UD_SR_PROTO_H_
 
+#include "le.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -145,6 +147,27 @@ typedef enum {
 
 /* Length of the header and extensions that pkt's flags call for. */
 size_t aptus_ud_sr_hdr_len(const aptus_ud_sr_pkt_t *pkt);
+
+/* Write the 32-byte header without extensions: all a DATA datagram needs
+ * when it is not the first of several fragments and carries no CRC, and
+ * inline for the send path. aptus_ud_sr_build() writes it the same way. */
+static inline size_t
+aptus_ud_sr_build_hdr(uint8_t *p, uint64_t dest_key, uint64_t src_key,
+                      uint32_t dest_token, uint32_t src_token, uint16_t psn,
+                      uint16_t ack, uint8_t type, uint8_t am_id, uint8_t flags,
+                      uint16_t conn_id)
+{
+    aptus_put64(p + 0, dest_key);
+    aptus_put64(p + 8, src_key);
+    aptus_put32(p + 16, dest_token);
+    aptus_put32(p + 20, src_token);
+    aptus_put16(p + 24, psn);
+    aptus_put16(p + 26, ack);
+    p[28] = (uint8_t)(type | (am_id << APTUS_UD_SR_TYPE_BITS));
+    p[29] = flags;
+    aptus_put16(p + 30, conn_id);
+    return APTUS_UD_SR_HDR_LEN;
+}
 
 /* Write the header and extensions of pkt into buf (at least
  * APTUS_UD_SR_HDR_MAX_LEN bytes for DATA, APTUS_UD_SR_ACK_MAX_LEN for an

@@ -47,6 +47,7 @@ struct side {
     bool keep       = false; /* keep the descriptors */
     std::vector<void *> kept;
     unsigned async_delivered = 0;
+    aptus_ud_peer_t *from    = nullptr; /* of the last message delivered */
 };
 
 ucs_status_t deliver_cb(void *arg, aptus_ud_peer_t *peer, uint8_t am_id,
@@ -58,6 +59,7 @@ ucs_status_t deliver_cb(void *arg, aptus_ud_peer_t *peer, uint8_t am_id,
     }
     EXPECT_TRUE(flags & UCT_CB_PARAM_FLAG_DESC);
     s->async_delivered += is_async;
+    s->from = peer;
     /* the headroom before the payload belongs to the receiver */
     memset(UCS_PTR_BYTE_OFFSET(data, -(ptrdiff_t)RX_HEADROOM), 0xcc,
            RX_HEADROOM);
@@ -309,6 +311,45 @@ TEST_F(ud_chan, short_message_delivered_and_acknowledged)
     /* no reply traffic: the delayed ACK empties the window */
     ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
     EXPECT_GE(m_b.chan.stats.tx_acks, 1u);
+    EXPECT_EQ(0u, m_a.chan.stats.tx_retransmits);
+}
+
+/* Data that arrived a moment ago waits for the reply that carries its
+ * acknowledgement, even when a timer of the stream falls due meanwhile (a
+ * probe two round trips after the receiver's own last send, acknowledged
+ * long since): an ACK goes alone only at the periodic tick. */
+TEST_F(ud_chan, a_reply_carries_the_ack_when_a_timer_falls_due_first)
+{
+    m_cfg.crc              = 0;
+    m_cfg.tick_us          = 100000;
+    m_cfg.rel.probe_min_us = 0; /* a: no probes, and no early timer */
+    m_cfg.rel.rto_min_us   = 300000;
+    m_cfg.rel.rto_init_us  = 300000;
+    m_cfg.rel.rto_max_us   = 1000000;
+    init(m_a, 0xaaaa0001);
+    m_cfg.rel.probe_min_us = 20; /* b: its timer falls due early */
+    init(m_b, 0xbbbb0002);
+    aptus_ud_peer_t *ab       = open_stream(m_a, m_b);
+    std::vector<uint8_t> data = pattern(1, 8);
+    uint64_t acks0            = m_b.chan.stats.tx_acks; /* the handshake */
+
+    for (unsigned i = 1; i <= 20; ++i) {
+        ASSERT_EQ(UCS_OK, send_short(m_a, ab, 1, i, data));
+        ASSERT_TRUE(run_until([&] { return m_b.rx.size() == i; }));
+        for (int r = 0; r < 6; ++r) {
+            round(); /* b thinks before it answers */
+        }
+        ASSERT_EQ(UCS_OK, send_short(m_b, m_b.from, 2, i, data));
+        ASSERT_TRUE(run_until([&] { return m_a.rx.size() == i; }));
+    }
+    EXPECT_EQ(acks0, m_b.chan.stats.tx_acks);
+
+    /* no answer at all: the periodic tick acknowledges, within a tick */
+    ASSERT_EQ(UCS_OK, send_short(m_a, ab, 1, 0, data));
+    uint64_t start = fake_net::now;
+    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&ab->tx); }));
+    EXPECT_EQ(acks0 + 1, m_b.chan.stats.tx_acks);
+    EXPECT_LE(fake_net::now - start, m_cfg.tick_us + 200);
     EXPECT_EQ(0u, m_a.chan.stats.tx_retransmits);
 }
 

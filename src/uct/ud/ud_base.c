@@ -80,6 +80,7 @@ static const uct_ud_base_stat_def_t uct_ud_base_chan_stats[] = {
     UCT_UD_CHAN_STAT("open_evicted", "ud_open_evicted", open_evicted),
     UCT_UD_CHAN_STAT("rx_reasm_limit", "ud_rx_reasm_limit", rx_reasm_limit),
     UCT_UD_CHAN_STAT("rx_copied_small", "ud_rx_copied_small", rx_copied_small),
+    UCT_UD_CHAN_STAT("rx_kept_large", "ud_rx_kept_large", rx_kept_large),
     UCT_UD_CHAN_STAT("rx_hold_limit", "ud_rx_hold_limit", rx_hold_limit),
     UCT_UD_CHAN_STAT("pending_async", NULL, pending_async),
     UCT_UD_CHAN_STAT("pending_dispatched", NULL, pending_dispatched),

@@ -247,14 +247,17 @@ ucs_config_field_t uct_ud_sr_params_table[] = {
 
 uint64_t uct_ud_sr_clock(void)
 {
-    /* called several times per progress call: a multiplication by a
-     * factor read once, not a call and a division each time */
-    static double usec_per_tick = 0;
+    /* called on every progress call and send: an integer multiplication
+     * by a factor read once (microseconds per tick, 32.32 fixed point),
+     * not a division nor conversions to and from double each time */
+    static uint64_t usec_per_tick_fx = 0;
 
-    if (ucs_unlikely(usec_per_tick == 0)) {
-        usec_per_tick = UCS_USEC_PER_SEC / ucs_get_cpu_clocks_per_sec();
+    if (ucs_unlikely(usec_per_tick_fx == 0)) {
+        usec_per_tick_fx = (uint64_t)(UCS_USEC_PER_SEC * 4294967296.0 /
+                                      ucs_get_cpu_clocks_per_sec());
     }
-    return (uint64_t)((double)ucs_get_time() * usec_per_tick);
+    return (uint64_t)(((unsigned __int128)ucs_get_time() * usec_per_tick_fx) >>
+                      32);
 }
 
 uint32_t uct_ud_sr_usec(double seconds)
