@@ -783,6 +783,124 @@ TEST_F(uct_rc_sr_over_conn, large_get_is_placed_without_copies)
     release(rb);
 }
 
+/* A read answered from the target's memory by reference must not send
+ * what the memory holds after the region was deregistered (the memory may
+ * be reused for anything): the reader's get fails, as a read of a region
+ * gone fails on an HCA, and no byte written after the deregistration
+ * reaches it. The reader does not progress while the target serves, so
+ * the target's socket fills and the rest of the answer waits in its
+ * backlog, by reference. */
+TEST_F(uct_rc_sr_over_conn, read_of_a_region_deregistered_meanwhile_fails)
+{
+    uct_md_config_t *md_config;
+    ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, NULL, NULL, &md_config));
+    ASSERT_EQ(UCS_OK, uct_config_modify(md_config, "RCACHE", "no"));
+    uct_md_h md2;
+    ASSERT_EQ(UCS_OK, uct_md_open(m_component, m_md_name, md_config, &md2));
+    uct_config_release(md_config);
+    uct_md_close(m_md);
+    m_md = md2; /* dereg removes the region at once */
+    setup_pair();
+
+    const size_t size = 16 << 20;
+    remote_buf rb;
+    expose(rb, size, 7);
+    remote_key(rb);
+    std::vector<uint8_t> got(size, 0);
+    uct_iov_t iov = { got.data(), got.size(), NULL, 0, 1 };
+    test_comp c;
+    init_comp(c);
+    ucs_status_t status =
+        uct_ep_get_zcopy(m_a.ep, &iov, 1, (uint64_t)(uintptr_t)rb.data.data(),
+                         rb.rkey.rkey, &c.super);
+    ASSERT_EQ(UCS_INPROGRESS, status);
+
+    /* only the target progresses: the request arrives, serving starts and
+     * stops at a full socket */
+    ASSERT_TRUE(wait_for(
+        [&] {
+            uct_iface_progress(m_b.iface);
+            return stats(m_b)["conn_served_bytes"] > 0;
+        },
+        20));
+    for (int i = 0; i < 100; ++i) {
+        uct_iface_progress(m_b.iface);
+    }
+    ASSERT_EQ(0, c.done);
+    ASSERT_GT(stats(m_b)["tx_queued"], 0u) << "the socket took it all";
+
+    uint64_t refused0 = stats(m_b)["conn_refused"];
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, rb.memh));
+    rb.memh                     = UCT_MEM_HANDLE_NULL;
+    std::vector<uint8_t> before = rb.data;
+    memset(rb.data.data(), 0xee, size); /* the memory, reused */
+
+    ASSERT_TRUE(wait_for([&] { return c.done > 0; }));
+    EXPECT_NE(UCS_OK, c.status);
+    EXPECT_GT(stats(m_b)["conn_refused"], refused0);
+    size_t leaked = 0;
+    for (size_t i = 0; i < size; ++i) {
+        leaked += (got[i] == 0xee) && (before[i] != 0xee);
+    }
+    EXPECT_EQ(0u, leaked)
+        << "bytes written after the deregistration reached the reader";
+    release(rb);
+}
+
+/* A large write is placed as its frame arrives, over several progress
+ * calls: a region deregistered meanwhile takes no more of it (the memory
+ * may be reused): the connection is cut, as an HCA fails a write to a
+ * region gone. */
+TEST_F(uct_rc_sr_over_conn, write_into_a_region_deregistered_meanwhile_stops)
+{
+    uct_md_config_t *md_config;
+    ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, NULL, NULL, &md_config));
+    ASSERT_EQ(UCS_OK, uct_config_modify(md_config, "RCACHE", "no"));
+    uct_md_h md2;
+    ASSERT_EQ(UCS_OK, uct_md_open(m_component, m_md_name, md_config, &md2));
+    uct_config_release(md_config);
+    uct_md_close(m_md);
+    m_md = md2;
+    setup_pair();
+
+    const size_t size = 16 << 20;
+    remote_buf rb;
+    expose(rb, size, 7);
+    remote_key(rb);
+    std::vector<uint8_t> src = pattern(8, size);
+    uct_iov_t iov            = { src.data(), src.size(), NULL, 0, 1 };
+    test_comp c;
+    init_comp(c);
+    ucs_status_t status =
+        uct_ep_put_zcopy(m_a.ep, &iov, 1, (uint64_t)(uintptr_t)rb.data.data(),
+                         rb.rkey.rkey, &c.super);
+    ASSERT_EQ(UCS_INPROGRESS, status);
+    /* the target places the start of the data, then the region goes */
+    ASSERT_TRUE(wait_for(
+        [&] {
+            uct_iface_progress(m_a.iface);
+            uct_iface_progress(m_b.iface);
+            return stats(m_b)["rx_placed_bytes"] > 0;
+        },
+        20));
+    ASSERT_LT(stats(m_b)["rx_placed_bytes"], size);
+
+    uint64_t refused0 = stats(m_b)["conn_refused"];
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, rb.memh));
+    rb.memh = UCT_MEM_HANDLE_NULL;
+    memset(rb.data.data(), 0x11, size); /* the memory, reused */
+
+    ASSERT_TRUE(wait_for([&] { return c.done > 0; }));
+    EXPECT_NE(UCS_OK, c.status);
+    EXPECT_GT(stats(m_b)["conn_refused"], refused0);
+    size_t written = 0;
+    for (size_t i = 0; i < size; ++i) {
+        written += (rb.data[i] != 0x11);
+    }
+    EXPECT_EQ(0u, written) << "the write went on after the deregistration";
+    release(rb);
+}
+
 /* What arrived on a message: whether the put before it was in place. */
 struct put_then_am {
     const std::vector<uint8_t> *target, *expect;

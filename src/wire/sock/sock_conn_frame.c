@@ -107,7 +107,7 @@ static ucs_status_t aptus_sock_conn_txq_reserve(aptus_sock_conn_t *conn,
 static ucs_status_t aptus_sock_conn_queue(aptus_sock_conn_t *conn,
                                           const struct iovec *iov,
                                           unsigned iovcnt, size_t skip,
-                                          unsigned zc_from)
+                                          unsigned zc_from, uint64_t token)
 {
     aptus_sock_zseg_t *zseg = NULL;
     size_t copy = 0, total = 0, n;
@@ -131,6 +131,7 @@ static ucs_status_t aptus_sock_conn_queue(aptus_sock_conn_t *conn,
         }
         zseg->iovcnt = 0;
         zseg->first  = 0;
+        zseg->token  = token;
     }
     for (i = 0; i < iovcnt; ++i) {
         if (skip >= iov[i].iov_len) {
@@ -177,7 +178,7 @@ ucs_status_t aptus_sock_conn_send_frame_zc(aptus_sock_conn_t *conn,
                                            unsigned type,
                                            const struct iovec *iov,
                                            unsigned iovcnt, unsigned zc_from,
-                                           int force)
+                                           uint64_t token, int force)
 {
     aptus_sock_conn_wire_t *cw = aptus_sock_cw(conn->super.wire);
     struct iovec frame_iov[APTUS_SOCK_CONN_MAX_IOV + 1];
@@ -255,7 +256,7 @@ ucs_status_t aptus_sock_conn_send_frame_zc(aptus_sock_conn_t *conn,
         return UCS_OK;
     }
     status = aptus_sock_conn_queue(conn, frame_iov, iovcnt + 1, sent,
-                                   ucs_min(zc_from, iovcnt) + 1);
+                                   ucs_min(zc_from, iovcnt) + 1, token);
     if (status != UCS_OK) {
         /* part of the frame went out: the stream cannot continue */
         conn->flags |= APTUS_SOCK_CONN_BROKEN;
@@ -267,7 +268,7 @@ ucs_status_t aptus_sock_conn_send_frame(aptus_sock_conn_t *conn, unsigned type,
                                         const struct iovec *iov,
                                         unsigned iovcnt, int force)
 {
-    return aptus_sock_conn_send_frame_zc(conn, type, iov, iovcnt, iovcnt,
+    return aptus_sock_conn_send_frame_zc(conn, type, iov, iovcnt, iovcnt, 0,
                                          force);
 }
 
@@ -378,6 +379,9 @@ void aptus_sock_conn_writable(aptus_sock_conn_t *conn)
             ~(APTUS_SOCK_CONN_CONNECTING | APTUS_SOCK_CONN_PROVE_QUEUED);
     }
     while (aptus_sock_conn_pending(conn) > 0) {
+        if (!aptus_sock_rma_zsegs_valid(conn)) {
+            return;
+        }
         iovcnt = aptus_sock_conn_tx_iov(conn, iov, APTUS_SOCK_CONN_MAX_IOV);
         memset(&msg, 0, sizeof(msg));
         msg.msg_iov    = iov;
@@ -561,6 +565,9 @@ unsigned aptus_sock_conn_rx(aptus_sock_conn_t *conn)
 
         room = cw->area_size - conn->rx_len;
         if (conn->rma.sink.left > 0) {
+            if (!aptus_sock_rma_sink_valid(conn)) {
+                return count;
+            }
             ret = aptus_sock_conn_rx_sink(conn, &room);
         } else {
             ret = aptus_sock_recv(

@@ -26,15 +26,17 @@ typedef struct aptus_sock_serve {
     uint64_t address;
     uint64_t length; /* 0: answered with a frame without body */
     uint64_t offset; /* bytes sent so far */
+    uint64_t token;  /* the region's, checked again at every frame */
     unsigned answer; /* that frame: READ_ERR, or FENCE_ACK for a fence */
 } aptus_sock_serve_t;
 
 /* A one-sided frame whose payload is being received straight into the
  * memory its operation names (the rest of the frame, as it comes). */
 typedef struct aptus_sock_sink {
-    size_t left;   /* bytes still to come (0: none is being received) */
-    size_t length; /* the frame's payload (a WRITE's without its header) */
-    unsigned type; /* WRITE or READ_RESP */
+    size_t left;    /* bytes still to come (0: none is being received) */
+    size_t length;  /* the frame's payload (a WRITE's without its header) */
+    unsigned type;  /* WRITE or READ_RESP */
+    uint64_t token; /* a WRITE's region: checked before every receive */
     unsigned iovcnt;
     struct iovec iov[APTUS_CONN_RMA_MAX_IOV]; /* where the rest goes */
 } aptus_sock_sink_t;
@@ -57,6 +59,7 @@ typedef struct aptus_sock_rma {
 typedef struct aptus_sock_zseg {
     ucs_queue_elem_t queue;
     uint64_t pos;
+    uint64_t token;  /* a peer's read: its region's, else 0 */
     unsigned iovcnt; /* entries left, from iov[first] */
     unsigned first;
     struct iovec iov[APTUS_CONN_RMA_MAX_IOV];
@@ -171,12 +174,13 @@ ucs_status_t aptus_sock_conn_send_frame(aptus_sock_conn_t *conn, unsigned type,
                                         unsigned iovcnt, int force);
 /* The same, where iov[zc_from..] stays valid until the operation it
  * carries completes: what the socket does not take at once is queued by
- * reference, not copied. */
+ * reference, not copied. token: the registered region they lie in when
+ * they are a peer's read (checked again before they go), else 0. */
 ucs_status_t aptus_sock_conn_send_frame_zc(aptus_sock_conn_t *conn,
                                            unsigned type,
                                            const struct iovec *iov,
                                            unsigned iovcnt, unsigned zc_from,
-                                           int force);
+                                           uint64_t token, int force);
 /* Drop what is queued by reference (the connection is gone). */
 void aptus_sock_conn_zsegs_free(aptus_sock_conn_t *conn);
 
@@ -243,6 +247,12 @@ void aptus_sock_rma_serve(aptus_sock_conn_t *conn);
 ssize_t aptus_sock_rma_sink_start(aptus_sock_conn_t *conn, unsigned type,
                                   size_t length, const uint8_t *frame,
                                   size_t avail);
+/* Whether a peer's reads queued by reference may go: their regions may
+ * have been deregistered since (the connection is cut: 0). */
+int aptus_sock_rma_zsegs_valid(aptus_sock_conn_t *conn);
+/* Whether the sink may receive its next bytes: a WRITE's region may have
+ * been deregistered since its frame began (the connection is cut: 0). */
+int aptus_sock_rma_sink_valid(aptus_sock_conn_t *conn);
 /* length more bytes went to the sink's memory; 0 when the connection was
  * failed for the frame they complete. */
 int aptus_sock_rma_sink_advance(aptus_sock_conn_t *conn, size_t length);

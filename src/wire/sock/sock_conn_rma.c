@@ -203,9 +203,9 @@ aptus_sock_conn_write_conn(aptus_conn_t *tl_conn, const aptus_mem_key_t *key,
         n = aptus_sock_rma_slice(iov, iovcnt, offset, chunk, fiov + 1);
         aptus_put64(hdr, remote_addr + offset);
         aptus_put64(hdr + 8, key->token);
-        status =
-            aptus_sock_conn_send_frame_zc(conn, APTUS_FRAME_TYPE_WRITE, fiov,
-                                          n + 1, (req != NULL) ? 1 : n + 1, 1);
+        status = aptus_sock_conn_send_frame_zc(conn, APTUS_FRAME_TYPE_WRITE,
+                                               fiov, n + 1,
+                                               (req != NULL) ? 1 : n + 1, 0, 1);
         if (status != UCS_OK) {
             return status; /* the connection broke: it says so */
         }
@@ -250,6 +250,9 @@ unsigned aptus_sock_conn_reads_outstanding(aptus_conn_t *tl_conn)
     return ucs_derived_of(tl_conn, aptus_sock_conn_t)->rma.num_reads;
 }
 
+static int aptus_sock_rma_allowed(aptus_sock_conn_wire_t *cw, uint64_t token,
+                                  uint64_t addr, uint64_t length);
+
 void aptus_sock_rma_serve(aptus_sock_conn_t *conn)
 {
     aptus_sock_conn_wire_t *cw = aptus_sock_cw(conn->super.wire);
@@ -266,13 +269,23 @@ void aptus_sock_rma_serve(aptus_sock_conn_t *conn)
         } else {
             /* frames as large as the wire carries, sent from the served
              * memory itself: the requester places them without a copy */
-            chunk        = ucs_min(s->length - s->offset,
-                                   aptus_frame_max_payload(APTUS_FRAME_TYPE_READ_RESP,
-                                                           cw->config.max_frame));
+            chunk = ucs_min(s->length - s->offset,
+                            aptus_frame_max_payload(APTUS_FRAME_TYPE_READ_RESP,
+                                                    cw->config.max_frame));
+            if (!aptus_sock_rma_allowed(cw, s->token, s->address + s->offset,
+                                        chunk)) {
+                /* deregistered since the request came: the rest is an
+                 * error, as a read of a region gone is on an HCA, and not
+                 * whatever the memory holds now */
+                cw->super.stats.conn_refused++;
+                (void)aptus_sock_conn_send_frame(
+                    conn, APTUS_FRAME_TYPE_READ_ERR, NULL, 0, 1);
+                goto next;
+            }
             iov.iov_base = (void *)(uintptr_t)(s->address + s->offset);
             iov.iov_len  = chunk;
             (void)aptus_sock_conn_send_frame_zc(
-                conn, APTUS_FRAME_TYPE_READ_RESP, &iov, 1, 0, 1);
+                conn, APTUS_FRAME_TYPE_READ_RESP, &iov, 1, 0, s->token, 1);
             s->offset += chunk;
             cw->super.stats.conn_served_bytes += chunk;
             if (s->offset < s->length) {
@@ -280,6 +293,7 @@ void aptus_sock_rma_serve(aptus_sock_conn_t *conn)
             }
             cw->super.stats.conn_served++;
         }
+    next:
         rma->serve_head = (rma->serve_head + 1) % APTUS_CONN_MAX_READS;
         rma->serve_count--;
     }
@@ -328,6 +342,7 @@ static int aptus_sock_rma_read_req(aptus_sock_conn_t *conn,
     s->address = addr;
     s->offset  = 0;
     s->length  = length;
+    s->token   = token;
     s->answer  = APTUS_FRAME_TYPE_FENCE_ACK; /* a fence, if length is 0 */
     if ((length != 0) && !aptus_sock_rma_allowed(cw, token, addr, length)) {
         cw->super.stats.conn_refused++;
@@ -414,6 +429,7 @@ ssize_t aptus_sock_rma_sink_start(aptus_sock_conn_t *conn, unsigned type,
         sink->iov[0].iov_base = (void *)(uintptr_t)addr;
         sink->iov[0].iov_len  = length;
         sink->iovcnt          = 1;
+        sink->token           = token;
         payload += APTUS_FRAME_WRITE_HDR_LEN;
         avail -= APTUS_FRAME_WRITE_HDR_LEN;
         taken += APTUS_FRAME_WRITE_HDR_LEN;
@@ -440,6 +456,45 @@ ssize_t aptus_sock_rma_sink_start(aptus_sock_conn_t *conn, unsigned type,
         return -1;
     }
     return taken + avail;
+}
+
+int aptus_sock_rma_zsegs_valid(aptus_sock_conn_t *conn)
+{
+    aptus_sock_conn_wire_t *cw = aptus_sock_cw(conn->super.wire);
+    aptus_sock_zseg_t *zseg;
+    unsigned i;
+
+    ucs_queue_for_each(zseg, &conn->zsegs, queue)
+    {
+        if (zseg->token == 0) {
+            continue; /* the user's own buffer, valid until completion */
+        }
+        for (i = zseg->first; i < zseg->first + zseg->iovcnt; ++i) {
+            if (!aptus_sock_rma_allowed(cw, zseg->token,
+                                        (uintptr_t)zseg->iov[i].iov_base,
+                                        zseg->iov[i].iov_len)) {
+                cw->super.stats.conn_refused++;
+                return aptus_sock_rma_bad(conn, "a read's data waits in the "
+                                                "backlog for a region "
+                                                "deregistered since");
+            }
+        }
+    }
+    return 1;
+}
+
+int aptus_sock_rma_sink_valid(aptus_sock_conn_t *conn)
+{
+    aptus_sock_sink_t *sink = &conn->rma.sink;
+
+    if ((sink->type != APTUS_FRAME_TYPE_WRITE) ||
+        aptus_sock_rma_allowed(aptus_sock_cw(conn->super.wire), sink->token,
+                               (uintptr_t)sink->iov[0].iov_base, sink->left)) {
+        return 1;
+    }
+    aptus_sock_cw(conn->super.wire)->super.stats.conn_refused++;
+    return aptus_sock_rma_bad(conn, "a write into a region deregistered "
+                                    "since its frame began");
 }
 
 int aptus_sock_rma_sink_advance(aptus_sock_conn_t *conn, size_t length)
