@@ -1076,8 +1076,9 @@ TEST_F(uct_aptus, broken_connection_falls_back_to_ud_losing_nothing)
     setup_pair(eager_rc());
     auto sent             = send_mixed(m_a, 300, 10);
     uct_aptus_tl_ep_t *ep = ucs_derived_of(m_a.ep, uct_aptus_tl_ep_t);
-    ASSERT_NE(nullptr, ep->rc);
-    ASSERT_TRUE(ep->rc->connected);
+    ASSERT_NE(nullptr, ep->act);
+    ASSERT_NE(nullptr, ep->act->rc);
+    ASSERT_TRUE(ep->act->rc->connected);
     /* unconfirmed messages on the connection when it breaks */
     for (unsigned i = 0; i < 10; ++i) {
         sent.push_back(pattern(77000 + i, 3000 + i));
@@ -1085,7 +1086,7 @@ TEST_F(uct_aptus, broken_connection_falls_back_to_ud_losing_nothing)
     }
     EXPECT_GT(stats(m_a)["kept_now"], 0u);
     UCS_ASYNC_BLOCK(m_async);
-    aptus_rc_chan_invalidate(&iface(m_a)->rc, &ep->rc->link);
+    aptus_rc_chan_invalidate(&iface(m_a)->rc, &ep->act->rc->link);
     UCS_ASYNC_UNBLOCK(m_async);
     auto more = send_mixed(m_a, 300, 12);
     sent.insert(sent.end(), more.begin(), more.end());

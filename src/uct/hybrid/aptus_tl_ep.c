@@ -83,8 +83,8 @@ static int uct_aptus_tl_ep_quiet(uct_aptus_tl_iface_t *iface,
     if ((act->rc != NULL) || (act->fp_tx != NULL) || (act->fp_rx != NULL) ||
         (act->ctl_owed != 0) || (act->rc_rx_unacked != 0) ||
         (act->xrx.num_held != 0) || (iface->dispatching == ep) ||
-        (ep->flags & (UCT_APTUS_EP_CTL_LIST | UCT_APTUS_EP_XACK |
-                      UCT_APTUS_EP_RESEND | UCT_APTUS_EP_FENCED)) ||
+        (ep->flags &
+         (UCT_APTUS_EP_CTL_LIST | UCT_APTUS_EP_XACK | UCT_APTUS_EP_RESEND)) ||
         !ucs_arbiter_group_is_empty(&act->pending) ||
         !ucs_queue_is_empty(&act->rc_unacked) ||
         !ucs_queue_is_empty(&act->resend)) {
