@@ -94,7 +94,7 @@ static void uct_aptus_tl_fp_block_free(uct_aptus_tl_iface_t *iface,
 {
     uct_aptus_tl_ep_t *ep = b->owner;
 
-    if (ep != NULL) {
+    if ((ep != NULL) && (ep->act != NULL)) {
         ep->act->fp_rx = NULL;
     }
     aptus_fp_chan_block_close(&iface->fpc, b);
