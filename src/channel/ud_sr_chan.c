@@ -283,13 +283,6 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
         goto err;
     }
 
-    status =
-        ucs_mpool_init(&chan->ext_mp, 0, sizeof(aptus_ud_peer_ext_t), 0, 8, 64,
-                       UINT_MAX, &aptus_mpool_plain_ops, "aptus_ud_peer_ext");
-    if (status != UCS_OK) {
-        goto err_peer_mp;
-    }
-
     chan->tx_data_offset[APTUS_UD_TX_TINY] =
         ucs_align_up(sizeof(aptus_ud_tx_msg_t) + sizeof(aptus_ud_tx_frag_t),
                      UCS_SYS_CACHE_LINE_SIZE);
@@ -300,7 +293,7 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
                        0, UCS_SYS_CACHE_LINE_SIZE, 128, UINT_MAX,
                        &aptus_mpool_plain_ops, "aptus_ud_tx_tiny");
     if (status != UCS_OK) {
-        goto err_ext_mp;
+        goto err_peer_mp;
     }
 
     chan->tx_data_offset[APTUS_UD_TX_SMALL] =
@@ -474,8 +467,6 @@ err_tx_small:
     ucs_mpool_cleanup(&chan->tx_mp[APTUS_UD_TX_SMALL], 1);
 err_tx_tiny:
     ucs_mpool_cleanup(&chan->tx_mp[APTUS_UD_TX_TINY], 1);
-err_ext_mp:
-    ucs_mpool_cleanup(&chan->ext_mp, 1);
 err_peer_mp:
     ucs_mpool_cleanup(&chan->peer_mp, 1);
 err:
@@ -500,7 +491,9 @@ static void aptus_ud_chan_peer_free(aptus_ud_chan_t *chan,
     if (peer->ext != NULL) {
         ucs_arbiter_group_purge(&chan->pending, &peer->ext->pending,
                                 aptus_ud_pending_drop_cb, NULL);
-        ucs_mpool_put(peer->ext);
+        ucs_free(peer->ext);
+        peer->ext = NULL;
+        chan->num_ext--;
     }
     aptus_ud_peer_free(chan, peer);
 }
@@ -561,7 +554,6 @@ void aptus_ud_chan_cleanup(aptus_ud_chan_t *chan)
     ucs_mpool_cleanup(&chan->tx_mp[APTUS_UD_TX_LARGE], 1);
     ucs_mpool_cleanup(&chan->tx_mp[APTUS_UD_TX_SMALL], 1);
     ucs_mpool_cleanup(&chan->tx_mp[APTUS_UD_TX_TINY], 1);
-    ucs_mpool_cleanup(&chan->ext_mp, 1);
     ucs_mpool_cleanup(&chan->peer_mp, 1);
     ucs_free(chan->opening);
     kh_destroy_inplace(aptus_ud_opening, &chan->opening_per_addr);
@@ -621,8 +613,10 @@ size_t aptus_ud_chan_peer_bytes(const aptus_ud_chan_t *chan)
         ucs_align_up(sizeof(ucs_mpool_elem_t) + chan->config.peer_headroom +
                          sizeof(aptus_ud_peer_t),
                      UCS_SYS_CACHE_LINE_SIZE / 8);
+    /* what peers hold now beyond the struct: their rare state */
+    size_t ext = (size_t)chan->num_ext * sizeof(aptus_ud_peer_ext_t);
 
-    return elem + ((n == 0) ? 0 : ucs_div_round_up(table, n));
+    return elem + ((n == 0) ? 0 : ucs_div_round_up(table + ext, n));
 }
 
 /* The channel interface (chan.h): UD-SR sends eager messages. */

@@ -423,7 +423,11 @@ struct aptus_ud_chan {
     aptus_ud_peer_set_t soon_list; /* ACKs for the next progress call */
 
     ucs_mpool_t peer_mp;
-    ucs_mpool_t ext_mp;
+    /* Peers' rare state (held packets, reassembly, pending, path search)
+     * is malloc'ed, not pooled: a pool keeps what thousands of peers used
+     * once, and this is taken once per spell of such state, not per
+     * datagram. */
+    unsigned num_ext;
     ucs_mpool_t tx_mp[APTUS_UD_TX_POOLS];
     ucs_mpool_t rx_mp; /* datagram buffers, posted to the wire */
     /* Buffers a message much smaller than a datagram is copied into on

@@ -35,10 +35,11 @@ aptus_ud_peer_ext_t *aptus_ud_peer_ext_get(aptus_ud_chan_t *chan,
     aptus_ud_peer_ext_t *ext = peer->ext;
 
     if (ext == NULL) {
-        ext = ucs_mpool_get(&chan->ext_mp);
+        ext = ucs_malloc(sizeof(*ext), "aptus_ud_peer_ext");
         if (ext == NULL) {
             return NULL;
         }
+        chan->num_ext++;
         ext->peer       = peer;
         ext->held       = NULL;
         ext->held_tail  = NULL;
@@ -61,8 +62,9 @@ void aptus_ud_peer_ext_try_release(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
         return;
     }
     ucs_arbiter_group_cleanup(&ext->pending);
-    ucs_mpool_put(ext);
+    ucs_free(ext);
     peer->ext = NULL;
+    chan->num_ext--;
 }
 
 aptus_ud_peer_t *aptus_ud_chan_peer_find(aptus_ud_chan_t *chan,

@@ -1076,8 +1076,9 @@ TEST_F(uct_aptus, broken_connection_falls_back_to_ud_losing_nothing)
     setup_pair(eager_rc());
     auto sent             = send_mixed(m_a, 300, 10);
     uct_aptus_tl_ep_t *ep = ucs_derived_of(m_a.ep, uct_aptus_tl_ep_t);
-    ASSERT_NE(nullptr, ep->rc);
-    ASSERT_TRUE(ep->rc->connected);
+    ASSERT_NE(nullptr, ep->act);
+    ASSERT_NE(nullptr, ep->act->rc);
+    ASSERT_TRUE(ep->act->rc->connected);
     /* unconfirmed messages on the connection when it breaks */
     for (unsigned i = 0; i < 10; ++i) {
         sent.push_back(pattern(77000 + i, 3000 + i));
@@ -1085,7 +1086,7 @@ TEST_F(uct_aptus, broken_connection_falls_back_to_ud_losing_nothing)
     }
     EXPECT_GT(stats(m_a)["kept_now"], 0u);
     UCS_ASYNC_BLOCK(m_async);
-    aptus_rc_chan_invalidate(&iface(m_a)->rc, &ep->rc->link);
+    aptus_rc_chan_invalidate(&iface(m_a)->rc, &ep->act->rc->link);
     UCS_ASYNC_UNBLOCK(m_async);
     auto more = send_mixed(m_a, 300, 12);
     sent.insert(sent.end(), more.begin(), more.end());
@@ -1198,4 +1199,204 @@ TEST_F(uct_aptus, put_short_bcopy_zcopy_and_get_bcopy)
 {
     setup_pair();
     check_rma_round_trip([this](entity &e) { return stats(e); });
+}
+
+/* ---- per-peer state allocated when used, given back when idle --------- */
+
+/* What a user checks: the bytes a peer holds (peer_bytes) return to the
+ * figure of a peer that never sent, once the traffic stopped and a
+ * TIMEOUT passed; nothing stays active. */
+TEST_F(uct_aptus, idle_peers_give_their_state_back_after_a_timeout)
+{
+    const unsigned n                       = 100;
+    std::map<std::string, std::string> cfg = { { "TIMEOUT", "400ms" } };
+    ASSERT_EQ(UCS_OK, open(m_a, cfg));
+    ASSERT_EQ(UCS_OK, open(m_b, cfg));
+    std::vector<uct_ep_h> eps;
+    for (unsigned i = 0; i < n; ++i) {
+        connect(m_a, m_b);
+        eps.push_back(m_a.ep);
+        m_a.ep = nullptr;
+    }
+    auto idle = stats(m_a);
+    EXPECT_EQ(n, idle["peers"]);
+    EXPECT_EQ(0u, idle["peers_active"]) << "created, never used: idle";
+    /* the endpoint in front of the stream: no more than UD's own peer
+     * and 32 bytes (the allocator counters, statistics and queues come
+     * with traffic) */
+    EXPECT_LE(sizeof(uct_aptus_tl_ep_t), 32 + sizeof(aptus_ud_peer_t));
+    EXPECT_LE(sizeof(uct_aptus_tl_ep_t), 128u);
+
+    for (unsigned i = 0; i < n; ++i) {
+        uint32_t v = i;
+        ASSERT_EQ(UCS_OK, uct_ep_am_short(eps[i], 1, i, &v, sizeof(v)));
+        progress();
+    }
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == n; }));
+    ASSERT_TRUE(wait_for(
+        [&] { return uct_iface_flush(m_a.iface, 0, NULL) == UCS_OK; }));
+    auto busy = stats(m_a);
+    EXPECT_EQ(n, busy["peers_active"]);
+    EXPECT_GT(busy["peer_bytes"], idle["peer_bytes"]);
+    EXPECT_EQ(n, stats(m_b)["peers_active"]);
+
+    /* quiet for one TIMEOUT: both ends are back to the idle size */
+    settle(0.4);
+    ASSERT_TRUE(wait_for([&] {
+        return (stats(m_a)["peers_active"] == 0) &&
+               (stats(m_b)["peers_active"] == 0);
+    }));
+    auto a = stats(m_a), b = stats(m_b);
+    EXPECT_EQ(idle["peer_bytes"], a["peer_bytes"]);
+    EXPECT_EQ(n, b["peers"]);
+    EXPECT_EQ(idle["peer_bytes"], b["peer_bytes"]) << "the receiving ends";
+    EXPECT_EQ(n, a["peers_shrunk"]);
+    EXPECT_EQ(0u, a["active_bytes"] + b["active_bytes"]);
+    for (uct_ep_h ep : eps) {
+        uct_ep_destroy(ep);
+    }
+}
+
+/* A peer that shrank keeps its place in the one order: what it sends
+ * next, on any channel, follows what it sent before. */
+TEST_F(uct_aptus, peer_that_shrank_sends_again_in_order)
+{
+    auto cfg       = eager_rc();
+    cfg["TIMEOUT"] = "400ms";
+    cfg["IDLE"]    = "100ms"; /* the connection goes first, then the rest */
+    cfg["HOLD"]    = "50ms";
+    setup_pair(cfg);
+    size_t a_got = 0, b_got = 0;
+    for (unsigned round = 0; round < 3; ++round) {
+        auto to_b = send_mixed(m_a, 200, 10 + round);
+        auto to_a = send_mixed(m_b, 50, 20 + round);
+        expect_received(m_b, to_b, b_got);
+        expect_received(m_a, to_a, a_got);
+        b_got += to_b.size();
+        a_got += to_a.size();
+        ASSERT_TRUE(wait_for([&] {
+            return (stats(m_a)["peers_active"] == 0) &&
+                   (stats(m_b)["peers_active"] == 0);
+        })) << "round "
+            << round;
+        EXPECT_EQ(0u, stats(m_a)["rc_now"]);
+    }
+    EXPECT_GE(stats(m_a)["peers_shrunk"], 3u);
+    EXPECT_GE(stats(m_a)["rc_granted"], 1u);
+    EXPECT_EQ(0u, stats(m_b)["rx_duplicates"] + stats(m_b)["rx_malformed"]);
+    EXPECT_EQ(0, m_a.err.count.load());
+    EXPECT_EQ(0, m_b.err.count.load());
+}
+
+/* Datagrams lost and late while peers shrink and grow again: every
+ * message arrives once, in order. */
+TEST_F(uct_aptus, nothing_lost_under_loss_while_peers_shrink)
+{
+    std::map<std::string, std::string> cfg = { { "TIMEOUT", "1s" },
+                                               { "FAULT_DROP", "0.05" },
+                                               { "FAULT_REORDER", "0.05" },
+                                               { "RTO_MIN", "1ms" },
+                                               { "RTO_INIT", "2ms" } };
+    setup_pair(cfg);
+    size_t got = 0;
+    for (unsigned round = 0; round < 3; ++round) {
+        std::vector<std::vector<uint8_t>> sent;
+        for (unsigned i = 0; i < 100; ++i) {
+            sent.push_back(pattern(round * 1000 + i, 8 + (i * 131) % 3000));
+            send(m_a, sent.back(), i % 3);
+            ASSERT_FALSE(HasFatalFailure());
+        }
+        expect_received(m_b, sent, got);
+        got += sent.size();
+        ASSERT_TRUE(wait_for([&] {
+            return (stats(m_a)["peers_active"] == 0) &&
+                   (stats(m_b)["peers_active"] == 0);
+        })) << "round "
+            << round;
+    }
+    EXPECT_GT(iface(m_a)->ud.wire->stats.fault_drop +
+                  iface(m_b)->ud.wire->stats.fault_drop,
+              0u);
+    EXPECT_EQ(0, m_a.err.count.load());
+}
+
+/* The campaign's figure at scale: 10,000 endpoints spread over 50 peer
+ * interfaces, idle, then each sending one message that is acknowledged,
+ * then idle for one TIMEOUT. Prints the exact bytes per peer the
+ * transport holds (peer_bytes, its active state included) on both ends. */
+TEST_F(uct_aptus, ten_thousand_endpoints_shrink_back_after_a_timeout)
+{
+    const unsigned num_eps = 10000, num_rx = 50;
+    std::map<std::string, std::string> cfg = { { "TIMEOUT", "2s" },
+                                               { "RX_QUEUE_LEN", "512" } };
+    ASSERT_EQ(UCS_OK, open(m_a, cfg));
+    std::vector<std::unique_ptr<entity>> rx;
+    for (unsigned i = 0; i < num_rx; ++i) {
+        rx.emplace_back(new entity);
+        ASSERT_EQ(UCS_OK, open(*rx.back(), cfg));
+    }
+    std::vector<uct_ep_h> eps;
+    for (unsigned i = 0; i < num_eps; ++i) {
+        connect(m_a, *rx[i % num_rx]);
+        eps.push_back(m_a.ep);
+        m_a.ep = nullptr;
+    }
+    auto phase = [&](const char *name) {
+        uint64_t rx_bytes = 0, rx_peers = 0, rx_active = 0;
+        for (auto &r : rx) {
+            auto s = stats(*r);
+            rx_bytes += s["peer_bytes"] * s["peers"];
+            rx_peers += s["peers"];
+            rx_active += s["peers_active"];
+        }
+        auto a = stats(m_a);
+        printf("aptus %u endpoints over %u interfaces, %s: sender "
+               "peer_bytes=%lu (struct %zu + pool header + table share + "
+               "active %lu of %lu), receivers peer_bytes=%.1f (%lu peers, "
+               "%lu active)\n",
+               num_eps, num_rx, name, (unsigned long)a["peer_bytes"],
+               sizeof(uct_aptus_tl_ep_t), (unsigned long)a["peers_active"],
+               (unsigned long)a["peers"],
+               rx_peers ? (double)rx_bytes / rx_peers : 0.0,
+               (unsigned long)rx_peers, (unsigned long)rx_active);
+        return a["peer_bytes"];
+    };
+    uint64_t idle = phase("idle");
+
+    for (unsigned k = 0; k < num_eps; ++k) {
+        uint32_t v = k;
+        ucs_status_t status;
+        while ((status = uct_ep_am_short(eps[k], 1, k, &v, sizeof(v))) ==
+               UCS_ERR_NO_RESOURCE) {
+            progress();
+        }
+        ASSERT_EQ(UCS_OK, status) << k;
+        if (k % 16 == 15) {
+            progress();
+        }
+    }
+    ASSERT_TRUE(wait_for(
+        [&] {
+            size_t got = 0;
+            for (auto &r : rx) {
+                got += rx_count(*r);
+            }
+            return (got == num_eps) &&
+                   (uct_iface_flush(m_a.iface, 0, NULL) == UCS_OK);
+        },
+        240));
+    EXPECT_GT(phase("acked"), idle);
+
+    settle(2.0);
+    ASSERT_TRUE(wait_for([&] { return stats(m_a)["peers_active"] == 0; }));
+    EXPECT_EQ(idle, phase("one TIMEOUT later"));
+    for (auto &r : rx) {
+        EXPECT_EQ(0u, stats(*r)["peers_active"]);
+    }
+    for (uct_ep_h ep : eps) {
+        uct_ep_destroy(ep);
+    }
+    for (auto &r : rx) {
+        close(*r);
+    }
 }

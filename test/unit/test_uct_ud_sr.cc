@@ -1292,6 +1292,49 @@ static unsigned proc_open_fds()
     return (n > 3) ? n - 3 : 0; /* ".", "..", and the one opendir holds */
 }
 
+/* A peer's rare state (held datagrams, reassembly, pending requests) is
+ * malloc'ed while in use and given back: after lossy, reordered traffic of
+ * multi-datagram messages, the bytes per peer the transport reports are
+ * those of a peer that never sent. */
+TEST_F(uct_ud_sr, peer_bytes_return_to_the_idle_figure_after_traffic)
+{
+    setup_pair({ { "FAULT_DROP", "0.05" },
+                 { "FAULT_REORDER", "0.1" },
+                 { "RTO_MIN", "1ms" },
+                 { "RTO_INIT", "2ms" } });
+    uint64_t idle_a = stats(m_a)["peer_bytes"];
+    uint64_t idle_b = stats(m_b)["peer_bytes"];
+    const size_t n  = 300;
+    std::vector<std::vector<uint8_t>> sent;
+    for (size_t i = 0; i < n; ++i) {
+        /* some of several datagrams: reassembly */
+        sent.push_back(pattern(i, 8 + (i * 977) % 20000));
+        std::vector<uint8_t> copy = sent.back();
+        ssize_t ret;
+        while ((ret = uct_ep_am_bcopy(m_a.ep, 1, pack_vec, &copy, 0)) ==
+               UCS_ERR_NO_RESOURCE) {
+            progress();
+        }
+        ASSERT_EQ((ssize_t)copy.size(), ret) << i;
+    }
+    ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == n; }, 60));
+    for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(sent[i], m_b.rx.msgs[i]) << i;
+    }
+    EXPECT_GT(stats(m_b)["fault_drop"] + stats(m_a)["fault_drop"], 0u);
+    EXPECT_GT(stats(m_b)["rx_held"], 0u) << "no peer needed its rare state";
+    ASSERT_EQ(UCS_OK, flush_ep(m_a.ep));
+    ASSERT_TRUE(wait_for([&] {
+        return (stats(m_a)["peer_bytes"] == idle_a) &&
+               (stats(m_b)["peer_bytes"] == idle_b);
+    })) << stats(m_a)["peer_bytes"]
+        << " " << stats(m_b)["peer_bytes"];
+    EXPECT_EQ(0u,
+              ucs_derived_of(m_a.iface, uct_ud_sr_iface_t)->ud.chan.num_ext);
+    EXPECT_EQ(0u,
+              ucs_derived_of(m_b.iface, uct_ud_sr_iface_t)->ud.chan.num_ext);
+}
+
 TEST_F(uct_ud_sr, ten_thousand_endpoints_active_at_once)
 {
     /* 10,000 endpoints, every one sending before any is acknowledged, to

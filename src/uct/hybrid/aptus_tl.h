@@ -40,6 +40,7 @@
 #include <ucs/datastruct/arbiter.h>
 #include <ucs/datastruct/array.inl>
 #include <ucs/datastruct/khash.h>
+#include <ucs/datastruct/list.h>
 #include <ucs/datastruct/mpool.h>
 
 #define UCT_APTUS_TL_NAME          "aptus"
@@ -204,30 +205,45 @@ enum {
                                    whatever the windows say */
 };
 
-/* Per-peer state in front of the UD stream (the stream's headroom). */
+/* What a peer with traffic holds besides its sequence numbers: allocated on
+ * first use (uct_aptus_tl_ep_init_state) and freed again once the peer has
+ * been idle for half the UD timeout with nothing in flight or queued
+ * (uct_aptus_tl_ep_shrink_progress), so that thousands of peers that never
+ * send, or no longer do, cost the endpoint below and nothing more. */
+typedef struct uct_aptus_tl_active {
+    uct_aptus_tl_ep_t *ep;
+    ucs_list_link_t list;  /* iface->active_peers */
+    uint64_t last_use_us;  /* the UD channel's clock at the last message */
+    uct_aptus_tl_rc_t *rc; /* NULL: no RC connection */
+    aptus_xorder_rx_t xrx; /* its next is the endpoint's rx_next meanwhile */
+    aptus_alloc_peer_t alloc;
+    uint8_t ctl_owed; /* bit (type - 1) of a control message not sent yet */
+    uint8_t ctl_kind;
+    uint16_t fp_done_nonce;      /* FP_DONE owed for this block */
+    uint32_t rc_rx_unacked;      /* received over RC since the last XACK */
+    uint32_t rc_rx_since_ms;     /* ... the first of them, clock in ms */
+    uct_aptus_tl_fp_tx_t *fp_tx; /* NULL: no block of the peer's */
+    aptus_fp_block_t *fp_rx;     /* NULL: no block of ours */
+    uint64_t tx_msgs[APTUS_CHAN_LAST]; /* statistics per channel, while
+                                          active (the interface's add up) */
+    uint64_t tx_bytes[APTUS_CHAN_LAST];
+    ucs_arbiter_group_t pending; /* requests waiting for any channel */
+    ucs_queue_head_t rc_unacked; /* sent over RC, not confirmed yet */
+    ucs_queue_head_t resend;     /* to send again over UD, first */
+} uct_aptus_tl_active_t;
+
+/* Per-peer state in front of the UD stream (the stream's headroom): all
+ * that a peer without traffic costs beside the stream. */
 struct uct_aptus_tl_ep {
     uct_base_ep_t super;
-    uct_aptus_tl_rc_t *rc; /* NULL: no RC connection */
+    uct_aptus_tl_active_t *act; /* NULL: idle (UCT_APTUS_EP_INITED clear) */
     aptus_xorder_tx_t xtx;
-    aptus_xorder_rx_t xrx;
-    aptus_alloc_peer_t alloc;
+    uint32_t rx_next; /* the receive point while idle (act->xrx.next else) */
     uint16_t rc_port; /* the peer's, learned from its interface address or
                          its allocation messages (network byte order) */
     uint16_t rc_credits;
     uint8_t flags;
     uint8_t blocked;
-    uint8_t ctl_owed; /* bit (type - 1) of a control message not sent yet */
-    uint8_t ctl_kind;
-    uint16_t fp_done_nonce;            /* FP_DONE owed for this block */
-    uct_aptus_tl_fp_tx_t *fp_tx;       /* NULL: no block of the peer's */
-    aptus_fp_block_t *fp_rx;           /* NULL: no block of ours */
-    uint64_t tx_msgs[APTUS_CHAN_LAST]; /* statistics per channel */
-    uint64_t tx_bytes[APTUS_CHAN_LAST];
-    ucs_arbiter_group_t pending; /* requests waiting for any channel */
-    ucs_queue_head_t rc_unacked; /* sent over RC, not confirmed yet */
-    ucs_queue_head_t resend;     /* to send again over UD, first */
-    uint32_t rc_rx_unacked;      /* received over RC since the last XACK */
-    uint32_t rc_rx_since_ms;     /* ... the first of them, clock in ms */
     aptus_ud_peer_t peer;
 };
 
@@ -238,7 +254,7 @@ static inline void uct_aptus_tl_trailer_pack(void *trailer,
     uint8_t *p = (uint8_t *)trailer;
 
     aptus_put32(p, ep->xtx.next);
-    aptus_put32(p + 4, ep->xrx.next);
+    aptus_put32(p + 4, ep->act->xrx.next);
 }
 
 static inline uct_aptus_tl_ep_t *uct_aptus_tl_ep_of_peer(aptus_ud_peer_t *peer)
@@ -304,7 +320,9 @@ typedef struct uct_aptus_tl_stats {
     uint64_t ud_polls_shared; /* datagram socket reads the RC check spared */
     uint64_t kept_now;        /* copies kept for a resend */
     uint64_t kept_bytes;
-    unsigned max_held; /* most messages held for one peer */
+    uint64_t peers_activated; /* active states allocated */
+    uint64_t peers_shrunk;    /* ... freed again for idleness */
+    unsigned max_held;        /* most messages held for one peer */
 } uct_aptus_tl_stats_t;
 
 /* am_zcopy over UD: the trailer must live as long as the datagrams that
@@ -349,6 +367,11 @@ typedef struct uct_aptus_tl_iface {
     aptus_fp_chan_t fpc; /* RC-FP: blocks of MAX_FP, UD carries control */
     uint16_t fp_next_nonce;
     unsigned rc_idle_tick; /* progress calls since the connections' poll */
+    ucs_list_link_t active_peers; /* uct_aptus_tl_active_t of peers with
+                                     traffic */
+    unsigned num_active;          /* ... how many */
+    uint64_t shrink_us;           /* idle this long, a peer's state goes */
+    uint64_t next_shrink_us;
     int ud_watched; /* the connections' readiness check covers UD's socket */
     int ud_ready;   /* ... and found input there */
     uct_aptus_tl_stats_t stats;
@@ -356,18 +379,30 @@ typedef struct uct_aptus_tl_iface {
 
 extern ucs_config_field_t uct_aptus_tl_iface_config_table[];
 
-/* Set up a peer's state on first use (once per peer; inline: every
- * message asks). */
-void uct_aptus_tl_ep_init_state_slow(uct_aptus_tl_iface_t *iface,
-                                     uct_aptus_tl_ep_t *ep);
+/* Set up a peer's active state on first use (inline: every message
+ * asks); 0 when there is no memory for it. */
+int uct_aptus_tl_ep_init_state_slow(uct_aptus_tl_iface_t *iface,
+                                    uct_aptus_tl_ep_t *ep);
 
-static inline void uct_aptus_tl_ep_init_state(uct_aptus_tl_iface_t *iface,
-                                              uct_aptus_tl_ep_t *ep)
+static inline int uct_aptus_tl_ep_init_state(uct_aptus_tl_iface_t *iface,
+                                             uct_aptus_tl_ep_t *ep)
 {
-    if (ucs_unlikely(!(ep->flags & UCT_APTUS_EP_INITED))) {
-        uct_aptus_tl_ep_init_state_slow(iface, ep);
+    if (ucs_unlikely(ep->act == NULL)) {
+        return uct_aptus_tl_ep_init_state_slow(iface, ep);
     }
+    ep->act->last_use_us = iface->ud.chan.now_us;
+    return 1;
 }
+
+/* Free the active state of peers idle for shrink_us with nothing in
+ * flight, queued or allocated (from progress, a few times per period). */
+unsigned uct_aptus_tl_ep_shrink_progress(uct_aptus_tl_iface_t *iface,
+                                         uint64_t now_us);
+/* Free the peer's active state whatever it holds (the peer goes). */
+void uct_aptus_tl_ep_free_state(uct_aptus_tl_iface_t *iface,
+                                uct_aptus_tl_ep_t *ep);
+/* Bytes the peers' active states hold now. */
+size_t uct_aptus_tl_active_bytes(const uct_aptus_tl_iface_t *iface);
 
 /* Which of the peer's channels may carry a message now (a mask of
  * APTUS_RULE_BIT). */
@@ -479,8 +514,8 @@ void uct_aptus_tl_fp_credits_sent(uct_aptus_tl_iface_t *iface,
 
 static inline int uct_aptus_tl_fp_usable(const uct_aptus_tl_ep_t *ep)
 {
-    return (ep->fp_tx != NULL) && ep->fp_tx->peer.attached &&
-           (ep->alloc.slot[APTUS_ALLOC_FP].state == APTUS_ALLOC_GRANTED);
+    return (ep->act->fp_tx != NULL) && ep->act->fp_tx->peer.attached &&
+           (ep->act->alloc.slot[APTUS_ALLOC_FP].state == APTUS_ALLOC_GRANTED);
 }
 
 /* Endpoint operations (aptus_tl_ep.c). */

@@ -56,7 +56,7 @@ static int uct_aptus_tl_rc_open(uct_aptus_tl_iface_t *iface,
     uct_aptus_tl_rc_t *rc;
 
     uct_aptus_tl_map_add(iface, ep);
-    if (ep->rc != NULL) {
+    if (ep->act->rc != NULL) {
         return 1;
     }
     rc = ucs_calloc(1, sizeof(*rc), "uct_aptus_rc");
@@ -67,20 +67,20 @@ static int uct_aptus_tl_rc_open(uct_aptus_tl_iface_t *iface,
         ucs_free(rc);
         return 0;
     }
-    rc->ep = ep;
-    ep->rc = rc;
+    rc->ep      = ep;
+    ep->act->rc = rc;
     return 1;
 }
 
 void uct_aptus_tl_ep_rc_close(uct_aptus_tl_iface_t *iface,
                               uct_aptus_tl_ep_t *ep)
 {
-    uct_aptus_tl_rc_t *rc = ep->rc;
+    uct_aptus_tl_rc_t *rc = ep->act->rc;
 
     if (rc == NULL) {
         return;
     }
-    ep->rc = NULL;
+    ep->act->rc = NULL;
     uct_aptus_tl_ep_list_del(&iface->rc_list, ep);
     if (rc->connected) {
         /* the channel keeps the connection until what was sent on it is
@@ -118,7 +118,7 @@ static void uct_aptus_tl_act(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
         if (((kind == APTUS_ALLOC_RC) && !uct_aptus_tl_rc_open(iface, ep)) ||
             ((kind == APTUS_ALLOC_FP) && !uct_aptus_tl_fp_open(iface, ep))) {
             /* no memory (no free block) for it: give the slot back */
-            aptus_alloc_release(&iface->alloc, &ep->alloc, kind,
+            aptus_alloc_release(&iface->alloc, &ep->act->alloc, kind,
                                 uct_ud_sr_clock());
             uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_REFUSE, kind);
             break;
@@ -143,7 +143,8 @@ static void uct_aptus_tl_act(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
             uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_FP_BLOCK, kind);
             break;
         }
-        aptus_alloc_release(&iface->alloc, &ep->alloc, kind, uct_ud_sr_clock());
+        aptus_alloc_release(&iface->alloc, &ep->act->alloc, kind,
+                            uct_ud_sr_clock());
         uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_DEMOTE, kind);
         break;
     case APTUS_ALLOC_ACT_DEMOTE:
@@ -167,8 +168,8 @@ void uct_aptus_tl_ep_sent(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
     unsigned rule, rc_chans;
     aptus_rule_chan_t would;
 
-    ep->tx_msgs[chan]++;
-    ep->tx_bytes[chan] += size;
+    ep->act->tx_msgs[chan]++;
+    ep->act->tx_bytes[chan] += size;
     iface->stats.tx_msgs[chan]++;
     iface->stats.tx_bytes[chan] += size;
     iface->stats.tx_by_size[chan][uct_aptus_size_class(size)]++;
@@ -179,7 +180,8 @@ void uct_aptus_tl_ep_sent(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
         used = APTUS_ALLOC_RC;
     } else if (chan == APTUS_CHAN_RC_FP) {
         used = APTUS_ALLOC_FP;
-    } else if ((ep->alloc.slot[APTUS_ALLOC_RC].state == APTUS_ALLOC_GRANTED) &&
+    } else if ((ep->act->alloc.slot[APTUS_ALLOC_RC].state ==
+                APTUS_ALLOC_GRANTED) &&
                (iface->alloc.config.fp_msgs > 0) &&
                (size <= iface->alloc.config.fp_max_size)) {
         /* a peer with RC earns a fast path by its small messages, which
@@ -211,7 +213,7 @@ void uct_aptus_tl_ep_sent(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
         }
         used = APTUS_ALLOC_KIND_LAST;
     }
-    act = aptus_alloc_sent(&iface->alloc, &ep->alloc, size, used,
+    act = aptus_alloc_sent(&iface->alloc, &ep->act->alloc, size, used,
                            uct_ud_sr_clock(), &kind);
     if (ucs_unlikely(act != APTUS_ALLOC_ACT_NONE)) {
         uct_aptus_tl_act(iface, ep, act, kind);
@@ -232,7 +234,9 @@ void uct_aptus_tl_alloc_recv(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
         return;
     }
     iface->stats.ctl_received++;
-    uct_aptus_tl_ep_init_state(iface, ep);
+    if (!uct_aptus_tl_ep_init_state(iface, ep)) {
+        return; /* out of memory, said so */
+    }
     kind = (aptus_alloc_kind_t)msg[1];
     if ((msg[0] == UCT_APTUS_CTL_REQUEST) || (msg[0] == UCT_APTUS_CTL_GRANT)) {
         memcpy(&ep->rc_port, msg + 2, 2);
@@ -245,31 +249,33 @@ void uct_aptus_tl_alloc_recv(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
 
     switch (msg[0]) {
     case UCT_APTUS_CTL_REQUEST:
-        act = aptus_alloc_requested(&iface->alloc, &ep->alloc, kind, now);
+        act = aptus_alloc_requested(&iface->alloc, &ep->act->alloc, kind, now);
         break;
     case UCT_APTUS_CTL_GRANT:
-        act = aptus_alloc_answered(&iface->alloc, &ep->alloc, kind, 1, now);
+        act =
+            aptus_alloc_answered(&iface->alloc, &ep->act->alloc, kind, 1, now);
         if ((act == APTUS_ALLOC_ACT_NONE) &&
-            (ep->alloc.slot[kind].state == APTUS_ALLOC_GRANTED)) {
+            (ep->act->alloc.slot[kind].state == APTUS_ALLOC_GRANTED)) {
             /* both asked at once and both granted: on, no one connected
              * (a fast path: each gave its block with its GRANT) */
             if ((kind == APTUS_ALLOC_RC) ? !uct_aptus_tl_rc_open(iface, ep)
                                          : !uct_aptus_tl_fp_open(iface, ep)) {
                 act = APTUS_ALLOC_ACT_DEMOTE;
-                aptus_alloc_release(&iface->alloc, &ep->alloc, kind, now);
+                aptus_alloc_release(&iface->alloc, &ep->act->alloc, kind, now);
             }
         }
         break;
     case UCT_APTUS_CTL_REFUSE:
-        act = aptus_alloc_answered(&iface->alloc, &ep->alloc, kind, 0, now);
+        act =
+            aptus_alloc_answered(&iface->alloc, &ep->act->alloc, kind, 0, now);
         break;
     default: /* DEMOTE */
         ucs_debug("aptus/%s: ep %p peer demoted %s", iface->dev_name, ep,
                   (kind == APTUS_ALLOC_RC) ? "rc" : "fp");
-        if (ep->alloc.slot[kind].state != APTUS_ALLOC_NONE) {
+        if (ep->act->alloc.slot[kind].state != APTUS_ALLOC_NONE) {
             iface->alloc.stats.demoted[kind]++;
         }
-        aptus_alloc_release(&iface->alloc, &ep->alloc, kind, now);
+        aptus_alloc_release(&iface->alloc, &ep->act->alloc, kind, now);
         if (kind == APTUS_ALLOC_RC) {
             uct_aptus_tl_ep_rc_close(iface, ep);
         }
@@ -294,14 +300,14 @@ unsigned uct_aptus_tl_alloc_progress(uct_aptus_tl_iface_t *iface,
     iface->next_check_us = now_us + iface->alloc.config.request_timeout_us / 4;
     for (i = 0; i < ucs_array_length(&iface->rc_list);) {
         ep  = ucs_array_elem(&iface->rc_list, i);
-        act = aptus_alloc_check(&iface->alloc, &ep->alloc, now_us, &kind);
+        act = aptus_alloc_check(&iface->alloc, &ep->act->alloc, now_us, &kind);
         if (act == APTUS_ALLOC_ACT_DEMOTE) {
             uct_aptus_tl_act(iface, ep, act, kind); /* removes it */
             ++count;
             continue;
         }
-        if ((ep->alloc.slot[APTUS_ALLOC_RC].state == APTUS_ALLOC_NONE) &&
-            (ep->rc != NULL)) {
+        if ((ep->act->alloc.slot[APTUS_ALLOC_RC].state == APTUS_ALLOC_NONE) &&
+            (ep->act->rc != NULL)) {
             uct_aptus_tl_ep_rc_close(iface, ep);
             continue;
         }
@@ -323,8 +329,8 @@ void uct_aptus_tl_alloc_forget(uct_aptus_tl_iface_t *iface,
     uct_aptus_tl_ep_rc_close(iface, ep);
     uct_aptus_tl_fp_forget(iface, ep);
     for (kind = 0; kind < APTUS_ALLOC_KIND_LAST; ++kind) {
-        if (ep->alloc.slot[kind].state != APTUS_ALLOC_NONE) {
-            aptus_alloc_release(&iface->alloc, &ep->alloc, kind, 0);
+        if (ep->act->alloc.slot[kind].state != APTUS_ALLOC_NONE) {
+            aptus_alloc_release(&iface->alloc, &ep->act->alloc, kind, 0);
         }
     }
     if (ep->flags & UCT_APTUS_EP_CTL_LIST) {

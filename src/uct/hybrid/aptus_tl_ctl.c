@@ -25,9 +25,9 @@ static void uct_aptus_tl_ctl_owe(uct_aptus_tl_iface_t *iface,
 {
     /* a later answer replaces an earlier one of the same pair; the fast
      * path's messages are built from the endpoint's state when sent */
-    ep->ctl_owed |= UCS_BIT(type - 1);
+    ep->act->ctl_owed |= UCS_BIT(type - 1);
     if (type < UCT_APTUS_CTL_FP_CREDIT) {
-        ep->ctl_kind = kind;
+        ep->act->ctl_kind = kind;
     }
     iface->stats.ctl_deferred++;
     if (!(ep->flags & UCT_APTUS_EP_CTL_LIST) &&
@@ -64,7 +64,7 @@ static ssize_t uct_aptus_tl_ctl_try(uct_aptus_tl_iface_t *iface,
         if (type == UCT_APTUS_CTL_FP_CREDIT) {
             uct_aptus_tl_fp_credits_sent(iface, ep);
         } else if (type == UCT_APTUS_CTL_FP_DONE) {
-            ep->fp_done_nonce = 0;
+            ep->act->fp_done_nonce = 0;
         }
     }
     return ret;
@@ -73,7 +73,13 @@ static ssize_t uct_aptus_tl_ctl_try(uct_aptus_tl_iface_t *iface,
 void uct_aptus_tl_ctl_send(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
                            uct_aptus_ctl_type_t type, aptus_alloc_kind_t kind)
 {
-    ssize_t ret = uct_aptus_tl_ctl_try(iface, ep, type, kind);
+    ssize_t ret;
+
+    /* a block that drains after its peer fell idle may still owe credits */
+    if (!uct_aptus_tl_ep_init_state(iface, ep)) {
+        return;
+    }
+    ret = uct_aptus_tl_ctl_try(iface, ep, type, kind);
 
     if (ret >= 0) {
         iface->stats.ctl_sent++;
@@ -93,18 +99,18 @@ unsigned uct_aptus_tl_ctl_progress(uct_aptus_tl_iface_t *iface)
         ep = ucs_array_elem(&iface->ctl_list, i);
         for (type = UCT_APTUS_CTL_REQUEST; type <= UCT_APTUS_CTL_FP_BLOCK;
              ++type) {
-            if (!(ep->ctl_owed & UCS_BIT(type - 1))) {
+            if (!(ep->act->ctl_owed & UCS_BIT(type - 1))) {
                 continue;
             }
-            ret = uct_aptus_tl_ctl_try(iface, ep, type, ep->ctl_kind);
+            ret = uct_aptus_tl_ctl_try(iface, ep, type, ep->act->ctl_kind);
             if (ret == UCS_ERR_NO_RESOURCE) {
                 break;
             }
-            ep->ctl_owed &= ~UCS_BIT(type - 1);
+            ep->act->ctl_owed &= ~UCS_BIT(type - 1);
             iface->stats.ctl_sent += (ret >= 0);
             ++count;
         }
-        if (ep->ctl_owed == 0) {
+        if (ep->act->ctl_owed == 0) {
             ep->flags &= ~UCT_APTUS_EP_CTL_LIST;
             uct_aptus_tl_ep_list_remove(&iface->ctl_list, i);
         } else {
@@ -122,14 +128,16 @@ ucs_status_t uct_aptus_tl_ctl_recv(uct_aptus_tl_iface_t *iface,
 
     if ((length == UCT_APTUS_CTL_LEN) && (msg[0] == UCT_APTUS_CTL_XACK)) {
         iface->stats.ctl_received++;
-        uct_aptus_tl_ep_init_state(iface, ep);
-        uct_aptus_tl_xack_recv(iface, ep, aptus_get32(msg + 4));
+        if (uct_aptus_tl_ep_init_state(iface, ep)) {
+            uct_aptus_tl_xack_recv(iface, ep, aptus_get32(msg + 4));
+        }
         return UCS_OK;
     }
     if ((length >= 1) && (msg[0] >= UCT_APTUS_CTL_FP_CREDIT) &&
         (msg[0] <= UCT_APTUS_CTL_FP_BLOCK)) {
-        uct_aptus_tl_ep_init_state(iface, ep);
-        uct_aptus_tl_fp_ctl_recv(iface, ep, msg, length);
+        if (uct_aptus_tl_ep_init_state(iface, ep)) {
+            uct_aptus_tl_fp_ctl_recv(iface, ep, msg, length);
+        }
         return UCS_OK;
     }
     uct_aptus_tl_alloc_recv(iface, ep, msg, length);

@@ -21,26 +21,121 @@
 
 #include <inttypes.h>
 
-void uct_aptus_tl_ep_init_state_slow(uct_aptus_tl_iface_t *iface,
-                                     uct_aptus_tl_ep_t *ep)
+int uct_aptus_tl_ep_init_state_slow(uct_aptus_tl_iface_t *iface,
+                                    uct_aptus_tl_ep_t *ep)
 {
-    aptus_xorder_tx_init(&ep->xtx);
-    aptus_xorder_rx_init(&ep->xrx, iface->reorder_max);
-    aptus_alloc_peer_init(&ep->alloc, uct_ud_sr_clock());
-    ucs_arbiter_group_init(&ep->pending);
-    ucs_queue_head_init(&ep->rc_unacked);
-    ucs_queue_head_init(&ep->resend);
+    uct_aptus_tl_active_t *act;
+
+    /* malloc, not a pool: what an idle peer gives back must go back to
+     * the process, and this runs once per spell of traffic, not per
+     * message */
+    act = ucs_calloc(1, sizeof(*act), "aptus_peer_active");
+    if (act == NULL) {
+        ucs_error("aptus/%s: no memory for the state of a peer with traffic",
+                  iface->dev_name);
+        return 0;
+    }
+    act->ep = ep;
+    aptus_xorder_rx_init(&act->xrx, iface->reorder_max);
+    act->xrx.next = ep->rx_next;
+    aptus_alloc_peer_init(&act->alloc, uct_ud_sr_clock());
+    if (ep->flags & UCT_APTUS_EP_REMOTE) {
+        /* what uct_aptus_tl_ep_set_remote barred stays barred (counted
+         * once, then) */
+        act->alloc.slot[APTUS_ALLOC_FP].barred = 1;
+    }
+    ucs_arbiter_group_init(&act->pending);
+    ucs_queue_head_init(&act->rc_unacked);
+    ucs_queue_head_init(&act->resend);
+    act->last_use_us = iface->ud.chan.now_us;
+    ucs_list_add_tail(&iface->active_peers, &act->list);
+    iface->num_active++;
+    iface->stats.peers_activated++;
+    ep->act = act;
     ep->flags |= UCT_APTUS_EP_INITED;
+    return 1;
+}
+
+void uct_aptus_tl_ep_free_state(uct_aptus_tl_iface_t *iface,
+                                uct_aptus_tl_ep_t *ep)
+{
+    uct_aptus_tl_active_t *act = ep->act;
+
+    if (act == NULL) {
+        return;
+    }
+    ep->rx_next = act->xrx.next;
+    ucs_arbiter_group_cleanup(&act->pending);
+    ucs_list_del(&act->list);
+    iface->num_active--;
+    ucs_free(act);
+    ep->act = NULL;
+    ep->flags &= ~UCT_APTUS_EP_INITED;
+}
+
+/* Nothing of the peer's active state is in use: it may go. */
+static int uct_aptus_tl_ep_quiet(uct_aptus_tl_iface_t *iface,
+                                 uct_aptus_tl_ep_t *ep, uint64_t now_us)
+{
+    uct_aptus_tl_active_t *act = ep->act;
+    int kind;
+
+    if ((act->rc != NULL) || (act->fp_tx != NULL) || (act->fp_rx != NULL) ||
+        (act->ctl_owed != 0) || (act->rc_rx_unacked != 0) ||
+        (act->xrx.num_held != 0) || (iface->dispatching == ep) ||
+        (ep->flags &
+         (UCT_APTUS_EP_CTL_LIST | UCT_APTUS_EP_XACK | UCT_APTUS_EP_RESEND)) ||
+        !ucs_arbiter_group_is_empty(&act->pending) ||
+        !ucs_queue_is_empty(&act->rc_unacked) ||
+        !ucs_queue_is_empty(&act->resend)) {
+        return 0;
+    }
+    for (kind = 0; kind < APTUS_ALLOC_KIND_LAST; ++kind) {
+        /* a slot, or a refusal's back-off still running, is remembered */
+        if ((act->alloc.slot[kind].state != APTUS_ALLOC_NONE) ||
+            (act->alloc.slot[kind].not_before_us > now_us)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+unsigned uct_aptus_tl_ep_shrink_progress(uct_aptus_tl_iface_t *iface,
+                                         uint64_t now_us)
+{
+    uct_aptus_tl_active_t *act, *tmp;
+    unsigned count = 0;
+
+    if ((int64_t)(now_us - iface->next_shrink_us) < 0) {
+        return 0;
+    }
+    iface->next_shrink_us = now_us + iface->shrink_us / 4;
+    ucs_list_for_each_safe(act, tmp, &iface->active_peers, list)
+    {
+        if ((now_us - act->last_use_us >= iface->shrink_us) &&
+            uct_aptus_tl_ep_quiet(iface, act->ep, now_us)) {
+            uct_aptus_tl_ep_free_state(iface, act->ep);
+            iface->stats.peers_shrunk++;
+            ++count;
+        }
+    }
+    return count;
+}
+
+size_t uct_aptus_tl_active_bytes(const uct_aptus_tl_iface_t *iface)
+{
+    return iface->num_active * sizeof(uct_aptus_tl_active_t);
 }
 
 /* ---- channels of a peer ------------------------------------------------ */
 
 static int uct_aptus_tl_rc_usable(const uct_aptus_tl_ep_t *ep)
 {
-    return (ep->rc != NULL) &&
-           (ep->alloc.slot[APTUS_ALLOC_RC].state == APTUS_ALLOC_GRANTED) &&
+    return (ep->act->rc != NULL) &&
+           (ep->act->alloc.slot[APTUS_ALLOC_RC].state == APTUS_ALLOC_GRANTED) &&
            (ep->rc_credits != 0) &&
-           !(ep->rc->connected && (ep->rc->link.flags & APTUS_RC_LINK_FAILED));
+           !(ep->act->rc->connected &&
+             (ep->act->rc->link.flags & APTUS_RC_LINK_FAILED));
 }
 
 unsigned uct_aptus_tl_ep_allocated(uct_aptus_tl_iface_t *iface,
@@ -59,7 +154,7 @@ unsigned uct_aptus_tl_ep_allocated(uct_aptus_tl_iface_t *iface,
             allocated |= APTUS_RULE_BIT(APTUS_RULE_RC_FP);
         }
     }
-    if (ucs_unlikely((ep->fp_tx != NULL) && ep->fp_tx->waiting)) {
+    if (ucs_unlikely((ep->act->fp_tx != NULL) && ep->act->fp_tx->waiting)) {
         uct_aptus_tl_fp_attach(iface, ep);
     }
     if (ucs_unlikely(uct_aptus_tl_fp_usable(ep))) {
@@ -72,7 +167,7 @@ unsigned uct_aptus_tl_ep_allocated(uct_aptus_tl_iface_t *iface,
 static void uct_aptus_tl_ep_rc_drop(uct_aptus_tl_iface_t *iface,
                                     uct_aptus_tl_ep_t *ep)
 {
-    aptus_alloc_release(&iface->alloc, &ep->alloc, APTUS_ALLOC_RC,
+    aptus_alloc_release(&iface->alloc, &ep->act->alloc, APTUS_ALLOC_RC,
                         uct_ud_sr_clock());
     uct_aptus_tl_ep_rc_close(iface, ep);
     uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_DEMOTE, APTUS_ALLOC_RC);
@@ -81,7 +176,7 @@ static void uct_aptus_tl_ep_rc_drop(uct_aptus_tl_iface_t *iface,
 aptus_rc_link_t *uct_aptus_tl_ep_rc_link(uct_aptus_tl_iface_t *iface,
                                          uct_aptus_tl_ep_t *ep)
 {
-    uct_aptus_tl_rc_t *rc = ep->rc;
+    uct_aptus_tl_rc_t *rc = ep->act->rc;
     aptus_rc_remote_t remote;
     aptus_chan_peer_t *cpeer;
     aptus_wire_addr_t addr;
@@ -182,17 +277,24 @@ int uct_aptus_tl_ep_fence_holds(uct_aptus_tl_iface_t *iface,
     return 0;
 }
 
-static inline int uct_aptus_tl_ep_may_send(uct_aptus_tl_iface_t *iface,
-                                           uct_aptus_tl_ep_t *ep)
+/* UCS_OK, UCS_ERR_NO_RESOURCE (wait), UCS_ERR_NO_MEMORY (no room for the
+ * state of a peer with traffic). */
+static inline ucs_status_t uct_aptus_tl_ep_may_send(uct_aptus_tl_iface_t *iface,
+                                                    uct_aptus_tl_ep_t *ep)
 {
+    if (ucs_unlikely(!uct_aptus_tl_ep_init_state(iface, ep))) {
+        return UCS_ERR_NO_MEMORY;
+    }
     if (ucs_unlikely(ep->flags & UCT_APTUS_EP_FENCED) &&
         uct_aptus_tl_ep_fence_holds(iface, ep)) {
-        return 0;
+        return UCS_ERR_NO_RESOURCE;
     }
     /* messages of a broken connection go again first */
-    return ucs_queue_is_empty(&ep->resend) &&
-           (ucs_arbiter_group_is_empty(&ep->pending) ||
-            (iface->dispatching == ep));
+    return (ucs_queue_is_empty(&ep->act->resend) &&
+            (ucs_arbiter_group_is_empty(&ep->act->pending) ||
+             (iface->dispatching == ep)))
+               ? UCS_OK
+               : UCS_ERR_NO_RESOURCE;
 }
 
 /* The channel's answer to a send: account an accepted one, remember
@@ -204,9 +306,9 @@ static inline void uct_aptus_tl_ep_result(uct_aptus_tl_iface_t *iface,
 {
     if (ucs_likely((ret >= 0) || (ret == UCS_INPROGRESS))) {
         ep->xtx.next++;
-        if (ucs_unlikely(ep->rc_rx_unacked > 0)) {
+        if (ucs_unlikely(ep->act->rc_rx_unacked > 0)) {
             /* its trailer confirmed them: no XACK of their own */
-            ep->rc_rx_unacked = 0;
+            ep->act->rc_rx_unacked = 0;
             iface->stats.xacks_spared++;
         }
         uct_aptus_tl_ep_sent(iface, ep, chan, size);
@@ -235,9 +337,10 @@ ucs_status_t uct_aptus_tl_ep_am_short(uct_ep_h tl_ep, uint8_t id,
     UCT_CHECK_LENGTH(size, 0, iface->max_short, "am_short");
 
     UCT_APTUS_ENTER(iface);
-    if (ucs_unlikely(!uct_aptus_tl_ep_may_send(iface, ep))) {
+    ret = uct_aptus_tl_ep_may_send(iface, ep);
+    if (ucs_unlikely(ret != UCS_OK)) {
         UCT_APTUS_LEAVE(iface);
-        return UCS_ERR_NO_RESOURCE;
+        return ret;
     }
     chan =
         ucs_likely(uct_aptus_tl_ep_allocated(iface, ep) == APTUS_RULE_UD_CHANS)
@@ -322,9 +425,10 @@ ssize_t uct_aptus_tl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
 
     UCT_CHECK_AM_ID(id);
     UCT_APTUS_ENTER(iface);
-    if (ucs_unlikely(!uct_aptus_tl_ep_may_send(iface, ep))) {
+    ret = uct_aptus_tl_ep_may_send(iface, ep);
+    if (ucs_unlikely(ret != UCS_OK)) {
         UCT_APTUS_LEAVE(iface);
-        return UCS_ERR_NO_RESOURCE;
+        return ret;
     }
     p.cb  = pack_cb;
     p.arg = arg;
@@ -421,9 +525,10 @@ ucs_status_t uct_aptus_tl_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     }
 
     UCT_APTUS_ENTER(iface);
-    if (ucs_unlikely(!uct_aptus_tl_ep_may_send(iface, ep))) {
+    ret = uct_aptus_tl_ep_may_send(iface, ep);
+    if (ucs_unlikely(ret != UCS_OK)) {
         UCT_APTUS_LEAVE(iface);
-        return UCS_ERR_NO_RESOURCE;
+        return ret;
     }
     chan = uct_aptus_tl_select(iface, ep, APTUS_RULE_EAGER_CHANS, size);
     if (chan == APTUS_CHAN_RC_FP) {
@@ -495,8 +600,11 @@ ucs_status_t uct_aptus_tl_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
     int room;
 
     UCT_APTUS_ENTER(iface);
-    uct_aptus_tl_ep_init_state(iface, ep);
-    if (ucs_arbiter_group_is_empty(&ep->pending)) {
+    if (ucs_unlikely(!uct_aptus_tl_ep_init_state(iface, ep))) {
+        UCT_APTUS_LEAVE(iface);
+        return UCS_ERR_NO_MEMORY;
+    }
+    if (ucs_arbiter_group_is_empty(&ep->act->pending)) {
         /* where the last send was refused decides whether a retry would
          * go through now */
         if (ep->blocked == UCT_APTUS_BLOCKED_FLUSH) {
@@ -504,9 +612,9 @@ ucs_status_t uct_aptus_tl_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
         } else if ((ep->flags & UCT_APTUS_EP_FENCED) &&
                    uct_aptus_tl_ep_fence_holds(iface, ep)) {
             room = 0;
-        } else if ((ep->blocked == UCT_APTUS_BLOCKED_RC) && (ep->rc != NULL) &&
-                   ep->rc->connected) {
-            link = &ep->rc->link;
+        } else if ((ep->blocked == UCT_APTUS_BLOCKED_RC) &&
+                   (ep->act->rc != NULL) && ep->act->rc->connected) {
+            link = &ep->act->rc->link;
             room = (link->flags & APTUS_RC_LINK_FAILED) ||
                    ((link->fc.tx > 0) && !link->am_queued &&
                     !(link->flags & APTUS_RC_LINK_SWITCHING));
@@ -521,8 +629,8 @@ ucs_status_t uct_aptus_tl_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
             return UCS_ERR_BUSY;
         }
     }
-    uct_pending_req_arb_group_push(&ep->pending, req);
-    ucs_arbiter_group_schedule(&iface->pending, &ep->pending);
+    uct_pending_req_arb_group_push(&ep->act->pending, req);
+    ucs_arbiter_group_schedule(&iface->pending, &ep->act->pending);
     UCT_APTUS_LEAVE(iface);
     return UCS_OK;
 }
@@ -535,8 +643,8 @@ void uct_aptus_tl_ep_pending_purge(uct_ep_h tl_ep,
     uct_purge_cb_args_t args    = { cb, arg };
 
     UCT_APTUS_ENTER(iface);
-    if (ep->flags & UCT_APTUS_EP_INITED) {
-        ucs_arbiter_group_purge(&iface->pending, &ep->pending,
+    if (ep->act != NULL) {
+        ucs_arbiter_group_purge(&iface->pending, &ep->act->pending,
                                 aptus_pending_purge_cb, &args);
     }
     UCT_APTUS_LEAVE(iface);
@@ -561,12 +669,18 @@ static ucs_status_t uct_aptus_tl_ep_do_flush(uct_ep_h tl_ep, unsigned flags,
     ucs_status_t status         = UCS_OK, st;
 
     UCT_APTUS_ENTER(iface);
-    uct_aptus_tl_ep_init_state(iface, ep);
+    /* an idle peer has nothing of its own in flight: its flush is the
+     * stream's, and does not make it active */
     if (flags & UCT_FLUSH_FLAG_CANCEL) {
-        ucs_arbiter_group_purge(&iface->pending, &ep->pending,
-                                aptus_pending_purge_cb,
-                                &(uct_purge_cb_args_t){ NULL, NULL });
-    } else if (!uct_aptus_tl_ep_may_send(iface, ep)) {
+        if (ep->act != NULL) {
+            ucs_arbiter_group_purge(&iface->pending, &ep->act->pending,
+                                    aptus_pending_purge_cb,
+                                    &(uct_purge_cb_args_t){ NULL, NULL });
+        }
+    } else if (((ep->act != NULL) &&
+                (uct_aptus_tl_ep_may_send(iface, ep) != UCS_OK)) ||
+               ((ep->act == NULL) && (ep->flags & UCT_APTUS_EP_FENCED) &&
+                uct_aptus_tl_ep_fence_holds(iface, ep))) {
         ep->blocked = UCT_APTUS_BLOCKED_FLUSH;
         UCT_APTUS_LEAVE(iface);
         return UCS_ERR_NO_RESOURCE; /* after what waits */
@@ -574,9 +688,10 @@ static ucs_status_t uct_aptus_tl_ep_do_flush(uct_ep_h tl_ep, unsigned flags,
 
     /* The connection first: only it may ask to come back later (while it
      * merges with the peer's). The others then share comp. */
-    if ((ep->rc != NULL) && ep->rc->connected) {
-        status = aptus_chan_flush(
-            &iface->rc.super, (aptus_chan_peer_t *)&ep->rc->link, flags, comp);
+    if ((ep->act != NULL) && (ep->act->rc != NULL) && ep->act->rc->connected) {
+        status = aptus_chan_flush(&iface->rc.super,
+                                  (aptus_chan_peer_t *)&ep->act->rc->link,
+                                  flags, comp);
         if (status == UCS_ERR_NO_RESOURCE) {
             /* the connection is switching or has sends waiting: the
              * caller's pending request must be taken, or it retries at
@@ -586,7 +701,7 @@ static ucs_status_t uct_aptus_tl_ep_do_flush(uct_ep_h tl_ep, unsigned flags,
             return status;
         }
         if ((status != UCS_INPROGRESS) && UCS_STATUS_IS_ERR(status) &&
-            !(ep->rc->link.flags & APTUS_RC_LINK_EOF)) {
+            !(ep->act->rc->link.flags & APTUS_RC_LINK_EOF)) {
             UCT_APTUS_LEAVE(iface);
             return status;
         }
@@ -637,9 +752,8 @@ ucs_status_t uct_aptus_tl_ep_fence(uct_ep_h tl_ep, unsigned flags)
      * one over UD is served by the owner after them. A write over UD lands
      * when the target has read it: what follows waits for that. */
     UCT_APTUS_ENTER(iface);
-    if ((ep->flags & UCT_APTUS_EP_INITED) &&
-        (aptus_chan_flush(&iface->ud.udz.super, (aptus_chan_peer_t *)&ep->peer,
-                          0, NULL) != UCS_OK)) {
+    if (aptus_chan_flush(&iface->ud.udz.super, (aptus_chan_peer_t *)&ep->peer,
+                         0, NULL) != UCS_OK) {
         ep->flags |= UCT_APTUS_EP_FENCED;
     }
     UCT_APTUS_LEAVE(iface);
@@ -674,9 +788,9 @@ ucs_status_t uct_aptus_tl_ep_invalidate(uct_ep_h tl_ep, unsigned flags)
     uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep(tl_ep);
 
     UCT_APTUS_ENTER(iface);
-    if ((ep->rc != NULL) && ep->rc->connected) {
+    if ((ep->act != NULL) && (ep->act->rc != NULL) && ep->act->rc->connected) {
         aptus_chan_invalidate(&iface->rc.super,
-                              (aptus_chan_peer_t *)&ep->rc->link);
+                              (aptus_chan_peer_t *)&ep->act->rc->link);
     }
     aptus_chan_invalidate(&iface->ud.chan.super,
                           (aptus_chan_peer_t *)&ep->peer);
@@ -717,7 +831,7 @@ ucs_status_t uct_aptus_tl_ep_create(const uct_ep_params_t *params,
             aptus_chan_peer_disconnect(&iface->ud.chan.super,
                                        (aptus_chan_peer_t *)peer);
         } else {
-            uct_aptus_tl_ep_init_state(iface, ep);
+            /* no active state until the peer has traffic */
             ep->flags |= UCT_APTUS_EP_USER;
             ep->rc_port    = iface_addr->rc_port;
             ep->rc_credits = iface_addr->rc_credits;
@@ -744,9 +858,9 @@ void uct_aptus_tl_ep_destroy(uct_ep_h tl_ep)
 
     UCT_APTUS_ENTER(iface);
     UCS_CLASS_CLEANUP(uct_base_ep_t, &ep->super);
-    if (!ucs_arbiter_group_is_empty(&ep->pending)) {
+    if ((ep->act != NULL) && !ucs_arbiter_group_is_empty(&ep->act->pending)) {
         ucs_warn("aptus: endpoint %p destroyed with pending requests", ep);
-        ucs_arbiter_group_purge(&iface->pending, &ep->pending,
+        ucs_arbiter_group_purge(&iface->pending, &ep->act->pending,
                                 aptus_pending_purge_cb,
                                 &(uct_purge_cb_args_t){ NULL, NULL });
     }

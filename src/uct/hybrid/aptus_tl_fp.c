@@ -73,7 +73,7 @@ int uct_aptus_tl_fp_open(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep)
 {
     aptus_fp_block_t *b;
 
-    if (ep->fp_rx != NULL) {
+    if (ep->act->fp_rx != NULL) {
         return 1; /* a repeated grant: the same block */
     }
     if (++iface->fp_next_nonce == 0) {
@@ -85,7 +85,7 @@ int uct_aptus_tl_fp_open(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep)
         iface->stats.fp_refused_no_block++;
         return 0;
     }
-    ep->fp_rx = b;
+    ep->act->fp_rx = b;
     return 1;
 }
 
@@ -94,8 +94,8 @@ static void uct_aptus_tl_fp_block_free(uct_aptus_tl_iface_t *iface,
 {
     uct_aptus_tl_ep_t *ep = b->owner;
 
-    if (ep != NULL) {
-        ep->fp_rx = NULL;
+    if ((ep != NULL) && (ep->act != NULL)) {
+        ep->act->fp_rx = NULL;
     }
     aptus_fp_chan_block_close(&iface->fpc, b);
 }
@@ -103,7 +103,7 @@ static void uct_aptus_tl_fp_block_free(uct_aptus_tl_iface_t *iface,
 static void uct_aptus_tl_fp_tx_free(uct_aptus_tl_iface_t *iface,
                                     uct_aptus_tl_ep_t *ep)
 {
-    uct_aptus_tl_fp_tx_t *tx = ep->fp_tx;
+    uct_aptus_tl_fp_tx_t *tx = ep->act->fp_tx;
 
     if (tx == NULL) {
         return;
@@ -113,38 +113,38 @@ static void uct_aptus_tl_fp_tx_free(uct_aptus_tl_iface_t *iface,
                                    (aptus_chan_peer_t *)&tx->peer);
     }
     ucs_free(tx);
-    ep->fp_tx = NULL;
+    ep->act->fp_tx = NULL;
 }
 
 void uct_aptus_tl_fp_sync(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep)
 {
     uint16_t nonce;
 
-    if ((ep->fp_tx == NULL) ||
-        (ep->alloc.slot[APTUS_ALLOC_FP].state != APTUS_ALLOC_NONE)) {
+    if ((ep->act->fp_tx == NULL) ||
+        (ep->act->alloc.slot[APTUS_ALLOC_FP].state != APTUS_ALLOC_NONE)) {
         return;
     }
-    nonce = ep->fp_tx->nonce;
+    nonce = ep->act->fp_tx->nonce;
     uct_aptus_tl_fp_tx_free(iface, ep);
-    ep->fp_done_nonce = nonce;
+    ep->act->fp_done_nonce = nonce;
     /* after the last write: the owner may drain and free its block */
     uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_FP_DONE, APTUS_ALLOC_FP);
 }
 
 void uct_aptus_tl_fp_forget(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep)
 {
-    aptus_fp_block_t *b = ep->fp_rx;
+    aptus_fp_block_t *b = ep->act->fp_rx;
 
     /* nothing is sent from here (the stream may be closing, or the
      * interface): the peer's block for us is orphaned on its side when
      * its endpoint for us goes */
     uct_aptus_tl_fp_tx_free(iface, ep);
-    ep->fp_done_nonce = 0;
+    ep->act->fp_done_nonce = 0;
     if (b != NULL) {
         /* the peer may still write into it until its FP_DONE */
         iface->stats.fp_blocks_orphaned++;
         aptus_fp_chan_block_orphan(&iface->fpc, b);
-        ep->fp_rx = NULL;
+        ep->act->fp_rx = NULL;
     }
 }
 
@@ -153,7 +153,7 @@ void uct_aptus_tl_fp_forget(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep)
 static void uct_aptus_tl_fp_drop(uct_aptus_tl_iface_t *iface,
                                  uct_aptus_tl_ep_t *ep)
 {
-    aptus_alloc_release(&iface->alloc, &ep->alloc, APTUS_ALLOC_FP,
+    aptus_alloc_release(&iface->alloc, &ep->act->alloc, APTUS_ALLOC_FP,
                         uct_ud_sr_clock());
     uct_aptus_tl_fp_sync(iface, ep);
     uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_DEMOTE, APTUS_ALLOC_FP);
@@ -162,30 +162,35 @@ static void uct_aptus_tl_fp_drop(uct_aptus_tl_iface_t *iface,
 void uct_aptus_tl_ep_set_remote(uct_aptus_tl_iface_t *iface,
                                 uct_aptus_tl_ep_t *ep)
 {
-    uct_aptus_tl_ep_init_state(iface, ep);
     if (ep->flags & UCT_APTUS_EP_REMOTE) {
         return;
     }
     ep->flags |= UCT_APTUS_EP_REMOTE;
-    if (ep->alloc.slot[APTUS_ALLOC_FP].state != APTUS_ALLOC_NONE) {
+    if (ep->act == NULL) {
+        /* an idle peer holds no slot: its active state, when it comes,
+         * starts barred (uct_aptus_tl_ep_init_state_slow) */
+        iface->alloc.stats.barred[APTUS_ALLOC_FP]++;
+        return;
+    }
+    if (ep->act->alloc.slot[APTUS_ALLOC_FP].state != APTUS_ALLOC_NONE) {
         uct_aptus_tl_fp_drop(iface, ep);
     }
-    aptus_alloc_bar(&iface->alloc, &ep->alloc, APTUS_ALLOC_FP,
+    aptus_alloc_bar(&iface->alloc, &ep->act->alloc, APTUS_ALLOC_FP,
                     uct_ud_sr_clock());
 }
 
 void uct_aptus_tl_fp_attach(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep)
 {
-    uct_aptus_tl_fp_tx_t *tx = ep->fp_tx;
+    uct_aptus_tl_fp_tx_t *tx = ep->act->fp_tx;
     aptus_fp_remote_t remote;
     aptus_chan_peer_t *cpeer;
     ucs_status_t status;
 
-    if (ep->alloc.slot[APTUS_ALLOC_FP].state == APTUS_ALLOC_NONE) {
+    if (ep->act->alloc.slot[APTUS_ALLOC_FP].state == APTUS_ALLOC_NONE) {
         tx->waiting = 0; /* given up meanwhile */
         return;
     }
-    if ((ep->rc != NULL) && !ep->rc->connected) {
+    if ((ep->act->rc != NULL) && !ep->act->rc->connected) {
         (void)uct_aptus_tl_ep_rc_link(iface, ep); /* the proof rides on it */
     }
     remote.peer_key     = ep->peer.remote_key;
@@ -194,11 +199,12 @@ void uct_aptus_tl_fp_attach(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep)
     remote.key          = &tx->key;
     /* the grant came over UD: its pid is held to the RC connection's
      * proven peer (FP goes with RC) */
-    remote.conn =
-        ((ep->rc != NULL) && ep->rc->connected) ? ep->rc->link.conn : NULL;
+    remote.conn   = ((ep->act->rc != NULL) && ep->act->rc->connected)
+                        ? ep->act->rc->link.conn
+                        : NULL;
     remote.nonce  = tx->nonce;
     remote.before = 0; /* the trailer's sequence orders */
-    if ((remote.conn == NULL) && (ep->rc != NULL)) {
+    if ((remote.conn == NULL) && (ep->act->rc != NULL)) {
         return; /* still connecting: asked again with the next send */
     }
     status =
@@ -223,7 +229,7 @@ size_t uct_aptus_tl_fp_ctl_pack(uct_aptus_tl_iface_t *iface,
                                 uct_aptus_tl_ep_t *ep, unsigned type,
                                 uint8_t *msg)
 {
-    aptus_fp_block_t *b = ep->fp_rx;
+    aptus_fp_block_t *b = ep->act->fp_rx;
     aptus_mem_key_t key;
     uint32_t credits;
 
@@ -239,10 +245,10 @@ size_t uct_aptus_tl_fp_ctl_pack(uct_aptus_tl_iface_t *iface,
         aptus_put32(msg + 4, credits);
         return UCT_APTUS_CTL_LEN;
     case UCT_APTUS_CTL_FP_DONE:
-        if (ep->fp_done_nonce == 0) {
+        if (ep->act->fp_done_nonce == 0) {
             return 0;
         }
-        aptus_put16(msg + 2, ep->fp_done_nonce);
+        aptus_put16(msg + 2, ep->act->fp_done_nonce);
         aptus_put32(msg + 4, 0);
         return UCT_APTUS_CTL_LEN;
     case UCT_APTUS_CTL_FP_BLOCK:
@@ -264,9 +270,9 @@ size_t uct_aptus_tl_fp_ctl_pack(uct_aptus_tl_iface_t *iface,
 void uct_aptus_tl_fp_credits_sent(uct_aptus_tl_iface_t *iface,
                                   uct_aptus_tl_ep_t *ep)
 {
-    if (ep->fp_rx != NULL) {
+    if (ep->act->fp_rx != NULL) {
         /* the ones packed */
-        (void)aptus_fp_chan_block_take_credits(&iface->fpc, ep->fp_rx);
+        (void)aptus_fp_chan_block_take_credits(&iface->fpc, ep->act->fp_rx);
     }
 }
 
@@ -300,11 +306,11 @@ void uct_aptus_tl_fp_ctl_recv(uct_aptus_tl_iface_t *iface,
             break;
         }
         iface->stats.ctl_received++;
-        if ((ep->fp_rx != NULL) && (ep->fp_rx->nonce == nonce)) {
+        if ((ep->act->fp_rx != NULL) && (ep->act->fp_rx->nonce == nonce)) {
             /* every write came before this message: deliver, then free */
-            aptus_fp_chan_block_drain(&iface->fpc, ep->fp_rx, UINT32_MAX);
-            if (ep->fp_rx != NULL) {
-                uct_aptus_tl_fp_block_free(iface, ep->fp_rx);
+            aptus_fp_chan_block_drain(&iface->fpc, ep->act->fp_rx, UINT32_MAX);
+            if (ep->act->fp_rx != NULL) {
+                uct_aptus_tl_fp_block_free(iface, ep->act->fp_rx);
             }
             return;
         }
@@ -320,18 +326,18 @@ void uct_aptus_tl_fp_ctl_recv(uct_aptus_tl_iface_t *iface,
             break;
         }
         iface->stats.ctl_received++;
-        if (ep->alloc.slot[APTUS_ALLOC_FP].state == APTUS_ALLOC_NONE) {
+        if (ep->act->alloc.slot[APTUS_ALLOC_FP].state == APTUS_ALLOC_NONE) {
             return; /* given up meanwhile: its FP_DONE is on the way */
         }
-        tx = ep->fp_tx;
+        tx = ep->act->fp_tx;
         if (tx == NULL) {
             tx = ucs_calloc(1, sizeof(*tx), "uct_aptus_fp_tx");
             if (tx == NULL) {
                 uct_aptus_tl_fp_drop(iface, ep);
                 return;
             }
-            tx->ep    = ep;
-            ep->fp_tx = tx;
+            tx->ep         = ep;
+            ep->act->fp_tx = tx;
         } else if (tx->connected) {
             /* a repeated grant: the channel starts over */
             aptus_chan_peer_disconnect(&iface->fpc.super,
@@ -360,11 +366,11 @@ ucs_status_t uct_aptus_tl_fp_send(uct_aptus_tl_iface_t *iface,
                                   const void *header, size_t header_length,
                                   const struct iovec *iov, unsigned iovcnt)
 {
-    aptus_fp_peer_t *peer = &ep->fp_tx->peer;
+    aptus_fp_peer_t *peer = &ep->act->fp_tx->peer;
     aptus_chan_send_t send;
 
     /* what the peer freed in our block rides along */
-    peer->back = ep->fp_rx;
+    peer->back = ep->act->fp_rx;
     aptus_chan_send_iov(&send, id, header, header_length, iov, iovcnt, NULL);
     /* no room, or the block is lost: the next channel of the rules */
     return (aptus_chan_send(&iface->fpc.super, (aptus_chan_peer_t *)peer,

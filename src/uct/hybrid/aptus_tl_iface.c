@@ -59,9 +59,9 @@ static void uct_aptus_tl_ud_peer_failed(void *arg, aptus_ud_peer_t *peer,
     uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep_of_peer(peer);
 
     aptus_udz_peer_failed(&iface->ud.udz, peer, status);
-    if ((ep->rc != NULL) && ep->rc->connected) {
+    if ((ep->act != NULL) && (ep->act->rc != NULL) && ep->act->rc->connected) {
         aptus_chan_invalidate(&iface->rc.super,
-                              (aptus_chan_peer_t *)&ep->rc->link);
+                              (aptus_chan_peer_t *)&ep->act->rc->link);
     }
     if (!(peer->flags & APTUS_UD_PEER_QUIET)) {
         uct_aptus_tl_iface_queue_failure(iface, peer, status);
@@ -73,15 +73,16 @@ static void uct_aptus_tl_ud_peer_free(void *arg, aptus_ud_peer_t *peer)
     uct_aptus_tl_iface_t *iface = arg;
     uct_aptus_tl_ep_t *ep       = uct_aptus_tl_ep_of_peer(peer);
 
-    if (!(ep->flags & UCT_APTUS_EP_INITED)) {
+    if (ep->act == NULL) {
         return;
     }
-    ucs_arbiter_group_purge(&iface->pending, &ep->pending,
+    ucs_arbiter_group_purge(&iface->pending, &ep->act->pending,
                             aptus_pending_purge_cb,
                             &(uct_purge_cb_args_t){ NULL, NULL });
     uct_aptus_tl_rx_drop_held(iface, ep);
     uct_aptus_tl_iface_forget_failure(iface, peer);
     uct_aptus_tl_alloc_forget(iface, ep);
+    uct_aptus_tl_ep_free_state(iface, ep);
 }
 
 static ucs_status_t uct_aptus_tl_ud_internal(void *arg, aptus_ud_peer_t *peer,
@@ -167,11 +168,11 @@ static void uct_aptus_tl_rc_peer_failed(void *arg, aptus_rc_link_t *link,
     /* What the peer did not confirm goes again over UD; if the peer is
      * gone, UD finds out and reports it. */
     iface->stats.rc_failed++;
-    ucs_debug("aptus/%s: connection to peer 0x%016" PRIx64
-              "/%u failed: %s; %zu "
-              "messages go again over UD",
-              iface->dev_name, ep->peer.remote_key, ep->peer.conn_id,
-              ucs_status_string(status), ucs_queue_length(&ep->rc_unacked));
+    ucs_debug(
+        "aptus/%s: connection to peer 0x%016" PRIx64 "/%u failed: %s; %zu "
+        "messages go again over UD",
+        iface->dev_name, ep->peer.remote_key, ep->peer.conn_id,
+        ucs_status_string(status), ucs_queue_length(&ep->act->rc_unacked));
     uct_aptus_tl_rc_fallback(iface, ep);
 }
 
@@ -188,7 +189,8 @@ uct_aptus_tl_pending_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
                         ucs_arbiter_elem_t *elem, void *arg)
 {
     uct_aptus_tl_iface_t *iface = arg;
-    uct_aptus_tl_ep_t *ep = ucs_container_of(group, uct_aptus_tl_ep_t, pending);
+    uct_aptus_tl_ep_t *ep =
+        ucs_container_of(group, uct_aptus_tl_active_t, pending)->ep;
     uct_pending_req_t *req = ucs_container_of(elem, uct_pending_req_t, priv);
     ucs_status_t status;
 
@@ -253,6 +255,7 @@ static unsigned uct_aptus_tl_iface_progress(uct_iface_h tl_iface)
         count += uct_aptus_tl_ctl_progress(iface);
     }
     count += uct_aptus_tl_alloc_progress(iface, iface->ud.chan.now_us);
+    count += uct_aptus_tl_ep_shrink_progress(iface, iface->ud.chan.now_us);
     uct_ud_base_report_failures(&iface->ud);
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
     return count;
@@ -492,10 +495,13 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
     ucs_array_init_dynamic(&self->xack_list);
     ucs_array_init_dynamic(&self->resend_list);
     ucs_array_init_dynamic(&self->rc_list);
-    self->next_check_us = 0;
-    self->dispatching   = NULL;
-    self->rma           = config->rc.rma;
-    self->reorder_max   = config->reorder_max;
+    ucs_list_head_init(&self->active_peers);
+    self->num_active     = 0;
+    self->next_shrink_us = 0;
+    self->next_check_us  = 0;
+    self->dispatching    = NULL;
+    self->rma            = config->rc.rma;
+    self->reorder_max    = config->reorder_max;
     self->rx_headroom =
         UCT_IFACE_PARAM_VALUE(params, rx_headroom, RX_HEADROOM, 0);
     self->held_release.cb = uct_aptus_tl_held_release;
@@ -518,6 +524,9 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
     if (status != UCS_OK) {
         return status;
     }
+    /* a peer idle for half the UD timeout, with nothing in flight, gives
+     * its active state back: within one TIMEOUT of its last message */
+    self->shrink_us       = ucs_max(setup.chan.rel.peer_timeout_us / 2, 1000);
     self->am_align        = setup.chan.am_align;
     self->am_align_offset = setup.chan.am_align_offset;
     status                = uct_aptus_tl_iface_rules(self, config);

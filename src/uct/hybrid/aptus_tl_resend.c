@@ -65,7 +65,7 @@ void uct_aptus_tl_rc_keep(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
             p += send->iov.iov[i].iov_len;
         }
     }
-    ucs_queue_push(&ep->rc_unacked, &copy->queue);
+    ucs_queue_push(&ep->act->rc_unacked, &copy->queue);
     iface->stats.kept_now++;
     iface->stats.kept_bytes += length;
 }
@@ -83,13 +83,13 @@ void uct_aptus_tl_xack_recv(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
 {
     uct_aptus_tl_copy_t *copy;
 
-    while (!ucs_queue_is_empty(&ep->rc_unacked)) {
-        copy = ucs_queue_head_elem_non_empty(&ep->rc_unacked,
+    while (!ucs_queue_is_empty(&ep->act->rc_unacked)) {
+        copy = ucs_queue_head_elem_non_empty(&ep->act->rc_unacked,
                                              uct_aptus_tl_copy_t, queue);
         if (!aptus_xseq_lt(copy->seq, next)) {
             break;
         }
-        ucs_queue_pull_non_empty(&ep->rc_unacked);
+        ucs_queue_pull_non_empty(&ep->act->rc_unacked);
         uct_aptus_tl_copy_free(iface, copy);
     }
 }
@@ -100,13 +100,13 @@ static ssize_t uct_aptus_tl_xack_try(uct_aptus_tl_iface_t *iface,
     uint8_t msg[UCT_APTUS_CTL_LEN] = { UCT_APTUS_CTL_XACK };
     ssize_t ret;
 
-    aptus_put32(msg + 4, ep->xrx.next);
+    aptus_put32(msg + 4, ep->act->xrx.next);
     ret = aptus_ud_chan_send_internal(&iface->ud.chan, &ep->peer,
                                       UCT_APTUS_CTL_MSG_ID, msg, sizeof(msg),
                                       NULL, 0);
     if (ret != UCS_ERR_NO_RESOURCE) {
         /* sent, or the stream failed (and with it the need) */
-        ep->rc_rx_unacked = 0;
+        ep->act->rc_rx_unacked = 0;
         iface->stats.xacks_sent += (ret >= 0);
     }
     return ret;
@@ -115,14 +115,17 @@ static ssize_t uct_aptus_tl_xack_try(uct_aptus_tl_iface_t *iface,
 void uct_aptus_tl_rc_received(uct_aptus_tl_iface_t *iface,
                               uct_aptus_tl_ep_t *ep)
 {
-    if (ep->rc_rx_unacked++ == 0) {
-        ep->rc_rx_since_ms = uct_aptus_tl_now_ms(iface);
+    if (ucs_unlikely(ep->act == NULL)) {
+        return; /* its message was dropped for want of memory */
+    }
+    if (ep->act->rc_rx_unacked++ == 0) {
+        ep->act->rc_rx_since_ms = uct_aptus_tl_now_ms(iface);
         if (!(ep->flags & UCT_APTUS_EP_XACK) &&
             uct_aptus_tl_ep_list_add(&iface->xack_list, ep)) {
             ep->flags |= UCT_APTUS_EP_XACK;
         }
     }
-    if (ep->rc_rx_unacked >= UCT_APTUS_XACK_COUNT) {
+    if (ep->act->rc_rx_unacked >= UCT_APTUS_XACK_COUNT) {
         uct_aptus_tl_xack_try(iface, ep);
     }
 }
@@ -138,8 +141,8 @@ static size_t uct_aptus_tl_pack_kept(void *dest, void *arg)
 static int uct_aptus_tl_resend_one(uct_aptus_tl_iface_t *iface,
                                    uct_aptus_tl_ep_t *ep)
 {
-    uct_aptus_tl_copy_t *copy =
-        ucs_queue_head_elem_non_empty(&ep->resend, uct_aptus_tl_copy_t, queue);
+    uct_aptus_tl_copy_t *copy = ucs_queue_head_elem_non_empty(
+        &ep->act->resend, uct_aptus_tl_copy_t, queue);
     aptus_chan_send_t send;
     ssize_t ret;
 
@@ -150,7 +153,7 @@ static int uct_aptus_tl_resend_one(uct_aptus_tl_iface_t *iface,
     if (ret == UCS_ERR_NO_RESOURCE) {
         return 0;
     }
-    ucs_queue_pull_non_empty(&ep->resend);
+    ucs_queue_pull_non_empty(&ep->act->resend);
     if (ret >= 0) {
         iface->stats.resent++;
         uct_aptus_tl_ep_sent(iface, ep, APTUS_CHAN_UD_SR, copy->length);
@@ -162,7 +165,7 @@ static int uct_aptus_tl_resend_one(uct_aptus_tl_iface_t *iface,
 static void uct_aptus_tl_resend_drain(uct_aptus_tl_iface_t *iface,
                                       uct_aptus_tl_ep_t *ep)
 {
-    while (!ucs_queue_is_empty(&ep->resend) &&
+    while (!ucs_queue_is_empty(&ep->act->resend) &&
            uct_aptus_tl_resend_one(iface, ep)) {
     }
 }
@@ -172,13 +175,13 @@ void uct_aptus_tl_rc_fallback(uct_aptus_tl_iface_t *iface,
 {
     iface->stats.rc_fallbacks++;
     /* what the peer did not confirm goes again, before anything new */
-    ucs_queue_splice(&ep->resend, &ep->rc_unacked);
-    aptus_alloc_release(&iface->alloc, &ep->alloc, APTUS_ALLOC_RC,
+    ucs_queue_splice(&ep->act->resend, &ep->act->rc_unacked);
+    aptus_alloc_release(&iface->alloc, &ep->act->alloc, APTUS_ALLOC_RC,
                         uct_ud_sr_clock());
     uct_aptus_tl_ep_rc_close(iface, ep);
     uct_aptus_tl_ctl_send(iface, ep, UCT_APTUS_CTL_DEMOTE, APTUS_ALLOC_RC);
     uct_aptus_tl_resend_drain(iface, ep);
-    if (!ucs_queue_is_empty(&ep->resend) &&
+    if (!ucs_queue_is_empty(&ep->act->resend) &&
         !(ep->flags & UCT_APTUS_EP_RESEND) &&
         uct_aptus_tl_ep_list_add(&iface->resend_list, ep)) {
         ep->flags |= UCT_APTUS_EP_RESEND;
@@ -194,7 +197,7 @@ unsigned uct_aptus_tl_resend_progress(uct_aptus_tl_iface_t *iface)
     for (i = 0; i < ucs_array_length(&iface->resend_list);) {
         ep = ucs_array_elem(&iface->resend_list, i);
         uct_aptus_tl_resend_drain(iface, ep);
-        if (ucs_queue_is_empty(&ep->resend)) {
+        if (ucs_queue_is_empty(&ep->act->resend)) {
             ep->flags &= ~UCT_APTUS_EP_RESEND;
             uct_aptus_tl_ep_list_remove(&iface->resend_list, i);
             ++count;
@@ -207,12 +210,12 @@ unsigned uct_aptus_tl_resend_progress(uct_aptus_tl_iface_t *iface)
     }
     for (i = 0; i < ucs_array_length(&iface->xack_list);) {
         ep = ucs_array_elem(&iface->xack_list, i);
-        if ((ep->rc_rx_unacked > 0) &&
-            ((now_ms - ep->rc_rx_since_ms) >= UCT_APTUS_XACK_MS)) {
+        if ((ep->act->rc_rx_unacked > 0) &&
+            ((now_ms - ep->act->rc_rx_since_ms) >= UCT_APTUS_XACK_MS)) {
             uct_aptus_tl_xack_try(iface, ep);
             ++count;
         }
-        if (ep->rc_rx_unacked == 0) {
+        if (ep->act->rc_rx_unacked == 0) {
             ep->flags &= ~UCT_APTUS_EP_XACK;
             uct_aptus_tl_ep_list_remove(&iface->xack_list, i);
         } else {
@@ -227,10 +230,10 @@ void uct_aptus_tl_resend_forget(uct_aptus_tl_iface_t *iface,
 {
     uct_aptus_tl_copy_t *copy;
 
-    ucs_queue_splice(&ep->resend, &ep->rc_unacked);
-    while (!ucs_queue_is_empty(&ep->resend)) {
-        copy = ucs_queue_pull_elem_non_empty(&ep->resend, uct_aptus_tl_copy_t,
-                                             queue);
+    ucs_queue_splice(&ep->act->resend, &ep->act->rc_unacked);
+    while (!ucs_queue_is_empty(&ep->act->resend)) {
+        copy = ucs_queue_pull_elem_non_empty(&ep->act->resend,
+                                             uct_aptus_tl_copy_t, queue);
         uct_aptus_tl_copy_free(iface, copy);
     }
     if (ep->flags & UCT_APTUS_EP_RESEND) {

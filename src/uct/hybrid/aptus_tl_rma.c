@@ -38,7 +38,10 @@ uct_aptus_tl_ep_rma_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
     length = liov.iov_len;
 
     UCT_APTUS_ENTER(iface);
-    uct_aptus_tl_ep_init_state(iface, ep);
+    if (ucs_unlikely(!uct_aptus_tl_ep_init_state(iface, ep))) {
+        UCT_APTUS_LEAVE(iface);
+        return UCS_ERR_NO_MEMORY;
+    }
     if (ucs_unlikely(ep->flags & UCT_APTUS_EP_FENCED) &&
         uct_aptus_tl_ep_fence_holds(iface, ep)) {
         UCT_APTUS_LEAVE(iface);
@@ -90,7 +93,10 @@ ucs_status_t uct_aptus_tl_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
  * a transport for ucp_put/ucp_get only when it has them). */
 #define UCT_APTUS_RMA_BEGIN(_iface, _ep)                                       \
     UCT_APTUS_ENTER(_iface);                                                   \
-    uct_aptus_tl_ep_init_state(_iface, _ep);                                   \
+    if (ucs_unlikely(!uct_aptus_tl_ep_init_state(_iface, _ep))) {              \
+        UCT_APTUS_LEAVE(_iface);                                               \
+        return UCS_ERR_NO_MEMORY;                                              \
+    }                                                                          \
     if (ucs_unlikely((_ep)->flags & UCT_APTUS_EP_FENCED) &&                    \
         uct_aptus_tl_ep_fence_holds(_iface, _ep)) {                            \
         UCT_APTUS_LEAVE(_iface);                                               \

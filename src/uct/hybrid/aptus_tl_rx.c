@@ -112,36 +112,38 @@ ucs_status_t uct_aptus_tl_rx(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
     }
     length -= UCT_APTUS_TRAILER_LEN;
     seq = aptus_get32(UCS_PTR_BYTE_OFFSET(data, length));
-    uct_aptus_tl_ep_init_state(iface, ep);
-    if (!ucs_queue_is_empty(&ep->rc_unacked)) {
+    if (ucs_unlikely(!uct_aptus_tl_ep_init_state(iface, ep))) {
+        return UCS_OK; /* out of memory, said so: dropped */
+    }
+    if (!ucs_queue_is_empty(&ep->act->rc_unacked)) {
         /* the peer's receive point confirms what we sent over RC: an
          * earlier one (a late or resent message) confirms less, no harm */
         ack = aptus_get32(UCS_PTR_BYTE_OFFSET(data, length + 4));
         if (aptus_xseq_lt(ucs_queue_head_elem_non_empty(
-                              &ep->rc_unacked, uct_aptus_tl_copy_t, queue)
+                              &ep->act->rc_unacked, uct_aptus_tl_copy_t, queue)
                               ->seq,
                           ack)) {
             uct_aptus_tl_xack_recv(iface, ep, ack);
         }
     }
 
-    if (ucs_likely(seq == ep->xrx.next)) {
-        aptus_xorder_rx_arrive(&ep->xrx, seq, NULL);
+    if (ucs_likely(seq == ep->act->xrx.next)) {
+        aptus_xorder_rx_arrive(&ep->act->xrx, seq, NULL);
         iface->stats.rx_in_order++;
         uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV, am_id, data,
                            length, "RX: AM ep %p seq %u", ep, seq);
         status = uct_iface_invoke_am(&iface->super, am_id, data, length, flags);
         /* and whatever waited for it */
-        while (ucs_unlikely(ep->xrx.held != NULL) &&
-               ((entry = aptus_xorder_rx_pop(&ep->xrx)) != NULL)) {
+        while (ucs_unlikely(ep->act->xrx.held != NULL) &&
+               ((entry = aptus_xorder_rx_pop(&ep->act->xrx)) != NULL)) {
             uct_aptus_tl_held_deliver(
                 iface, ucs_container_of(entry, uct_aptus_tl_held_t, entry));
         }
         return status;
     }
 
-    if (aptus_xseq_lt(seq, ep->xrx.next)) {
-        aptus_xorder_rx_arrive(&ep->xrx, seq, NULL);
+    if (aptus_xseq_lt(seq, ep->act->xrx.next)) {
+        aptus_xorder_rx_arrive(&ep->act->xrx, seq, NULL);
         iface->stats.rx_duplicates++;
         return UCS_OK;
     }
@@ -150,14 +152,14 @@ ucs_status_t uct_aptus_tl_rx(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
     if (held == NULL) {
         result = APTUS_XORDER_REFUSED;
     } else {
-        result = aptus_xorder_rx_arrive(&ep->xrx, seq, &held->entry);
+        result = aptus_xorder_rx_arrive(&ep->act->xrx, seq, &held->entry);
     }
     switch (result) {
     case APTUS_XORDER_HELD:
         iface->stats.rx_held++;
         iface->stats.rx_held_bytes += length;
         iface->stats.max_held =
-            ucs_max(iface->stats.max_held, ep->xrx.num_held);
+            ucs_max(iface->stats.max_held, ep->act->xrx.num_held);
         return UCS_OK;
     case APTUS_XORDER_DUPLICATE:
         iface->stats.rx_duplicates++;
@@ -171,7 +173,8 @@ ucs_status_t uct_aptus_tl_rx(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
         ucs_error("aptus/%s: %u messages from a peer wait for an earlier "
                   "one (UCX_" UCT_APTUS_TL_CONFIG_PREFIX
                   "REORDER_MAX=%u); the peer is failed",
-                  iface->dev_name, ep->xrx.num_held, ep->xrx.max_held);
+                  iface->dev_name, ep->act->xrx.num_held,
+                  ep->act->xrx.max_held);
         aptus_chan_invalidate(&iface->ud.chan.super,
                               (aptus_chan_peer_t *)&ep->peer);
         return UCS_OK;
@@ -181,7 +184,7 @@ ucs_status_t uct_aptus_tl_rx(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
 void uct_aptus_tl_rx_drop_held(uct_aptus_tl_iface_t *iface,
                                uct_aptus_tl_ep_t *ep)
 {
-    aptus_xorder_entry_t *entry = aptus_xorder_rx_take_all(&ep->xrx);
+    aptus_xorder_entry_t *entry = aptus_xorder_rx_take_all(&ep->act->xrx);
     uct_aptus_tl_held_t *held;
 
     while (entry != NULL) {

@@ -104,13 +104,29 @@ unsigned uct_aptus_tl_iface_stats(uct_aptus_tl_iface_t *iface,
             { "rc_pid_proven", iface->conn->stats.pid_proven },
             { "rc_pid_unproven", iface->conn->stats.pid_unproven },
             { "rc_pid_refused", iface->conn->stats.pid_refused },
+            /* per-peer state of peers with traffic (freed when idle) */
+            { "peers_active", iface->num_active },
+            { "peers_activated", s->peers_activated },
+            { "peers_shrunk", s->peers_shrunk },
+            { "active_bytes", uct_aptus_tl_active_bytes(iface) },
         };
         unsigned n = ucs_min(max, sizeof(all) / sizeof(all[0]));
+        unsigned total, i_stat;
+        size_t peers;
 
         memcpy(stats, all, n * sizeof(*stats));
         /* and what tells about UD, under the names of a part */
-        return n + uct_ud_base_stats(&iface->ud, UCT_UD_BASE_STATS_PART,
-                                     stats + n, max - n);
+        total = n + uct_ud_base_stats(&iface->ud, UCT_UD_BASE_STATS_PART,
+                                      stats + n, max - n);
+        /* peer_bytes: what a peer holds now, its active state included */
+        peers = aptus_ud_chan_num_peers(&iface->ud.chan);
+        for (i_stat = n; (i_stat < total) && (peers > 0); ++i_stat) {
+            if (!strcmp(stats[i_stat].name, "peer_bytes")) {
+                stats[i_stat].value +=
+                    ucs_div_round_up(uct_aptus_tl_active_bytes(iface), peers);
+            }
+        }
+        return total;
     }
 }
 
@@ -122,24 +138,25 @@ static void uct_aptus_tl_iface_print_peer(uct_aptus_tl_iface_t *iface,
     uct_aptus_tl_ep_t *ep = uct_aptus_tl_ep_of_peer(peer);
     char name[64];
 
-    if (!(ep->flags & UCT_APTUS_EP_INITED) || (ep->xtx.next == 0)) {
+    /* a peer that fell idle gave its counts back with its active state */
+    if ((ep->act == NULL) || (ep->xtx.next == 0)) {
         return;
     }
     {
         uct_aptus_stat_t stats[] = {
-            { "ud_sr_msgs", ep->tx_msgs[APTUS_CHAN_UD_SR] },
-            { "ud_sr_bytes", ep->tx_bytes[APTUS_CHAN_UD_SR] },
-            { "rc_sr_msgs", ep->tx_msgs[APTUS_CHAN_RC_SR] },
-            { "rc_sr_bytes", ep->tx_bytes[APTUS_CHAN_RC_SR] },
-            { "rc_rdma_msgs", ep->tx_msgs[APTUS_CHAN_RC_RDMA] },
-            { "rc_rdma_bytes", ep->tx_bytes[APTUS_CHAN_RC_RDMA] },
-            { "ud_zcopy_msgs", ep->tx_msgs[APTUS_CHAN_UD_ZCOPY] },
-            { "ud_zcopy_bytes", ep->tx_bytes[APTUS_CHAN_UD_ZCOPY] },
-            { "rc_now",
-              ep->alloc.slot[APTUS_ALLOC_RC].state == APTUS_ALLOC_GRANTED },
-            { "rx_held_now", ep->xrx.num_held },
-            { "rc_fp_msgs", ep->tx_msgs[APTUS_CHAN_RC_FP] },
-            { "rc_fp_bytes", ep->tx_bytes[APTUS_CHAN_RC_FP] },
+            { "ud_sr_msgs", ep->act->tx_msgs[APTUS_CHAN_UD_SR] },
+            { "ud_sr_bytes", ep->act->tx_bytes[APTUS_CHAN_UD_SR] },
+            { "rc_sr_msgs", ep->act->tx_msgs[APTUS_CHAN_RC_SR] },
+            { "rc_sr_bytes", ep->act->tx_bytes[APTUS_CHAN_RC_SR] },
+            { "rc_rdma_msgs", ep->act->tx_msgs[APTUS_CHAN_RC_RDMA] },
+            { "rc_rdma_bytes", ep->act->tx_bytes[APTUS_CHAN_RC_RDMA] },
+            { "ud_zcopy_msgs", ep->act->tx_msgs[APTUS_CHAN_UD_ZCOPY] },
+            { "ud_zcopy_bytes", ep->act->tx_bytes[APTUS_CHAN_UD_ZCOPY] },
+            { "rc_now", ep->act->alloc.slot[APTUS_ALLOC_RC].state ==
+                            APTUS_ALLOC_GRANTED },
+            { "rx_held_now", ep->act->xrx.num_held },
+            { "rc_fp_msgs", ep->act->tx_msgs[APTUS_CHAN_RC_FP] },
+            { "rc_fp_bytes", ep->act->tx_bytes[APTUS_CHAN_RC_FP] },
             { "fp_now", uct_aptus_tl_fp_usable(ep) },
             { "remote", !!(ep->flags & UCT_APTUS_EP_REMOTE) },
         };
