@@ -254,8 +254,16 @@ static unsigned uct_aptus_tl_iface_progress(uct_iface_h tl_iface)
     if (!ucs_array_is_empty(&iface->ctl_list)) {
         count += uct_aptus_tl_ctl_progress(iface);
     }
-    count += uct_aptus_tl_alloc_progress(iface, iface->ud.chan.now_us);
-    count += uct_aptus_tl_ep_shrink_progress(iface, iface->ud.chan.now_us);
+    if (ucs_unlikely((int64_t)(iface->ud.chan.now_us - iface->next_check_us) >=
+                     0)) {
+        /* demotions and unanswered requests: a few times per hold period */
+        count += uct_aptus_tl_alloc_progress(iface, iface->ud.chan.now_us);
+    }
+    if (ucs_unlikely((int64_t)(iface->ud.chan.now_us - iface->next_shrink_us) >=
+                     0)) {
+        /* due a few times per TIMEOUT: the call only then */
+        count += uct_aptus_tl_ep_shrink_progress(iface, iface->ud.chan.now_us);
+    }
     uct_ud_base_report_failures(&iface->ud);
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
     return count;
