@@ -878,3 +878,57 @@ TEST_F(ibv_double, cq_with_qps_cannot_go_and_overrun_breaks_it)
     EXPECT_EQ(0, ibv_destroy_qp(a));
     EXPECT_EQ(0, ibv_destroy_cq(small));
 }
+
+/* An RC send into a QP's own receive queue, empty: RNR, as with an SRQ. */
+TEST_F(ibv_double, rc_send_to_an_empty_receive_queue_fails_with_rnr)
+{
+    struct ibv_qp *a, *b;
+    rc_pair(&a, &b);
+    uint8_t la[8]     = {};
+    struct ibv_mr *ma = reg(0, la, sizeof(la));
+    ASSERT_EQ(0, rc_post(a, IBV_WR_SEND, ma->lkey, la, 8));
+    auto wc = poll(m_cq[0], a->qp_num);
+    ASSERT_EQ(1u, wc.size());
+    EXPECT_EQ(IBV_WC_RNR_RETRY_EXC_ERR, wc[0].status);
+    ibv_double_stats_t st;
+    ibv_double_get_stats(&st);
+    EXPECT_EQ(1u, st.rc_rnr);
+}
+
+/* A key outlives nothing: once its region is deregistered it fails. */
+TEST_F(ibv_double, deregistered_key_fails)
+{
+    struct ibv_qp *a = create_qp(0, IBV_QPT_UD), *b = create_qp(1, IBV_QPT_UD);
+    ASSERT_TRUE(a && b);
+    ud_up(a);
+    ud_up(b);
+    uint8_t buf[16] = {};
+    struct ibv_mr *mr =
+        ibv_reg_mr(m_pd[0], buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_NE(nullptr, mr);
+    uint32_t lkey = mr->lkey;
+    ASSERT_EQ(0, ibv_dereg_mr(mr));
+    EXPECT_EQ(0, ud_send(a, ah_to(0, 1), b->qp_num, lkey, buf, 8));
+    auto wc = poll(m_cq[0], a->qp_num);
+    ASSERT_EQ(1u, wc.size());
+    EXPECT_EQ(IBV_WC_LOC_PROT_ERR, wc[0].status);
+}
+
+/* A QP destroyed with its completions still in the CQ: they are still
+ * polled, and nothing refers to the QP any more. */
+TEST_F(ibv_double, completions_outlive_their_qp)
+{
+    struct ibv_qp *a = create_qp(0, IBV_QPT_UD), *b = create_qp(1, IBV_QPT_UD);
+    ASSERT_TRUE(a && b);
+    ud_up(a);
+    ud_up(b);
+    uint8_t buf[16]   = {};
+    struct ibv_mr *mr = reg(0, buf, sizeof(buf));
+    uint32_t qpn      = a->qp_num;
+    ASSERT_EQ(0, ud_send(a, ah_to(0, 1), b->qp_num, mr->lkey, buf, 8));
+    m_qps.erase(m_qps.begin());
+    ASSERT_EQ(0, ibv_destroy_qp(a));
+    auto wc = poll(m_cq[0], qpn);
+    ASSERT_EQ(1u, wc.size());
+    EXPECT_EQ(IBV_WC_SUCCESS, wc[0].status);
+}
