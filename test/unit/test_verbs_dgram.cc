@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 extern "C" {
+#include "wire/verbs/verbs_addr.h"
 #include "wire/verbs/verbs_dgram.h"
 #include <ucs/time/time.h> /* first: it brings UCX's config.h */
 }
@@ -380,4 +381,43 @@ TEST_F(verbs_dgram, receive_queue_scatters_into_the_callers_pieces)
     send_one(a, &q->addr, d2);
     b->ops->rxq_drain(q);
     EXPECT_EQ(0u, b->ops->rxq_recv(q, rx, 2));
+}
+
+/* Addresses: 20 bytes, zero padded; LID and Q_Key, or a GID (RoCE, never
+ * on the double's ports, so checked here on its own). */
+TEST(verbs_addr, packs_a_lid_or_a_gid)
+{
+    aptus_wire_addr_t a, b;
+    char s[80];
+    aptus_verbs_addr_pack(0xabcdef, 0x12, 0x1ee7a11, NULL, &a);
+    EXPECT_EQ(0xabcdefu, aptus_verbs_addr_qpn(&a));
+    EXPECT_EQ(0x1ee7a11u, aptus_verbs_addr_qkey(&a));
+    for (size_t i = 10; i < sizeof(a.raw); ++i) {
+        EXPECT_EQ(0, a.raw[i]) << i;
+    }
+    EXPECT_STREQ("lid 0x12 qpn 0xabcdef",
+                 aptus_verbs_addr_str(&a, s, sizeof(s)));
+    struct ibv_ah_attr attr;
+    aptus_verbs_addr_ah_attr(&a, 1, &attr);
+    EXPECT_EQ(0x12, attr.dlid);
+    EXPECT_FALSE(attr.is_global);
+
+    union ibv_gid gid;
+    memset(&gid, 0, sizeof(gid));
+    gid.raw[10] = 0xff;
+    gid.raw[11] = 0xff;
+    gid.raw[12] = 10;
+    gid.raw[15] = 7;
+    aptus_verbs_addr_pack(0x42, 0, 0, &gid, &b);
+    EXPECT_EQ(0x42u, aptus_verbs_addr_qpn(&b));
+    EXPECT_EQ(APTUS_VERBS_QKEY, aptus_verbs_addr_qkey(&b));
+    EXPECT_STREQ("gid ::ffff:10.0.0.7 qpn 0x42",
+                 aptus_verbs_addr_str(&b, s, sizeof(s)));
+    aptus_verbs_addr_ah_attr(&b, 1, &attr);
+    EXPECT_TRUE(attr.is_global);
+    EXPECT_EQ(0, memcmp(attr.grh.dgid.raw, gid.raw, 16));
+    EXPECT_FALSE(aptus_verbs_addr_same_node(&a, &b));
+    aptus_wire_addr_t c;
+    aptus_verbs_addr_pack(0x43, 0, 0, &gid, &c);
+    EXPECT_TRUE(aptus_verbs_addr_same_node(&b, &c));
 }
