@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * UCX-Aptus tests: an in-memory double of libibverbs.
+ *
+ * Linked into a test program, it defines the ibv_* entry points the verbs
+ * wire uses (and fills the context's ops table for the inline ones:
+ * ibv_post_send, ibv_post_recv, ibv_post_srq_recv, ibv_poll_cq,
+ * ibv_req_notify_cq), so the program's and the module's calls land here
+ * instead of in rdma-core. Queue pairs of one process talk to each other:
+ * a send is carried out when it is posted, synchronously.
+ *
+ * Strict where hardware is: posting in the wrong QP state, a bad lkey or
+ * rkey, an access outside a registered region or without the access flag,
+ * a full send or receive queue, a UD message above the port MTU, a receive
+ * buffer too small, an RC send with no receive posted (RNR) all fail as a
+ * real HCA fails them (an error return, or an error completion and the QP
+ * in the error state). Nothing here proves anything about real hardware.
+ *
+ * Single-threaded: the calls take no locks.
+ */
+#ifndef APTUS_IBV_DOUBLE_H_
+#define APTUS_IBV_DOUBLE_H_
+
+#include <infiniband/verbs.h>
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bytes of the Global Routing Header at the head of every UD receive. */
+#define IBV_DOUBLE_GRH_LEN 40
+
+/* The port MTU of every device (IBV_MTU_4096). */
+#define IBV_DOUBLE_PORT_MTU 4096
+
+/* Largest inline send. */
+#define IBV_DOUBLE_MAX_INLINE 256
+
+/* Make num_devices devices "dbl0".. appear, one port each (port 1), LIDs
+ * from ibv_double_lid(). Until then ibv_get_device_list lists none, so a
+ * program that links the double but does not enable it (or UCX's own ib
+ * module loaded in it) sees a machine without HCAs, as this one is. */
+void ibv_double_enable(unsigned num_devices);
+
+/* Make the devices disappear. Returns how many objects (contexts, PDs,
+ * MRs, CQs, QPs, SRQs, AHs, channels) are still alive: leaks. */
+unsigned ibv_double_disable(void);
+
+/* Objects alive now. */
+unsigned ibv_double_live(void);
+
+/* LID of device index's port 1. */
+uint16_t ibv_double_lid(unsigned dev_index);
+
+/* UD faults, decided per datagram by a generator seeded with seed: drop a
+ * datagram, or hold it back and deliver it after the sending QP's next
+ * one (reorder). Probabilities in [0, 1]; zeroes turn it off. */
+void ibv_double_ud_fault(double drop, double reorder, uint64_t seed);
+
+/* Deliver any datagram held back for reordering now. */
+void ibv_double_flush(void);
+
+typedef struct ibv_double_stats {
+    uint64_t ud_sent;      /* UD sends carried out */
+    uint64_t ud_delivered; /* landed in a receive buffer */
+    uint64_t ud_no_recv;   /* dropped: no receive posted */
+    uint64_t ud_bad_qkey;  /* dropped: Q_Key mismatch */
+    uint64_t ud_no_dest;   /* dropped: no such QP in RTR or RTS */
+    uint64_t ud_fault_drop;
+    uint64_t ud_fault_reorder;
+    uint64_t rc_rnr; /* RC sends that found no receive posted */
+} ibv_double_stats_t;
+
+void ibv_double_get_stats(ibv_double_stats_t *stats);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
