@@ -74,6 +74,22 @@ class ibv_double : public ::testing::Test
         return mr;
     }
 
+    /* A UD QP of four sends and receives of one piece on cq, that the
+     * test destroys itself (before cq, which cannot go while it is used). */
+    static struct ibv_qp *ud_qp_on(struct ibv_pd *pd, struct ibv_cq *cq)
+    {
+        struct ibv_qp_init_attr init;
+        memset(&init, 0, sizeof(init));
+        init.send_cq          = cq;
+        init.recv_cq          = cq;
+        init.qp_type          = IBV_QPT_UD;
+        init.cap.max_send_wr  = 4;
+        init.cap.max_recv_wr  = 4;
+        init.cap.max_send_sge = 1;
+        init.cap.max_recv_sge = 1;
+        return ibv_create_qp(pd, &init);
+    }
+
     struct ibv_qp *create_qp(int dev, enum ibv_qp_type type,
                              struct ibv_srq *srq = NULL, unsigned send_wr = 16,
                              unsigned recv_wr = 16)
@@ -805,17 +821,8 @@ TEST_F(ibv_double, completion_channel_wakes_once_per_arming)
     ASSERT_NE(nullptr, ch);
     struct ibv_cq *cq = ibv_create_cq(m_ctx[1], 16, this, ch, 0);
     ASSERT_NE(nullptr, cq);
-    struct ibv_qp_init_attr init;
-    memset(&init, 0, sizeof(init));
-    init.send_cq          = cq;
-    init.recv_cq          = cq;
-    init.qp_type          = IBV_QPT_UD;
-    init.cap.max_send_wr  = 4;
-    init.cap.max_recv_wr  = 4;
-    init.cap.max_recv_sge = 1;
-    init.cap.max_send_sge = 1;
-    struct ibv_qp *b      = ibv_create_qp(m_pd[1], &init);
-    struct ibv_qp *a      = create_qp(0, IBV_QPT_UD);
+    struct ibv_qp *b = ud_qp_on(m_pd[1], cq);
+    struct ibv_qp *a = create_qp(0, IBV_QPT_UD);
     ASSERT_TRUE(a && b);
     ud_up(a);
     ud_up(b);
@@ -854,16 +861,8 @@ TEST_F(ibv_double, cq_with_qps_cannot_go_and_overrun_breaks_it)
     EXPECT_EQ(nullptr, ibv_create_cq(m_ctx[0], 0, NULL, NULL, 0));
     struct ibv_cq *small = ibv_create_cq(m_ctx[0], 1, NULL, NULL, 0);
     ASSERT_NE(nullptr, small);
-    struct ibv_qp_init_attr init;
-    memset(&init, 0, sizeof(init));
-    init.send_cq          = small;
-    init.recv_cq          = small;
-    init.qp_type          = IBV_QPT_UD;
-    init.cap.max_send_wr  = 4;
-    init.cap.max_recv_wr  = 4;
-    init.cap.max_send_sge = 1;
-    struct ibv_qp *a      = ibv_create_qp(m_pd[0], &init);
-    struct ibv_qp *b      = create_qp(1, IBV_QPT_UD);
+    struct ibv_qp *a = ud_qp_on(m_pd[0], small);
+    struct ibv_qp *b = create_qp(1, IBV_QPT_UD);
     ASSERT_TRUE(a && b);
     EXPECT_EQ(EBUSY, ibv_destroy_cq(small));
     ud_up(a);

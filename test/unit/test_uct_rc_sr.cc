@@ -665,6 +665,27 @@ class uct_rc_sr_over_conn : public uct_rc_sr
                   uct_rkey_unpack(m_component, rb.packed.data(), &rb.rkey));
     }
 
+    /* A pair on a domain without a registration cache (a deregistration
+     * removes the region at once), and a region of size bytes that a
+     * reaches over the connection. */
+    void setup_uncached_exposed(remote_buf &rb, size_t size)
+    {
+        uct_md_config_t *md_config;
+        ASSERT_EQ(UCS_OK,
+                  uct_md_config_read(m_component, NULL, NULL, &md_config));
+        ASSERT_EQ(UCS_OK, uct_config_modify(md_config, "RCACHE", "no"));
+        uct_md_h md;
+        ucs_status_t status =
+            uct_md_open(m_component, m_md_name, md_config, &md);
+        uct_config_release(md_config);
+        ASSERT_EQ(UCS_OK, status);
+        uct_md_close(m_md);
+        m_md = md;
+        setup_pair();
+        expose(rb, size, 7);
+        remote_key(rb);
+    }
+
     ucs_status_t wait_comp(test_comp &c, ucs_status_t status)
     {
         if (status != UCS_INPROGRESS) {
@@ -792,20 +813,9 @@ TEST_F(uct_rc_sr_over_conn, large_get_is_placed_without_copies)
  * backlog, by reference. */
 TEST_F(uct_rc_sr_over_conn, read_of_a_region_deregistered_meanwhile_fails)
 {
-    uct_md_config_t *md_config;
-    ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, NULL, NULL, &md_config));
-    ASSERT_EQ(UCS_OK, uct_config_modify(md_config, "RCACHE", "no"));
-    uct_md_h md2;
-    ASSERT_EQ(UCS_OK, uct_md_open(m_component, m_md_name, md_config, &md2));
-    uct_config_release(md_config);
-    uct_md_close(m_md);
-    m_md = md2; /* dereg removes the region at once */
-    setup_pair();
-
     const size_t size = 16 << 20;
     remote_buf rb;
-    expose(rb, size, 7);
-    remote_key(rb);
+    ASSERT_NO_FATAL_FAILURE(setup_uncached_exposed(rb, size));
     std::vector<uint8_t> got(size, 0);
     uct_iov_t iov = { got.data(), got.size(), NULL, 0, 1 };
     test_comp c;
@@ -853,20 +863,9 @@ TEST_F(uct_rc_sr_over_conn, read_of_a_region_deregistered_meanwhile_fails)
  * region gone. */
 TEST_F(uct_rc_sr_over_conn, write_into_a_region_deregistered_meanwhile_stops)
 {
-    uct_md_config_t *md_config;
-    ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, NULL, NULL, &md_config));
-    ASSERT_EQ(UCS_OK, uct_config_modify(md_config, "RCACHE", "no"));
-    uct_md_h md2;
-    ASSERT_EQ(UCS_OK, uct_md_open(m_component, m_md_name, md_config, &md2));
-    uct_config_release(md_config);
-    uct_md_close(m_md);
-    m_md = md2;
-    setup_pair();
-
     const size_t size = 16 << 20;
     remote_buf rb;
-    expose(rb, size, 7);
-    remote_key(rb);
+    ASSERT_NO_FATAL_FAILURE(setup_uncached_exposed(rb, size));
     std::vector<uint8_t> src = pattern(8, size);
     uct_iov_t iov            = { src.data(), src.size(), NULL, 0, 1 };
     test_comp c;
