@@ -487,6 +487,7 @@ static void aptus_ud_chan_peer_free(aptus_ud_chan_t *chan,
                                     aptus_ud_peer_t *peer)
 {
     aptus_ud_tx_purge(chan, peer, UCS_ERR_CANCELED);
+    aptus_ud_peer_win_close(chan, peer);
     aptus_ud_rx_release_peer(chan, peer);
     if (peer->ext != NULL) {
         ucs_arbiter_group_purge(&chan->pending, &peer->ext->pending,
@@ -613,8 +614,9 @@ size_t aptus_ud_chan_peer_bytes(const aptus_ud_chan_t *chan)
         ucs_align_up(sizeof(ucs_mpool_elem_t) + chan->config.peer_headroom +
                          sizeof(aptus_ud_peer_t),
                      UCS_SYS_CACHE_LINE_SIZE / 8);
-    /* what peers hold now beyond the struct: their rare state */
-    size_t ext = (size_t)chan->num_ext * sizeof(aptus_ud_peer_ext_t);
+    /* what peers hold now beyond the struct: rare state, send windows */
+    size_t ext = (size_t)chan->num_ext * sizeof(aptus_ud_peer_ext_t) +
+                 (size_t)chan->num_win * sizeof(aptus_ud_peer_win_t);
 
     return elem + ((n == 0) ? 0 : ucs_div_round_up(table + ext, n));
 }

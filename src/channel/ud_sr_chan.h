@@ -149,6 +149,16 @@ typedef struct aptus_ud_dg_class {
 } aptus_ud_dg_class_t;
 
 /*
+ * A peer's send window: opened by its first send, given back (its PSN and
+ * RTT parked in the peer) when the channel's tick finds nothing in flight
+ * and the peer leaves the active set. A peer is active while it has one.
+ */
+typedef struct aptus_ud_peer_win {
+    aptus_rel_tx_t tx;
+    uint32_t tx_bytes; /* payload bytes of the datagrams in the window */
+} aptus_ud_peer_win_t;
+
+/*
  * Per-peer state: the whole cost of a peer that is not sending. A plain
  * object: the owner keeps what it needs in the config's peer_headroom
  * bytes in front of it (the ud_sr transport, its UCT endpoint), so an
@@ -156,13 +166,13 @@ typedef struct aptus_ud_dg_class {
  */
 struct aptus_ud_peer {
     aptus_ud_peer_ext_t *ext; /* held packets, reassembly, pending */
-    aptus_rel_tx_t tx;
+    aptus_ud_peer_win_t *win; /* send window; NULL: nothing sent lately */
     aptus_rel_rx_t rx;
-    aptus_wire_addr_t addr; /* remote interface on the wire */
-    uint32_t tx_bytes;      /* payload bytes of the datagrams in the window
-                               (in the padding before remote_key) */
-    uint64_t remote_key;    /* remote interface key (incarnation) */
-    uint32_t active_idx;    /* slot in chan->active, or UINT32_MAX */
+    aptus_wire_addr_t addr;       /* remote interface on the wire */
+    aptus_rel_tx_parked_t parked; /* the window's PSN and RTT while win is
+                                     NULL (in the padding before remote_key) */
+    uint64_t remote_key;          /* remote interface key (incarnation) */
+    uint32_t active_idx;          /* slot in chan->active, or UINT32_MAX */
     uint16_t conn_id;
     uint16_t flags;
     uint32_t local_token;  /* this side's incarnation of the stream */
@@ -428,6 +438,7 @@ struct aptus_ud_chan {
      * once, and this is taken once per spell of such state, not per
      * datagram. */
     unsigned num_ext;
+    unsigned num_win; /* peers' send windows open (malloc'ed too) */
     ucs_mpool_t tx_mp[APTUS_UD_TX_POOLS];
     ucs_mpool_t rx_mp; /* datagram buffers, posted to the wire */
     /* Buffers a message much smaller than a datagram is copied into on
@@ -597,6 +608,32 @@ unsigned aptus_ud_chan_reclaim(aptus_ud_chan_t *chan);
 static inline unsigned aptus_ud_chan_num_peers(const aptus_ud_chan_t *chan)
 {
     return kh_size(&chan->peers);
+}
+
+/* Nothing the peer was sent waits for an acknowledgement. */
+static inline int aptus_ud_peer_tx_idle(const aptus_ud_peer_t *peer)
+{
+    return (peer->win == NULL) || aptus_rel_tx_is_idle(&peer->win->tx);
+}
+
+/* The PSN of the next datagram sent to the peer, and the first one not
+ * acknowledged yet. */
+static inline aptus_psn_t aptus_ud_peer_next_psn(const aptus_ud_peer_t *peer)
+{
+    return (peer->win == NULL) ? peer->parked.next_psn : peer->win->tx.next_psn;
+}
+
+static inline aptus_psn_t aptus_ud_peer_acked_psn(const aptus_ud_peer_t *peer)
+{
+    return (peer->win == NULL) ? peer->parked.next_psn
+                               : peer->win->tx.acked_psn;
+}
+
+/* The smoothed round trip to the peer, usec (0: never measured). */
+static inline uint32_t aptus_ud_peer_srtt_us(const aptus_ud_peer_t *peer)
+{
+    return (peer->win == NULL) ? aptus_rel_tx_parked_srtt_us(&peer->parked)
+                               : peer->win->tx.srtt_us;
 }
 
 static inline int aptus_ud_peer_is_failed(const aptus_ud_peer_t *peer)

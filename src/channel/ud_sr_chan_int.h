@@ -93,16 +93,17 @@ static inline int aptus_ud_peer_has_pending(const aptus_ud_peer_t *peer)
 static inline int aptus_ud_tx_window_full(const aptus_ud_chan_t *chan,
                                           const aptus_ud_peer_t *peer)
 {
-    return aptus_rel_tx_window_full(&peer->tx, &chan->config.rel) ||
-           (peer->tx_bytes >= chan->config.tx_max_bytes);
+    return (peer->win != NULL) &&
+           (aptus_rel_tx_window_full(&peer->win->tx, &chan->config.rel) ||
+            (peer->win->tx_bytes >= chan->config.tx_max_bytes));
 }
 
 /* Ask for an ACK at once when either bound is half used. */
 static inline int aptus_ud_tx_want_ack(const aptus_ud_chan_t *chan,
                                        const aptus_ud_peer_t *peer)
 {
-    return aptus_rel_tx_want_ack(&peer->tx, &chan->config.rel) ||
-           (peer->tx_bytes * 2 >= chan->config.tx_max_bytes);
+    return aptus_rel_tx_want_ack(&peer->win->tx, &chan->config.rel) ||
+           (peer->win->tx_bytes * 2 >= chan->config.tx_max_bytes);
 }
 
 static inline void aptus_ud_chan_activate(aptus_ud_chan_t *chan,
@@ -132,6 +133,11 @@ ucs_arbiter_cb_result_t aptus_ud_pending_drop_cb(ucs_arbiter_t *arbiter,
 
 /* ud_sr_peer.c */
 void aptus_ud_chan_deactivate(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer);
+/* Open the peer's send window (and activate it); UCS_ERR_NO_MEMORY. */
+ucs_status_t aptus_ud_peer_win_open(aptus_ud_chan_t *chan,
+                                    aptus_ud_peer_t *peer);
+/* Give an idle window back, its PSN and RTT parked in the peer. */
+void aptus_ud_peer_win_close(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer);
 aptus_ud_peer_ext_t *aptus_ud_peer_ext_get(aptus_ud_chan_t *chan,
                                            aptus_ud_peer_t *peer);
 /* A peer goes back to the pool with its owner's headroom. */

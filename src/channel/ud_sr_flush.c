@@ -24,7 +24,8 @@ void aptus_ud_chan_complete_flushes(aptus_ud_chan_t *chan,
         if (freq->peer != peer) {
             continue;
         }
-        if ((status == UCS_OK) && aptus_psn_lt(peer->tx.acked_psn, freq->psn)) {
+        if ((status == UCS_OK) &&
+            aptus_psn_lt(aptus_ud_peer_acked_psn(peer), freq->psn)) {
             remaining = 1;
             continue;
         }
@@ -138,8 +139,7 @@ ucs_status_t aptus_ud_chan_pending_add(aptus_ud_chan_t *chan,
     /* A message of several datagrams may not fit a window that is not full,
      * so only an empty window proves that a retry would succeed. */
     if (!aptus_ud_peer_has_pending(peer) &&
-        ((peer->flags & APTUS_UD_PEER_FAILED) ||
-         aptus_rel_tx_is_idle(&peer->tx))) {
+        ((peer->flags & APTUS_UD_PEER_FAILED) || aptus_ud_peer_tx_idle(peer))) {
         return UCS_ERR_BUSY;
     }
 
@@ -182,7 +182,7 @@ static ucs_status_t aptus_ud_chan_flush_peer(aptus_ud_chan_t *chan,
     }
     freq->peer = peer;
     freq->comp = comp;
-    freq->psn  = peer->tx.next_psn;
+    freq->psn  = aptus_ud_peer_next_psn(peer);
     peer->flags |= APTUS_UD_PEER_FLUSH;
     ucs_queue_push(&chan->flush_reqs, &freq->queue);
 
@@ -206,7 +206,7 @@ ucs_status_t aptus_ud_chan_flush(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     if (flags & UCT_FLUSH_FLAG_CANCEL) {
         /* Abandon what is in flight: the stream cannot continue with holes,
          * so it dies here and a new endpoint gets a fresh stream. */
-        if (!aptus_rel_tx_is_idle(&peer->tx)) {
+        if (!aptus_ud_peer_tx_idle(peer)) {
             peer->flags |= APTUS_UD_PEER_QUIET; /* the user knows */
             aptus_ud_chan_peer_fail(chan, peer, UCS_ERR_CANCELED);
             aptus_ud_tx_send_ctl(chan, peer, APTUS_UD_SR_TYPE_RESET, 0);
@@ -218,7 +218,7 @@ ucs_status_t aptus_ud_chan_flush(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     if (aptus_ud_peer_has_pending(peer) && !chan->in_pending) {
         return UCS_ERR_NO_RESOURCE;
     }
-    if (aptus_rel_tx_is_idle(&peer->tx)) {
+    if (aptus_ud_peer_tx_idle(peer)) {
         return UCS_OK;
     }
     if (comp == NULL) {
@@ -236,7 +236,7 @@ ucs_status_t aptus_ud_chan_flush_all(aptus_ud_chan_t *chan, unsigned flags,
 
     aptus_ud_comp_list_dispatch(&chan->async_comps);
     for (i = 0; i < ucs_array_length(&chan->active); ++i) {
-        if (!aptus_rel_tx_is_idle(&ucs_array_elem(&chan->active, i)->tx)) {
+        if (!aptus_ud_peer_tx_idle(ucs_array_elem(&chan->active, i))) {
             ++busy;
         }
     }
@@ -250,7 +250,7 @@ ucs_status_t aptus_ud_chan_flush_all(aptus_ud_chan_t *chan, unsigned flags,
     /* One request per busy peer, all on the caller's completion. */
     for (i = 0; i < ucs_array_length(&chan->active); ++i) {
         peer = ucs_array_elem(&chan->active, i);
-        if (aptus_rel_tx_is_idle(&peer->tx)) {
+        if (aptus_ud_peer_tx_idle(peer)) {
             continue;
         }
         comp->count++;

@@ -27,6 +27,41 @@ void aptus_ud_chan_deactivate(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
     moved             = aptus_ud_peer_set_remove(&chan->active, idx);
     moved->active_idx = idx;
     peer->active_idx  = UINT32_MAX;
+    /* only active peers have a window: the tick is what closes it */
+    aptus_ud_peer_win_close(chan, peer);
+}
+
+ucs_status_t aptus_ud_peer_win_open(aptus_ud_chan_t *chan,
+                                    aptus_ud_peer_t *peer)
+{
+    aptus_ud_peer_win_t *win;
+
+    ucs_assert(peer->win == NULL);
+    win = ucs_malloc(sizeof(*win), "aptus_ud_peer_win");
+    if (win == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    aptus_rel_tx_unpark(&win->tx, &peer->parked, chan->now_us);
+    win->tx_bytes = 0;
+    peer->win     = win;
+    chan->num_win++;
+    aptus_ud_chan_activate(chan, peer);
+    return UCS_OK;
+}
+
+void aptus_ud_peer_win_close(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
+{
+    aptus_ud_peer_win_t *win = peer->win;
+
+    if (win == NULL) {
+        return;
+    }
+    ucs_assert(aptus_rel_tx_is_idle(&win->tx));
+    ucs_assert(win->tx_bytes == 0);
+    aptus_rel_tx_park(&win->tx, &peer->parked);
+    peer->win = NULL;
+    chan->num_win--;
+    ucs_free(win);
 }
 
 aptus_ud_peer_ext_t *aptus_ud_peer_ext_get(aptus_ud_chan_t *chan,
@@ -123,7 +158,7 @@ aptus_ud_peer_t *aptus_ud_chan_peer_create(aptus_ud_chan_t *chan,
         ucs_mpool_put(elem);
         return NULL; /* no randomness from the OS: no incarnation */
     }
-    aptus_rel_tx_init(&peer->tx, chan->now_us);
+    aptus_rel_tx_parked_init(&peer->parked); /* win: NULL */
     aptus_rel_rx_init(&peer->rx);
 
     iter = kh_put(aptus_ud_peers, &chan->peers, peer, &ret);
@@ -392,7 +427,7 @@ static int aptus_ud_chan_peer_referenced(aptus_ud_chan_t *chan,
     if ((peer->flags & (APTUS_UD_PEER_USER | APTUS_UD_PEER_IN_ACK |
                         APTUS_UD_PEER_IN_SOON | APTUS_UD_PEER_FLUSH)) ||
         (peer->ext != NULL) || (peer->active_idx != UINT32_MAX) ||
-        !aptus_rel_tx_is_idle(&peer->tx)) {
+        !aptus_ud_peer_tx_idle(peer)) {
         return 1;
     }
     /* messages received before it failed still name it (rare: only while

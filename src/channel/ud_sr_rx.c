@@ -659,14 +659,14 @@ static int aptus_ud_rx_confirm(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     if (peer->flags & APTUS_UD_PEER_OPENING) {
         aptus_ud_chan_opening_leave(chan, peer);
     }
-    if (opener) {
+    if (opener && (peer->win != NULL)) {
         /* what went before the remote's token was known asked for the
          * handshake and was not taken: it goes again, now */
         ctx.chan   = chan;
         ctx.peer   = peer;
         ctx.status = UCS_OK;
         chan->stats.tx_open_resends += aptus_rel_tx_resend_all(
-            &peer->tx, chan->now_us, aptus_ud_tx_resend, &ctx);
+            &peer->win->tx, chan->now_us, aptus_ud_tx_resend, &ctx);
     }
     return 1;
 }
@@ -700,6 +700,7 @@ static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
     aptus_rel_ack_status_t astatus;
     aptus_ud_tx_ctx_t ctx;
     aptus_ud_sr_pkt_t pkt;
+    aptus_ud_peer_win_t *win;
     aptus_ud_peer_t *peer;
     aptus_psn_t acked;
     int consumed = 0;
@@ -783,25 +784,32 @@ static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
         return 0;
     }
 
-    acked      = peer->tx.acked_psn;
     ctx.chan   = chan;
     ctx.peer   = peer;
     ctx.status = UCS_OK;
-    astatus = aptus_rel_tx_ack(&peer->tx, &chan->config.rel, pkt.ack, pkt.sack,
-                               pkt.sack_words, chan->now_us,
-                               aptus_ud_tx_release, &ctx);
-    if (ucs_unlikely(astatus != APTUS_REL_ACK_OK)) {
+    win        = peer->win;
+    if (ucs_likely(win != NULL)) {
+        acked   = win->tx.acked_psn;
+        astatus = aptus_rel_tx_ack(&win->tx, &chan->config.rel, pkt.ack,
+                                   pkt.sack, pkt.sack_words, chan->now_us,
+                                   aptus_ud_tx_release, &ctx);
+        if (ucs_unlikely(astatus != APTUS_REL_ACK_OK)) {
+            chan->stats.rx_bad_ack++;
+            return 0;
+        }
+        aptus_rel_tx_heard(&win->tx, chan->now_us);
+        if (acked != win->tx.acked_psn) {
+            aptus_ud_chan_tx_progressed(chan, peer);
+        }
+        if (ucs_unlikely(win->tx.sacked)) {
+            chan->stats.tx_fast_retransmits += aptus_rel_tx_fast_retransmit(
+                &win->tx, &chan->config.rel, chan->now_us, aptus_ud_tx_resend,
+                &ctx);
+        }
+    } else if (ucs_unlikely(aptus_psn_lt(peer->parked.next_psn, pkt.ack))) {
+        /* nothing in flight: an ack can only name what was sent */
         chan->stats.rx_bad_ack++;
         return 0;
-    }
-    aptus_rel_tx_heard(&peer->tx, chan->now_us);
-    if (acked != peer->tx.acked_psn) {
-        aptus_ud_chan_tx_progressed(chan, peer);
-    }
-    if (ucs_unlikely(peer->tx.sacked)) {
-        chan->stats.tx_fast_retransmits += aptus_rel_tx_fast_retransmit(
-            &peer->tx, &chan->config.rel, chan->now_us, aptus_ud_tx_resend,
-            &ctx);
     }
 
     switch (pkt.type) {
@@ -811,10 +819,10 @@ static int aptus_ud_rx_handle(aptus_ud_chan_t *chan, aptus_ud_rx_desc_t *desc,
             aptus_rel_rx_request(&peer->rx, pkt.psn, 1);
             aptus_ud_rx_want_ack(chan, peer);
         }
-        if (pkt.flags & APTUS_UD_SR_F_REPLY) {
+        if ((pkt.flags & APTUS_UD_SR_F_REPLY) && (peer->win != NULL)) {
             /* everything the request covered that it does not have is lost */
             chan->stats.tx_fast_retransmits +=
-                aptus_rel_tx_reply(&peer->tx, &chan->config.rel, pkt.psn,
+                aptus_rel_tx_reply(&peer->win->tx, &chan->config.rel, pkt.psn,
                                    chan->now_us, aptus_ud_tx_resend, &ctx);
         }
         break;

@@ -115,6 +115,7 @@ void aptus_ud_chan_tick(aptus_ud_chan_t *chan)
     aptus_rel_timer_status_t tstatus;
     aptus_ud_tx_ctx_t ctx;
     aptus_ud_peer_t *peer;
+    aptus_rel_tx_t *tx;
     unsigned i, resent;
     uint64_t due;
     int probe, periodic;
@@ -143,16 +144,17 @@ void aptus_ud_chan_tick(aptus_ud_chan_t *chan)
             aptus_ud_tx_send_ctl(chan, peer, APTUS_UD_SR_TYPE_ACK, 0);
         }
 
-        if (!aptus_rel_tx_is_idle(&peer->tx)) {
+        if (!aptus_ud_peer_tx_idle(peer)) {
+            tx       = &peer->win->tx;
             ctx.peer = peer;
-            if (peer->tx.sacked) {
+            if (tx->sacked) {
                 chan->stats.tx_fast_retransmits += aptus_rel_tx_fast_retransmit(
-                    &peer->tx, cfg, chan->now_us, aptus_ud_tx_resend, &ctx);
+                    tx, cfg, chan->now_us, aptus_ud_tx_resend, &ctx);
             }
             /* one pass over the window: resends, probe, next due time */
-            tstatus = aptus_rel_tx_timer(&peer->tx, cfg, chan->now_us,
-                                         aptus_ud_tx_resend, &ctx, &resent,
-                                         &probe, &due);
+            tstatus =
+                aptus_rel_tx_timer(tx, cfg, chan->now_us, aptus_ud_tx_resend,
+                                   &ctx, &resent, &probe, &due);
             if (due < chan->next_due_us) {
                 chan->next_due_us = due;
             }
@@ -168,8 +170,8 @@ void aptus_ud_chan_tick(aptus_ud_chan_t *chan)
                          "out: sent up to psn %u, acknowledged %u, receiving "
                          "psn %u; interface totals: bad acks %" PRIu64
                          ", out of window %" PRIu64 ", duplicates %" PRIu64,
-                         peer->conn_id, peer->remote_key, peer->tx.next_psn,
-                         peer->tx.acked_psn, peer->rx.expected,
+                         peer->conn_id, peer->remote_key, tx->next_psn,
+                         tx->acked_psn, peer->rx.expected,
                          chan->stats.rx_bad_ack, chan->stats.rx_out_of_window,
                          chan->stats.rx_duplicates);
                 aptus_ud_tx_batch_flush(chan);
@@ -186,7 +188,7 @@ void aptus_ud_chan_tick(aptus_ud_chan_t *chan)
             aptus_ud_chan_path_timer(chan, peer);
         }
 
-        if (aptus_rel_tx_is_idle(&peer->tx) &&
+        if (aptus_ud_peer_tx_idle(peer) &&
             !aptus_rel_rx_has_unacked(&peer->rx) &&
             ((peer->ext == NULL) ||
              ((peer->ext->held == NULL) && (peer->ext->path_probe == 0)))) {

@@ -179,7 +179,9 @@ void aptus_ud_tx_send_ctl(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         if (ack_req) {
             /* a probe: "tell me what you have of everything before this" */
             pkt.flags |= APTUS_UD_SR_F_ACK_REQ;
-            pkt.psn = aptus_rel_tx_probe_upto(&peer->tx);
+            pkt.psn = (peer->win == NULL)
+                          ? peer->parked.next_psn
+                          : aptus_rel_tx_probe_upto(&peer->win->tx);
         } else if (peer->rx.flags & APTUS_REL_RX_REPLY) {
             pkt.flags |= APTUS_UD_SR_F_REPLY;
             pkt.psn = peer->rx.reply_upto;
@@ -274,7 +276,7 @@ void aptus_ud_tx_probe(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
     ctx.peer   = peer;
     ctx.status = UCS_OK;
     chan->stats.tx_retransmits += aptus_rel_tx_resend_oldest(
-        &peer->tx, chan->now_us, aptus_ud_tx_resend, &ctx);
+        &peer->win->tx, chan->now_us, aptus_ud_tx_resend, &ctx);
 }
 
 void aptus_ud_tx_batch_flush(aptus_ud_chan_t *chan)
@@ -375,8 +377,8 @@ void aptus_ud_tx_release(void *arg, aptus_rel_txe_t *txe)
     aptus_ud_tx_frag_t *frag = aptus_ud_txe_frag(txe);
     aptus_ud_tx_msg_t *msg   = frag->msg;
 
-    ucs_assert(ctx->peer->tx_bytes >= frag->length);
-    ctx->peer->tx_bytes -= frag->length;
+    ucs_assert(ctx->peer->win->tx_bytes >= frag->length);
+    ctx->peer->win->tx_bytes -= frag->length;
     if (--msg->frags_left > 0) {
         return;
     }
@@ -402,7 +404,9 @@ void aptus_ud_tx_purge(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
 {
     aptus_ud_tx_ctx_t ctx = { chan, peer, status };
 
-    aptus_rel_tx_purge(&peer->tx, aptus_ud_tx_release, &ctx);
+    if (peer->win != NULL) {
+        aptus_rel_tx_purge(&peer->win->tx, aptus_ud_tx_release, &ctx);
+    }
 }
 
 static void aptus_ud_tx_own_cb(void *arg, aptus_rel_txe_t *txe)
@@ -436,7 +440,9 @@ void aptus_ud_tx_take_ownership(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
 {
     aptus_ud_tx_ctx_t ctx = { chan, peer, UCS_OK };
 
-    aptus_rel_tx_for_each(&peer->tx, aptus_ud_tx_own_cb, &ctx);
+    if (peer->win != NULL) {
+        aptus_rel_tx_for_each(&peer->win->tx, aptus_ud_tx_own_cb, &ctx);
+    }
     if (ctx.status != UCS_OK) {
         /* cannot keep the data alive without the user's buffers */
         aptus_ud_chan_peer_fail(chan, peer, UCS_ERR_NO_MEMORY);
@@ -463,7 +469,7 @@ static inline unsigned aptus_ud_tx_num_frags(const aptus_ud_dg_class_t *cls,
 static inline unsigned aptus_ud_tx_room(aptus_ud_chan_t *chan,
                                         aptus_ud_peer_t *peer)
 {
-    return chan->config.rel.tx_window - aptus_rel_tx_inflight(&peer->tx);
+    return chan->config.rel.tx_window - aptus_rel_tx_inflight(&peer->win->tx);
 }
 
 /* A message of one datagram with nothing built before it goes straight to
@@ -481,8 +487,8 @@ static void aptus_ud_tx_post_one(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
     frag->offset = 0;
     frag->flags  = APTUS_UD_SR_F_FIRST | APTUS_UD_SR_F_LAST;
     frag->length = msg->length;
-    aptus_rel_tx_push(&peer->tx, &frag->rel, chan->now_us);
-    peer->tx_bytes += msg->length;
+    aptus_rel_tx_push(&peer->win->tx, &frag->rel, chan->now_us);
+    peer->win->tx_bytes += msg->length;
     aptus_ud_tx_frag_build(
         chan, peer, frag,
         (msg->comp != NULL) || aptus_ud_tx_want_ack(chan, peer), hdr, iov, &tx);
@@ -530,8 +536,8 @@ static void aptus_ud_tx_post(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         frag->length = len;
         offset += len;
 
-        aptus_rel_tx_push(&peer->tx, &frag->rel, chan->now_us);
-        peer->tx_bytes += len;
+        aptus_rel_tx_push(&peer->win->tx, &frag->rel, chan->now_us);
+        peer->win->tx_bytes += len;
         /* Ask for an ACK with the last datagram when the window is filling
          * up or a completion waits for it (zero-copy). */
         ack_req = (i == msg->num_frags - 1) &&
@@ -550,8 +556,8 @@ static void aptus_ud_tx_post(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
 out:
     if (chan->config.rel.probe_min_us != 0) {
         /* this datagram's probe; older ones were counted when sent */
-        uint64_t due = chan->now_us +
-                       aptus_rel_tx_probe_after(&peer->tx, &chan->config.rel);
+        uint64_t due = chan->now_us + aptus_rel_tx_probe_after(
+                                          &peer->win->tx, &chan->config.rel);
         if (due < chan->next_due_us) {
             chan->next_due_us = due;
         }
@@ -737,7 +743,11 @@ ssize_t aptus_ud_chan_send(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
                      !(send->flags & APTUS_CHAN_SEND_F_INTERNAL))) {
         return UCS_ERR_NO_RESOURCE; /* keep order behind queued requests */
     }
-    if (ucs_unlikely(aptus_ud_tx_window_full(chan, peer))) {
+    if (ucs_unlikely(peer->win == NULL)) {
+        if (aptus_ud_peer_win_open(chan, peer) != UCS_OK) {
+            return UCS_ERR_NO_RESOURCE; /* the next progress may have room */
+        }
+    } else if (ucs_unlikely(aptus_ud_tx_window_full(chan, peer))) {
         chan->stats.tx_window_full++;
         return UCS_ERR_NO_RESOURCE;
     }
@@ -785,17 +795,19 @@ ucs_status_t aptus_ud_chan_check(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer)
 {
     aptus_ud_tx_msg_t *msg;
 
-    if ((peer->flags & APTUS_UD_PEER_FAILED) ||
-        !aptus_rel_tx_is_idle(&peer->tx)) {
+    if ((peer->flags & APTUS_UD_PEER_FAILED) || !aptus_ud_peer_tx_idle(peer)) {
         /* already reported, or outstanding data will find out */
         return UCS_OK;
     }
 
+    aptus_ud_chan_now(chan);
+    if ((peer->win == NULL) && (aptus_ud_peer_win_open(chan, peer) != UCS_OK)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
     msg = aptus_ud_tx_msg_get(chan, APTUS_UD_TX_TINY, 0, APTUS_UD_SR_F_NOP);
     if (msg == NULL) {
         return UCS_ERR_NO_RESOURCE;
     }
-    aptus_ud_chan_now(chan);
     msg->length     = 0;
     msg->num_frags  = 1;
     msg->frags_left = 1;

@@ -225,7 +225,7 @@ ucs_status_t aptus_udz_get(aptus_udz_t *udz, aptus_ud_peer_t *peer, void *dest,
  * time it passes without progress (up to 64 times). */
 static uint64_t aptus_udz_stall_us(aptus_udz_t *udz, aptus_udz_get_t *get)
 {
-    uint64_t base = ucs_max(2 * (uint64_t)get->peer->tx.srtt_us,
+    uint64_t base = ucs_max(2 * (uint64_t)aptus_ud_peer_srtt_us(get->peer),
                             2 * (uint64_t)udz->ud->config.tick_us);
 
     return base << ucs_min(get->stall_shift, 6);

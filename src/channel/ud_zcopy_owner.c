@@ -20,7 +20,7 @@
  * probes: like the initiator's stall time, doubled each time it passes. */
 uint64_t aptus_udz_probe_us(aptus_udz_t *udz, aptus_udz_put_t *put)
 {
-    uint64_t base = ucs_max(2 * (uint64_t)put->peer->tx.srtt_us,
+    uint64_t base = ucs_max(2 * (uint64_t)aptus_ud_peer_srtt_us(put->peer),
                             2 * (uint64_t)udz->ud->config.tick_us);
 
     return base << ucs_min(put->probe_shift, 6);

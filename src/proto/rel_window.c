@@ -42,6 +42,25 @@ void aptus_rel_tx_init(aptus_rel_tx_t *tx, uint64_t now_us)
     tx->probing    = 0;
 }
 
+void aptus_rel_tx_park(const aptus_rel_tx_t *tx, aptus_rel_tx_parked_t *parked)
+{
+    uint32_t units = (tx->srtt_us + APTUS_REL_PARK_RTT_UNIT_US - 1) /
+                     APTUS_REL_PARK_RTT_UNIT_US;
+
+    parked->next_psn = tx->next_psn;
+    parked->srtt     = (units > UINT16_MAX) ? UINT16_MAX : (uint16_t)units;
+}
+
+void aptus_rel_tx_unpark(aptus_rel_tx_t *tx,
+                         const aptus_rel_tx_parked_t *parked, uint64_t now_us)
+{
+    aptus_rel_tx_init(tx, now_us);
+    tx->next_psn  = parked->next_psn;
+    tx->acked_psn = parked->next_psn;
+    tx->srtt_us   = aptus_rel_tx_parked_srtt_us(parked);
+    tx->rttvar_us = tx->srtt_us / 2;
+}
+
 static inline aptus_rel_txe_t *aptus_rel_tx_head(const aptus_rel_tx_t *tx)
 {
     return (tx->tail == NULL) ? NULL : tx->tail->next;

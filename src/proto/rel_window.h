@@ -128,6 +128,40 @@ static inline uint32_t aptus_rel_coarse_time(uint64_t now_us)
 
 void aptus_rel_tx_init(aptus_rel_tx_t *tx, uint64_t now_us);
 
+/* What an idle window keeps when its owner gives the window's memory back
+ * (a peer with nothing in flight): the next PSN, and the smoothed RTT in
+ * units of APTUS_REL_PARK_RTT_UNIT_US (rounded up, saturating; 0: no
+ * sample yet), so that a window opened again times out as the old one
+ * would have, not from RTO_INIT. */
+#define APTUS_REL_PARK_RTT_UNIT_US 8
+typedef struct aptus_rel_tx_parked {
+    aptus_psn_t next_psn;
+    uint16_t srtt;
+} aptus_rel_tx_parked_t;
+
+/* A new stream's parked state: PSN 0, no RTT sample. */
+static inline void aptus_rel_tx_parked_init(aptus_rel_tx_parked_t *parked)
+{
+    parked->next_psn = 0;
+    parked->srtt     = 0;
+}
+
+/* Park tx, which must be idle (nothing in flight). */
+void aptus_rel_tx_park(const aptus_rel_tx_t *tx, aptus_rel_tx_parked_t *parked);
+
+/* Open a window from its parked state: nothing in flight, the PSNs go on
+ * where they stopped, the RTT variance is half the RTT (as after a first
+ * sample). */
+void aptus_rel_tx_unpark(aptus_rel_tx_t *tx,
+                         const aptus_rel_tx_parked_t *parked, uint64_t now_us);
+
+/* The smoothed RTT a parked window had, usec (0: none). */
+static inline uint32_t
+aptus_rel_tx_parked_srtt_us(const aptus_rel_tx_parked_t *parked)
+{
+    return (uint32_t)parked->srtt * APTUS_REL_PARK_RTT_UNIT_US;
+}
+
 static inline unsigned aptus_rel_tx_inflight(const aptus_rel_tx_t *tx)
 {
     return aptus_psn_dist(tx->acked_psn, tx->next_psn);

@@ -11,6 +11,7 @@ extern "C" {
 }
 
 #include <algorithm>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <random>
@@ -531,6 +532,64 @@ TEST(rel_window, rto_follows_rtt_and_stays_in_bounds)
         fast.tx_ack(fast.make_ack());
     }
     EXPECT_EQ(fast.m_cfg.rto_min_us, aptus_rel_tx_rto(&fast.m_tx, &fast.m_cfg));
+}
+
+static void resend_nop(void *, aptus_rel_txe_t *)
+{
+}
+
+/* A window given back while idle and opened again goes on from its PSN,
+ * with the RTT it had measured (coarsened), and nothing in flight. */
+TEST(rel_window, parked_window_resumes_its_psn_and_rtt)
+{
+    rel_link l(default_cfg, 65530); /* the PSNs wrap while parked */
+    for (int round = 0; round < 20; ++round) {
+        ASSERT_TRUE(l.send(round));
+        l.m_now += 1003;
+        l.deliver_all();
+        l.tx_ack(l.make_ack());
+    }
+    ASSERT_TRUE(aptus_rel_tx_is_idle(&l.m_tx));
+    uint32_t srtt = l.m_tx.srtt_us;
+    ASSERT_GT(srtt, 0u);
+
+    aptus_rel_tx_parked_t parked;
+    aptus_rel_tx_park(&l.m_tx, &parked);
+    EXPECT_EQ(l.m_tx.next_psn, parked.next_psn);
+    EXPECT_EQ(sizeof(uint32_t), sizeof(parked)); /* what an idle peer keeps */
+
+    aptus_rel_tx_t tx;
+    memset(&tx, 0xa5, sizeof(tx));
+    aptus_rel_tx_unpark(&tx, &parked, l.m_now + 5000000);
+    EXPECT_TRUE(aptus_rel_tx_is_idle(&tx));
+    EXPECT_EQ(l.m_tx.next_psn, tx.next_psn);
+    EXPECT_EQ(l.m_tx.next_psn, tx.acked_psn);
+    EXPECT_EQ(0u, tx.backoff);
+    EXPECT_EQ(0u, tx.probing);
+    /* rounded up to the unit, never below what was measured */
+    EXPECT_GE(tx.srtt_us, srtt);
+    EXPECT_LT(tx.srtt_us, srtt + APTUS_REL_PARK_RTT_UNIT_US);
+    EXPECT_EQ(tx.srtt_us / 2, tx.rttvar_us);
+    /* the timeout follows the measured RTT, not RTO_INIT */
+    EXPECT_LT(aptus_rel_tx_rto(&tx, &l.m_cfg), l.m_cfg.rto_init_us);
+    /* a long idle time is not silence: nothing waits for the peer */
+    uint64_t due;
+    unsigned resent;
+    int probe;
+    EXPECT_EQ(APTUS_REL_TIMER_IDLE,
+              aptus_rel_tx_timer(&tx, &l.m_cfg, l.m_now + 9000000, resend_nop,
+                                 nullptr, &resent, &probe, &due));
+
+    /* no sample: none after unparking either; a huge one saturates */
+    aptus_rel_tx_t fresh;
+    aptus_rel_tx_init(&fresh, 0);
+    aptus_rel_tx_park(&fresh, &parked);
+    aptus_rel_tx_unpark(&tx, &parked, 0);
+    EXPECT_EQ(0u, tx.srtt_us);
+    EXPECT_EQ(l.m_cfg.rto_init_us, aptus_rel_tx_rto(&tx, &l.m_cfg));
+    fresh.srtt_us = UINT32_MAX / 2;
+    aptus_rel_tx_park(&fresh, &parked);
+    EXPECT_EQ(UINT16_MAX, parked.srtt);
 }
 
 TEST(rel_window, silent_peer_declared_failed)

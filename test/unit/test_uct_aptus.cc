@@ -873,8 +873,8 @@ TEST_F(uct_aptus, flush_covers_every_channel)
     auto sent = send_mixed(m_a, 400, 7);
     EXPECT_EQ(UCS_OK, flush_ep(m_a.ep));
     /* flushed: every message left both channels */
-    EXPECT_TRUE(aptus_rel_tx_is_idle(
-        &ucs_derived_of(m_a.ep, uct_aptus_tl_ep_t)->peer.tx));
+    EXPECT_TRUE(aptus_ud_peer_tx_idle(
+        &ucs_derived_of(m_a.ep, uct_aptus_tl_ep_t)->peer));
     expect_received(m_b, sent);
 }
 

@@ -153,7 +153,7 @@ class ud_chan : public ::testing::Test
         EXPECT_EQ(UCS_OK, aptus_ud_chan_check(&from.chan, peer));
         EXPECT_TRUE(run_until([&] {
             return (peer->flags & APTUS_UD_PEER_HEARD) &&
-                   aptus_rel_tx_is_idle(&peer->tx);
+                   aptus_ud_peer_tx_idle(peer);
         }));
         return peer;
     }
@@ -297,7 +297,7 @@ TEST_F(ud_chan, short_message_delivered_and_acknowledged)
     aptus_ud_peer_t *p           = connect(m_a, m_b);
     std::vector<uint8_t> payload = pattern(1, 40);
     ASSERT_EQ(UCS_OK, send_short(m_a, p, 3, 0x0102030405060708ull, payload));
-    EXPECT_FALSE(aptus_rel_tx_is_idle(&p->tx));
+    EXPECT_FALSE(aptus_ud_peer_tx_idle(p));
 
     ASSERT_TRUE(run_until([&] { return m_b.rx.size() == 1; }));
     ASSERT_EQ(48u, m_b.rx[0].data.size());
@@ -309,9 +309,67 @@ TEST_F(ud_chan, short_message_delivered_and_acknowledged)
     EXPECT_EQ(3, m_b.rx[0].am_id);
 
     /* no reply traffic: the delayed ACK empties the window */
-    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    ASSERT_TRUE(run_until([&] { return aptus_ud_peer_tx_idle(p); }));
     EXPECT_GE(m_b.chan.stats.tx_acks, 1u);
     EXPECT_EQ(0u, m_a.chan.stats.tx_retransmits);
+}
+
+/* A peer with nothing in flight gives its send window back at the tick
+ * (an idle peer costs the struct alone); the next send opens it again with
+ * the PSNs going on and the RTT it had, and the stream stays exact. */
+TEST_F(ud_chan, idle_peer_gives_its_send_window_back)
+{
+    init_both();
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    EXPECT_EQ(nullptr, p->win); /* never sent: no window */
+    size_t idle_bytes = aptus_ud_chan_peer_bytes(&m_a.chan);
+
+    std::vector<message> sent;
+    for (unsigned round_no = 0; round_no < 3; ++round_no) {
+        for (unsigned i = 0; i < 5; ++i) {
+            sent.push_back(message{ 1, pattern(round_no * 5 + i, 100) });
+            ASSERT_GT(send_bcopy(m_a, p, 1, sent.back().data), -1);
+        }
+        ASSERT_NE(nullptr, p->win);
+        EXPECT_EQ(1u, m_a.chan.num_win);
+        EXPECT_GT(aptus_ud_chan_peer_bytes(&m_a.chan), idle_bytes);
+        ASSERT_TRUE(run_until([&] {
+            return (m_b.rx.size() == sent.size()) && (p->win == nullptr);
+        }));
+        EXPECT_EQ(0u, m_a.chan.num_win);
+        EXPECT_EQ(idle_bytes, aptus_ud_chan_peer_bytes(&m_a.chan));
+        EXPECT_EQ(sent.size(), p->parked.next_psn);
+        if (round_no > 0) { /* the first went again after the handshake */
+            EXPECT_GT(aptus_ud_peer_srtt_us(p), 0u);
+        }
+        /* time passes: a long idle spell is not the peer's silence */
+        for (unsigned i = 0; i < 100; ++i) {
+            round(m_cfg.rel.peer_timeout_us / 50);
+        }
+    }
+    EXPECT_EQ(sent, m_b.rx);
+    EXPECT_TRUE(m_a.failed.empty());
+    EXPECT_TRUE(m_b.failed.empty());
+    EXPECT_EQ(0u, m_a.chan.stats.rx_bad_ack);
+
+    /* an ACK for a PSN never sent is refused with no window too */
+    EXPECT_EQ(nullptr, p->win);
+    aptus_ud_sr_pkt_t pkt = {};
+    pkt.dest_key          = m_a.key;
+    pkt.src_key           = m_b.key;
+    pkt.dest_token        = p->local_token;
+    pkt.src_token         = p->remote_token;
+    pkt.conn_id           = p->conn_id;
+    pkt.type              = APTUS_UD_SR_TYPE_ACK;
+    pkt.ack               = (uint16_t)(p->parked.next_psn + 1);
+    pkt.psn               = 0;
+    std::vector<uint8_t> d(64);
+    d.resize(aptus_ud_sr_build(d.data(), &pkt));
+    m_net.in_flight.push_back(fake_dgram{ m_b.wire->id, m_a.wire->id, d });
+    m_net.deliver();
+    aptus_ud_chan_progress(&m_a.chan, 0);
+    EXPECT_EQ(1u, m_a.chan.stats.rx_bad_ack);
+    EXPECT_EQ(nullptr, p->win);
 }
 
 /* Data that arrived a moment ago waits for the reply that carries its
@@ -347,7 +405,7 @@ TEST_F(ud_chan, a_reply_carries_the_ack_when_a_timer_falls_due_first)
     /* no answer at all: the periodic tick acknowledges, within a tick */
     ASSERT_EQ(UCS_OK, send_short(m_a, ab, 1, 0, data));
     uint64_t start = fake_net::now;
-    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&ab->tx); }));
+    ASSERT_TRUE(run_until([&] { return aptus_ud_peer_tx_idle(ab); }));
     EXPECT_EQ(acks0 + 1, m_b.chan.stats.tx_acks);
     EXPECT_LE(fake_net::now - start, m_cfg.tick_us + 200);
     EXPECT_EQ(0u, m_a.chan.stats.tx_retransmits);
@@ -361,7 +419,7 @@ TEST_F(ud_chan, segmentation_and_reassembly)
     std::vector<size_t> sizes = { 0, 1, 991, 992, 993, 1983, 2500, 16384 };
     for (size_t len : sizes) {
         ASSERT_EQ((ssize_t)len, send_bcopy(m_a, p, 7, pattern(len, len)));
-        ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+        ASSERT_TRUE(run_until([&] { return aptus_ud_peer_tx_idle(p); }));
     }
     ASSERT_EQ(sizes.size(), m_b.rx.size());
     for (size_t i = 0; i < sizes.size(); ++i) {
@@ -433,8 +491,8 @@ TEST_F(ud_chan, loss_duplication_reordering_both_ways)
     ASSERT_TRUE(run_until([&] {
         m_net.release_held();
         return (m_b.rx.size() == to_b.size()) &&
-               (m_a.rx.size() == to_a.size()) &&
-               aptus_rel_tx_is_idle(&pa->tx) && aptus_rel_tx_is_idle(&pb->tx);
+               (m_a.rx.size() == to_a.size()) && aptus_ud_peer_tx_idle(pa) &&
+               aptus_ud_peer_tx_idle(pb);
     }));
     EXPECT_EQ(to_b, m_b.rx);
     EXPECT_EQ(to_a, m_a.rx);
@@ -454,7 +512,7 @@ TEST_F(ud_chan, lost_tail_recovered_by_probe_before_timeout)
     aptus_ud_peer_t *p = connect(m_a, m_b);
     for (unsigned i = 0; i < 5; ++i) { /* measure the RTT */
         ASSERT_EQ(UCS_OK, send_short(m_a, p, 1, i, pattern(i, 10)));
-        ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+        ASSERT_TRUE(run_until([&] { return aptus_ud_peer_tx_idle(p); }));
     }
     /* the last datagram of a 4-datagram message is lost once */
     int dropped  = 0;
@@ -469,7 +527,7 @@ TEST_F(ud_chan, lost_tail_recovered_by_probe_before_timeout)
     std::vector<uint8_t> data = pattern(77, 3500);
     ASSERT_GT(send_bcopy(m_a, p, 1, data), 0);
     uint64_t start = fake_net::now;
-    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    ASSERT_TRUE(run_until([&] { return aptus_ud_peer_tx_idle(p); }));
     EXPECT_EQ(1, dropped);
     EXPECT_LT(fake_net::now - start, m_cfg.rel.rto_min_us / 4);
     EXPECT_GE(m_a.chan.stats.tx_probes, 1u);
@@ -494,7 +552,7 @@ TEST_F(ud_chan, lost_first_datagram_of_a_stream_recovered_by_probe)
     };
     ASSERT_EQ(UCS_OK, send_short(m_a, p, 1, 7, pattern(1, 10)));
     uint64_t start = fake_net::now;
-    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    ASSERT_TRUE(run_until([&] { return aptus_ud_peer_tx_idle(p); }));
     EXPECT_LT(fake_net::now - start, m_cfg.rel.rto_min_us / 4);
     /* the stream is new to B, so the probe is the data itself (marked
      * OPEN), long before the timeout */
@@ -511,7 +569,7 @@ TEST_F(ud_chan, ack_loss_recovered)
     aptus_ud_peer_t *p = connect(m_a, m_b);
     /* the stream opens first: before the handshake B takes no data */
     std::vector<message> sent = stream(m_a, p, 1, 100, 1);
-    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    ASSERT_TRUE(run_until([&] { return aptus_ud_peer_tx_idle(p); }));
     bool drop_acks = true;
     m_net.filter   = [&](const fake_dgram &d, const aptus_ud_sr_pkt_t &pkt) {
         return (drop_acks && (d.from == m_b.wire->id)) ? FAKE_DROP : FAKE_PASS;
@@ -526,7 +584,7 @@ TEST_F(ud_chan, ack_loss_recovered)
     }));
     EXPECT_EQ(sent, m_b.rx);
     drop_acks = false;
-    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    ASSERT_TRUE(run_until([&] { return aptus_ud_peer_tx_idle(p); }));
     EXPECT_EQ(sent, m_b.rx); /* no duplicate was delivered */
     EXPECT_GT(m_b.chan.stats.rx_duplicates, 0u);
 }
@@ -618,7 +676,7 @@ TEST_F(ud_chan, flush_completes_after_acknowledgement)
     EXPECT_EQ(UCS_OK, aptus_ud_chan_flush(&m_a.chan, p, 0, NULL));
     /* the stream opens (a handshake) before the exchange timed below */
     ASSERT_EQ(UCS_OK, send_short(m_a, p, 1, 0, pattern(0, 4)));
-    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    ASSERT_TRUE(run_until([&] { return aptus_ud_peer_tx_idle(p); }));
     ASSERT_GT(send_bcopy(m_a, p, 2, pattern(1, 3000)), 0);
     EXPECT_EQ(UCS_INPROGRESS, aptus_ud_chan_flush(&m_a.chan, p, 0, NULL));
     test_comp comp, icomp;
@@ -674,7 +732,7 @@ TEST_F(ud_chan, silent_peer_fails_everything_outstanding)
     EXPECT_NE(p, p2);
     EXPECT_NE(p->conn_id, p2->conn_id);
     ASSERT_EQ(UCS_OK, send_short(m_a, p2, 1, 5, buf));
-    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p2->tx); }));
+    ASSERT_TRUE(run_until([&] { return aptus_ud_peer_tx_idle(p2); }));
     ASSERT_FALSE(m_b.rx.empty());
     EXPECT_EQ(1u, m_a.failed.size());
 }
@@ -685,8 +743,8 @@ TEST_F(ud_chan, endpoint_check_finds_an_idle_dead_peer)
     aptus_ud_peer_t *p = connect(m_a, m_b);
     /* alive: the no-op is acknowledged and delivers nothing */
     ASSERT_EQ(UCS_OK, aptus_ud_chan_check(&m_a.chan, p));
-    EXPECT_FALSE(aptus_rel_tx_is_idle(&p->tx));
-    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    EXPECT_FALSE(aptus_ud_peer_tx_idle(p));
+    ASSERT_TRUE(run_until([&] { return aptus_ud_peer_tx_idle(p); }));
     EXPECT_TRUE(m_b.rx.empty());
     EXPECT_EQ(1u, m_a.chan.stats.checks);
     EXPECT_EQ(0u, m_a.chan.stats.tx_msgs);
@@ -694,7 +752,7 @@ TEST_F(ud_chan, endpoint_check_finds_an_idle_dead_peer)
     ASSERT_EQ(UCS_OK, send_short(m_a, p, 2, 3, pattern(1, 5)));
     ASSERT_TRUE(run_until([&] { return m_b.rx.size() == 1; }));
 
-    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    ASSERT_TRUE(run_until([&] { return aptus_ud_peer_tx_idle(p); }));
 
     /* dead and idle: only the check makes the silence observable */
     m_net.filter = [](const fake_dgram &, const aptus_ud_sr_pkt_t &) {
@@ -715,7 +773,7 @@ TEST_F(ud_chan, forged_and_malformed_datagrams_dropped_and_counted)
     init_both();
     aptus_ud_peer_t *p = connect(m_a, m_b);
     ASSERT_EQ(UCS_OK, send_short(m_a, p, 1, 1, pattern(0, 10)));
-    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    ASSERT_TRUE(run_until([&] { return aptus_ud_peer_tx_idle(p); }));
 
     auto inject = [&](std::vector<uint8_t> d) {
         m_net.in_flight.push_back(fake_dgram{ m_a.wire->id, m_b.wire->id, d });
@@ -792,7 +850,7 @@ TEST_F(ud_chan, async_context_defers_sync_handlers_in_order)
     aptus_ud_chan_progress(&m_b.chan, 1);
     m_net.deliver();
     aptus_ud_chan_progress(&m_a.chan, 0);
-    EXPECT_TRUE(aptus_rel_tx_is_idle(&p->tx));
+    EXPECT_TRUE(aptus_ud_peer_tx_idle(p));
 
     aptus_ud_chan_progress(&m_b.chan, 0); /* user's progress */
     EXPECT_EQ(sent, m_b.rx);
@@ -845,7 +903,7 @@ TEST_F(ud_chan, receive_pool_exhaustion_holds_back_then_recovers)
     }
     m_b.kept.clear();
     ASSERT_TRUE(run_until(
-        [&] { return (m_b.rx.size() == n) && aptus_rel_tx_is_idle(&p->tx); }));
+        [&] { return (m_b.rx.size() == n) && aptus_ud_peer_tx_idle(p); }));
     for (unsigned i = 0; i < n; ++i) {
         EXPECT_EQ(pattern(i, 50), m_b.rx[i].data) << i;
     }
@@ -886,7 +944,7 @@ TEST_F(ud_chan, cancel_flush_resets_the_stream)
     aptus_ud_peer_t *p = connect(m_a, m_b);
     ASSERT_EQ(UCS_OK, send_short(m_a, p, 1, 0, pattern(1, 10)));
     ASSERT_TRUE(run_until([&] { return m_b.rx.size() == 1; }));
-    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    ASSERT_TRUE(run_until([&] { return aptus_ud_peer_tx_idle(p); }));
     aptus_ud_peer_t *pb = connect(m_b, m_a); /* B adopts the same stream */
 
     m_net.filter = [&](const fake_dgram &d, const aptus_ud_sr_pkt_t &) {
@@ -966,7 +1024,7 @@ TEST_F(ud_chan, peer_state_is_constant_and_returns_to_idle)
     std::vector<message> sent = stream(m_a, p, 200, 16000, 9);
     ASSERT_TRUE(run_until([&] {
         m_net.release_held();
-        return (m_b.rx.size() == sent.size()) && aptus_rel_tx_is_idle(&p->tx);
+        return (m_b.rx.size() == sent.size()) && aptus_ud_peer_tx_idle(p);
     }));
     EXPECT_EQ(sent, m_b.rx);
     for (int i = 0; i < 20; ++i) {
@@ -996,12 +1054,12 @@ TEST_F(ud_chan, heavy_loss_repaired_without_timeouts)
     uint64_t start            = fake_net::now;
     std::vector<message> sent = stream(m_a, pa, 200, 16000, 3);
     ASSERT_TRUE(run_until([&] {
-        return (m_b.rx.size() == sent.size()) && aptus_rel_tx_is_idle(&pa->tx);
+        return (m_b.rx.size() == sent.size()) && aptus_ud_peer_tx_idle(pa);
     }));
     EXPECT_EQ(sent, m_b.rx);
     uint64_t took = fake_net::now - start;
     EXPECT_LT(took, 200 * m_cfg.rel.rto_min_us / 10) << "simulated usec";
-    EXPECT_LT(pa->tx.srtt_us, 10 * m_cfg.tick_us);
+    EXPECT_LT(aptus_ud_peer_srtt_us(pa), 10 * m_cfg.tick_us);
     EXPECT_LE(m_a.chan.stats.tx_retransmits, 10u);
     EXPECT_GT(m_a.chan.stats.tx_fast_retransmits, 50u);
     EXPECT_GT(m_a.chan.stats.tx_probes, 0u);
@@ -1036,9 +1094,9 @@ TEST_F(ud_chan, window_of_1024_with_multiword_sack)
             << i;
         sent.push_back(m);
     }
-    EXPECT_EQ(1000u, aptus_rel_tx_inflight(&pa->tx));
+    EXPECT_EQ(1000u, aptus_rel_tx_inflight(&pa->win->tx));
     ASSERT_TRUE(run_until([&] {
-        return (m_b.rx.size() == sent.size()) && aptus_rel_tx_is_idle(&pa->tx);
+        return (m_b.rx.size() == sent.size()) && aptus_ud_peer_tx_idle(pa);
     }));
     EXPECT_EQ(sent, m_b.rx);
     EXPECT_GT(most_words, 8u); /* holes far below the highest held */
@@ -1072,7 +1130,7 @@ TEST_F(ud_chan, held_datagrams_leave_room_to_receive_the_hole)
         sent.push_back(m);
     }
     ASSERT_TRUE(run_until([&] {
-        return (m_b.rx.size() == sent.size()) && aptus_rel_tx_is_idle(&pa->tx);
+        return (m_b.rx.size() == sent.size()) && aptus_ud_peer_tx_idle(pa);
     }));
     EXPECT_EQ(sent, m_b.rx);
     EXPECT_GT(m_b.chan.stats.rx_hold_limit, 0u);
@@ -1095,7 +1153,7 @@ TEST_F(ud_chan, receive_pool_grows_while_the_user_holds_descriptors)
                (send_short(m_a, p, 1, sent, pattern(sent, 4)) == UCS_OK)) {
             ++sent;
         }
-        return (m_b.rx.size() == n) && aptus_rel_tx_is_idle(&p->tx);
+        return (m_b.rx.size() == n) && aptus_ud_peer_tx_idle(p);
     }));
     EXPECT_EQ(n, m_b.kept.size());
     EXPECT_EQ(0u, m_b.chan.stats.rx_pool_exhausted);
@@ -1139,7 +1197,7 @@ TEST_F(ud_chan, deferred_delivery_is_bounded_per_progress_call)
 
     /* new messages wait behind the queue too, and still all arrive */
     m_b.async_busy = false;
-    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    ASSERT_TRUE(run_until([&] { return aptus_ud_peer_tx_idle(p); }));
     for (unsigned i = 0; i < 12; ++i) {
         sent.push_back(message{ 2, pattern(100 + i, 30) });
         ASSERT_GT(send_bcopy(m_a, p, 2, sent.back().data), 0);
@@ -1181,7 +1239,7 @@ TEST_F(ud_chan, failed_streams_are_reclaimed_beyond_255)
     ASSERT_NE(nullptr, p);
     ASSERT_EQ(UCS_OK, send_short(m_a, p, 1, 7, pattern(1, 8)));
     ASSERT_TRUE(run_until(
-        [&] { return (m_b.rx.size() == 1) && aptus_rel_tx_is_idle(&p->tx); }));
+        [&] { return (m_b.rx.size() == 1) && aptus_ud_peer_tx_idle(p); }));
     EXPECT_EQ(1u, aptus_ud_chan_num_peers(&m_a.chan));
 }
 
@@ -1221,7 +1279,7 @@ TEST_F(ud_chan, replayed_datagrams_deliver_nothing)
     aptus_ud_peer_t *pa       = connect(m_a, m_b);
     std::vector<message> sent = stream(m_a, pa, 8, 3000, 3);
     ASSERT_TRUE(run_until([&] {
-        return (m_b.rx.size() == sent.size()) && aptus_rel_tx_is_idle(&pa->tx);
+        return (m_b.rx.size() == sent.size()) && aptus_ud_peer_tx_idle(pa);
     }));
     m_net.filter = nullptr;
     ASSERT_EQ(sent, m_b.rx);
@@ -1371,7 +1429,7 @@ TEST_F(ud_chan, lost_reset_and_reused_stream_number_agree_at_once)
     aptus_ud_peer_t *pa = open_stream(m_a, m_b);
     ASSERT_EQ(UCS_OK, send_short(m_a, pa, 1, 1, pattern(1, 8)));
     ASSERT_TRUE(run_until(
-        [&] { return (m_b.rx.size() == 1) && aptus_rel_tx_is_idle(&pa->tx); }));
+        [&] { return (m_b.rx.size() == 1) && aptus_ud_peer_tx_idle(pa); }));
     uint16_t conn = pa->conn_id;
 
     /* A's side dies alone: its reset never arrives */
@@ -1408,7 +1466,7 @@ TEST_F(ud_chan, stale_datagram_of_a_reclaimed_stream_is_reset_not_adopted)
         ASSERT_EQ(UCS_OK, send_short(m_a, pa, 1, i, pattern(i, 4)));
     }
     ASSERT_TRUE(run_until(
-        [&] { return (m_b.rx.size() == 5) && aptus_rel_tx_is_idle(&pa->tx); }));
+        [&] { return (m_b.rx.size() == 5) && aptus_ud_peer_tx_idle(pa); }));
     /* B's side of the stream dies alone (its reset is lost) and goes */
     aptus_ud_peer_t *pb = connect(m_b, m_a);
     ASSERT_EQ(pa->conn_id, pb->conn_id);
@@ -1591,8 +1649,8 @@ TEST_F(ud_chan, lost_datagram_recovered_within_round_trips_not_ticks)
         ASSERT_EQ(UCS_OK, send_short(m_b, q, 1, i, pattern(i, 10)));
         ASSERT_TRUE(fine_run_until([&] { return m_a.rx.size() == i + 1; }));
     }
-    ASSERT_GT(p->tx.srtt_us, 0u);
-    ASSERT_LT(p->tx.srtt_us, 50u);
+    ASSERT_GT(aptus_ud_peer_srtt_us(p), 0u);
+    ASSERT_LT(aptus_ud_peer_srtt_us(p), 50u);
 
     int dropped  = 0;
     m_net.filter = [&](const fake_dgram &d, const aptus_ud_sr_pkt_t &pkt) {
@@ -1607,7 +1665,8 @@ TEST_F(ud_chan, lost_datagram_recovered_within_round_trips_not_ticks)
     uint64_t start = fake_net::now;
     ASSERT_TRUE(fine_run_until([&] { return m_b.rx.size() == 21; }));
     EXPECT_EQ(1, dropped);
-    EXPECT_LT(fake_net::now - start, m_cfg.tick_us) << "srtt " << p->tx.srtt_us;
+    EXPECT_LT(fake_net::now - start, m_cfg.tick_us)
+        << "srtt " << aptus_ud_peer_srtt_us(p);
     EXPECT_GE(m_a.chan.stats.tx_probes, 1u);
     EXPECT_EQ(0u, m_a.chan.stats.tx_retransmits);
 }
@@ -1782,7 +1841,7 @@ TEST_F(ud_chan_train, multi_datagram_message_goes_as_one_train)
     EXPECT_EQ(1u, m_a.chan.stats.tx_trains);
     EXPECT_EQ(frags, m_a.chan.stats.tx_train_dgrams);
 
-    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    ASSERT_TRUE(run_until([&] { return aptus_ud_peer_tx_idle(p); }));
     ASSERT_EQ(1u, m_b.rx.size());
     EXPECT_EQ(data, m_b.rx[0].data);
     EXPECT_EQ(6, m_b.rx[0].am_id);
@@ -1814,8 +1873,7 @@ TEST_F(ud_chan_train, every_size_and_header_layout_delivered_intact)
                                       2500, 8191, 16384, 1,    0 };
         for (size_t len : sizes) {
             ASSERT_EQ((ssize_t)len, send_bcopy(m_a, p, 7, pattern(len, len)));
-            ASSERT_TRUE(
-                run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+            ASSERT_TRUE(run_until([&] { return aptus_ud_peer_tx_idle(p); }));
             if (len > single) {
                 trains++;
                 train_dgrams += 1 + (len - first + single - 1) / single;
@@ -1844,7 +1902,7 @@ TEST_F(ud_chan_train, train_cut_to_the_wire_limits_evenly)
     /* 4 + 4 + 3 + 3 + 3: no train of one */
     EXPECT_EQ(5u, m_a.chan.stats.tx_trains);
     EXPECT_EQ(17u, m_a.chan.stats.tx_train_dgrams);
-    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    ASSERT_TRUE(run_until([&] { return aptus_ud_peer_tx_idle(p); }));
     ASSERT_EQ(1u, m_b.rx.size());
     EXPECT_EQ(data, m_b.rx[0].data);
 
@@ -1853,7 +1911,7 @@ TEST_F(ud_chan_train, train_cut_to_the_wire_limits_evenly)
     m_a.wire->super.seg_max_bytes = 1500;
     ASSERT_EQ((ssize_t)data.size(), send_bcopy(m_a, p, 2, data));
     EXPECT_EQ(5u, m_a.chan.stats.tx_trains);
-    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    ASSERT_TRUE(run_until([&] { return aptus_ud_peer_tx_idle(p); }));
     ASSERT_EQ(2u, m_b.rx.size());
     EXPECT_EQ(data, m_b.rx[1].data);
 }
@@ -1863,7 +1921,7 @@ TEST_F(ud_chan_train, loss_inside_a_train_repaired_by_resend)
     aptus_ud_peer_t *p = open_and_watch();
     for (unsigned i = 0; i < 5; ++i) { /* measure the RTT */
         ASSERT_EQ(UCS_OK, send_short(m_a, p, 1, i, pattern(i, 10)));
-        ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+        ASSERT_TRUE(run_until([&] { return aptus_ud_peer_tx_idle(p); }));
     }
     /* the sixth datagram of the train is lost once; its resend goes
      * alone */
@@ -1885,7 +1943,7 @@ TEST_F(ud_chan_train, loss_inside_a_train_repaired_by_resend)
     std::vector<uint8_t> data = pattern(42, 16000);
     ASSERT_EQ((ssize_t)data.size(), send_bcopy(m_a, p, 3, data));
     EXPECT_EQ(1u, m_a.chan.stats.tx_trains);
-    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    ASSERT_TRUE(run_until([&] { return aptus_ud_peer_tx_idle(p); }));
     EXPECT_GE(seen, 6u);
     EXPECT_EQ(1u, resent_alone);
     EXPECT_EQ(1u, m_a.chan.stats.tx_trains); /* the resend is no train */
@@ -1905,7 +1963,7 @@ TEST_F(ud_chan_train, refused_train_falls_back_to_single_datagrams)
     EXPECT_EQ(1u, m_net.seg_refused);
     EXPECT_EQ(0u, m_a.chan.stats.tx_trains);
     EXPECT_EQ(0u, m_a.wire->super.seg_max_bytes);
-    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    ASSERT_TRUE(run_until([&] { return aptus_ud_peer_tx_idle(p); }));
     ASSERT_EQ(1u, m_b.rx.size());
     EXPECT_EQ(data, m_b.rx[0].data);
     EXPECT_EQ(0u, m_a.chan.stats.tx_retransmits); /* none was lost */
@@ -1914,7 +1972,7 @@ TEST_F(ud_chan_train, refused_train_falls_back_to_single_datagrams)
     /* the wire said no once: later messages do not ask again */
     ASSERT_EQ((ssize_t)data.size(), send_bcopy(m_a, p, 4, data));
     EXPECT_EQ(1u, m_net.seg_refused);
-    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    ASSERT_TRUE(run_until([&] { return aptus_ud_peer_tx_idle(p); }));
     ASSERT_EQ(2u, m_b.rx.size());
     EXPECT_EQ(data, m_b.rx[1].data);
     for (const fake_dgram &d : m_data) {
@@ -1931,7 +1989,7 @@ TEST_F(ud_chan_train, wire_without_send_seg_sends_one_by_one)
     std::vector<uint8_t> data            = pattern(8, 9000);
     ASSERT_EQ((ssize_t)data.size(), send_bcopy(m_a, p, 5, data));
     EXPECT_EQ(0u, m_a.chan.stats.tx_trains);
-    ASSERT_TRUE(run_until([&] { return aptus_rel_tx_is_idle(&p->tx); }));
+    ASSERT_TRUE(run_until([&] { return aptus_ud_peer_tx_idle(p); }));
     ASSERT_EQ(1u, m_b.rx.size());
     EXPECT_EQ(data, m_b.rx[0].data);
 }

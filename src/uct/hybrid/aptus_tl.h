@@ -174,7 +174,6 @@ typedef struct uct_aptus_tl_rc {
 } uct_aptus_tl_rc_t;
 
 enum {
-    UCT_APTUS_EP_INITED   = 1u << 0, /* per-peer state set up */
     UCT_APTUS_EP_USER     = 1u << 1, /* handed out as a UCT endpoint */
     UCT_APTUS_EP_IN_MAP   = 1u << 2, /* its (key, stream) is in rc_peers */
     UCT_APTUS_EP_CTL_LIST = 1u << 3, /* on the iface's owed-control list */
@@ -236,7 +235,7 @@ typedef struct uct_aptus_tl_active {
  * that a peer without traffic costs beside the stream. */
 struct uct_aptus_tl_ep {
     uct_base_ep_t super;
-    uct_aptus_tl_active_t *act; /* NULL: idle (UCT_APTUS_EP_INITED clear) */
+    uct_aptus_tl_active_t *act; /* NULL: idle, nothing allocated */
     aptus_xorder_tx_t xtx;
     uint32_t rx_next; /* the receive point while idle (act->xrx.next else) */
     uint16_t rc_port; /* the peer's, learned from its interface address or

@@ -323,8 +323,8 @@ void uct_aptus_tl_alloc_forget(uct_aptus_tl_iface_t *iface,
     khiter_t iter;
     int kind;
 
-    if (!(ep->flags & UCT_APTUS_EP_INITED)) {
-        return;
+    if (ep->act == NULL) {
+        return; /* nothing allocated, nothing connected */
     }
     uct_aptus_tl_ep_rc_close(iface, ep);
     uct_aptus_tl_fp_forget(iface, ep);

@@ -52,7 +52,6 @@ int uct_aptus_tl_ep_init_state_slow(uct_aptus_tl_iface_t *iface,
     iface->num_active++;
     iface->stats.peers_activated++;
     ep->act = act;
-    ep->flags |= UCT_APTUS_EP_INITED;
     return 1;
 }
 
@@ -70,7 +69,6 @@ void uct_aptus_tl_ep_free_state(uct_aptus_tl_iface_t *iface,
     iface->num_active--;
     ucs_free(act);
     ep->act = NULL;
-    ep->flags &= ~UCT_APTUS_EP_INITED;
 }
 
 /* Nothing of the peer's active state is in use: it may go. */
@@ -622,7 +620,7 @@ ucs_status_t uct_aptus_tl_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
             /* a message of several datagrams may not fit a window that
              * has some room: only an empty one takes any message */
             room = aptus_ud_peer_is_failed(&ep->peer) ||
-                   aptus_rel_tx_is_idle(&ep->peer.tx);
+                   aptus_ud_peer_tx_idle(&ep->peer);
         }
         if (room) {
             UCT_APTUS_LEAVE(iface);
