@@ -6,6 +6,9 @@
 # and UCP tagged bandwidth, for each transport.
 #
 #   contrib/bench/ab_modules.sh A.so B.so [rounds]   (default 5 rounds)
+#   AB_MODE=tl contrib/bench/ab_modules.sh TL_A TL_B [rounds]
+#     two transports of one build (APTUS_LIB, default build/.libs), e.g.
+#     ud_sr and aptus: the same tests, interleaved the same way
 #
 # Prints, per test and transport, the best (latency: lowest; bandwidth:
 # highest) and the median of the rounds for A and B, with B's change, and
@@ -16,10 +19,16 @@ A=${1:?usage: $0 A.so B.so [rounds]}
 B=${2:?usage: $0 A.so B.so [rounds]}
 ROUNDS=${3:-5}
 OUT=${OUT:-/tmp/ab_modules}
-TLS=${AB_TLS:-ud_sr rc_sr}
 mkdir -p "$OUT"
 command -v ucx_perftest >/dev/null || { echo "ucx_perftest not found" >&2; exit 1; }
-for lib in "$A" "$B"; do
+if [ "${AB_MODE:-lib}" = tl ]; then
+    # A and B are transports; each column runs its own over one build
+    LIB=${APTUS_LIB:-$(cd "$(dirname "$0")/../.." && pwd)/build/.libs/libuct_aptus.so}
+    LIB_A=$LIB LIB_B=$LIB TL_A=$A TL_B=$B TLS=pair
+else
+    LIB_A=$A LIB_B=$B TLS=${AB_TLS:-ud_sr rc_sr}
+fi
+for lib in "$LIB_A" "$LIB_B"; do
     [ -f "$lib" ] || { echo "no such module: $lib" >&2; exit 1; }
 done
 
@@ -42,14 +51,17 @@ run() {
     [ $rc -eq 0 ] || { echo "NA"; return; }
     # Final: iterations, typical lat, avg lat, overall lat, avg bw, overall bw
     case $kind in
-        lat) awk '/^Final:/ {print $4}' "$log" ;;
-        bw)  awk '/^Final:/ {print $7}' "$log" ;;
+        lat)  awk '/^Final:/ {print $4}' "$log" ;;
+        bw)   awk '/^Final:/ {print $7}' "$log" ;;
+        rate) awk '/^Final:/ {print $9}' "$log" ;; # overall messages/s
     esac
 }
 
 tests=(
     "uct_am_lat_8B lat -t am_lat -d lo -s 8 -n 200000"
+    "uct_am_rate_8B rate -t am_bw -d lo -s 8 -n 1000000"
     "ucp_tag_lat_8B lat -t tag_lat -s 8 -n 200000"
+    "ucp_tag_rate_8B rate -t tag_bw -s 8 -n 1000000"
     "ucp_tag_lat_4KB lat -t tag_lat -s 4096 -n 50000"
     "ucp_tag_bw_64KB bw -t tag_bw -s 65536 -n 5000"
     "ucp_tag_bw_1MB bw -t tag_bw -s 1048576 -n 500"
@@ -61,15 +73,16 @@ printf '%-16s %-6s %-4s %10s %10s %8s %10s %10s %8s\n' test tl unit \
 for t in "${tests[@]}"; do
     read -r name kind args <<< "$t"
     for tl in $TLS; do
-        targs=$args
+        [ "$TLS" = pair ] || TL_A=$tl TL_B=$tl
         # the UCT test names the transport; UCP takes it from UCX_TLS
-        case $name in uct_*) targs="$args -x $tl" ;; esac
+        targs_a=$args targs_b=$args
+        case $name in uct_*) targs_a="$args -x $TL_A" targs_b="$args -x $TL_B" ;; esac
         vals_a=() vals_b=()
         for r in $(seq "$ROUNDS"); do
             # shellcheck disable=SC2086 # targs is a list of options
-            va=$(run "$A" "$tl" "$kind" $targs)
+            va=$(run "$LIB_A" "$TL_A" "$kind" $targs_a)
             # shellcheck disable=SC2086
-            vb=$(run "$B" "$tl" "$kind" $targs)
+            vb=$(run "$LIB_B" "$TL_B" "$kind" $targs_b)
             echo "$name,$tl,$r,$va,$vb" >> "$OUT/ab.csv"
             [ "$va" != NA ] && vals_a+=("$va")
             [ "$vb" != NA ] && vals_b+=("$vb")
@@ -92,10 +105,12 @@ for t in "${tests[@]}"; do
                 if (a == "NA" || b == "NA" || a == 0) { print "NA"; exit }
                 printf "%+.1f%%", (b - a) * 100 / a }'
         }
-        unit=$([ "$kind" = lat ] && echo us || echo MB/s)
-        printf '%-16s %-6s %-4s %10s %10s %8s %10s %10s %8s\n' "$name" "$tl" \
+        case $kind in lat) unit=us ;; bw) unit=MB/s ;; rate) unit=msg/s ;; esac
+        label=$tl
+        [ "$TLS" = pair ] && label="$TL_A/$TL_B"
+        printf '%-16s %-6s %-4s %10s %10s %8s %10s %10s %8s\n' "$name" "$label" \
             "$unit" "$best_a" "$best_b" "$(change "$best_a" "$best_b")" \
             "$med_a" "$med_b" "$(change "$med_a" "$med_b")"
     done
 done
-echo "CSV: $OUT/ab.csv (latency in us, bandwidth in MB/s; $ROUNDS rounds each)"
+echo "CSV: $OUT/ab.csv (latency in us, bandwidth in MB/s, rate in messages/s; $ROUNDS rounds each)"

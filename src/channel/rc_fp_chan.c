@@ -8,6 +8,7 @@
 
 #include "rc_fp_chan.h"
 #include "chan_pending.h"
+#include "base/aptus_numa.h"
 
 #include <inttypes.h>
 #include <ucs/debug/log.h>
@@ -46,6 +47,7 @@ ucs_status_t aptus_fp_chan_init(aptus_fp_chan_t *chan,
     chan->max_senders    = max_senders;
     chan->ops            = ops;
     chan->arg            = arg;
+    chan->numa_node      = -1; /* the owner may name its device's */
     ucs_arbiter_init(&chan->pending);
     if ((max_blocks == 0) && (max_senders == 0)) {
         return UCS_OK;
@@ -127,6 +129,9 @@ aptus_fp_block_t *aptus_fp_chan_block_open(aptus_fp_chan_t *chan, void *owner,
                   aptus_chan_name(&chan->super), chan->geom.size);
         return NULL;
     }
+    /* the peer's writes land here and this process polls it: the device's
+     * node, before the first touch (the memset below) */
+    (void)aptus_numa_place(mem, chan->geom.size, chan->numa_node);
     block      = unmapped;
     block->mem = mem;
     chan->num_mapped++;

@@ -130,6 +130,7 @@ typedef struct aptus_fp_chan {
     unsigned max_blocks;
     unsigned num_active;       /* blocks ACTIVE */
     unsigned num_mapped;       /* blocks with memory */
+    int numa_node;             /* blocks are mapped there (-1: anywhere) */
     aptus_fp_peer_t **senders; /* attached peers, num_senders of them */
     unsigned max_senders;
     unsigned num_senders;

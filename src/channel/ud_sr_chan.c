@@ -8,6 +8,7 @@
 #endif
 
 #include "ud_sr_chan_int.h"
+#include "base/aptus_numa.h"
 
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/math.h>
@@ -148,11 +149,20 @@ static void aptus_ud_rx_msg_init(ucs_mpool_t *mp, void *obj, void *chunk)
     ((aptus_ud_rx_msg_t *)obj)->release.cb = aptus_ud_rx_msg_release_cb;
 }
 
+/* The device writes them: on its NUMA node. */
+static ucs_status_t aptus_ud_rx_chunk_alloc(ucs_mpool_t *mp, size_t *size_p,
+                                            void **chunk_p)
+{
+    aptus_ud_chan_t *chan = *(aptus_ud_chan_t **)ucs_mpool_priv(mp);
+
+    return aptus_numa_chunk_alloc(chan->config.numa_node, size_p, chunk_p);
+}
+
 /* Pools of received messages (datagrams, reassembled messages): each
  * keeps a pointer to its channel, for the release callback. */
 static ucs_mpool_ops_t aptus_ud_rx_mpool_ops = {
-    .chunk_alloc   = ucs_mpool_chunk_malloc,
-    .chunk_release = ucs_mpool_chunk_free,
+    .chunk_alloc   = aptus_ud_rx_chunk_alloc,
+    .chunk_release = aptus_numa_chunk_release,
     .obj_init      = aptus_ud_rx_msg_init,
     .obj_cleanup   = NULL,
     .obj_str       = NULL

@@ -74,6 +74,7 @@ typedef struct aptus_ud_chan_config {
                                ud_sr transport keeps its endpoint there) */
     const char *var_prefix; /* the owner's configuration prefix ("UD_SR_"),
                                to name settings in messages; NULL: "UD_SR_" */
+    int numa_node;          /* receive buffers go on this node (-1: any) */
 } aptus_ud_chan_config_t;
 
 /* Messages between the channels of two interfaces (UD-ZCopy's control):

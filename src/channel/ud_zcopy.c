@@ -8,6 +8,7 @@
 #endif
 
 #include "ud_zcopy_int.h"
+#include "base/aptus_numa.h"
 #include "proto/random.h"
 
 #include <ucs/debug/memtrack_int.h>
@@ -85,6 +86,7 @@ ucs_status_t aptus_udz_init(aptus_udz_t *udz, aptus_ud_chan_t *ud,
     unsigned batch = config->batch;
     ucs_status_t status;
     const char *bad;
+    int node;
 
     bad = aptus_udz_config_check(config);
     if (bad != NULL) {
@@ -112,21 +114,29 @@ ucs_status_t aptus_udz_init(aptus_udz_t *udz, aptus_ud_chan_t *ud,
     ucs_list_head_init(&udz->wtargets);
     udz->closing = 0;
 
-    status = ucs_mpool_init(&udz->get_mp, 0, sizeof(aptus_udz_get_t), 0, 8, 16,
-                            UINT_MAX, &aptus_mpool_plain_ops, "aptus_udz_gets");
+    /* the contexts and the spill buffers datagrams land in: on the
+     * device's node, as the channel's receive buffers */
+    node   = ud->config.numa_node;
+    status = ucs_mpool_init(&udz->get_mp, APTUS_NUMA_MPOOL_PRIV_LEN,
+                            sizeof(aptus_udz_get_t), 0, 8, 16, UINT_MAX,
+                            &aptus_numa_mpool_ops, "aptus_udz_gets");
     if (status != UCS_OK) {
         return status;
     }
-    status = ucs_mpool_init(&udz->put_mp, 0, sizeof(aptus_udz_put_t), 0, 8, 16,
-                            UINT_MAX, &aptus_mpool_plain_ops, "aptus_udz_puts");
+    aptus_numa_mpool_set_node(&udz->get_mp, node);
+    status = ucs_mpool_init(&udz->put_mp, APTUS_NUMA_MPOOL_PRIV_LEN,
+                            sizeof(aptus_udz_put_t), 0, 8, 16, UINT_MAX,
+                            &aptus_numa_mpool_ops, "aptus_udz_puts");
     if (status != UCS_OK) {
         goto err_get_mp;
     }
+    aptus_numa_mpool_set_node(&udz->put_mp, node);
 
     batch        = ucs_max(batch, APTUS_UDZ_TRAIN_MAX);
     udz->hdrs    = ucs_calloc(batch, APTUS_ZC_HDR_LEN, "aptus_udz_hdrs");
-    udz->scratch = ucs_malloc(APTUS_UDZ_SPILL, "aptus_udz_spill");
-    udz->staging = ucs_malloc(APTUS_UDZ_SPILL, "aptus_udz_staging");
+    udz->scratch = aptus_numa_malloc(APTUS_UDZ_SPILL, node, "aptus_udz_spill");
+    udz->staging =
+        aptus_numa_malloc(APTUS_UDZ_SPILL, node, "aptus_udz_staging");
     udz->rx_iov =
         ucs_calloc(batch * 2 + 1, sizeof(*udz->rx_iov), "aptus_udz_iov");
     udz->rxv     = ucs_calloc(1, sizeof(*udz->rxv), "aptus_udz_rxv");

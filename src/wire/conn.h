@@ -142,6 +142,7 @@ typedef struct aptus_conn_wire_config {
     int (*mem_check)(void *arg, uint64_t token, uint64_t address,
                      uint64_t length);
     void *mem_arg;
+    int numa_node; /* the receive pool's node (-1: wherever it falls) */
 } aptus_conn_wire_config_t;
 
 typedef struct aptus_conn_wire_stats {

@@ -39,6 +39,10 @@ typedef struct aptus_wire_dev_ops {
     /* Every peer reached through dev_name is on this host (a loopback). */
     int (*is_local)(const char *dev_name);
 
+    /* The NUMA node of dev_name (the NIC, the HCA), -1 when it has none:
+     * where its receive pools and fast-path blocks belong. */
+    int (*numa_node)(const char *dev_name);
+
     /* Datagram sizes: the one to use when the user leaves it to the wire
      * (never fragmented on the way), and the range a user may ask for. */
     size_t (*dgram_mtu_auto)(const char *dev_name);

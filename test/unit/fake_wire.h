@@ -118,6 +118,7 @@ static inline aptus_ud_chan_config_t fake_chan_config(size_t rx_headroom)
     cfg.crc                 = 1;
     cfg.max_peers           = 1000000;
     cfg.max_reasm           = 2048;
+    cfg.numa_node           = -1;
     return cfg;
 }
 

@@ -257,6 +257,7 @@ class sock_conn : public ::testing::Test
         cfg.max_backlog              = max_backlog;
         cfg.handlers                 = &handlers;
         cfg.arg                      = &s;
+        cfg.numa_node                = -1;
         ASSERT_EQ(UCS_OK, aptus_sock_conn_open("lo", &cfg, &s.wire));
         ASSERT_NE(nullptr, s.wire);
     }

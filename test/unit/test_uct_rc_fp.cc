@@ -8,6 +8,7 @@
  * per channel; malformed control and active message ids dropped and
  * counted; bad settings refused.
  */
+#include "numa_fake.h"
 #include "uct_fixture.h"
 
 extern "C" {
@@ -251,6 +252,25 @@ TEST_F(uct_rc_fp, block_goes_back_when_its_sender_goes)
     m_a.ep = nullptr;
     EXPECT_TRUE(wait_for([&] { return iface(m_b)->num_rx == 0; }, 10));
     EXPECT_EQ(1u, stats(m_a)["fp_released"]);
+}
+
+/* A fast-path block is mapped on the node of the device (here: what a
+ * fake sysfs says of lo) before it is first touched. */
+TEST_F(uct_rc_fp, fast_path_blocks_go_on_the_devices_node)
+{
+    numa_fake fake;
+    fake.set("net", "lo", "1");
+    setup_pair({ { "THRESH", "1" } });
+    auto sent = send_mixed(m_a, 20, 3);
+    expect_received(m_b, sent);
+    ASSERT_EQ(1u, iface(m_b)->num_rx);
+    unsigned blocks = 0, others = 0;
+    for (const numa_bind_call &c : numa_fake_calls()) {
+        others += (c.node != 1);
+        blocks += (c.length == iface(m_b)->fpc.geom.size) && (c.node == 1);
+    }
+    EXPECT_EQ(1u, blocks); /* beside the receive pools' chunks */
+    EXPECT_EQ(0u, others);
 }
 
 TEST_F(uct_rc_fp, memory_per_channel_in_each_mode)

@@ -42,6 +42,13 @@ static ucs_config_field_t uct_aptus_md_config_table[] = {
     { "", "", NULL, ucs_offsetof(uct_aptus_md_config_t, rcache),
       UCS_CONFIG_TYPE_TABLE(uct_md_config_rcache_table) },
 
+    { "NUMA", "y",
+      "Place receive pools, fast-path blocks and UD-ZCopy contexts on the "
+      "NUMA\n"
+      "node of the device they serve (from sysfs; nothing is placed for a\n"
+      "device without a node, such as lo).",
+      ucs_offsetof(uct_aptus_md_config_t, numa), UCS_CONFIG_TYPE_BOOL },
+
     { NULL }
 };
 
@@ -308,6 +315,7 @@ static ucs_status_t uct_aptus_md_open(uct_component_t *component,
     md->super.component = &uct_aptus_component;
     md->one_sided       = !strcmp(md_name, UCT_APTUS_RC_MD_NAME);
     md->wire            = &aptus_sock_wire_dev;
+    md->numa            = config->numa;
     md->stats           = ucs_strdup(config->stats, "uct_aptus_md_stats");
     if (md->stats == NULL) {
         status = UCS_ERR_NO_MEMORY;

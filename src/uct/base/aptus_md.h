@@ -37,6 +37,7 @@ typedef struct uct_aptus_md_config {
     char *stats; /* where interfaces print statistics */
     ucs_ternary_auto_value_t rcache_enable;
     uct_md_rcache_config_t rcache;
+    int numa; /* place memory on the device's NUMA node */
 } uct_aptus_md_config_t;
 
 /* A registered region (also an rcache region when the cache is on). */
@@ -59,6 +60,7 @@ typedef struct uct_aptus_md {
     uint64_t reg_calls;               /* mem_reg requests */
     uint64_t registrations;           /* regions actually created */
     int one_sided;                    /* the "aptus_rc" domain */
+    int numa;                         /* UCX_APTUS_NUMA */
     const aptus_wire_dev_ops_t *wire; /* the wire its transports use */
 } uct_aptus_md_t;
 
@@ -75,8 +77,6 @@ typedef struct uct_aptus_rkey {
 
 extern uct_component_t uct_aptus_component;
 
-/* Whether [address, address + length) lies inside a live registration with
- * this token (for requests that arrive from the network). */
 /* The wire under a transport opened on this domain. */
 static inline const aptus_wire_dev_ops_t *uct_aptus_md_wire(uct_md_h md)
 {
@@ -89,6 +89,21 @@ static inline int uct_aptus_md_is_one_sided(uct_md_h md)
     return ucs_derived_of(md, uct_aptus_md_t)->one_sided;
 }
 
+/* The NUMA node an interface on dev_name places its receive pools,
+ * fast-path blocks and UD-ZCopy contexts on: the device's, or -1 (none
+ * known, or UCX_APTUS_NUMA=n). */
+static inline int uct_aptus_md_numa_node(uct_md_h md, const char *dev_name)
+{
+    const uct_aptus_md_t *amd = ucs_derived_of(md, uct_aptus_md_t);
+
+    if (!amd->numa || (amd->wire->numa_node == NULL)) {
+        return -1;
+    }
+    return amd->wire->numa_node(dev_name);
+}
+
+/* Whether [address, address + length) lies inside a live registration with
+ * this token (for requests that arrive from the network). */
 int uct_aptus_md_check_region(uct_aptus_md_t *md, uint64_t token,
                               uint64_t address, uint64_t length);
 

@@ -60,8 +60,10 @@ ucs_status_t uct_aptus_tl_fp_init(uct_aptus_tl_iface_t *iface,
                                 iface);
     if (status != UCS_OK) {
         ucs_error("aptus: cannot set up %u fast-path channels", num);
+        return status;
     }
-    return status;
+    iface->fpc.numa_node = iface->ud.chan.config.numa_node;
+    return UCS_OK;
 }
 
 void uct_aptus_tl_fp_cleanup(uct_aptus_tl_iface_t *iface)

@@ -445,6 +445,7 @@ uct_aptus_tl_iface_rc_init(uct_aptus_tl_iface_t *iface,
     wire_config.max_backlog = config->rc.tx_backlog;
     wire_config.handlers    = &aptus_rc_chan_wire_handlers;
     wire_config.arg         = &iface->rc;
+    wire_config.numa_node   = iface->ud.chan.config.numa_node;
     status =
         iface->ud.wdev->conn_open(iface->dev_name, &wire_config, &iface->conn);
     if (status != UCS_OK) {

@@ -718,6 +718,8 @@ static UCS_CLASS_INIT_FUNC(uct_rc_fp_iface_t, uct_md_h md, uct_worker_h worker,
     if (status != UCS_OK) {
         return status;
     }
+    self->fpc.numa_node =
+        uct_aptus_md_numa_node(self->super.super.md, self->super.dev_name);
     self->releases = ucs_calloc(self->max_channels, sizeof(*self->releases),
                                 "uct_rc_fp_releases");
     self->refusals = ucs_calloc(self->max_channels, sizeof(*self->refusals),

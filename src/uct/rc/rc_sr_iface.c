@@ -641,6 +641,7 @@ UCS_CLASS_INIT_FUNC(uct_rc_sr_iface_t, uct_rc_sr_iface_ops_t *ops, uct_md_h md,
     /* peers on other hosts reach registered memory over the connection */
     wire_config.mem_check = uct_aptus_md_check_region_cb;
     wire_config.mem_arg   = ucs_derived_of(md, uct_aptus_md_t);
+    wire_config.numa_node = uct_aptus_md_numa_node(md, self->dev_name);
     status = self->wdev->conn_open(self->dev_name, &wire_config, &self->wire);
     if (status != UCS_OK) {
         goto err_bounce;

@@ -276,6 +276,7 @@ ucs_status_t uct_ud_base_init(uct_ud_base_t *ud, uct_base_iface_t *iface,
                               const uct_ud_sr_setup_t *setup,
                               const aptus_ud_chan_ops_t *ops, void *arg)
 {
+    aptus_ud_chan_config_t chan_config;
     ucs_status_t status;
 
     ud->iface        = iface;
@@ -292,7 +293,9 @@ ucs_status_t uct_ud_base_init(uct_ud_base_t *ud, uct_base_iface_t *iface,
     if (status != UCS_OK) {
         return status;
     }
-    status = aptus_ud_chan_init(&ud->chan, &setup->chan, ud->wire,
+    chan_config           = setup->chan;
+    chan_config.numa_node = uct_aptus_md_numa_node(iface->md, dev_name);
+    status = aptus_ud_chan_init(&ud->chan, &chan_config, ud->wire,
                                 iface->worker->async, ops, arg, uct_ud_sr_clock,
                                 uct_ud_sr_random_key());
     if (status != UCS_OK) {

@@ -313,6 +313,7 @@ static void uct_ud_sr_params_chan(const uct_ud_sr_params_t *config,
     chan_config->max_peers           = config->max_peers;
     chan_config->max_reasm           = config->rx_max_reasm;
     chan_config->peer_headroom       = peer_headroom;
+    chan_config->numa_node           = -1; /* the interface knows its device */
 }
 
 /* Times are refused outside their range before they become microseconds:

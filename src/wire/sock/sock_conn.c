@@ -19,7 +19,7 @@
 #include "sock_dgram.h"
 #include "sock_netif.h"
 #include "sock_sys.h"
-#include "base/aptus_mpool.h"
+#include "base/aptus_numa.h"
 #include "sock_frame.h"
 
 #include <ucs/datastruct/list.h>
@@ -434,14 +434,16 @@ ucs_status_t aptus_sock_conn_open(const char *dev_name,
                     config->rx_align_offset) &
                    (alignment - 1);
     ucs_assert((align_offset % 8) == 0);
-    status = ucs_mpool_init(
-        &cw->rx_mp, 0, ucs_max(cw->super.rx_buf_size, align_offset),
-        align_offset, alignment, ucs_min(32, config->rx_buffers),
-        ucs_max(config->rx_max_buffers, config->rx_buffers),
-        &aptus_mpool_plain_ops, "aptus_conn_rx");
+    status =
+        ucs_mpool_init(&cw->rx_mp, APTUS_NUMA_MPOOL_PRIV_LEN,
+                       ucs_max(cw->super.rx_buf_size, align_offset),
+                       align_offset, alignment, ucs_min(32, config->rx_buffers),
+                       ucs_max(config->rx_max_buffers, config->rx_buffers),
+                       &aptus_numa_mpool_ops, "aptus_conn_rx");
     if (status != UCS_OK) {
         goto err_free;
     }
+    aptus_numa_mpool_set_node(&cw->rx_mp, config->numa_node);
 
     status =
         aptus_sock_open_bound(dev_name, SOCK_STREAM, APTUS_SOCK_CONN_BACKLOG,

@@ -6,10 +6,17 @@
 #include "config.h"
 #endif
 
+#include "base/aptus_numa.h"
 #include "wire/wire_dev.h"
 #include "wire/sock/sock_conn.h"
 #include "wire/sock/sock_dgram.h"
 #include "wire/sock/sock_netif.h"
+
+/* A network interface's node (none for lo and virtual interfaces). */
+static int aptus_sock_dev_numa_node(const char *dev_name)
+{
+    return aptus_numa_node_of("net", dev_name);
+}
 
 static uint16_t aptus_sock_dev_addr_port(const aptus_wire_addr_t *addr)
 {
@@ -22,6 +29,7 @@ const aptus_wire_dev_ops_t aptus_sock_wire_dev = {
     .caps               = aptus_sock_netif_caps,
     .zcopy_bw           = aptus_sock_netif_zcopy_bw,
     .is_local           = aptus_sock_netif_is_loopback,
+    .numa_node          = aptus_sock_dev_numa_node,
     .dgram_mtu_auto     = aptus_sock_dgram_auto_mtu,
     .dgram_mtu_min      = APTUS_SOCK_DGRAM_MTU_MIN,
     .dgram_mtu_max      = APTUS_SOCK_DGRAM_MTU_MAX,
