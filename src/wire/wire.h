@@ -70,6 +70,9 @@ typedef struct aptus_dgram_wire_config {
                        such limits (the sock wire: SO_*BUFFORCE, which needs
                        CAP_NET_ADMIN); else the limits hold */
     aptus_fault_config_t fault;
+    int numa_node; /* the wire's own buffers that the device writes (a verbs
+                      wire's registered ones, the sock wire's GRO area) go
+                      on this node; -1: wherever they fall */
 } aptus_dgram_wire_config_t;
 
 typedef struct aptus_dgram_wire aptus_dgram_wire_t;

@@ -47,6 +47,7 @@ class sock_dgram : public ::testing::Test
         config.rx_queue_len = 4096;
         config.tx_queue_len = 1024;
         config.force_bufs   = 1; /* root: past rmem_max, so no burst is lost */
+        config.numa_node    = -1;
         EXPECT_EQ(UCS_OK, aptus_sock_dgram_open("lo", &config, &w));
         if (w != NULL) {
             m_wires.push_back(w);

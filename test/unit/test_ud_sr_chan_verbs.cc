@@ -99,6 +99,7 @@ class ud_chan_verbs : public ::testing::Test
         memset(&wc, 0, sizeof(wc));
         wc.mtu          = 2048;
         wc.rx_queue_len = 512;
+        wc.numa_node    = -1;
         wc.tx_queue_len = 128;
         ASSERT_EQ(UCS_OK, aptus_verbs_dgram_open(dev, &wc, &s.wire));
         s.key = key;

@@ -16,6 +16,7 @@ extern "C" {
 }
 
 #include "ibv_double.h"
+#include "numa_fake.h"
 
 #include <poll.h>
 #include <cstdio>
@@ -54,6 +55,7 @@ class verbs_dgram : public ::testing::Test
         memset(&c, 0, sizeof(c));
         c.mtu          = mtu;
         c.rx_queue_len = rx;
+        c.numa_node    = -1;
         c.tx_queue_len = tx;
         return c;
     }
@@ -177,6 +179,45 @@ TEST_F(verbs_dgram, opens_on_an_active_port_with_its_mtu)
     EXPECT_EQ(UCS_ERR_NO_DEVICE, aptus_verbs_dgram_open("mlx5_0:1", &c, &x));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, aptus_verbs_dgram_open(":1", &c, &x));
     EXPECT_EQ(nullptr, x);
+}
+
+/* The registered buffers go on the HCA's NUMA node (a fake sysfs gives
+ * dbl1 node 1; the binding call records), bound before registration, and
+ * the wire works from them; no node, nothing bound. */
+TEST_F(verbs_dgram, registered_buffers_go_on_the_hcas_node)
+{
+    numa_fake fake;
+    fake.set("infiniband", "dbl1", "1");
+    EXPECT_EQ(1, aptus_verbs_numa_node("dbl1:1"));
+    EXPECT_EQ(-1, aptus_verbs_numa_node("dbl0:1"));
+
+    aptus_dgram_wire_config_t c = config(0);
+    c.numa_node                 = aptus_verbs_numa_node("dbl1:1");
+    aptus_dgram_wire_t *w       = open("dbl1:1", c);
+    ASSERT_NE(nullptr, w);
+    unsigned others = 0;
+    EXPECT_GE(fake.bytes_on(1, &others),
+              stat(w, "verbs_reg_bytes") - sysconf(_SC_PAGESIZE));
+    EXPECT_EQ(0u, others);
+
+    numa_fake_calls().clear();
+    c.numa_node           = aptus_verbs_numa_node("dbl0:1");
+    aptus_dgram_wire_t *x = open("dbl0:1", c);
+    ASSERT_NE(nullptr, x);
+    EXPECT_TRUE(numa_fake_calls().empty());
+
+    /* and the placed buffers carry datagrams both ways */
+    std::vector<uint8_t> d = pattern(5, 1000);
+    struct iovec iov       = { d.data(), d.size() };
+    aptus_dgram_tx_t tx    = { &x->addr, &iov, 1 };
+    unsigned sent          = 0;
+    ASSERT_EQ(UCS_OK, w->ops->send(w, &tx, 1, &sent));
+    ASSERT_EQ(1u, sent);
+    std::vector<uint8_t> buf(x->mtu);
+    aptus_dgram_rx_t rx = {};
+    rx.buf              = buf.data();
+    ASSERT_EQ(1u, x->ops->recv(x, &rx, 1));
+    EXPECT_EQ(d, std::vector<uint8_t>(buf.begin(), buf.begin() + rx.length));
 }
 
 /* Datagrams of every size up to the MTU, gathered from pieces, arrive

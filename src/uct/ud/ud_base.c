@@ -276,6 +276,7 @@ ucs_status_t uct_ud_base_init(uct_ud_base_t *ud, uct_base_iface_t *iface,
                               const uct_ud_sr_setup_t *setup,
                               const aptus_ud_chan_ops_t *ops, void *arg)
 {
+    aptus_dgram_wire_config_t wire_config;
     aptus_ud_chan_config_t chan_config;
     ucs_status_t status;
 
@@ -289,12 +290,14 @@ ucs_status_t uct_ud_base_init(uct_ud_base_t *ud, uct_base_iface_t *iface,
     ud->internal_arg = NULL;
     uct_aptus_failures_init(&ud->failures);
 
-    status = ud->wdev->dgram_open(dev_name, &setup->wire, &ud->wire);
+    wire_config           = setup->wire;
+    wire_config.numa_node = uct_aptus_md_numa_node(iface->md, dev_name);
+    status = ud->wdev->dgram_open(dev_name, &wire_config, &ud->wire);
     if (status != UCS_OK) {
         return status;
     }
     chan_config           = setup->chan;
-    chan_config.numa_node = uct_aptus_md_numa_node(iface->md, dev_name);
+    chan_config.numa_node = wire_config.numa_node;
     status = aptus_ud_chan_init(&ud->chan, &chan_config, ud->wire,
                                 iface->worker->async, ops, arg, uct_ud_sr_clock,
                                 uct_ud_sr_random_key());

@@ -427,6 +427,7 @@ ucs_status_t uct_ud_sr_params_setup(const uct_ud_sr_params_t *config,
     setup->wire.rx_queue_len   = config->rx_queue_len;
     setup->wire.tx_queue_len   = config->tx_window * 4;
     setup->wire.force_bufs     = config->sock_buf_force;
+    setup->wire.numa_node      = -1; /* the interface knows its device */
     setup->wire.fault.drop     = config->fault_drop;
     setup->wire.fault.dup      = config->fault_dup;
     setup->wire.fault.reorder  = config->fault_reorder;

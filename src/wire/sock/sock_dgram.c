@@ -9,6 +9,7 @@
 #include "sock_dgram.h"
 #include "sock_netif.h"
 #include "sock_sys.h"
+#include "base/aptus_numa.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
@@ -736,7 +737,7 @@ size_t aptus_sock_dgram_auto_mtu(const char *dev_name)
  * small enough for trains to matter: a train of a message's datagrams
  * then comes up the stack, and out of the socket, as one. */
 static ucs_status_t aptus_sock_gro_open(aptus_sock_dgram_t *sock,
-                                        const char *dev_name)
+                                        const char *dev_name, int numa_node)
 {
     aptus_sock_gro_t *gro;
     unsigned i;
@@ -752,8 +753,9 @@ static ucs_status_t aptus_sock_gro_open(aptus_sock_dgram_t *sock,
         return UCS_ERR_NO_MEMORY;
     }
     gro->stride = sock->super.mtu + APTUS_SOCK_GRO_TRAIN_MAX;
-    /* pages are touched only where trains land */
-    gro->area = ucs_malloc(APTUS_SOCK_BATCH * gro->stride, "aptus_sock_gro");
+    /* pages are touched only where trains land: on the NIC's node */
+    gro->area = aptus_numa_malloc(APTUS_SOCK_BATCH * gro->stride, numa_node,
+                                  "aptus_sock_gro");
     if (gro->area == NULL) {
         ucs_free(gro);
         return UCS_ERR_NO_MEMORY;
@@ -833,7 +835,7 @@ ucs_status_t aptus_sock_dgram_open(const char *dev_name,
         sock->fd, SO_SNDBUF, (int)(config->tx_queue_len * config->mtu * 2),
         config->force_bufs);
 
-    status = aptus_sock_gro_open(sock, dev_name);
+    status = aptus_sock_gro_open(sock, dev_name, config->numa_node);
     if (status != UCS_OK) {
         aptus_sock_dgram_close(&sock->super);
         return status;

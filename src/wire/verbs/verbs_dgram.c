@@ -8,6 +8,7 @@
 
 #include "verbs_addr.h"
 #include "verbs_dgram_int.h"
+#include "base/aptus_numa.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
@@ -88,6 +89,19 @@ static ucs_status_t aptus_verbs_port_open(const char *dev_name,
     }
     *ctx_p = ctx;
     return UCS_OK;
+}
+
+int aptus_verbs_numa_node(const char *dev_name)
+{
+    char hca[64];
+    size_t len = strcspn(dev_name, ":");
+
+    if (len >= sizeof(hca)) {
+        return -1;
+    }
+    memcpy(hca, dev_name, len);
+    hca[len] = '\0';
+    return aptus_numa_node_of("infiniband", hca);
 }
 
 size_t aptus_verbs_dgram_port_mtu(const char *dev_name)
@@ -479,6 +493,7 @@ ucs_status_t aptus_verbs_dgram_open(const char *dev_name,
         return UCS_ERR_NO_MEMORY;
     }
     v->super.ops = &aptus_verbs_dgram_ops;
+    v->numa_node = config->numa_node;
     aptus_fault_init(&v->fault, &config->fault);
 
     status = aptus_verbs_port_open(dev_name, &v->ctx, &v->port, &port_attr);

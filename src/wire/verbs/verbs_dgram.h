@@ -30,6 +30,9 @@ ucs_status_t aptus_verbs_dgram_open(const char *dev_name,
                                     const aptus_dgram_wire_config_t *config,
                                     aptus_dgram_wire_t **wire_p);
 
+/* The HCA's NUMA node (from /sys/class/infiniband/<hca>), -1 if none. */
+int aptus_verbs_numa_node(const char *dev_name);
+
 /* The port's active MTU in bytes (what a UD datagram may carry), or 0
  * when dev_name does not open. */
 size_t aptus_verbs_dgram_port_mtu(const char *dev_name);

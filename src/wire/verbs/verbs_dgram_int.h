@@ -59,6 +59,7 @@ typedef struct aptus_verbs_dgram {
     int global; /* RoCE: routed by GID, every packet has a GRH */
     union ibv_gid gid;
     size_t port_mtu;
+    int numa_node; /* the HCA's (config->numa_node): registered buffers */
     /* send buffers, in ud.mr after the receive buffers */
     uint8_t *tx_buf;
     size_t tx_stride;

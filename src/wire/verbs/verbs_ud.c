@@ -9,6 +9,7 @@
 
 #include "verbs_addr.h"
 #include "verbs_dgram_int.h"
+#include "base/aptus_numa.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
@@ -108,7 +109,14 @@ ucs_status_t aptus_verbs_ud_open(aptus_verbs_dgram_t *v, aptus_verbs_ud_t *ud,
     ud->rx_count  = rx_count;
     ud->rx_stride = ucs_align_up(APTUS_VERBS_GRH_LEN + v->port_mtu, 64);
     size          = ud->rx_stride * rx_count + extra;
-    if (ucs_posix_memalign(&buf, 4096, size, "aptus_verbs_bufs") != 0) {
+    /* the HCA writes them, the polling CPU reads them: on the HCA's node
+     * (pages, as registration likes them, either way) */
+    if (v->numa_node >= 0) {
+        buf = aptus_numa_alloc(&size, v->numa_node, "aptus_verbs_bufs");
+        if (buf == NULL) {
+            return UCS_ERR_NO_MEMORY;
+        }
+    } else if (ucs_posix_memalign(&buf, 4096, size, "aptus_verbs_bufs") != 0) {
         return UCS_ERR_NO_MEMORY;
     }
     ud->buf = buf;
