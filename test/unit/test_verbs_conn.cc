@@ -51,6 +51,7 @@ struct side {
     bool bad_position = false;
     std::vector<aptus_conn_buf_t *> held;
     std::function<void(aptus_conn_t *, uint32_t)> on_imm;
+    std::function<void(aptus_conn_t *)> on_failed;
 
     void release_held()
     {
@@ -102,7 +103,11 @@ void h_writable(void *arg, aptus_conn_t *conn)
 
 void h_failed(void *arg, aptus_conn_t *conn, ucs_status_t status)
 {
-    static_cast<side *>(arg)->failed.emplace_back(conn, status);
+    side *s = static_cast<side *>(arg);
+    s->failed.emplace_back(conn, status);
+    if (s->on_failed) {
+        s->on_failed(conn);
+    }
 }
 
 const aptus_conn_handlers_t handlers = { h_accepted, h_recv, h_imm, h_writable,
@@ -736,6 +741,34 @@ TEST_F(verbs_conn, peer_close)
     EXPECT_NE(UCS_OK, send(cb, pattern(10, 2)));
     cb->wire->ops->conn_close(cb);
     EXPECT_EQ(0u, m_a.wire->num_conns);
+    EXPECT_EQ(0u, m_b.wire->num_conns);
+}
+
+/* The failed handler closes every connection, the one it is told about
+ * and another broken one not yet told: the other is never told. */
+TEST_F(verbs_conn, failed_handler_closes_others)
+{
+    aptus_conn_t *ca[2], *cb[2];
+
+    open_pair();
+    connect(&ca[0], &cb[0]);
+    connect(&ca[1], &cb[1]);
+    m_b.on_failed = [&](aptus_conn_t *) {
+        for (auto *&c : cb) {
+            if (c != nullptr) {
+                c->wire->ops->conn_close(c);
+                c = nullptr;
+            }
+        }
+    };
+    ca[0]->wire->ops->conn_close(ca[0]);
+    ca[1]->wire->ops->conn_close(ca[1]);
+    ASSERT_TRUE(run_until([&] { return !m_b.failed.empty(); }));
+    for (int i = 0; i < 10; ++i) {
+        progress();
+    }
+    EXPECT_EQ(1u, m_b.failed.size());
+    EXPECT_EQ(UCS_ERR_NOT_CONNECTED, m_b.failed[0].second);
     EXPECT_EQ(0u, m_b.wire->num_conns);
 }
 

@@ -167,25 +167,32 @@ static void aptus_verbs_conn_close(aptus_conn_t *c)
     aptus_verbs_conn_release(conn);
 }
 
-/* The owner learns of broken connections. */
+/* The owner learns of broken connections. Its handler may close any
+ * connection, which moves it off the list: look again from the start after
+ * each call. */
 static unsigned aptus_verbs_conn_tell_failures(aptus_verbs_conn_wire_t *cw)
 {
-    aptus_verbs_conn_t *conn, *tmp;
+    aptus_verbs_conn_t *conn, *found;
     unsigned count = 0;
 
-    ucs_list_for_each_safe(conn, tmp, &cw->conns, list)
-    {
-        if (cw->num_fail_pending == 0) {
+    while (cw->num_fail_pending > 0) {
+        found = NULL;
+        ucs_list_for_each(conn, &cw->conns, list)
+        {
+            if ((conn->state == APTUS_VERBS_CONN_S_FAILED) &&
+                !conn->fail_told) {
+                found = conn;
+                break;
+            }
+        }
+        if (found == NULL) {
             break;
         }
-        if ((conn->state != APTUS_VERBS_CONN_S_FAILED) || conn->fail_told) {
-            continue;
-        }
-        conn->fail_told = 1;
+        found->fail_told = 1;
         --cw->num_fail_pending;
         ++count;
-        cw->config.handlers->failed(cw->config.arg, &conn->super,
-                                    conn->fail_status);
+        cw->config.handlers->failed(cw->config.arg, &found->super,
+                                    found->fail_status);
     }
     return count;
 }
