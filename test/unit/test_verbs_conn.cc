@@ -744,6 +744,66 @@ TEST_F(verbs_conn, peer_close)
     EXPECT_EQ(0u, m_b.wire->num_conns);
 }
 
+/* Connections come and go on a pool of 8 buffers: what a closed one had
+ * been granted comes back to the pool, so every new one gets credits. */
+TEST_F(verbs_conn, closed_conns_give_credits_back)
+{
+    open(&m_a, "dbl0:1");
+    open(&m_b, "dbl1:1", 4, 8);
+    for (unsigned round = 0; round < 20; ++round) {
+        aptus_conn_t *ca, *cb;
+        size_t before = m_b.msgs.size();
+
+        connect(&ca, &cb);
+        for (unsigned i = 0; i < 5; ++i) {
+            ASSERT_EQ(UCS_OK, send(ca, pattern(700, round * 5 + i)));
+        }
+        /* half the rounds close from the receiving side, half from the
+         * sending side while messages may still be queued */
+        ASSERT_TRUE(run_until([&] { return m_b.msgs.size() == before + 5; }, 5))
+            << round;
+        if (round % 2) {
+            cb->wire->ops->conn_close(cb);
+            ASSERT_TRUE(run_until([&] { return !m_a.failed.empty(); }, 5));
+            m_a.failed.clear();
+            ca->wire->ops->conn_close(ca);
+        } else {
+            ca->wire->ops->conn_close(ca);
+            ASSERT_TRUE(run_until([&] { return !m_b.failed.empty(); }, 5));
+            m_b.failed.clear();
+            cb->wire->ops->conn_close(cb);
+        }
+    }
+    ibv_double_stats_t st;
+    ibv_double_get_stats(&st);
+    EXPECT_EQ(0u, st.rc_rnr);
+}
+
+/* A peer whose frames are larger than this wire's buffers (its max_frame
+ * is larger): the receive fails, the connection is cut at both ends. */
+TEST_F(verbs_conn, frame_too_large_cuts)
+{
+    aptus_conn_t *ca, *cb;
+
+    open(&m_a, "dbl0:1");
+    aptus_conn_wire_config_t c = config(&m_b);
+    c.max_frame                = 1024;
+    ASSERT_EQ(UCS_OK, aptus_verbs_conn_open("dbl1:1", &c, &m_b.wire));
+    aptus_verbs_conn_set_test_clock(m_b.wire, &m_clock);
+    connect(&ca, &cb);
+    ASSERT_EQ(UCS_OK, send(ca, pattern(1024, 1)));
+    ASSERT_EQ(UCS_OK, send(ca, pattern(1025, 2)));
+    ASSERT_TRUE(
+        run_until([&] { return !m_a.failed.empty() && !m_b.failed.empty(); }));
+    ASSERT_EQ(1u, m_b.msgs.size());
+    EXPECT_EQ(pattern(1024, 1), m_b.msgs[0].data);
+    EXPECT_EQ(1u, m_b.wire->stats.rx_malformed);
+    EXPECT_NE(UCS_ERR_NOT_CONNECTED, m_b.failed[0].second);
+    EXPECT_NE(UCS_ERR_NOT_CONNECTED, m_a.failed[0].second);
+    ca->wire->ops->conn_close(ca);
+    cb->wire->ops->conn_close(cb);
+}
+
 /* The failed handler closes every connection, the one it is told about
  * and another broken one not yet told: the other is never told. */
 TEST_F(verbs_conn, failed_handler_closes_others)
