@@ -17,6 +17,7 @@ extern "C" {
 }
 
 #include "ibv_double.h"
+#include "numa_fake.h"
 
 #include <arpa/inet.h>
 #include <endian.h>
@@ -182,12 +183,15 @@ class verbs_conn : public ::testing::Test
         c.max_backlog     = MAX_BACKLOG;
         c.handlers        = &handlers;
         c.arg             = s;
+        c.numa_node       = -1;
         return c;
     }
 
-    void open(side *s, const char *dev, unsigned rx = 32, unsigned rx_max = 256)
+    void open(side *s, const char *dev, unsigned rx = 32, unsigned rx_max = 256,
+              int numa_node = -1)
     {
         aptus_conn_wire_config_t c = config(s, rx, rx_max);
+        c.numa_node                = numa_node;
         ASSERT_EQ(UCS_OK, aptus_verbs_conn_open(dev, &c, &s->wire));
         aptus_verbs_conn_set_test_clock(s->wire, &m_clock);
     }
@@ -281,6 +285,27 @@ TEST_F(verbs_conn, connect_accept)
 
     ca->wire->ops->conn_close(ca);
     cb->wire->ops->conn_close(cb);
+}
+
+/* The shared receive queue's buffers go on the HCA's NUMA node (a fake
+ * sysfs gives dbl1 node 1; the binding call records), and messages arrive
+ * in them. */
+TEST_F(verbs_conn, srq_buffers_go_on_the_hcas_node)
+{
+    numa_fake fake;
+    fake.set("infiniband", "dbl1", "1");
+    aptus_conn_t *ca, *cb;
+
+    open(&m_a, "dbl0:1", 32, 256, aptus_verbs_numa_node("dbl0:1"));
+    EXPECT_TRUE(numa_fake_calls().empty()); /* dbl0 has no node */
+    open(&m_b, "dbl1:1", 32, 256, aptus_verbs_numa_node("dbl1:1"));
+    unsigned others = 0;
+    EXPECT_GT(fake.bytes_on(1, &others), 32u * MAX_FRAME);
+    EXPECT_EQ(0u, others);
+    connect(&ca, &cb);
+    ASSERT_EQ(UCS_OK, send(ca, pattern(MAX_FRAME, 3)));
+    ASSERT_TRUE(run_until([&] { return m_b.msgs.size() == 1; }));
+    EXPECT_EQ(pattern(MAX_FRAME, 3), m_b.msgs[0].data);
 }
 
 TEST_F(verbs_conn, sizes_in_order)

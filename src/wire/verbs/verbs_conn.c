@@ -366,6 +366,7 @@ ucs_status_t aptus_verbs_conn_open(const char *dev_name,
     setup_config.mtu          = APTUS_VERBS_DGRAM_MTU_MIN;
     setup_config.rx_queue_len = 32;
     setup_config.tx_queue_len = 16;
+    setup_config.numa_node    = config->numa_node;
     status = aptus_verbs_dgram_open(dev_name, &setup_config, &cw->setup);
     if (status != UCS_OK) {
         goto err;

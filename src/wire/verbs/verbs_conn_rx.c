@@ -25,11 +25,13 @@
 #endif
 
 #include "verbs_conn_int.h"
+#include "base/aptus_numa.h"
 
 #include <ucs/arch/cpu.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/math.h>
+#include <ucs/sys/sys.h>
 
 #include <arpa/inet.h>
 #include <string.h>
@@ -76,8 +78,16 @@ static unsigned aptus_verbs_rx_grow(aptus_verbs_conn_wire_t *cw, unsigned count)
         return 0;
     }
     chunk->size = cw->rx_lead + (size_t)count * cw->rx_stride;
-    if (ucs_posix_memalign(&chunk->mem, alignment, chunk->size,
-                           "aptus_verbs_rx_bufs") != 0) {
+    if ((cw->config.numa_node >= 0) && (alignment <= ucs_get_page_size())) {
+        /* the HCA writes them: on its node, pages bound before the first
+         * touch (and before registration) */
+        chunk->mem = aptus_numa_alloc(&chunk->size, cw->config.numa_node,
+                                      "aptus_verbs_rx_bufs");
+    } else if (ucs_posix_memalign(&chunk->mem, alignment, chunk->size,
+                                  "aptus_verbs_rx_bufs") != 0) {
+        chunk->mem = NULL;
+    }
+    if (chunk->mem == NULL) {
         ucs_free(chunk);
         return 0;
     }
