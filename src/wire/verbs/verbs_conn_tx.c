@@ -589,9 +589,11 @@ static ucs_status_t aptus_verbs_tx_write_start(aptus_verbs_conn_t *conn,
     return UCS_OK;
 }
 
-ucs_status_t aptus_verbs_conn_write(aptus_conn_t *c, const aptus_mem_key_t *key,
-                                    uint64_t remote_addr,
-                                    const struct iovec *iov, unsigned iovcnt)
+/* A write, with an immediate or not, checked and counted. */
+static ucs_status_t
+aptus_verbs_conn_write_op(aptus_conn_t *c, const aptus_mem_key_t *key,
+                          uint64_t remote_addr, const struct iovec *iov,
+                          unsigned iovcnt, uint8_t op, uint32_t imm)
 {
     aptus_verbs_conn_t *conn = aptus_verbs_conn(c);
     size_t length            = aptus_verbs_iov_len(iov, iovcnt);
@@ -603,9 +605,16 @@ ucs_status_t aptus_verbs_conn_write(aptus_conn_t *c, const aptus_mem_key_t *key,
     }
     ++c->wire->stats.writes;
     c->wire->stats.write_bytes += length;
-    return aptus_verbs_tx_write_start(conn, APTUS_VERBS_OP_WRITE,
-                                      (uint32_t)key->token, remote_addr, iov,
-                                      iovcnt, 0, NULL);
+    return aptus_verbs_tx_write_start(conn, op, (uint32_t)key->token,
+                                      remote_addr, iov, iovcnt, imm, NULL);
+}
+
+ucs_status_t aptus_verbs_conn_write(aptus_conn_t *c, const aptus_mem_key_t *key,
+                                    uint64_t remote_addr,
+                                    const struct iovec *iov, unsigned iovcnt)
+{
+    return aptus_verbs_conn_write_op(c, key, remote_addr, iov, iovcnt,
+                                     APTUS_VERBS_OP_WRITE, 0);
 }
 
 ucs_status_t aptus_verbs_conn_write_imm(aptus_conn_t *c,
@@ -614,19 +623,8 @@ ucs_status_t aptus_verbs_conn_write_imm(aptus_conn_t *c,
                                         const struct iovec *iov,
                                         unsigned iovcnt, uint32_t imm)
 {
-    aptus_verbs_conn_t *conn = aptus_verbs_conn(c);
-    size_t length            = aptus_verbs_iov_len(iov, iovcnt);
-    ucs_status_t status;
-
-    status = aptus_verbs_tx_check(conn, key, remote_addr, length);
-    if (status != UCS_OK) {
-        return status;
-    }
-    ++c->wire->stats.writes;
-    c->wire->stats.write_bytes += length;
-    return aptus_verbs_tx_write_start(conn, APTUS_VERBS_OP_WRITE_IMM,
-                                      (uint32_t)key->token, remote_addr, iov,
-                                      iovcnt, imm, NULL);
+    return aptus_verbs_conn_write_op(c, key, remote_addr, iov, iovcnt,
+                                     APTUS_VERBS_OP_WRITE_IMM, imm);
 }
 
 ucs_status_t aptus_verbs_conn_read(aptus_conn_t *c, const aptus_mem_key_t *key,
