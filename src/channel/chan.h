@@ -85,6 +85,8 @@ typedef struct aptus_chan_send {
         struct {
             aptus_chan_pack_cb_t cb;
             void *arg;
+            unsigned length; /* what cb will pack, when the caller knows it
+                                (0: not known): the buffer fits it */
         } pack;
         struct {
             const struct iovec *iov;
@@ -110,13 +112,14 @@ static inline void aptus_chan_send_copy(aptus_chan_send_t *send, uint8_t am_id,
 static inline void aptus_chan_send_pack(aptus_chan_send_t *send, uint8_t am_id,
                                         aptus_chan_pack_cb_t cb, void *arg)
 {
-    send->kind     = APTUS_CHAN_SEND_PACK;
-    send->am_id    = am_id;
-    send->flags    = 0;
-    send->hdr      = NULL;
-    send->hdr_len  = 0;
-    send->pack.cb  = cb;
-    send->pack.arg = arg;
+    send->kind        = APTUS_CHAN_SEND_PACK;
+    send->am_id       = am_id;
+    send->flags       = 0;
+    send->hdr         = NULL;
+    send->hdr_len     = 0;
+    send->pack.cb     = cb;
+    send->pack.arg    = arg;
+    send->pack.length = 0;
 }
 
 static inline void aptus_chan_send_iov(aptus_chan_send_t *send, uint8_t am_id,

@@ -598,25 +598,32 @@ static ssize_t aptus_ud_tx_bcopy(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
                                  const aptus_chan_send_t *send)
 {
     aptus_ud_tx_msg_t *msg, *small;
+    unsigned nfrags, pool;
     size_t length;
-    unsigned nfrags;
 
-    /* The size is known only after packing, so pack into a buffer for the
-     * largest message (a single datagram's when one holds any message); a
-     * result that fits a smaller buffer moves there, so that large buffers
-     * are held only by large messages. */
-    msg = aptus_ud_tx_msg_get(
-        chan,
-        (aptus_ud_peer_class(chan, peer)->single >= chan->config.max_msg)
-            ? APTUS_UD_TX_SMALL
-            : APTUS_UD_TX_LARGE,
-        send->am_id, aptus_ud_send_hdr_flags(send));
+    /* Unless the caller says, the size is known only after packing, so pack
+     * into a buffer for the largest message (a single datagram's when one
+     * holds any message); a result that fits a smaller buffer moves there,
+     * so that large buffers are held only by large messages. */
+    if ((send->pack.length != 0) &&
+        (send->pack.length <= aptus_ud_peer_class(chan, peer)->single)) {
+        pool = aptus_ud_tx_pool(send->pack.length);
+    } else if (aptus_ud_peer_class(chan, peer)->single >=
+               chan->config.max_msg) {
+        pool = APTUS_UD_TX_SMALL;
+    } else {
+        pool = APTUS_UD_TX_LARGE;
+    }
+    msg = aptus_ud_tx_msg_get(chan, pool, send->am_id,
+                              aptus_ud_send_hdr_flags(send));
     if (msg == NULL) {
         return UCS_ERR_NO_RESOURCE;
     }
     length = send->pack.cb(aptus_ud_tx_msg_data(chan, msg), send->pack.arg);
     ucs_assertv(length <= chan->config.max_msg, "packed %zu > max %zu", length,
                 chan->config.max_msg);
+    ucs_assertv((send->pack.length == 0) || (length <= send->pack.length),
+                "packed %zu > announced %u", length, send->pack.length);
 
     nfrags = aptus_ud_tx_num_frags(aptus_ud_peer_class(chan, peer), length);
     if (nfrags > aptus_ud_tx_room(chan, peer)) {

@@ -505,7 +505,15 @@ ucs_status_t uct_aptus_tl_fp_send(uct_aptus_tl_iface_t *iface,
                                   uct_aptus_tl_ep_t *ep, uint8_t id,
                                   const void *header, size_t header_length,
                                   const struct iovec *iov, unsigned iovcnt);
-unsigned uct_aptus_tl_fp_progress(uct_aptus_tl_iface_t *iface);
+/* Poll the fast-path blocks; inline, since on most calls there is none. */
+static inline unsigned uct_aptus_tl_fp_progress(uct_aptus_tl_iface_t *iface)
+{
+    if (ucs_likely((iface->fpc.num_active == 0) &&
+                   ucs_arbiter_is_empty(&iface->fpc.pending))) {
+        return 0;
+    }
+    return aptus_fp_chan_progress(&iface->fpc);
+}
 
 /* An FP_CREDIT went: the credits it carried are the peer's. */
 void uct_aptus_tl_fp_credits_sent(uct_aptus_tl_iface_t *iface,

@@ -377,8 +377,9 @@ ucs_status_t uct_aptus_tl_ep_am_short(uct_ep_h tl_ep, uint8_t id,
         s.length  = length;
         s.ep      = ep;
         aptus_chan_send_pack(&send, id, uct_aptus_tl_pack_short, &s);
-        ret = aptus_chan_send(&iface->ud.chan.super,
-                              (aptus_chan_peer_t *)&ep->peer, &send);
+        send.pack.length = size + UCT_APTUS_TRAILER_LEN; /* exactly */
+        ret              = aptus_chan_send(&iface->ud.chan.super,
+                                           (aptus_chan_peer_t *)&ep->peer, &send);
         if (ret > 0) {
             ret = UCS_OK;
         }

@@ -435,12 +435,3 @@ static const aptus_fp_chan_upcalls_t uct_aptus_tl_fp_upcalls = {
     .block_failed = uct_aptus_tl_fp_block_failed,
     .peer_lost    = uct_aptus_tl_fp_peer_lost,
 };
-
-unsigned uct_aptus_tl_fp_progress(uct_aptus_tl_iface_t *iface)
-{
-    if (ucs_likely((iface->fpc.num_active == 0) &&
-                   ucs_arbiter_is_empty(&iface->fpc.pending))) {
-        return 0;
-    }
-    return aptus_fp_chan_progress(&iface->fpc);
-}
