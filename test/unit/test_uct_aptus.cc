@@ -949,9 +949,9 @@ TEST_F(uct_aptus, forged_connection_for_unknown_stream_delivers_nothing)
     const uct_aptus_tl_iface_addr_t *baddr =
         (const uct_aptus_tl_iface_addr_t *)m_b.iface_addr.data();
     memcpy(&addr, &iface(m_b)->conn->addr, sizeof(addr));
-    ASSERT_EQ(UCS_OK,
-              aptus_rc_chan_connect(&xi->rc, &link, &addr, baddr->key,
-                                    baddr->rc_port, baddr->rc_credits, 7));
+    ASSERT_EQ(UCS_OK, aptus_rc_chan_connect(&xi->rc, &link, &addr, baddr->key,
+                                            aptus_get32(baddr->rc_port),
+                                            baddr->rc_credits, 7));
     uint8_t msg[16] = { 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0 };
     aptus_chan_send_t s;
     aptus_chan_send_copy(&s, 1, NULL, 0, msg, sizeof(msg));
