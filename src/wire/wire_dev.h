@@ -73,9 +73,10 @@ typedef struct aptus_wire_dev_ops {
      * QP number), an opaque host-order value. Whoever carries one to a
      * peer (interface addresses, protocol messages) writes it as 4 bytes
      * little-endian. A port the wire cannot have (from a lying peer) gives
-     * an address that is refused or unreachable, never an error here. */
-    /* A peer's wire address from its device address and the port its
-     * interface address names; and the port of an address of ours. */
+     * an address that is refused or unreachable, never an error here.
+     * addr_make: a peer's wire address from its device address and the
+     * port its interface address names; addr_port: the port of an
+     * address of ours. */
     void (*addr_make)(const void *remote_dev_addr, uint32_t port,
                       aptus_wire_addr_t *addr);
     uint32_t (*addr_port)(const aptus_wire_addr_t *addr);
