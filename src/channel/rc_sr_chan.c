@@ -127,7 +127,7 @@ void aptus_rc_chan_cleanup(aptus_rc_chan_t *chan)
 
 /* Take a connection the peer opened to us, if one is free. */
 static int aptus_rc_chan_share(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
-                               uint64_t key, uint16_t port, uint16_t tag)
+                               uint64_t key, uint32_t port, uint16_t tag)
 {
     aptus_rc_link_t *acc;
     uint32_t reserved;
@@ -165,7 +165,7 @@ static int aptus_rc_chan_share(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
 
 ucs_status_t aptus_rc_chan_connect(aptus_rc_chan_t *chan, aptus_rc_link_t *link,
                                    const aptus_wire_addr_t *addr, uint64_t key,
-                                   uint16_t port, uint32_t credits,
+                                   uint32_t port, uint32_t credits,
                                    uint16_t tag)
 {
     uint8_t msg[APTUS_RC_HDR_LEN + APTUS_RC_HELLO_LEN];

@@ -49,9 +49,9 @@ void aptus_rc_hello_pack(uint8_t *body, const aptus_rc_hello_t *hello)
     aptus_put64(body + 12, hello->src_key);
     aptus_put16(body + 20, hello->credits);
     aptus_put16(body + 22, hello->version);
-    aptus_put16(body + 24, hello->src_port);
-    aptus_put16(body + 26, hello->tag);
-    aptus_put32(body + 28, hello->conn_id);
+    aptus_put32(body + 24, hello->src_port);
+    aptus_put16(body + 28, hello->tag);
+    aptus_put32(body + 30, hello->conn_id);
 }
 
 int aptus_rc_hello_parse(const aptus_rc_msg_t *msg, aptus_rc_hello_t *hello)
@@ -65,9 +65,9 @@ int aptus_rc_hello_parse(const aptus_rc_msg_t *msg, aptus_rc_hello_t *hello)
     hello->src_key  = aptus_get64(msg->body + 12);
     hello->credits  = aptus_get16(msg->body + 20);
     hello->version  = aptus_get16(msg->body + 22);
-    hello->src_port = aptus_get16(msg->body + 24);
-    hello->tag      = aptus_get16(msg->body + 26);
-    hello->conn_id  = aptus_get32(msg->body + 28);
+    hello->src_port = aptus_get32(msg->body + 24);
+    hello->tag      = aptus_get16(msg->body + 28);
+    hello->conn_id  = aptus_get32(msg->body + 30);
     if ((hello->version != APTUS_RC_VERSION) || (hello->credits == 0)) {
         return -1;
     }

@@ -17,14 +17,15 @@
  * Kinds:
  *   AM      body: the active message (UCT header and payload)
  *   CREDIT  no body: an explicit credit return
- *   HELLO   body: uint32 magic, uint64 key of the interface connected to,
- *           uint64 key of the connecting interface, uint16 credits granted
- *           for the reverse direction, uint16 version, uint16 the
- *           connecting interface's port (as in its address), uint16 tag
- *           (opaque to the channel: which of the connecting interface's
- *           peers the connection serves; rc_sr sends 0, aptus the UD stream
- *           number), uint32 connection id (the connecting side's name for
- *           it);
+ *   HELLO   body (34 bytes): uint32 magic, uint64 key of the interface
+ *           connected to, uint64 key of the connecting interface, uint16
+ *           credits granted for the reverse direction, uint16 version,
+ *           uint32 the connecting interface's port (as in its address: the
+ *           wire's opaque port, wire/wire_dev.h; a verbs QP number takes 24
+ *           bits), uint16 tag (opaque to the channel: which of the
+ *           connecting interface's peers the connection serves; rc_sr sends
+ *           0, aptus the UD stream number), uint32 connection id (the
+ *           connecting side's name for it);
  *           first message of a connection. The connecting interface's
  *           identity lets the accepting side use the same connection for
  *           its own endpoint to it.
@@ -52,10 +53,10 @@ extern "C" {
 #endif
 
 #define APTUS_RC_HDR_LEN     4
-#define APTUS_RC_HELLO_LEN   32
+#define APTUS_RC_HELLO_LEN   34
 #define APTUS_RC_SWITCH_LEN  4
 #define APTUS_RC_HELLO_MAGIC 0x52435352u /* "RCSR" */
-#define APTUS_RC_VERSION     2
+#define APTUS_RC_VERSION     3           /* 3: the port widened to 32 bits */
 #define APTUS_RC_MAX_CREDITS UINT16_MAX
 
 enum {
@@ -82,7 +83,7 @@ typedef struct aptus_rc_hello {
     uint64_t src_key; /* of the connecting interface */
     uint16_t credits;
     uint16_t version;
-    uint16_t src_port; /* the connecting interface's, opaque */
+    uint32_t src_port; /* the connecting interface's, opaque */
     uint16_t tag;      /* the connecting endpoint's, opaque (aptus: the UD
                           stream the connection belongs to); 0 for rc_sr */
     uint32_t conn_id;  /* the connecting side's name for the connection */

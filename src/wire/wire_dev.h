@@ -68,11 +68,21 @@ typedef struct aptus_wire_dev_ops {
     int (*dev_addr_reachable)(const aptus_wire_addr_t *local,
                               const void *remote_dev_addr);
 
-    /* A peer's wire address from its device address and the port its
-     * interface address names; and the port of an address of ours. */
-    void (*addr_make)(const void *remote_dev_addr, uint16_t port,
+    /* A port: the part of a wire address that differs between the
+     * interfaces of one device (sock: the UDP/TCP port, verbs: the 24-bit
+     * QP number), an opaque host-order value. Whoever carries one to a
+     * peer (interface addresses, protocol messages) writes it as 4 bytes
+     * little-endian. A port the wire cannot have (from a lying peer) gives
+     * an address that is refused or unreachable, never an error here.
+     * addr_make: a peer's wire address from its device address and the
+     * port its interface address names; addr_port: the port of an
+     * address of ours. */
+    void (*addr_make)(const void *remote_dev_addr, uint32_t port,
                       aptus_wire_addr_t *addr);
-    uint16_t (*addr_port)(const aptus_wire_addr_t *addr);
+    uint32_t (*addr_port)(const aptus_wire_addr_t *addr);
+    /* The same device as addr, another port (out may be addr). */
+    void (*addr_with_port)(const aptus_wire_addr_t *addr, uint32_t port,
+                           aptus_wire_addr_t *out);
 } aptus_wire_dev_ops_t;
 
 /* The sock wire's (UDP, TCP and process_vm_readv/writev). */

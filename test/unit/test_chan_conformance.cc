@@ -210,10 +210,11 @@ TEST_P(chan_conformance, a_peer_made_through_the_table_carries_messages)
         remote = &ud;
     } else {
         auto *ia = (const uct_rc_sr_iface_addr_t *)m_b.iface_addr.data();
-        aptus_sock_wire_addr_make(m_b.dev_addr.data(), ia->port, &addr);
+        aptus_sock_wire_addr_make(m_b.dev_addr.data(), aptus_get32(ia->port),
+                                  &addr);
         rc.addr    = &addr;
         rc.key     = ia->key;
-        rc.port    = ia->port;
+        rc.port    = aptus_get32(ia->port);
         rc.credits = ia->credits;
         rc.tag     = 7;
         remote     = &rc;

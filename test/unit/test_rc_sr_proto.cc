@@ -51,7 +51,7 @@ static bool kind_is_empty(unsigned kind)
 static std::vector<uint8_t> hello_msg(uint64_t key, uint16_t credits,
                                       uint16_t version, uint16_t msg_credits,
                                       uint64_t src_key  = 0x0badf00d,
-                                      uint16_t src_port = 4321,
+                                      uint32_t src_port = 4321,
                                       uint32_t conn_id  = 7)
 {
     aptus_rc_hello_t h = {};
@@ -88,7 +88,7 @@ TEST(rc_sr_proto, header_sizes)
     /* both headers together keep a payload 8-byte aligned */
     EXPECT_EQ(0u, (APTUS_FRAME_HDR_LEN + APTUS_RC_HDR_LEN) % 8);
     /* magic, key, src_key, credits, version, src_port, tag, conn_id */
-    EXPECT_EQ(32u, APTUS_RC_HELLO_LEN);
+    EXPECT_EQ(34u, APTUS_RC_HELLO_LEN);
     EXPECT_EQ(4u, APTUS_RC_SWITCH_LEN);
     EXPECT_EQ(4u, APTUS_FRAME_IMM_LEN);
     EXPECT_EQ(0xffffffu, APTUS_FRAME_MAX_LEN);
@@ -440,20 +440,44 @@ TEST(rc_sr_proto, hello_round_trip)
                                                  0xaa,
                                                  0,
                                                  0,
+                                                 0,
+                                                 0,
                                                  0xaa,
                                                  0xbb,
                                                  0xcc,
                                                  0xdd };
     /* the tag is carried as given */
-    buf[APTUS_RC_HDR_LEN + 26] = 0x34;
-    buf[APTUS_RC_HDR_LEN + 27] = 0x12;
+    buf[APTUS_RC_HDR_LEN + 28] = 0x34;
+    buf[APTUS_RC_HDR_LEN + 29] = 0x12;
     ASSERT_EQ(0, aptus_rc_msg_parse(buf.data(), buf.size(), &m));
     ASSERT_EQ(0, aptus_rc_hello_parse(&m, &h));
     EXPECT_EQ(0x1234, h.tag);
-    buf[APTUS_RC_HDR_LEN + 26] = 0;
-    buf[APTUS_RC_HDR_LEN + 27] = 0;
+    buf[APTUS_RC_HDR_LEN + 28] = 0;
+    buf[APTUS_RC_HDR_LEN + 29] = 0;
     EXPECT_EQ(
         0, memcmp(expect, buf.data() + APTUS_RC_HDR_LEN, APTUS_RC_HELLO_LEN));
+}
+
+/* A port is the wire's opaque 32-bit value: a verbs QP number takes 24
+ * bits, which a 16-bit field would have cut. */
+TEST(rc_sr_proto, hello_round_trip_wide_port)
+{
+    for (uint32_t port : { 0xabcdefu, 0xffffffu, 0x10000u, 0xffffffffu }) {
+        std::vector<uint8_t> buf =
+            hello_msg(0x42, 8, APTUS_RC_VERSION, 0, 0x43, port, 0x01020304);
+        aptus_rc_msg_t m;
+        aptus_rc_hello_t h;
+        ASSERT_EQ(0, aptus_rc_msg_parse(buf.data(), buf.size(), &m));
+        ASSERT_EQ(0, aptus_rc_hello_parse(&m, &h));
+        EXPECT_EQ(port, h.src_port);
+        EXPECT_EQ(0x01020304u, h.conn_id) << "the port overlapped conn_id";
+        EXPECT_EQ(0, h.tag);
+        /* little-endian at byte 24 of the body */
+        EXPECT_EQ(port, (uint32_t)buf[APTUS_RC_HDR_LEN + 24] |
+                            ((uint32_t)buf[APTUS_RC_HDR_LEN + 25] << 8) |
+                            ((uint32_t)buf[APTUS_RC_HDR_LEN + 26] << 16) |
+                            ((uint32_t)buf[APTUS_RC_HDR_LEN + 27] << 24));
+    }
 }
 
 TEST(rc_sr_proto, hello_rejects_bad)

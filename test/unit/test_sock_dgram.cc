@@ -12,9 +12,13 @@
 
 extern "C" {
 #include "wire/sock/sock_dgram.h"
+#include "wire/sock/sock_netif.h"
+#include "wire/wire_dev.h"
 #include <ucs/time/time.h> /* first: it brings UCX's config.h */
 }
 
+#include <arpa/inet.h>
+#include <cerrno>
 #include <cstring>
 #include <random>
 #include <set>
@@ -287,4 +291,75 @@ TEST_F(sock_dgram, without_gro_trains_arrive_datagram_by_datagram)
     receive_all(b, 8, expect, &a->addr);
     EXPECT_EQ(0u, b->stats.rx_trains);
     EXPECT_EQ(20u, b->stats.rx_dgrams);
+}
+
+/* The device table's ports (wire_dev.h) on the sock wire: host order, an
+ * address made from a device address and a port, or from another address
+ * and a port, is the wire's own again. A port no UDP/TCP port can be (a
+ * lying peer's, above 0xffff) must reach nobody: not the 16-bit port it
+ * would truncate to. */
+TEST_F(sock_dgram, wire_dev_ports_round_trip_and_a_wide_one_reaches_nobody)
+{
+    const aptus_wire_dev_ops_t *dev = &aptus_sock_wire_dev;
+    aptus_dgram_wire_t *a = open(1452), *b = open(1452);
+    ASSERT_TRUE((a != NULL) && (b != NULL));
+
+    struct sockaddr_storage ss;
+    socklen_t len;
+    aptus_sock_addr_from_wire(&b->addr, &ss, &len);
+    uint32_t port = dev->addr_port(&b->addr);
+    EXPECT_EQ(ntohs(((struct sockaddr_in *)&ss)->sin_port), port);
+    ASSERT_NE(0u, port);
+
+    std::vector<uint8_t> dev_addr(dev->dev_addr_len(&b->addr));
+    dev->dev_addr_pack(&b->addr, dev_addr.data());
+    ASSERT_TRUE(dev->dev_addr_reachable(&a->addr, dev_addr.data()));
+    aptus_wire_addr_t x;
+    dev->addr_make(dev_addr.data(), port, &x);
+    EXPECT_EQ(0, memcmp(&x, &b->addr, sizeof(x)));
+
+    /* another port of the same device, then back, in place too */
+    dev->addr_with_port(&b->addr, 4242, &x);
+    EXPECT_EQ(4242u, dev->addr_port(&x));
+    dev->addr_with_port(&x, port, &x);
+    EXPECT_EQ(0, memcmp(&x, &b->addr, sizeof(x)));
+
+    for (uint32_t wide : { port | 0x10000u, 0xabcdefu, 0xffffffffu }) {
+        aptus_wire_addr_t y;
+        dev->addr_make(dev_addr.data(), wide, &x);
+        dev->addr_with_port(&b->addr, wide, &y);
+        EXPECT_EQ(0, memcmp(&x, &y, sizeof(x))) << wide;
+        EXPECT_EQ(0u, dev->addr_port(&x)) << wide;
+        EXPECT_NE(0, memcmp(&x, &b->addr, sizeof(x))) << wide;
+    }
+
+    /* a datagram to port | 0x10000 is lost (counted), not delivered to
+     * port; the next one to the right address arrives alone */
+    dev->addr_make(dev_addr.data(), port | 0x10000u, &x);
+    uint64_t tx_errors  = a->stats.tx_errors;
+    auto lost           = dgram(1, 100);
+    struct iovec iov    = { lost.data(), lost.size() };
+    aptus_dgram_tx_t tx = { &x, &iov, 1 };
+    unsigned sent       = 0;
+    ASSERT_EQ(UCS_OK, a->ops->send(a, &tx, 1, &sent));
+    EXPECT_EQ(1u, sent);
+    EXPECT_EQ(tx_errors + 1, a->stats.tx_errors);
+    std::vector<std::vector<uint8_t>> expect;
+    send_one(a, b, 2, 100, &expect);
+    receive_all(b, 8, expect, &a->addr);
+
+    /* a connection to it is refused, even with a listener on port */
+    int l = socket(ss.ss_family, SOCK_STREAM, 0);
+    ASSERT_LE(0, l);
+    int one = 1;
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if ((bind(l, (struct sockaddr *)&ss, len) == 0) && (listen(l, 4) == 0)) {
+        aptus_sock_addr_from_wire(&x, &ss, &len);
+        int c = socket(ss.ss_family, SOCK_STREAM, 0);
+        ASSERT_LE(0, c);
+        EXPECT_EQ(-1, connect(c, (struct sockaddr *)&ss, len));
+        EXPECT_EQ(ECONNREFUSED, errno);
+        close(c);
+    }
+    close(l);
 }

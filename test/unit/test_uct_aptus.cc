@@ -949,9 +949,9 @@ TEST_F(uct_aptus, forged_connection_for_unknown_stream_delivers_nothing)
     const uct_aptus_tl_iface_addr_t *baddr =
         (const uct_aptus_tl_iface_addr_t *)m_b.iface_addr.data();
     memcpy(&addr, &iface(m_b)->conn->addr, sizeof(addr));
-    ASSERT_EQ(UCS_OK,
-              aptus_rc_chan_connect(&xi->rc, &link, &addr, baddr->key,
-                                    baddr->rc_port, baddr->rc_credits, 7));
+    ASSERT_EQ(UCS_OK, aptus_rc_chan_connect(&xi->rc, &link, &addr, baddr->key,
+                                            aptus_get32(baddr->rc_port),
+                                            baddr->rc_credits, 7));
     uint8_t msg[16] = { 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0 };
     aptus_chan_send_t s;
     aptus_chan_send_copy(&s, 1, NULL, 0, msg, sizeof(msg));
@@ -1067,6 +1067,69 @@ TEST_F(uct_aptus, granted_peer_may_send_before_its_grant_arrives)
     EXPECT_EQ(0u, stats(m_a)["rx_unknown_link"]);
     expect_received(m_b, a_sent);
     expect_received(m_a, b_sent);
+}
+
+/* REQUEST and GRANT carry the sender's credits and RC port (8 bytes: type,
+ * kind, credits LE16, port LE32): a truncated or longer one, or one that
+ * grants nothing, is refused and leaves what the endpoint knew of the
+ * peer as it was. */
+TEST_F(uct_aptus, malformed_allocation_messages_change_nothing)
+{
+    setup_pair();
+    uct_aptus_tl_ep_t *ep  = ucs_derived_of(m_a.ep, uct_aptus_tl_ep_t);
+    const uint32_t port    = ep->rc_port;
+    const uint16_t credits = ep->rc_credits;
+    ASSERT_NE(0u, credits);
+    uint64_t malformed = stats(m_a)["rx_malformed"];
+    uint8_t msg[UCT_APTUS_CTL_LEN + 1];
+    for (size_t len : { (size_t)UCT_APTUS_CTL_LEN - 1,
+                        (size_t)UCT_APTUS_CTL_LEN + 1, (size_t)2 }) {
+        msg[0] = UCT_APTUS_CTL_REQUEST;
+        msg[1] = 0;
+        aptus_put16(msg + 2, 8);
+        aptus_put32(msg + 4, 0xabcdef);
+        msg[8] = 0;
+        UCS_ASYNC_BLOCK(m_async);
+        uct_aptus_tl_alloc_recv(iface(m_a), ep, msg, len);
+        UCS_ASYNC_UNBLOCK(m_async);
+        EXPECT_EQ(++malformed, stats(m_a)["rx_malformed"]) << len;
+    }
+    msg[0] = UCT_APTUS_CTL_GRANT;
+    aptus_put16(msg + 2, 0);
+    UCS_ASYNC_BLOCK(m_async);
+    uct_aptus_tl_alloc_recv(iface(m_a), ep, msg, UCT_APTUS_CTL_LEN);
+    UCS_ASYNC_UNBLOCK(m_async);
+    EXPECT_EQ(++malformed, stats(m_a)["rx_malformed"]);
+    EXPECT_EQ(port, ep->rc_port);
+    EXPECT_EQ(credits, ep->rc_credits);
+    /* the peer goes on as before */
+    auto sent = send_mixed(m_a, 20, 1);
+    expect_received(m_b, sent);
+}
+
+/* A peer that names an RC port no sock port can be (above 0xffff, in its
+ * interface address and its GRANT) is not connected to the port it
+ * truncates to: the connection is refused and the messages go over UD,
+ * none lost. */
+TEST_F(uct_aptus, wide_rc_port_is_refused_and_ud_carries_on)
+{
+    setup_pair(eager_rc());
+    uct_aptus_tl_ep_t *ep = ucs_derived_of(m_a.ep, uct_aptus_tl_ep_t);
+    ASSERT_EQ(nullptr, ep->act);
+    UCS_ASYNC_BLOCK(m_async);
+    ep->rc_port |= 0x10000;
+    iface(m_b)->rc.config.local_port |= 0x10000; /* b's GRANT lies too */
+    UCS_ASYNC_UNBLOCK(m_async);
+    auto sent = send_mixed(m_a, 100, 16);
+    expect_received(m_b, sent);
+    settle(0.05);
+    EXPECT_EQ(0, m_b.err.count.load());
+    EXPECT_EQ(0u, stats(m_b)["rx_duplicates"] + stats(m_b)["rx_malformed"]);
+    auto a = stats(m_a);
+    /* every connection refused: none reached b's real port */
+    EXPECT_GE(a["rc_failed"], 1u);
+    EXPECT_EQ(a["rc_connects"], a["rc_failed"]);
+    EXPECT_EQ(0, m_a.err.count.load());
 }
 
 TEST_F(uct_aptus, broken_connection_falls_back_to_ud_losing_nothing)

@@ -83,7 +83,7 @@ class uct_rc_sr : public uct_aptus_test
         auto key_of = [](entity &e) {
             uct_rc_sr_iface_addr_t addr;
             memcpy(&addr, e.iface_addr.data(), sizeof(addr));
-            return std::make_pair(uint64_t(addr.key), ntohs(addr.port));
+            return std::make_pair(uint64_t(addr.key), aptus_get32(addr.port));
         };
         return key_of(m_a) < key_of(m_b);
     }
@@ -646,7 +646,8 @@ class uct_rc_sr_over_conn : public uct_rc_sr
                 (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening,
                             &optlen) == 0) &&
                 listening &&
-                (((struct sockaddr_in *)&ss)->sin_port == addr.port)) {
+                (ntohs(((struct sockaddr_in *)&ss)->sin_port) ==
+                 aptus_get32(addr.port))) {
                 return fd;
             }
         }

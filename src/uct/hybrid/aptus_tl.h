@@ -51,13 +51,14 @@
 #define UCT_APTUS_CTL_LEN    8
 
 /* Allocation messages, over the peer's UD stream:
- *  0      1      2          4           6          8
- *  +------+------+----------+-----------+----------+
- *  | type | kind | rc port  | rc credits| reserved |
- *  +------+------+----------+-----------+----------+
- * REQUEST and GRANT carry the sender's RC listening port (network byte
- * order, as in its address) and the credits it grants a connection, so
- * either side can connect without the other's interface address. */
+ *  0      1      2           4                     8
+ *  +------+------+-----------+---------------------+
+ *  | type | kind | rc credits| rc port             |
+ *  +------+------+-----------+---------------------+
+ * REQUEST and GRANT carry the credits the sender grants a connection and
+ * its RC listening port (the wire's opaque 32-bit port, wire_dev.h: a
+ * verbs QP number takes 24 bits), both little-endian, so either side can
+ * connect without the other's interface address. */
 typedef enum uct_aptus_ctl_type {
     UCT_APTUS_CTL_REQUEST = 1, /* the sender reserved a slot: do you? */
     UCT_APTUS_CTL_GRANT   = 2, /* yes: both hold a slot, the channel is on */
@@ -116,8 +117,8 @@ typedef struct uct_aptus_tl_iface_config {
 /* The iface address: both ports and the key that names the interface on
  * both channels (the wire's device address carries the IP). */
 typedef struct uct_aptus_tl_iface_addr {
-    uint16_t ud_port; /* network byte order */
-    uint16_t rc_port; /* network byte order */
+    uint8_t ud_port[4]; /* the wire's opaque ports (wire_dev.h), LE */
+    uint8_t rc_port[4];
     uint64_t key;
     uint16_t rc_credits;
     uint16_t ud_mtu;  /* the largest datagram it takes */
@@ -238,8 +239,8 @@ struct uct_aptus_tl_ep {
     uct_aptus_tl_active_t *act; /* NULL: idle, nothing allocated */
     aptus_xorder_tx_t xtx;
     uint32_t rx_next; /* the receive point while idle (act->xrx.next else) */
-    uint16_t rc_port; /* the peer's, learned from its interface address or
-                         its allocation messages (network byte order) */
+    uint32_t rc_port; /* the peer's, learned from its interface address or
+                         its allocation messages (wire_dev.h: opaque) */
     uint16_t rc_credits;
     uint8_t flags;
     uint8_t blocked;

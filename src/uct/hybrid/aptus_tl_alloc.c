@@ -239,12 +239,13 @@ void uct_aptus_tl_alloc_recv(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
     }
     kind = (aptus_alloc_kind_t)msg[1];
     if ((msg[0] == UCT_APTUS_CTL_REQUEST) || (msg[0] == UCT_APTUS_CTL_GRANT)) {
-        memcpy(&ep->rc_port, msg + 2, 2);
-        ep->rc_credits = aptus_get16(msg + 4);
-        if (ep->rc_credits == 0) {
+        /* a message refused leaves what we knew of the peer as it was */
+        if (aptus_get16(msg + 2) == 0) {
             iface->stats.rx_malformed++;
             return;
         }
+        ep->rc_credits = aptus_get16(msg + 2);
+        ep->rc_port    = aptus_get32(msg + 4);
     }
 
     switch (msg[0]) {

@@ -53,10 +53,8 @@ static ssize_t uct_aptus_tl_ctl_try(uct_aptus_tl_iface_t *iface,
     } else {
         msg[0] = type;
         msg[1] = kind;
-        /* as in the address */
-        memcpy(msg + 2, &iface->rc.config.local_port, 2);
-        aptus_put16(msg + 4, iface->rc.config.credits);
-        aptus_put16(msg + 6, 0);
+        aptus_put16(msg + 2, iface->rc.config.credits);
+        aptus_put32(msg + 4, iface->rc.config.local_port);
     }
     ret = aptus_ud_chan_send_internal(
         &iface->ud.chan, &ep->peer, UCT_APTUS_CTL_MSG_ID, msg, length, NULL, 0);

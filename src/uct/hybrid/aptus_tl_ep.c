@@ -192,9 +192,9 @@ aptus_rc_link_t *uct_aptus_tl_ep_rc_link(uct_aptus_tl_iface_t *iface,
     if (rc->connected) {
         return &rc->link;
     }
-    /* the peer's listening address: its datagram address, its RC port */
-    addr = ep->peer.addr;
-    memcpy(addr.raw + 2, &ep->rc_port, sizeof(ep->rc_port));
+    /* the peer's listening address: its datagram address's device, its RC
+     * port (how a port sits in an address is the wire's business) */
+    iface->ud.wdev->addr_with_port(&ep->peer.addr, ep->rc_port, &addr);
     remote.addr    = &addr;
     remote.key     = ep->peer.remote_key;
     remote.port    = ep->rc_port;
@@ -813,8 +813,8 @@ ucs_status_t uct_aptus_tl_ep_create(const uct_ep_params_t *params,
 
     UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
     iface_addr = (const uct_aptus_tl_iface_addr_t *)params->iface_addr;
-    uct_ud_base_peer_addr(&iface->ud, params->dev_addr, iface_addr->ud_port,
-                          &addr);
+    uct_ud_base_peer_addr(&iface->ud, params->dev_addr,
+                          aptus_get32(iface_addr->ud_port), &addr);
 
     UCT_APTUS_ENTER(iface);
     iface->ud.chan.now_us = iface->ud.chan.clock();
@@ -832,7 +832,7 @@ ucs_status_t uct_aptus_tl_ep_create(const uct_ep_params_t *params,
         } else {
             /* no active state until the peer has traffic */
             ep->flags |= UCT_APTUS_EP_USER;
-            ep->rc_port    = iface_addr->rc_port;
+            ep->rc_port    = aptus_get32(iface_addr->rc_port);
             ep->rc_credits = iface_addr->rc_credits;
             if (iface_addr->host_id != iface->conn->host_id) {
                 /* the fast path writes into the peer's memory: not to

@@ -354,8 +354,8 @@ static ucs_status_t uct_aptus_tl_iface_get_address(uct_iface_h tl_iface,
         ucs_derived_of(tl_iface, uct_aptus_tl_iface_t);
     uct_aptus_tl_iface_addr_t *aaddr = (uct_aptus_tl_iface_addr_t *)addr;
 
-    aaddr->ud_port    = uct_ud_base_port(&iface->ud);
-    aaddr->rc_port    = iface->rc.config.local_port;
+    aptus_put32(aaddr->ud_port, uct_ud_base_port(&iface->ud));
+    aptus_put32(aaddr->rc_port, iface->rc.config.local_port);
     aaddr->key        = iface->ud.chan.local_key;
     aaddr->rc_credits = iface->rc.config.credits;
     aaddr->ud_mtu     = (uint16_t)iface->ud.wire->mtu;

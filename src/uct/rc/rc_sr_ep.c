@@ -47,7 +47,8 @@ ucs_status_t uct_rc_sr_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
 
     UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
     iface_addr = (const uct_rc_sr_iface_addr_t *)params->iface_addr;
-    iface->wdev->addr_make(params->dev_addr, iface_addr->port, &addr);
+    iface->wdev->addr_make(params->dev_addr, aptus_get32(iface_addr->port),
+                           &addr);
 
     ep = ucs_calloc(1, iface->ops->ep_size, "uct_rc_sr_ep");
     if (ep == NULL) {
@@ -59,7 +60,7 @@ ucs_status_t uct_rc_sr_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     }
     remote.addr    = &addr;
     remote.key     = iface_addr->key;
-    remote.port    = iface_addr->port;
+    remote.port    = aptus_get32(iface_addr->port);
     remote.credits = iface_addr->credits;
     remote.tag     = 0;
     status =

@@ -333,7 +333,7 @@ ucs_status_t uct_rc_sr_iface_get_address(uct_iface_h tl_iface,
     uct_rc_sr_iface_t *iface      = ucs_derived_of(tl_iface, uct_rc_sr_iface_t);
     uct_rc_sr_iface_addr_t *raddr = (uct_rc_sr_iface_addr_t *)addr;
 
-    raddr->port    = iface->wdev->addr_port(&iface->wire->addr);
+    aptus_put32(raddr->port, iface->wdev->addr_port(&iface->wire->addr));
     raddr->key     = iface->chan.local_key;
     raddr->credits = (uint16_t)iface->chan.config.credits;
     return UCS_OK;

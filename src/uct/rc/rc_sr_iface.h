@@ -13,6 +13,7 @@
 #include "uct/base/aptus_iface.h"
 #include "uct/base/aptus_stats.h"
 #include "channel/rc_rdma_chan.h"
+#include "proto/le.h"
 
 #include <uct/base/uct_iface.h>
 
@@ -31,7 +32,7 @@ typedef struct uct_rc_sr_iface_config {
  * interface grants every connection (the wire's device address carries the
  * IP). */
 typedef struct uct_rc_sr_iface_addr {
-    uint16_t port; /* network byte order */
+    uint8_t port[4]; /* the listening one: opaque (wire_dev.h), LE */
     uint64_t key;
     uint16_t credits;
 } UCS_S_PACKED uct_rc_sr_iface_addr_t;

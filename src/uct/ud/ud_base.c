@@ -406,13 +406,13 @@ int uct_ud_base_is_reachable(const uct_ud_base_t *ud,
            ud->wdev->dev_addr_reachable(&ud->wire->addr, dev_addr);
 }
 
-uint16_t uct_ud_base_port(const uct_ud_base_t *ud)
+uint32_t uct_ud_base_port(const uct_ud_base_t *ud)
 {
     return ud->wdev->addr_port(&ud->wire->addr);
 }
 
 void uct_ud_base_peer_addr(const uct_ud_base_t *ud,
-                           const uct_device_addr_t *dev_addr, uint16_t port,
+                           const uct_device_addr_t *dev_addr, uint32_t port,
                            aptus_wire_addr_t *addr)
 {
     ud->wdev->addr_make(dev_addr, port, addr);

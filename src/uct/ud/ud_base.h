@@ -94,11 +94,12 @@ void uct_ud_base_dev_addr_pack(const uct_ud_base_t *ud,
 int uct_ud_base_is_reachable(const uct_ud_base_t *ud,
                              const uct_device_addr_t *dev_addr);
 
-/* The port of this interface's datagram address, and a peer's address
- * from its device address and the port its interface address names. */
-uint16_t uct_ud_base_port(const uct_ud_base_t *ud);
+/* The port of this interface's datagram address (the wire's opaque value,
+ * wire_dev.h), and a peer's address from its device address and the port
+ * its interface address names. */
+uint32_t uct_ud_base_port(const uct_ud_base_t *ud);
 void uct_ud_base_peer_addr(const uct_ud_base_t *ud,
-                           const uct_device_addr_t *dev_addr, uint16_t port,
+                           const uct_device_addr_t *dev_addr, uint32_t port,
                            aptus_wire_addr_t *addr);
 
 /* Append the UD channels' statistics; returns how many of at most max. */

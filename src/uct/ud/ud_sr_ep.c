@@ -81,8 +81,8 @@ ucs_status_t uct_ud_sr_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
 
     UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
     iface_addr = (const uct_ud_sr_iface_addr_t *)params->iface_addr;
-    uct_ud_base_peer_addr(&iface->ud, params->dev_addr, iface_addr->port,
-                          &addr);
+    uct_ud_base_peer_addr(&iface->ud, params->dev_addr,
+                          aptus_get32(iface_addr->port), &addr);
 
     remote.addr       = &addr;
     remote.remote_key = iface_addr->key;

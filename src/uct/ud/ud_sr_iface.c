@@ -166,9 +166,9 @@ static ucs_status_t uct_ud_sr_iface_get_address(uct_iface_h tl_iface,
     uct_ud_sr_iface_t *iface      = ucs_derived_of(tl_iface, uct_ud_sr_iface_t);
     uct_ud_sr_iface_addr_t *uaddr = (uct_ud_sr_iface_addr_t *)addr;
 
-    uaddr->port = uct_ud_base_port(&iface->ud);
-    uaddr->key  = iface->ud.chan.local_key;
-    uaddr->mtu  = (uint16_t)iface->ud.wire->mtu;
+    aptus_put32(uaddr->port, uct_ud_base_port(&iface->ud));
+    uaddr->key = iface->ud.chan.local_key;
+    uaddr->mtu = (uint16_t)iface->ud.wire->mtu;
     return UCS_OK;
 }
 

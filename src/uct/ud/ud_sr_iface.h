@@ -8,6 +8,8 @@
 
 #include "ud_base.h"
 
+#include "proto/le.h"
+
 #include <uct/base/uct_iface.h>
 
 #define UCT_UD_SR_TL_NAME "ud_sr"
@@ -17,10 +19,10 @@ typedef struct uct_ud_sr_iface_config {
     uct_ud_sr_params_t ud;
 } uct_ud_sr_iface_config_t;
 
-/* The iface address: UDP port and interface key (the wire's device address
- * carries the IP). */
+/* The iface address: the wire's port and interface key (the wire's device
+ * address carries the rest: the IP, the HCA). */
 typedef struct uct_ud_sr_iface_addr {
-    uint16_t port; /* network byte order */
+    uint8_t port[4]; /* opaque (wire_dev.h), little-endian */
     uint64_t key;
     uint16_t mtu; /* the largest datagram it takes */
 } UCS_S_PACKED uct_ud_sr_iface_addr_t;

@@ -18,7 +18,7 @@ static int aptus_sock_dev_numa_node(const char *dev_name)
     return aptus_numa_node_of("net", dev_name);
 }
 
-static uint16_t aptus_sock_dev_addr_port(const aptus_wire_addr_t *addr)
+static uint32_t aptus_sock_dev_addr_port(const aptus_wire_addr_t *addr)
 {
     return aptus_sock_wire_addr_port(addr);
 }
@@ -42,4 +42,5 @@ const aptus_wire_dev_ops_t aptus_sock_wire_dev = {
     .dev_addr_reachable = aptus_sock_dev_addr_reachable,
     .addr_make          = aptus_sock_wire_addr_make,
     .addr_port          = aptus_sock_dev_addr_port,
+    .addr_with_port     = aptus_sock_wire_addr_with_port,
 };

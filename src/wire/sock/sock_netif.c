@@ -227,7 +227,15 @@ int aptus_sock_dev_addr_reachable(const aptus_wire_addr_t *local,
            (loop.net_ns == aptus_sock_net_ns());
 }
 
-void aptus_sock_wire_addr_make(const void *remote_dev_addr, uint16_t port,
+/* A port as sockaddr holds it; 0 (refused, lost) for what no UDP or TCP
+ * port can be, so that a forged one reaches nobody rather than a port
+ * truncated to 16 bits. */
+static uint16_t aptus_sock_port_to_net(uint32_t port)
+{
+    return (port > UINT16_MAX) ? 0 : htons((uint16_t)port);
+}
+
+void aptus_sock_wire_addr_make(const void *remote_dev_addr, uint32_t port,
                                aptus_wire_addr_t *addr)
 {
     const aptus_sock_dev_addr_hdr_t *rhdr = remote_dev_addr;
@@ -235,8 +243,20 @@ void aptus_sock_wire_addr_make(const void *remote_dev_addr, uint16_t port,
 
     memset(addr, 0, sizeof(*addr));
     a->family = rhdr->af;
-    a->port   = port;
+    a->port   = aptus_sock_port_to_net(port);
     memcpy(a->ip, rhdr + 1, aptus_sock_ip_len(rhdr->af));
+}
+
+void aptus_sock_wire_addr_with_port(const aptus_wire_addr_t *addr,
+                                    uint32_t port, aptus_wire_addr_t *out)
+{
+    aptus_sock_addr_t *a;
+
+    if (out != addr) {
+        *out = *addr;
+    }
+    a       = (aptus_sock_addr_t *)out->raw;
+    a->port = aptus_sock_port_to_net(port);
 }
 
 ucs_status_t aptus_sock_open_bound(const char *dev_name, int type, int backlog,

@@ -10,6 +10,8 @@
 
 #include <uct/base/uct_iface.h>
 
+#include <arpa/inet.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -43,9 +45,15 @@ int aptus_sock_dev_addr_reachable(const aptus_wire_addr_t *local,
                                   const void *remote_dev_addr);
 
 /* The wire address of a remote interface from its device address and its
- * UDP port (network byte order). */
-void aptus_sock_wire_addr_make(const void *remote_dev_addr, uint16_t port,
+ * UDP/TCP port (host byte order, as wire_dev.h's ports). A port above
+ * 0xffff (a lying peer) becomes port 0, which nobody listens on: datagrams
+ * to it are lost, a connection to it is refused. */
+void aptus_sock_wire_addr_make(const void *remote_dev_addr, uint32_t port,
                                aptus_wire_addr_t *addr);
+
+/* The same host as addr, another port (the same rule for a bad one). */
+void aptus_sock_wire_addr_with_port(const aptus_wire_addr_t *addr,
+                                    uint32_t port, aptus_wire_addr_t *out);
 
 /* A non-blocking socket of type (SOCK_DGRAM, SOCK_STREAM) bound to the
  * first address of network interface dev_name, listening when backlog > 0;
@@ -53,12 +61,13 @@ void aptus_sock_wire_addr_make(const void *remote_dev_addr, uint16_t port,
 ucs_status_t aptus_sock_open_bound(const char *dev_name, int type, int backlog,
                                    int *fd_p, aptus_wire_addr_t *addr);
 
-static inline uint16_t aptus_sock_wire_addr_port(const aptus_wire_addr_t *addr)
+/* The port of a sock wire address, in host byte order. */
+static inline uint32_t aptus_sock_wire_addr_port(const aptus_wire_addr_t *addr)
 {
     uint16_t port;
 
-    memcpy(&port, addr->raw + 2, sizeof(port));
-    return port;
+    memcpy(&port, addr->raw + 2, sizeof(port)); /* aptus_sock_addr_t.port */
+    return ntohs(port);
 }
 
 #ifdef __cplusplus
