@@ -175,6 +175,9 @@ static void aptus_verbs_iov_copy(uint8_t *dst, const struct iovec *iov,
     unsigned i;
 
     for (i = 0; i < iovcnt; ++i) {
+        if (iov[i].iov_len == 0) {
+            continue; /* its base may be NULL: memcpy may not see it */
+        }
         memcpy(dst, iov[i].iov_base, iov[i].iov_len);
         dst += iov[i].iov_len;
     }
@@ -392,7 +395,9 @@ static ucs_status_t aptus_verbs_tx_read(aptus_verbs_conn_t *conn, uint32_t rkey,
         src = aptus_verbs_tx_buf(cw, idx);
         for (n = len; n > 0;) {
             size_t take = ucs_min(n, iov[i].iov_len - iov_off);
-            memcpy((uint8_t *)iov[i].iov_base + iov_off, src, take);
+            if (take > 0) { /* an empty piece's base may be NULL */
+                memcpy((uint8_t *)iov[i].iov_base + iov_off, src, take);
+            }
             src += take;
             n -= take;
             iov_off += take;
