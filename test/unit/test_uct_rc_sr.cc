@@ -598,7 +598,23 @@ class uct_rc_sr_over_conn : public uct_rc_sr
         bool a_stays = a_stays_in_a_merge();
         p.stays      = a_stays ? &m_a : &m_b;
         p.moves      = a_stays ? &m_b : &m_a;
+        /* The kernel's share of the put is bounded, so that most of it
+         * waits in the staying side's backlog when the SWITCH arrives,
+         * whatever this machine's buffer autotuning would allow (on one
+         * machine the whole put fit in the kernel's buffers and nothing
+         * waited). The moving side accepts the connection the put takes:
+         * its receive buffer comes from its listener. */
+        int small    = 32 << 10;
+        int listener = listening_fd(*p.moves);
+        ASSERT_GE(listener, 0);
+        ASSERT_EQ(0, setsockopt(listener, SOL_SOCKET, SO_RCVBUF, &small,
+                                sizeof(small)));
         connect(*p.stays, *p.moves);
+        int out = -1;
+        ASSERT_TRUE(
+            wait_for([&] { return (out = connected_fd_to(*p.moves)) >= 0; }));
+        ASSERT_EQ(
+            0, setsockopt(out, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)));
         connect(*p.moves, *p.stays);
         expose(p.rb, 4 << 20, 8);
         remote_key(p.rb);
@@ -646,6 +662,28 @@ class uct_rc_sr_over_conn : public uct_rc_sr
                 (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening,
                             &optlen) == 0) &&
                 listening &&
+                (ntohs(((struct sockaddr_in *)&ss)->sin_port) ==
+                 aptus_get32(addr.port))) {
+                return fd;
+            }
+        }
+        return -1;
+    }
+
+    /* The TCP socket this process connected to e's listener. */
+    int connected_fd_to(entity &e)
+    {
+        uct_rc_sr_iface_addr_t addr;
+        memcpy(&addr, e.iface_addr.data(), sizeof(addr));
+        for (int fd = 0; fd < 4096; ++fd) {
+            struct sockaddr_storage ss;
+            socklen_t len    = sizeof(ss);
+            int type         = 0;
+            socklen_t optlen = sizeof(type);
+            if ((getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &optlen) == 0) &&
+                (type == SOCK_STREAM) &&
+                (getpeername(fd, (struct sockaddr *)&ss, &len) == 0) &&
+                ((ss.ss_family == AF_INET) || (ss.ss_family == AF_INET6)) &&
                 (ntohs(((struct sockaddr_in *)&ss)->sin_port) ==
                  aptus_get32(addr.port))) {
                 return fd;

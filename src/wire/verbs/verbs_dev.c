@@ -1,0 +1,318 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * UCX-Aptus: the verbs wire's device table (see wire/wire_dev.h).
+ *
+ * Devices are the active ports of the HCAs libibverbs lists, named as UCX
+ * names them ("mlx5_0:1"). A device address is how a peer's port is
+ * routed: its LID on InfiniBand, its GID where packets carry a GRH (RoCE);
+ * the port of a wire address is its QP number. Only ever run against the
+ * in-memory verbs double (test/verbs), never on an HCA.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "wire/wire_dev.h"
+#include "wire/verbs/verbs_addr.h"
+#include "wire/verbs/verbs_conn.h"
+#include "wire/verbs/verbs_dgram.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/string.h>
+
+#include <stdio.h>
+#include <string.h>
+
+/* Largest message of a connection: what aptus_verbs_conn_open accepts as
+ * max_frame (one SRQ buffer each; the transports' settings pick less). */
+#define APTUS_VERBS_CONN_MAX_MSG (1ul << 30)
+
+/* The largest UD payload any port has (IBV_MTU_4096). */
+#define APTUS_VERBS_DGRAM_MTU_MAX 4096
+
+/* A device address: flags (APTUS_VERBS_ADDR_F_GLOBAL), then the route:
+ * the 2-byte LID, or the 16-byte GID, as in a wire address. */
+#define APTUS_VERBS_DEV_ADDR_LID_LEN 3
+#define APTUS_VERBS_DEV_ADDR_GID_LEN 17
+
+static ucs_status_t aptus_verbs_dev_add(uct_tl_device_resource_t **devices_p,
+                                        unsigned *num_p, const char *hca,
+                                        unsigned port)
+{
+    uct_tl_device_resource_t *devices;
+
+    devices = ucs_realloc(*devices_p, (*num_p + 1) * sizeof(*devices),
+                          "aptus_verbs_devices");
+    if (devices == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    memset(&devices[*num_p], 0, sizeof(devices[*num_p]));
+    ucs_snprintf_zero(devices[*num_p].name, sizeof(devices[*num_p].name),
+                      "%s:%u", hca, port);
+    devices[*num_p].type       = UCT_DEVICE_TYPE_NET;
+    devices[*num_p].sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
+    *devices_p                 = devices;
+    ++*num_p;
+    return UCS_OK;
+}
+
+/* The active ports of one HCA, appended. */
+static ucs_status_t aptus_verbs_dev_ports(struct ibv_device *dev,
+                                          uct_tl_device_resource_t **devices_p,
+                                          unsigned *num_p)
+{
+    const char *hca = ibv_get_device_name(dev);
+    struct ibv_device_attr dev_attr;
+    struct ibv_port_attr port_attr;
+    struct ibv_context *ctx;
+    ucs_status_t status = UCS_OK;
+    unsigned port;
+
+    ctx = ibv_open_device(dev);
+    if (ctx == NULL) {
+        ucs_debug("verbs wire: cannot open %s: %m", hca);
+        return UCS_OK; /* another HCA may do */
+    }
+    if (ibv_query_device(ctx, &dev_attr) != 0) {
+        ucs_debug("verbs wire: cannot query %s: %m", hca);
+        goto out;
+    }
+    for (port = 1; port <= dev_attr.phys_port_cnt; ++port) {
+        if ((ibv_query_port(ctx, (uint8_t)port, &port_attr) != 0) ||
+            (port_attr.state != IBV_PORT_ACTIVE)) {
+            continue;
+        }
+        status = aptus_verbs_dev_add(devices_p, num_p, hca, port);
+        if (status != UCS_OK) {
+            break;
+        }
+    }
+out:
+    ibv_close_device(ctx);
+    return status;
+}
+
+static ucs_status_t
+aptus_verbs_query_devices(uct_tl_device_resource_t **devices_p,
+                          unsigned *num_devices_p)
+{
+    uct_tl_device_resource_t *devices = NULL;
+    struct ibv_device **list;
+    unsigned num = 0;
+    ucs_status_t status = UCS_OK;
+    int i, num_hcas = 0;
+
+    list = ibv_get_device_list(&num_hcas);
+    if (list == NULL) {
+        ucs_debug("verbs wire: no devices: ibv_get_device_list: %m");
+        num_hcas = 0;
+    }
+    for (i = 0; (i < num_hcas) && (status == UCS_OK); ++i) {
+        status = aptus_verbs_dev_ports(list[i], &devices, &num);
+    }
+    if (list != NULL) {
+        ibv_free_device_list(list);
+    }
+    if (status != UCS_OK) {
+        ucs_free(devices);
+        return status;
+    }
+    if (num == 0) {
+        /* the one line that says why no transport is listed on verbs */
+        ucs_diag("verbs wire: no transports on InfiniBand or RoCE: %s",
+                 (num_hcas == 0) ? "libibverbs lists no HCA" :
+                                   "no HCA has an active port");
+    }
+    *devices_p     = devices;
+    *num_devices_p = num;
+    return UCS_OK;
+}
+
+static int aptus_verbs_dev_port_attr(const char *dev_name,
+                                     struct ibv_port_attr *attr)
+{
+    struct ibv_device **list;
+    struct ibv_context *ctx = NULL;
+    char hca[64];
+    size_t len = strcspn(dev_name, ":");
+    unsigned port;
+    int i, num = 0, ok = 0;
+
+    if ((len >= sizeof(hca)) || (dev_name[len] != ':') ||
+        (sscanf(dev_name + len + 1, "%u", &port) != 1) || (port == 0) ||
+        (port > 255)) {
+        return 0;
+    }
+    memcpy(hca, dev_name, len);
+    hca[len] = '\0';
+    list     = ibv_get_device_list(&num);
+    if (list == NULL) {
+        return 0;
+    }
+    for (i = 0; (i < num) && (ctx == NULL); ++i) {
+        if (!strcmp(ibv_get_device_name(list[i]), hca)) {
+            ctx = ibv_open_device(list[i]);
+        }
+    }
+    ibv_free_device_list(list);
+    if (ctx != NULL) {
+        ok = (ibv_query_port(ctx, (uint8_t)port, attr) == 0);
+        ibv_close_device(ctx);
+    }
+    return ok;
+}
+
+/* Data rate of a port in bytes per second, after line encoding. */
+static double aptus_verbs_port_bw(const struct ibv_port_attr *attr)
+{
+    double lanes, gbps;
+
+    switch (attr->active_width) {
+    case 1:  lanes = 1; break;
+    case 2:  lanes = 4; break;
+    case 4:  lanes = 8; break;
+    case 8:  lanes = 12; break;
+    case 16: lanes = 2; break;
+    default: lanes = 4; break;
+    }
+    switch (attr->active_speed) {
+    case 1:   gbps = 2.0; break;    /* SDR, 8b/10b */
+    case 2:   gbps = 4.0; break;    /* DDR */
+    case 4:   gbps = 8.0; break;    /* QDR */
+    case 8:   gbps = 10.0; break;   /* FDR10, 64b/66b */
+    case 16:  gbps = 13.64; break;  /* FDR */
+    case 32:  gbps = 25.0; break;   /* EDR */
+    case 64:  gbps = 50.0; break;   /* HDR */
+    case 128: gbps = 100.0; break;  /* NDR */
+    default:  gbps = 25.0; break;
+    }
+    return lanes * gbps * 1e9 / 8;
+}
+
+static void aptus_verbs_dev_caps(const char *dev_name, double *latency_p,
+                                 double *bandwidth_p)
+{
+    struct ibv_port_attr attr;
+
+    *latency_p = 1e-6; /* a switch hop and the HCAs' own */
+    *bandwidth_p = aptus_verbs_dev_port_attr(dev_name, &attr) ?
+                       aptus_verbs_port_bw(&attr) :
+                       4e9; /* unknown: a 4x QDR port's */
+}
+
+/* The HCA moves bulk data without copies at the rate of the link. */
+static double aptus_verbs_dev_zcopy_bw(const char *dev_name, double copy_bw)
+{
+    return copy_bw;
+}
+
+/* Peers behind an HCA port are anywhere on the fabric. */
+static int aptus_verbs_dev_is_local(const char *dev_name)
+{
+    return 0;
+}
+
+static size_t aptus_verbs_dev_mtu_auto(const char *dev_name)
+{
+    size_t mtu = aptus_verbs_dgram_port_mtu(dev_name);
+
+    return (mtu == 0) ? APTUS_VERBS_DGRAM_MTU_MIN : mtu;
+}
+
+static size_t aptus_verbs_dev_addr_len(const aptus_wire_addr_t *local)
+{
+    const aptus_verbs_addr_t *a = (const aptus_verbs_addr_t *)local->raw;
+
+    return (a->flags & APTUS_VERBS_ADDR_F_GLOBAL) ?
+               APTUS_VERBS_DEV_ADDR_GID_LEN :
+               APTUS_VERBS_DEV_ADDR_LID_LEN;
+}
+
+static void aptus_verbs_dev_addr_pack(const aptus_wire_addr_t *local,
+                                      void *dev_addr)
+{
+    const aptus_verbs_addr_t *a = (const aptus_verbs_addr_t *)local->raw;
+    uint8_t *p                  = dev_addr;
+
+    p[0] = a->flags;
+    memcpy(p + 1, a->route, aptus_verbs_dev_addr_len(local) - 1);
+}
+
+/* Ports of one fabric reach each other: LID to LID (InfiniBand), GID to
+ * GID (RoCE, routed); an address with flags this wire does not know, or
+ * of the other kind, is another fabric's. */
+static int aptus_verbs_dev_addr_reachable(const aptus_wire_addr_t *local,
+                                          const void *remote_dev_addr)
+{
+    const aptus_verbs_addr_t *a = (const aptus_verbs_addr_t *)local->raw;
+    uint8_t flags               = *(const uint8_t *)remote_dev_addr;
+
+    return (flags & ~APTUS_VERBS_ADDR_F_GLOBAL) == 0 && (flags == a->flags);
+}
+
+static void aptus_verbs_dev_addr_make(const void *remote_dev_addr,
+                                      uint32_t port, aptus_wire_addr_t *addr)
+{
+    const uint8_t *p = remote_dev_addr;
+    union ibv_gid gid;
+    uint16_t lid;
+
+    /* a port above 24 bits is no QP: QP 0, which no UD datagram reaches */
+    if (port > 0xffffffu) {
+        port = 0;
+    }
+    if (p[0] & APTUS_VERBS_ADDR_F_GLOBAL) {
+        memcpy(gid.raw, p + 1, sizeof(gid.raw));
+        aptus_verbs_addr_pack(port, 0, APTUS_VERBS_QKEY, &gid, addr);
+    } else {
+        lid = (uint16_t)((p[1] << 8) | p[2]);
+        aptus_verbs_addr_pack(port, lid, APTUS_VERBS_QKEY, NULL, addr);
+    }
+}
+
+static uint32_t aptus_verbs_dev_addr_port(const aptus_wire_addr_t *addr)
+{
+    return aptus_verbs_addr_qpn(addr);
+}
+
+static void aptus_verbs_dev_addr_with_port(const aptus_wire_addr_t *addr,
+                                           uint32_t port,
+                                           aptus_wire_addr_t *out)
+{
+    aptus_verbs_addr_t *a;
+
+    if (out != addr) {
+        *out = *addr;
+    }
+    if (port > 0xffffffu) {
+        port = 0;
+    }
+    a         = (aptus_verbs_addr_t *)out->raw;
+    a->qpn[0] = (uint8_t)(port >> 16);
+    a->qpn[1] = (uint8_t)(port >> 8);
+    a->qpn[2] = (uint8_t)port;
+}
+
+const aptus_wire_dev_ops_t aptus_verbs_wire_dev = {
+    .name               = "verbs",
+    .query_devices      = aptus_verbs_query_devices,
+    .caps               = aptus_verbs_dev_caps,
+    .zcopy_bw           = aptus_verbs_dev_zcopy_bw,
+    .is_local           = aptus_verbs_dev_is_local,
+    .numa_node          = aptus_verbs_numa_node,
+    .dgram_mtu_auto     = aptus_verbs_dev_mtu_auto,
+    .dgram_mtu_min      = APTUS_VERBS_DGRAM_MTU_MIN,
+    .dgram_mtu_max      = APTUS_VERBS_DGRAM_MTU_MAX,
+    .dgram_open         = aptus_verbs_dgram_open,
+    .conn_open          = aptus_verbs_conn_open,
+    .conn_rx_hdr_len    = 0, /* a message lands alone in its SRQ buffer */
+    .conn_max_msg       = APTUS_VERBS_CONN_MAX_MSG,
+    .conn_md_keys       = 0, /* one-sided needs ibv_reg_mr keys */
+    .dev_addr_len       = aptus_verbs_dev_addr_len,
+    .dev_addr_pack      = aptus_verbs_dev_addr_pack,
+    .dev_addr_reachable = aptus_verbs_dev_addr_reachable,
+    .addr_make          = aptus_verbs_dev_addr_make,
+    .addr_port          = aptus_verbs_dev_addr_port,
+    .addr_with_port     = aptus_verbs_dev_addr_with_port,
+};
