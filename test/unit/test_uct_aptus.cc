@@ -1455,6 +1455,23 @@ TEST_F(uct_aptus, ten_thousand_endpoints_shrink_back_after_a_timeout)
         }
     }
     size_t got = 0;
+    /* what the receivers refused, summed: to tell a stuck opening from a
+     * refused stream when this fails (it did once, under load) */
+    auto receivers = [&] {
+        static const char *names[] = { "ud_rx_stale",     "ud_rx_challenges",
+                                       "ud_open_refused", "ud_open_evicted",
+                                       "ud_rx_opening",   "ud_rx_hold_limit",
+                                       "ud_rx_peer_limit" };
+        std::string out;
+        for (const char *name : names) {
+            uint64_t sum = 0;
+            for (auto &r : rx) {
+                sum += stats(*r)[name];
+            }
+            out += std::string(" ") + name + " " + std::to_string(sum);
+        }
+        return out;
+    };
     ASSERT_TRUE(wait_for(
         [&] {
             got = 0;
@@ -1467,7 +1484,8 @@ TEST_F(uct_aptus, ten_thousand_endpoints_shrink_back_after_a_timeout)
         240))
         << got << " of " << num_eps << " delivered; sender: peers_active "
         << stats(m_a)["peers_active"] << ", probes " << stats(m_a)["ud_probes"]
-        << ", retransmits " << stats(m_a)["ud_retransmits"];
+        << ", retransmits " << stats(m_a)["ud_retransmits"] << ", open_resends "
+        << stats(m_a)["ud_open_resends"] << "; receivers:" << receivers();
     EXPECT_GT(phase("acked"), idle);
 
     settle(2.0);
