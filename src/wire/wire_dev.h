@@ -60,6 +60,13 @@ typedef struct aptus_wire_dev_ops {
      * the largest payload (max_frame) a connection carries. */
     size_t conn_rx_hdr_len;
     size_t conn_max_msg;
+    /* Whether a connection's one-sided operations (write_conn, read_conn)
+     * take the memory domain's keys (sock: the target checks the token
+     * against the domain's registrations). verbs needs keys of its own
+     * registration (aptus_verbs_conn_mem_reg), which the domain does not
+     * make yet: transports that carry one-sided operations over
+     * connections list no device on such a wire. */
+    int conn_md_keys;
 
     /* The device address a transport publishes for a wire whose own
      * address is local, and whether a peer's one is reachable from it. */
@@ -87,6 +94,10 @@ typedef struct aptus_wire_dev_ops {
 
 /* The sock wire's (UDP, TCP and process_vm_readv/writev). */
 extern const aptus_wire_dev_ops_t aptus_sock_wire_dev;
+
+/* The verbs wire's (UD and RC queue pairs on HCA ports), where configure
+ * found rdma-core (APTUS_HAVE_VERBS). */
+extern const aptus_wire_dev_ops_t aptus_verbs_wire_dev;
 
 #ifdef __cplusplus
 }

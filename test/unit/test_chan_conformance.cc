@@ -6,7 +6,9 @@
  * the pending queue, and fail when invalidated; data channels (RC-RDMA,
  * UD-ZCopy) move registered memory by key. The channels are those of a
  * pair of open UCT interfaces of the transport that carries them (RC-FP:
- * rc_fp's, once the first message earned the channel).
+ * rc_fp's, once the first message earned the channel), over the sock wire
+ * and, for the channels of a transport the verbs wire carries (ud_sr's
+ * UD-SR and UD-ZCopy), over the verbs double.
  */
 #include "uct_fixture.h"
 
@@ -17,18 +19,41 @@ extern "C" {
 #include "uct/ud/ud_sr_iface.h"
 }
 
+#ifdef APTUS_HAVE_VERBS
+#include "ibv_double.h"
+#endif
+
 #include <cstring>
+#include <ostream>
 
 namespace
 {
 
+struct chan_case {
+    aptus_chan_type_t type;
+    bool verbs; /* on the "aptus_verbs" domain, over the verbs double */
+};
+
+/* for gtest, which would otherwise print the bytes, padding included */
+std::ostream &operator<<(std::ostream &os, const chan_case &c)
+{
+    return os << aptus_chan_names[c.type] << (c.verbs ? " over verbs" : "");
+}
+
 class chan_conformance : public uct_aptus_test,
-                         public ::testing::WithParamInterface<aptus_chan_type_t>
+                         public ::testing::WithParamInterface<chan_case>
 {
   protected:
     chan_conformance()
     {
-        m_type = GetParam();
+        m_type  = GetParam().type;
+        m_verbs = GetParam().verbs;
+        if (m_verbs) {
+            m_md_name      = UCT_APTUS_VERBS_MD_NAME;
+            m_tweak_params = [](uct_iface_params_t &p) {
+                p.mode.device.dev_name = "dbl0:1";
+            };
+        }
         m_ud = (m_type == APTUS_CHAN_UD_SR) || (m_type == APTUS_CHAN_UD_ZCOPY);
         m_fp = (m_type == APTUS_CHAN_RC_FP);
         m_tl = m_ud ? "ud_sr" : (m_fp ? "rc_fp" : "rc_sr");
@@ -41,6 +66,11 @@ class chan_conformance : public uct_aptus_test,
 
     void SetUp() override
     {
+#ifdef APTUS_HAVE_VERBS
+        if (m_verbs) {
+            ibv_double_enable(1);
+        }
+#endif
         uct_aptus_test::SetUp();
         setup_pair();
         if (m_fp) {
@@ -54,6 +84,16 @@ class chan_conformance : public uct_aptus_test,
             ASSERT_TRUE(wait_for([&] { return rx_count(m_b) == 1; }));
             m_b.rx.msgs.clear();
         }
+    }
+
+    void TearDown() override
+    {
+        uct_aptus_test::TearDown();
+#ifdef APTUS_HAVE_VERBS
+        if (m_verbs) {
+            EXPECT_EQ(0u, ibv_double_disable()) << "verbs objects leaked";
+        }
+#endif
     }
 
     /* The channel of this test, of side e's interface. */
@@ -137,6 +177,7 @@ class chan_conformance : public uct_aptus_test,
     }
 
     aptus_chan_type_t m_type;
+    bool m_verbs;
     bool m_ud;
     bool m_fp;
 };
@@ -487,8 +528,18 @@ TEST_P(chan_conformance, invalidated_peer_fails_and_is_reported_once)
 
 INSTANTIATE_TEST_SUITE_P(
     channels, chan_conformance,
-    ::testing::Values(APTUS_CHAN_UD_SR, APTUS_CHAN_UD_ZCOPY, APTUS_CHAN_RC_SR,
-                      APTUS_CHAN_RC_RDMA, APTUS_CHAN_RC_FP),
-    [](const ::testing::TestParamInfo<aptus_chan_type_t> &info) {
-        return std::string(aptus_chan_names[info.param]);
+    ::testing::Values(chan_case{ APTUS_CHAN_UD_SR, false },
+                      chan_case{ APTUS_CHAN_UD_ZCOPY, false },
+                      chan_case{ APTUS_CHAN_RC_SR, false },
+                      chan_case{ APTUS_CHAN_RC_RDMA, false },
+                      chan_case{ APTUS_CHAN_RC_FP, false }
+#ifdef APTUS_HAVE_VERBS
+                      ,
+                      chan_case{ APTUS_CHAN_UD_SR, true },
+                      chan_case{ APTUS_CHAN_UD_ZCOPY, true }
+#endif
+                      ),
+    [](const ::testing::TestParamInfo<chan_case> &info) {
+        return std::string(aptus_chan_names[info.param.type]) +
+               (info.param.verbs ? "_verbs" : "");
     });

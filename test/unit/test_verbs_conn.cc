@@ -21,6 +21,7 @@ extern "C" {
 
 #include <arpa/inet.h>
 #include <endian.h>
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -402,6 +403,10 @@ TEST_F(verbs_conn, rma_conn_before_connected)
     EXPECT_EQ(UCS_OK, wreq.status);
     EXPECT_EQ(0, memcmp(target.data(), src.data(), src.size()));
     EXPECT_EQ(1u, m_b.msgs.size());
+    /* the refused read is asked again when the writable handler says so */
+    ASSERT_TRUE(run_until([&] {
+        return std::count(m_a.writable.begin(), m_a.writable.end(), ca) > 0;
+    }));
     ASSERT_EQ(UCS_OK,
               m_a.wire->ops->read_conn(ca, &key, key.address, &riov, 1, &rreq));
     ASSERT_TRUE(run_until([&] { return rreq.calls == 1; }));

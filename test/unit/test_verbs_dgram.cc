@@ -12,6 +12,7 @@
 extern "C" {
 #include "wire/verbs/verbs_addr.h"
 #include "wire/verbs/verbs_dgram.h"
+#include "wire/verbs/verbs_dgram_int.h"
 #include <ucs/time/time.h> /* first: it brings UCX's config.h */
 }
 
@@ -422,6 +423,67 @@ TEST_F(verbs_dgram, receive_queue_scatters_into_the_callers_pieces)
     send_one(a, &q->addr, d2);
     b->ops->rxq_drain(q);
     EXPECT_EQ(0u, b->ops->rxq_recv(q, rx, 2));
+}
+
+/* A QP that went to the error state (an HCA's answer to a receive it
+ * could not place, or to a fatal port event) is taken back through RESET
+ * once its receives came back flushed and its sends completed: same QP
+ * number, so the peers' addresses of it still reach it. */
+TEST_F(verbs_dgram, a_qp_in_the_error_state_is_taken_back)
+{
+    aptus_dgram_wire_t *a = open("dbl0:1", 2048), *b = open("dbl1:1", 2048);
+    ASSERT_TRUE((a != NULL) && (b != NULL));
+    const aptus_wire_addr_t b_addr = b->addr;
+    auto to_error                  = [](aptus_dgram_wire_t *w) {
+        struct ibv_qp_attr attr;
+        memset(&attr, 0, sizeof(attr));
+        attr.qp_state = IBV_QPS_ERR;
+        ASSERT_EQ(0,
+                                   ibv_modify_qp(ucs_derived_of(w, aptus_verbs_dgram_t)->ud.qp,
+                                                 &attr, IBV_QP_STATE));
+    };
+
+    auto d1 = dgram(1, 1000), d2 = dgram(2, 2000), d3 = dgram(3, 10);
+    send_one(a, &b->addr, d1);
+    ASSERT_EQ(1u, receive(b, 8, 1).size());
+
+    /* the receiver */
+    to_error(b);
+    send_one(a, &b_addr, d2); /* no QP ready to take it: lost, as on UD */
+    /* the flushed receives come back 8 a call, nothing filled */
+    for (int i = 0; (i < 100) && (stat(b, "verbs_qp_rebuilds") == 0); ++i) {
+        EXPECT_TRUE(receive(b, 8, 1).empty());
+    }
+    EXPECT_EQ(1u, stat(b, "verbs_qp_rebuilds"));
+    EXPECT_EQ(256u, stat(b, "verbs_rx_errors")); /* every buffer, flushed */
+    EXPECT_EQ(256u, stat(b, "verbs_rx_posted"));
+    EXPECT_EQ(0, memcmp(&b_addr, &b->addr, sizeof(b_addr)));
+    send_one(a, &b_addr, d3);
+    auto got = receive(b, 8, 1, &a->addr);
+    ASSERT_EQ(1u, got.size());
+    EXPECT_EQ(d3, got[0]);
+
+    /* the sender: a send in the error state fails; once it completed and
+     * the receives came back, the QP is back and sends again */
+    to_error(a);
+    aptus_dgram_tx_t tx;
+    struct iovec iov = { d1.data(), d1.size() };
+    unsigned sent    = 0;
+    tx.dst           = &b_addr;
+    tx.iov           = &iov;
+    tx.iovcnt        = 1;
+    EXPECT_EQ(UCS_OK, a->ops->send(a, &tx, 1, &sent));
+    for (int i = 0; (i < 100) && (stat(a, "verbs_qp_rebuilds") == 0); ++i) {
+        a->ops->progress(a, 0);
+        EXPECT_TRUE(receive(a, 64, 1).empty());
+    }
+    EXPECT_EQ(1u, stat(a, "verbs_qp_rebuilds"));
+    EXPECT_EQ(1u, a->stats.tx_errors);
+    EXPECT_TRUE(receive(b, 8, 1).empty());
+    send_one(a, &b_addr, d2);
+    got = receive(b, 8, 1);
+    ASSERT_EQ(1u, got.size());
+    EXPECT_EQ(d2, got[0]);
 }
 
 /* Addresses: 20 bytes, zero padded; LID and Q_Key, or a GID (RoCE, never

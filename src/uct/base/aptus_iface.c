@@ -400,10 +400,12 @@ void uct_aptus_failures_report(uct_aptus_failures_t *failures,
 }
 
 ucs_status_t uct_aptus_iface_query_devices(uct_md_h md, int one_sided,
+                                           int conns,
                                            uct_tl_device_resource_t **devices_p,
                                            unsigned *num_devices_p)
 {
-    if (!uct_aptus_md_is_one_sided(md) != !one_sided) {
+    if ((!uct_aptus_md_is_one_sided(md) != !one_sided) ||
+        (conns && !uct_aptus_md_wire(md)->conn_md_keys)) {
         *devices_p     = NULL;
         *num_devices_p = 0;
         return UCS_OK;

@@ -204,11 +204,14 @@ static inline void uct_aptus_async_rx_progress(uct_aptus_async_rx_t *rx,
 }
 
 /*
- * The devices of a transport: the sock wire's network interfaces, on the
- * memory domain of its kind (one_sided: "aptus_rc", else "aptus"), none
- * on the other.
+ * The devices of a transport: its wire's devices on the memory domain of
+ * its kind (one_sided: "aptus_rc", else "aptus" or "aptus_verbs"), none on
+ * the other; none either for a transport that carries one-sided
+ * operations over connections (conns) on a wire whose connections do not
+ * take the domain's keys (aptus_wire_dev_ops_t::conn_md_keys).
  */
 ucs_status_t uct_aptus_iface_query_devices(uct_md_h md, int one_sided,
+                                           int conns,
                                            uct_tl_device_resource_t **devices_p,
                                            unsigned *num_devices_p);
 

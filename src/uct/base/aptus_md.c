@@ -315,8 +315,17 @@ static ucs_status_t uct_aptus_md_open(uct_component_t *component,
     md->super.component = &uct_aptus_component;
     md->one_sided       = !strcmp(md_name, UCT_APTUS_RC_MD_NAME);
     md->wire            = &aptus_sock_wire_dev;
-    md->numa            = config->numa;
-    md->stats           = ucs_strdup(config->stats, "uct_aptus_md_stats");
+    if (!strcmp(md_name, UCT_APTUS_VERBS_MD_NAME)) {
+#ifdef APTUS_HAVE_VERBS
+        md->wire = &aptus_verbs_wire_dev;
+#else
+        ucs_error("aptus md: %s: built without rdma-core", md_name);
+        ucs_free(md);
+        return UCS_ERR_UNSUPPORTED;
+#endif
+    }
+    md->numa  = config->numa;
+    md->stats = ucs_strdup(config->stats, "uct_aptus_md_stats");
     if (md->stats == NULL) {
         status = UCS_ERR_NO_MEMORY;
         goto err_free;
@@ -386,25 +395,45 @@ static ucs_status_t uct_aptus_rkey_release(uct_component_t *component,
     return UCS_OK;
 }
 
+/* Whether the verbs wire has a device (an active HCA port) here. */
+static int uct_aptus_md_verbs_present(void)
+{
+#ifdef APTUS_HAVE_VERBS
+    uct_tl_device_resource_t *devices;
+    unsigned num = 0;
+
+    if (aptus_verbs_wire_dev.query_devices(&devices, &num) != UCS_OK) {
+        return 0;
+    }
+    ucs_free(devices);
+    return num > 0;
+#else
+    ucs_debug("aptus md: built without rdma-core: no verbs domain");
+    return 0;
+#endif
+}
+
 static ucs_status_t
 uct_aptus_query_md_resources(uct_component_t *component,
                              uct_md_resource_desc_t **resources_p,
                              unsigned *num_resources_p)
 {
-    static const char *names[] = { UCT_APTUS_MD_NAME, UCT_APTUS_RC_MD_NAME };
+    static const char *names[] = { UCT_APTUS_MD_NAME, UCT_APTUS_RC_MD_NAME,
+                                   UCT_APTUS_VERBS_MD_NAME };
+    unsigned num               = uct_aptus_md_verbs_present() ? 3 : 2;
     uct_md_resource_desc_t *resources;
     unsigned i;
 
-    resources = ucs_calloc(2, sizeof(*resources), "uct_aptus_md_resources");
+    resources = ucs_calloc(num, sizeof(*resources), "uct_aptus_md_resources");
     if (resources == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
-    for (i = 0; i < 2; ++i) {
+    for (i = 0; i < num; ++i) {
         ucs_strncpy_zero(resources[i].md_name, names[i],
                          sizeof(resources[i].md_name));
     }
     *resources_p     = resources;
-    *num_resources_p = 2;
+    *num_resources_p = num;
     return UCS_OK;
 }
 

@@ -29,6 +29,9 @@
  * per peer; keys unpack anywhere). */
 #define UCT_APTUS_MD_NAME    "aptus"
 #define UCT_APTUS_RC_MD_NAME "aptus_rc"
+/* "aptus" over the verbs wire: HCA ports for devices, listed only where
+ * libibverbs finds an active one (built where configure found rdma-core). */
+#define UCT_APTUS_VERBS_MD_NAME "aptus_verbs"
 
 #define UCT_APTUS_RKEY_FLAG_SAME_HOST 1u
 

@@ -521,6 +521,14 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
         return status;
     }
 
+    if (!uct_aptus_md_wire(md)->conn_md_keys) {
+        /* its rendezvous over RC reads the domain's keys by RDMA */
+        ucs_error("%s: not on the %s wire yet: its connections do not take "
+                  "this memory domain's keys",
+                  UCT_APTUS_TL_NAME, uct_aptus_md_wire(md)->name);
+        return UCS_ERR_UNSUPPORTED;
+    }
+
     /* Every setting is checked before anything opens. */
     status = uct_aptus_tl_iface_check_config(uct_aptus_md_wire(md), config);
     if (status != UCS_OK) {
@@ -678,7 +686,7 @@ static ucs_status_t
 uct_aptus_tl_query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
                            unsigned *num_devices_p)
 {
-    return uct_aptus_iface_query_devices(md, 0, devices_p, num_devices_p);
+    return uct_aptus_iface_query_devices(md, 0, 1, devices_p, num_devices_p);
 }
 
 UCT_TL_DEFINE_ENTRY(&uct_aptus_component, aptus, uct_aptus_tl_query_devices,

@@ -736,7 +736,7 @@ static ucs_status_t
 uct_rc_sr_query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
                         unsigned *num_devices_p)
 {
-    return uct_aptus_iface_query_devices(md, 1, devices_p, num_devices_p);
+    return uct_aptus_iface_query_devices(md, 1, 1, devices_p, num_devices_p);
 }
 
 UCT_TL_DEFINE_ENTRY(&uct_aptus_component, rc_sr, uct_rc_sr_query_devices,

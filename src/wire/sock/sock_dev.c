@@ -37,6 +37,7 @@ const aptus_wire_dev_ops_t aptus_sock_wire_dev = {
     .conn_open          = aptus_sock_conn_open,
     .conn_rx_hdr_len    = APTUS_FRAME_HDR_LEN,
     .conn_max_msg       = APTUS_FRAME_MAX_LEN,
+    .conn_md_keys       = 1,
     .dev_addr_len       = aptus_sock_dev_addr_len,
     .dev_addr_pack      = aptus_sock_dev_addr_pack,
     .dev_addr_reachable = aptus_sock_dev_addr_reachable,

@@ -752,7 +752,10 @@ aptus_verbs_conn_read_conn(aptus_conn_t *c, const aptus_mem_key_t *key,
     }
     if ((conn->rma_pending >= APTUS_CONN_MAX_READS) ||
         (conn->state != APTUS_VERBS_CONN_S_UP)) {
-        return UCS_ERR_NO_RESOURCE; /* not yet up: asked again later */
+        /* asked again from the writable handler: when the connection
+         * comes up, or a read completes */
+        conn->want_writable = 1;
+        return UCS_ERR_NO_RESOURCE;
     }
     /* the read is waited for here; done runs from progress, in order */
     status = aptus_verbs_tx_read(conn, (uint32_t)key->token, remote_addr, iov,

@@ -19,6 +19,7 @@
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/math.h>
 #include <ucs/sys/string.h>
 
 #include <stdio.h>
@@ -99,7 +100,7 @@ aptus_verbs_query_devices(uct_tl_device_resource_t **devices_p,
 {
     uct_tl_device_resource_t *devices = NULL;
     struct ibv_device **list;
-    unsigned num = 0;
+    unsigned num        = 0;
     ucs_status_t status = UCS_OK;
     int i, num_hcas = 0;
 
@@ -121,8 +122,8 @@ aptus_verbs_query_devices(uct_tl_device_resource_t **devices_p,
     if (num == 0) {
         /* the one line that says why no transport is listed on verbs */
         ucs_diag("verbs wire: no transports on InfiniBand or RoCE: %s",
-                 (num_hcas == 0) ? "libibverbs lists no HCA" :
-                                   "no HCA has an active port");
+                 (num_hcas == 0) ? "libibverbs lists no HCA"
+                                 : "no HCA has an active port");
     }
     *devices_p     = devices;
     *num_devices_p = num;
@@ -163,29 +164,39 @@ static int aptus_verbs_dev_port_attr(const char *dev_name,
     return ok;
 }
 
-/* Data rate of a port in bytes per second, after line encoding. */
+/* ibv_port_attr's active_width and active_speed (bits) as lanes and
+ * data rate per lane in Gb/s, after line encoding. */
+static const struct {
+    uint8_t bit;
+    double value;
+} aptus_verbs_widths[] = { { 1, 1 }, { 2, 4 }, { 4, 8 }, { 8, 12 }, { 16, 2 } },
+  aptus_verbs_speeds[] = {
+      { 1, 2.0 },    /* SDR */
+      { 2, 4.0 },    /* DDR */
+      { 4, 8.0 },    /* QDR */
+      { 8, 10.0 },   /* FDR10 */
+      { 16, 13.64 }, /* FDR */
+      { 32, 25.0 },  /* EDR */
+      { 64, 50.0 },  /* HDR */
+      { 128, 100.0 } /* NDR */
+  };
+
+/* Data rate of a port in bytes per second (4x QDR when it says nothing
+ * this table knows). */
 static double aptus_verbs_port_bw(const struct ibv_port_attr *attr)
 {
-    double lanes, gbps;
+    double lanes = 4, gbps = 8.0;
+    unsigned i;
 
-    switch (attr->active_width) {
-    case 1:  lanes = 1; break;
-    case 2:  lanes = 4; break;
-    case 4:  lanes = 8; break;
-    case 8:  lanes = 12; break;
-    case 16: lanes = 2; break;
-    default: lanes = 4; break;
+    for (i = 0; i < ucs_static_array_size(aptus_verbs_widths); ++i) {
+        if (aptus_verbs_widths[i].bit == attr->active_width) {
+            lanes = aptus_verbs_widths[i].value;
+        }
     }
-    switch (attr->active_speed) {
-    case 1:   gbps = 2.0; break;    /* SDR, 8b/10b */
-    case 2:   gbps = 4.0; break;    /* DDR */
-    case 4:   gbps = 8.0; break;    /* QDR */
-    case 8:   gbps = 10.0; break;   /* FDR10, 64b/66b */
-    case 16:  gbps = 13.64; break;  /* FDR */
-    case 32:  gbps = 25.0; break;   /* EDR */
-    case 64:  gbps = 50.0; break;   /* HDR */
-    case 128: gbps = 100.0; break;  /* NDR */
-    default:  gbps = 25.0; break;
+    for (i = 0; i < ucs_static_array_size(aptus_verbs_speeds); ++i) {
+        if (aptus_verbs_speeds[i].bit == attr->active_speed) {
+            gbps = aptus_verbs_speeds[i].value;
+        }
     }
     return lanes * gbps * 1e9 / 8;
 }
@@ -195,10 +206,10 @@ static void aptus_verbs_dev_caps(const char *dev_name, double *latency_p,
 {
     struct ibv_port_attr attr;
 
-    *latency_p = 1e-6; /* a switch hop and the HCAs' own */
-    *bandwidth_p = aptus_verbs_dev_port_attr(dev_name, &attr) ?
-                       aptus_verbs_port_bw(&attr) :
-                       4e9; /* unknown: a 4x QDR port's */
+    *latency_p   = 1e-6; /* a switch hop and the HCAs' own */
+    *bandwidth_p = aptus_verbs_dev_port_attr(dev_name, &attr)
+                       ? aptus_verbs_port_bw(&attr)
+                       : 4e9; /* unknown: a 4x QDR port's */
 }
 
 /* The HCA moves bulk data without copies at the rate of the link. */
@@ -224,9 +235,9 @@ static size_t aptus_verbs_dev_addr_len(const aptus_wire_addr_t *local)
 {
     const aptus_verbs_addr_t *a = (const aptus_verbs_addr_t *)local->raw;
 
-    return (a->flags & APTUS_VERBS_ADDR_F_GLOBAL) ?
-               APTUS_VERBS_DEV_ADDR_GID_LEN :
-               APTUS_VERBS_DEV_ADDR_LID_LEN;
+    return (a->flags & APTUS_VERBS_ADDR_F_GLOBAL)
+               ? APTUS_VERBS_DEV_ADDR_GID_LEN
+               : APTUS_VERBS_DEV_ADDR_LID_LEN;
 }
 
 static void aptus_verbs_dev_addr_pack(const aptus_wire_addr_t *local,

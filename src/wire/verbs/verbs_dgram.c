@@ -141,11 +141,19 @@ static void aptus_verbs_poll_send(aptus_verbs_dgram_t *v)
     if (n < 0) {
         ucs_error("verbs wire: polling the send CQ failed");
     }
-    if (failed) {
+    if (failed && !v->ud.broken) {
         memset(&attr, 0, sizeof(attr));
         attr.qp_state = IBV_QPS_RTS;
         (void)ibv_modify_qp(v->ud.qp, &attr, IBV_QP_STATE);
     }
+}
+
+/* The wire's QP out of the error state, once its receives came back and
+ * its sends completed (a datagram held by the fault injector is not
+ * posted yet). */
+static void aptus_verbs_dgram_recover(aptus_verbs_dgram_t *v)
+{
+    aptus_verbs_ud_recover(&v->ud, v->port, v->tx_num_free == v->tx_count);
 }
 
 /* Post the datagram in send buffer slot; a datagram the HCA refuses is
@@ -365,7 +373,12 @@ static unsigned aptus_verbs_dgram_recv(aptus_dgram_wire_t *wire,
         }
         aptus_verbs_ud_repost_add(&v->ud, &repost, (unsigned)wc[i].wr_id);
     }
-    aptus_verbs_ud_repost_flush(&v->ud, &repost);
+    if (ucs_likely(!v->ud.broken)) {
+        aptus_verbs_ud_repost_flush(&v->ud, &repost);
+    } else {
+        /* every buffer is posted again once the QP is back */
+        aptus_verbs_dgram_recover(v);
+    }
     return filled;
 }
 
@@ -377,6 +390,9 @@ static unsigned aptus_verbs_dgram_progress(aptus_dgram_wire_t *wire,
 
     v->now_us = now_us;
     aptus_verbs_poll_send(v);
+    if (ucs_unlikely(v->ud.broken)) {
+        aptus_verbs_dgram_recover(v);
+    }
     if (before == 0) {
         return 0;
     }
@@ -430,6 +446,7 @@ static unsigned aptus_verbs_dgram_stats(aptus_dgram_wire_t *wire,
         { "verbs_ahs", v->ahs.count },
         { "verbs_port_mtu", v->port_mtu },
         { "verbs_rx_errors", v->rx_errors },
+        { "verbs_qp_rebuilds", v->ud.rebuilds },
     };
     unsigned n = ucs_min(max, ucs_static_array_size(all));
 

@@ -31,7 +31,9 @@ typedef struct aptus_verbs_ud {
     size_t rx_stride; /* GRH + port MTU */
     unsigned rx_count;
     unsigned rx_posted;
-    int broken; /* a receive failed: the QP is in the error state */
+    int broken;        /* a receive failed: the QP is in the error state */
+    int dead;          /* and could not be taken back */
+    unsigned rebuilds; /* times it was taken back */
 } aptus_verbs_ud_t;
 
 /* A datagram the fault injector holds back (reorder or delay): its send
@@ -83,6 +85,14 @@ ucs_status_t aptus_verbs_ud_open(aptus_verbs_dgram_t *v, aptus_verbs_ud_t *ud,
                                  unsigned rx_count, size_t extra,
                                  unsigned max_send_wr, struct ibv_cq *recv_cq);
 void aptus_verbs_ud_close(aptus_verbs_ud_t *ud);
+
+/* Take a QP in the error state back to RTS through RESET, keeping its QP
+ * number (peers' addresses of it stay right), and post every receive
+ * buffer again: once every receive came back flushed, and idle_sends
+ * (nothing of the QP's on the send queue, whose work RESET would drop
+ * without a completion). Returns whether it did; a QP the HCA refuses to
+ * take back is dead: it stays out of service, said once. */
+int aptus_verbs_ud_recover(aptus_verbs_ud_t *ud, uint8_t port, int idle_sends);
 
 /* Post receive buffer slot (again), in batches: add, then flush. */
 typedef struct aptus_verbs_repost {

@@ -108,7 +108,14 @@ unsigned aptus_verbs_rxq_recv(aptus_dgram_rxq_t *q, aptus_dgram_rxv_t *rx,
         ++filled;
         aptus_verbs_ud_repost_add(&rxq->ud, &repost, (unsigned)wc[i].wr_id);
     }
-    aptus_verbs_ud_repost_flush(&rxq->ud, &repost);
+    if (ucs_likely(!rxq->ud.broken)) {
+        aptus_verbs_ud_repost_flush(&rxq->ud, &repost);
+    } else {
+        /* nothing more on a QP in the error state: every buffer is
+         * posted again when it is back */
+        aptus_verbs_ud_recover(
+            &rxq->ud, ucs_derived_of(q->wire, aptus_verbs_dgram_t)->port, 1);
+    }
     return filled;
 }
 

@@ -158,6 +158,39 @@ err:
     return status;
 }
 
+int aptus_verbs_ud_recover(aptus_verbs_ud_t *ud, uint8_t port, int idle_sends)
+{
+    aptus_verbs_repost_t repost;
+    struct ibv_qp_attr attr;
+    unsigned i;
+    int ret;
+
+    if (ucs_likely(!ud->broken) || ud->dead || (ud->rx_posted > 0) ||
+        !idle_sends) {
+        return 0;
+    }
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state = IBV_QPS_RESET;
+    ret           = ibv_modify_qp(ud->qp, &attr, IBV_QP_STATE);
+    if ((ret != 0) || (aptus_verbs_ud_connect(ud->qp, port) != UCS_OK)) {
+        ucs_error("verbs wire: UD QP 0x%x cannot be taken back from the "
+                  "error state: out of service",
+                  ud->qp->qp_num);
+        ud->dead = 1;
+        return 0;
+    }
+    ucs_debug("verbs wire: UD QP 0x%x taken back from the error state",
+              ud->qp->qp_num);
+    repost.count = 0;
+    for (i = 0; i < ud->rx_count; ++i) {
+        aptus_verbs_ud_repost_add(ud, &repost, i);
+    }
+    aptus_verbs_ud_repost_flush(ud, &repost);
+    ud->broken = 0;
+    ++ud->rebuilds;
+    return 1;
+}
+
 void aptus_verbs_ud_close(aptus_verbs_ud_t *ud)
 {
     if ((ud->qp != NULL) && ibv_destroy_qp(ud->qp)) {
