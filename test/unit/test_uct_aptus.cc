@@ -26,13 +26,9 @@ class uct_aptus : public uct_aptus_test
 
     std::map<std::string, uint64_t> stats(entity &e)
     {
-        uct_aptus_stat_t st[192];
-        std::map<std::string, uint64_t> m;
-        unsigned n = uct_aptus_tl_iface_stats(iface(e), st, 192);
-        for (unsigned i = 0; i < n; ++i) {
-            m[st[i].name] = st[i].value;
-        }
-        return m;
+        return read_stats([&](uct_aptus_stat_t *st, unsigned max) {
+            return uct_aptus_tl_iface_stats(iface(e), st, max);
+        });
     }
 
     uct_aptus_tl_iface_t *iface(entity &e)

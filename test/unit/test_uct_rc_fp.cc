@@ -35,13 +35,9 @@ class uct_rc_fp : public uct_aptus_test
 
     std::map<std::string, uint64_t> stats(entity &e)
     {
-        uct_aptus_stat_t st[160];
-        std::map<std::string, uint64_t> m;
-        unsigned n = uct_rc_fp_iface_stats(iface(e), st, 160);
-        for (unsigned i = 0; i < n; ++i) {
-            m[st[i].name] = st[i].value;
-        }
-        return m;
+        return read_stats([&](uct_aptus_stat_t *st, unsigned max) {
+            return uct_rc_fp_iface_stats(iface(e), st, max);
+        });
     }
 
     /* one message by am_short (how 0), bcopy (1) or zcopy (2) */

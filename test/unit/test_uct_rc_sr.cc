@@ -96,14 +96,10 @@ class uct_rc_sr : public uct_aptus_test
 
     std::map<std::string, uint64_t> stats(entity &e)
     {
-        uct_aptus_stat_t st[64];
-        std::map<std::string, uint64_t> m;
-        unsigned n = uct_rc_sr_iface_stats(
-            ucs_derived_of(e.iface, uct_rc_sr_iface_t), st, 64);
-        for (unsigned i = 0; i < n; ++i) {
-            m[st[i].name] = st[i].value;
-        }
-        return m;
+        return read_stats([&](uct_aptus_stat_t *st, unsigned max) {
+            return uct_rc_sr_iface_stats(
+                ucs_derived_of(e.iface, uct_rc_sr_iface_t), st, max);
+        });
     }
 
     /* Both endpoints connected at once: one of them moves to the other's
@@ -646,22 +642,25 @@ class uct_rc_sr_over_conn : public uct_rc_sr
         EXPECT_EQ(UCS_OK, flush_ep(y.ep));
     }
 
-    /* The TCP socket e's interface listens on, found among this
-     * process's descriptors by its port. */
-    int listening_fd(entity &e)
+    /* A TCP socket of this process: the one e's interface listens on, or
+     * (listening false) one connected to that listener. */
+    int tcp_fd(entity &e, bool listening)
     {
         uct_rc_sr_iface_addr_t addr;
         memcpy(&addr, e.iface_addr.data(), sizeof(addr));
         for (int fd = 0; fd < 4096; ++fd) {
             struct sockaddr_storage ss;
             socklen_t len    = sizeof(ss);
-            int listening    = 0;
-            socklen_t optlen = sizeof(listening);
-            if ((getsockname(fd, (struct sockaddr *)&ss, &len) == 0) &&
+            int accepting    = 0;
+            socklen_t optlen = sizeof(accepting);
+            int named        = listening
+                                   ? getsockname(fd, (struct sockaddr *)&ss, &len)
+                                   : getpeername(fd, (struct sockaddr *)&ss, &len);
+            if ((named == 0) &&
                 ((ss.ss_family == AF_INET) || (ss.ss_family == AF_INET6)) &&
-                (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening,
+                (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting,
                             &optlen) == 0) &&
-                listening &&
+                (!accepting == !listening) &&
                 (ntohs(((struct sockaddr_in *)&ss)->sin_port) ==
                  aptus_get32(addr.port))) {
                 return fd;
@@ -670,26 +669,14 @@ class uct_rc_sr_over_conn : public uct_rc_sr
         return -1;
     }
 
-    /* The TCP socket this process connected to e's listener. */
+    int listening_fd(entity &e)
+    {
+        return tcp_fd(e, true);
+    }
+
     int connected_fd_to(entity &e)
     {
-        uct_rc_sr_iface_addr_t addr;
-        memcpy(&addr, e.iface_addr.data(), sizeof(addr));
-        for (int fd = 0; fd < 4096; ++fd) {
-            struct sockaddr_storage ss;
-            socklen_t len    = sizeof(ss);
-            int type         = 0;
-            socklen_t optlen = sizeof(type);
-            if ((getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &optlen) == 0) &&
-                (type == SOCK_STREAM) &&
-                (getpeername(fd, (struct sockaddr *)&ss, &len) == 0) &&
-                ((ss.ss_family == AF_INET) || (ss.ss_family == AF_INET6)) &&
-                (ntohs(((struct sockaddr_in *)&ss)->sin_port) ==
-                 aptus_get32(addr.port))) {
-                return fd;
-            }
-        }
-        return -1;
+        return tcp_fd(e, false);
     }
 
     void remote_key(remote_buf &rb)

@@ -201,16 +201,10 @@ class uct_ud_sr_verbs : public uct_aptus_test
 
     std::map<std::string, uint64_t> stats(entity &e)
     {
-        uct_aptus_stat_t st[128];
-        std::map<std::string, uint64_t> m;
-        uct_ud_sr_iface_t *iface = ucs_derived_of(e.iface, uct_ud_sr_iface_t);
-        UCS_ASYNC_BLOCK(m_async);
-        unsigned n = uct_ud_sr_iface_stats(iface, st, 128);
-        UCS_ASYNC_UNBLOCK(m_async);
-        for (unsigned i = 0; i < n; ++i) {
-            m[st[i].name] = st[i].value;
-        }
-        return m;
+        return read_stats([&](uct_aptus_stat_t *st, unsigned max) {
+            return uct_ud_sr_iface_stats(
+                ucs_derived_of(e.iface, uct_ud_sr_iface_t), st, max);
+        });
     }
 
     /* count messages of every size class from a to b, in order */

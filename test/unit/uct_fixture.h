@@ -17,6 +17,7 @@ extern "C" {
 #include <ucs/async/async.h>
 #include <ucs/time/time.h>
 #include "uct/base/aptus_md.h"
+#include "uct/base/aptus_stats.h"
 }
 
 #include <atomic>
@@ -270,6 +271,21 @@ class uct_aptus_test : public ::testing::Test
             progress();
         }
         return true;
+    }
+
+    /* A transport's statistics by name, read under the worker's async
+     * lock (its thread counts too); fill: the transport's *_stats call. */
+    template <typename F> std::map<std::string, uint64_t> read_stats(F fill)
+    {
+        std::vector<uct_aptus_stat_t> st(256);
+        std::map<std::string, uint64_t> m;
+        UCS_ASYNC_BLOCK(m_async);
+        unsigned n = fill(st.data(), (unsigned)st.size());
+        UCS_ASYNC_UNBLOCK(m_async);
+        for (unsigned i = 0; i < n; ++i) {
+            m[st[i].name] = st[i].value;
+        }
+        return m;
     }
 
     size_t rx_count(entity &e)
