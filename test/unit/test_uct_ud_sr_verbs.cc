@@ -274,13 +274,13 @@ TEST_F(uct_ud_sr_verbs, messages_arrive_whole_and_in_order)
     exchange(400);
     /* every datagram reached its QP: the addresses are right; what the
      * receiver had no buffer posted for (a burst, as on an HCA) was
-     * sent again */
+     * sent again (so may be a datagram whose ACK came late on a slow
+     * machine) */
     ibv_double_stats_t st;
     ibv_double_get_stats(&st);
     EXPECT_EQ(0u, st.ud_bad_qkey);
     EXPECT_EQ(0u, st.ud_no_dest);
     EXPECT_EQ(st.ud_sent, st.ud_delivered + st.ud_no_recv);
-    EXPECT_LE(stats(m_a)["retransmits"], st.ud_no_recv);
 }
 
 TEST_F(uct_ud_sr_verbs, nothing_lost_through_loss_and_reordering)
@@ -292,7 +292,13 @@ TEST_F(uct_ud_sr_verbs, nothing_lost_through_loss_and_reordering)
     ibv_double_get_stats(&st);
     EXPECT_GT(st.ud_fault_drop, 0u);
     EXPECT_GT(st.ud_fault_reorder, 0u);
-    EXPECT_GT(stats(m_a)["retransmits"], 0u);
+    /* what was lost went again: on a timeout, on the receiver's
+     * selective acknowledgement or after a probe, as the timing falls */
+    auto st_a = stats(m_a);
+    EXPECT_GT(st_a["retransmits"] + st_a["fast_retransmits"] + st_a["probes"],
+              0u)
+        << "dropped " << st.ud_fault_drop << ", sent " << st.ud_sent
+        << ", tx_dgrams " << st_a["tx_dgrams"] << ", resets " << st_a["resets"];
 }
 
 TEST_F(uct_ud_sr_verbs, one_sided_operations_through_ud_zcopy)

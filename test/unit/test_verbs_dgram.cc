@@ -12,7 +12,6 @@
 extern "C" {
 #include "wire/verbs/verbs_addr.h"
 #include "wire/verbs/verbs_dgram.h"
-#include "wire/verbs/verbs_dgram_int.h"
 #include <ucs/time/time.h> /* first: it brings UCX's config.h */
 }
 
@@ -434,13 +433,9 @@ TEST_F(verbs_dgram, a_qp_in_the_error_state_is_taken_back)
     aptus_dgram_wire_t *a = open("dbl0:1", 2048), *b = open("dbl1:1", 2048);
     ASSERT_TRUE((a != NULL) && (b != NULL));
     const aptus_wire_addr_t b_addr = b->addr;
-    auto to_error                  = [](aptus_dgram_wire_t *w) {
-        struct ibv_qp_attr attr;
-        memset(&attr, 0, sizeof(attr));
-        attr.qp_state = IBV_QPS_ERR;
-        ASSERT_EQ(0,
-                                   ibv_modify_qp(ucs_derived_of(w, aptus_verbs_dgram_t)->ud.qp,
-                                                 &attr, IBV_QP_STATE));
+    auto to_error = [](unsigned dev, const aptus_wire_addr_t &addr) {
+        ASSERT_EQ(0, ibv_double_qp_error(ibv_double_lid(dev),
+                                         aptus_verbs_addr_qpn(&addr)));
     };
 
     auto d1 = dgram(1, 1000), d2 = dgram(2, 2000), d3 = dgram(3, 10);
@@ -448,7 +443,7 @@ TEST_F(verbs_dgram, a_qp_in_the_error_state_is_taken_back)
     ASSERT_EQ(1u, receive(b, 8, 1).size());
 
     /* the receiver */
-    to_error(b);
+    to_error(1, b->addr);
     send_one(a, &b_addr, d2); /* no QP ready to take it: lost, as on UD */
     /* the flushed receives come back 8 a call, nothing filled */
     for (int i = 0; (i < 100) && (stat(b, "verbs_qp_rebuilds") == 0); ++i) {
@@ -465,7 +460,7 @@ TEST_F(verbs_dgram, a_qp_in_the_error_state_is_taken_back)
 
     /* the sender: a send in the error state fails; once it completed and
      * the receives came back, the QP is back and sends again */
-    to_error(a);
+    to_error(0, a->addr);
     aptus_dgram_tx_t tx;
     struct iovec iov = { d1.data(), d1.size() };
     unsigned sent    = 0;
@@ -484,6 +479,27 @@ TEST_F(verbs_dgram, a_qp_in_the_error_state_is_taken_back)
     got = receive(b, 8, 1);
     ASSERT_EQ(1u, got.size());
     EXPECT_EQ(d2, got[0]);
+
+    /* a receive queue of UD-ZCopy: the same */
+    aptus_dgram_rxq_t *q = NULL;
+    ASSERT_EQ(UCS_OK, b->ops->rxq_open(b, 16, &q));
+    m_rxqs.push_back(q);
+    const aptus_wire_addr_t q_addr = q->addr;
+    to_error(1, q->addr);
+    std::vector<uint8_t> piece(2048);
+    struct iovec piov = { piece.data(), piece.size() };
+    aptus_dgram_rxv_t rxv;
+    memset(&rxv, 0, sizeof(rxv));
+    rxv.iov    = &piov;
+    rxv.iovcnt = 1;
+    for (int i = 0; i < 20; ++i) {
+        EXPECT_EQ(0u, b->ops->rxq_recv(q, &rxv, 1)); /* flushed ones */
+    }
+    EXPECT_EQ(0, memcmp(&q_addr, &q->addr, sizeof(q_addr)));
+    send_one(a, &q_addr, d1);
+    ASSERT_EQ(1u, b->ops->rxq_recv(q, &rxv, 1));
+    EXPECT_EQ(d1.size(), rxv.length);
+    EXPECT_EQ(0, memcmp(piece.data(), d1.data(), d1.size()));
 }
 
 /* Addresses: 20 bytes, zero padded; LID and Q_Key, or a GID (RoCE, never

@@ -59,6 +59,11 @@ uint16_t ibv_double_lid(unsigned dev_index);
  * one (reorder). Probabilities in [0, 1]; zeroes turn it off. */
 void ibv_double_ud_fault(double drop, double reorder, uint64_t seed);
 
+/* Put the QP qp_num of the port with this LID in the error state, as a
+ * fatal asynchronous event would (its posted receives complete flushed).
+ * 0, or ENOENT when there is no such QP. */
+int ibv_double_qp_error(uint16_t lid, uint32_t qp_num);
+
 /* Deliver any datagram held back for reordering now. */
 void ibv_double_flush(void);
 

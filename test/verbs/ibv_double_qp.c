@@ -430,6 +430,22 @@ static void dbl_ud_release_held(dbl_qp_t *qp)
     }
 }
 
+int ibv_double_qp_error(uint16_t lid, uint32_t qp_num)
+{
+    dbl_qp_t *qp = dbl_find_qp(lid, qp_num, IBV_QPT_UD);
+
+    if (qp == NULL) {
+        qp = dbl_find_qp(lid, qp_num, IBV_QPT_RC);
+    }
+    if (qp == NULL) {
+        return ENOENT;
+    }
+    if (qp->qp.state != IBV_QPS_ERR) {
+        dbl_qp_error(qp);
+    }
+    return 0;
+}
+
 void ibv_double_flush(void)
 {
     dbl_qp_t *qp;

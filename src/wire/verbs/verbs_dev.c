@@ -16,13 +16,13 @@
 #include "wire/verbs/verbs_addr.h"
 #include "wire/verbs/verbs_conn.h"
 #include "wire/verbs/verbs_dgram.h"
+#include "wire/verbs/verbs_dgram_int.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/math.h>
 #include <ucs/sys/string.h>
 
-#include <stdio.h>
 #include <string.h>
 
 /* Largest message of a connection: what aptus_verbs_conn_open accepts as
@@ -130,40 +130,6 @@ aptus_verbs_query_devices(uct_tl_device_resource_t **devices_p,
     return UCS_OK;
 }
 
-static int aptus_verbs_dev_port_attr(const char *dev_name,
-                                     struct ibv_port_attr *attr)
-{
-    struct ibv_device **list;
-    struct ibv_context *ctx = NULL;
-    char hca[64];
-    size_t len = strcspn(dev_name, ":");
-    unsigned port;
-    int i, num = 0, ok = 0;
-
-    if ((len >= sizeof(hca)) || (dev_name[len] != ':') ||
-        (sscanf(dev_name + len + 1, "%u", &port) != 1) || (port == 0) ||
-        (port > 255)) {
-        return 0;
-    }
-    memcpy(hca, dev_name, len);
-    hca[len] = '\0';
-    list     = ibv_get_device_list(&num);
-    if (list == NULL) {
-        return 0;
-    }
-    for (i = 0; (i < num) && (ctx == NULL); ++i) {
-        if (!strcmp(ibv_get_device_name(list[i]), hca)) {
-            ctx = ibv_open_device(list[i]);
-        }
-    }
-    ibv_free_device_list(list);
-    if (ctx != NULL) {
-        ok = (ibv_query_port(ctx, (uint8_t)port, attr) == 0);
-        ibv_close_device(ctx);
-    }
-    return ok;
-}
-
 /* ibv_port_attr's active_width and active_speed (bits) as lanes and
  * data rate per lane in Gb/s, after line encoding. */
 static const struct {
@@ -207,7 +173,7 @@ static void aptus_verbs_dev_caps(const char *dev_name, double *latency_p,
     struct ibv_port_attr attr;
 
     *latency_p   = 1e-6; /* a switch hop and the HCAs' own */
-    *bandwidth_p = aptus_verbs_dev_port_attr(dev_name, &attr)
+    *bandwidth_p = aptus_verbs_port_query(dev_name, &attr)
                        ? aptus_verbs_port_bw(&attr)
                        : 4e9; /* unknown: a 4x QDR port's */
 }

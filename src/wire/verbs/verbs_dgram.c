@@ -104,16 +104,25 @@ int aptus_verbs_numa_node(const char *dev_name)
     return aptus_numa_node_of("infiniband", hca);
 }
 
-size_t aptus_verbs_dgram_port_mtu(const char *dev_name)
+int aptus_verbs_port_query(const char *dev_name, struct ibv_port_attr *attr)
 {
-    struct ibv_port_attr attr;
     struct ibv_context *ctx;
     uint8_t port;
 
-    if (aptus_verbs_port_open(dev_name, &ctx, &port, &attr) != UCS_OK) {
+    if (aptus_verbs_port_open(dev_name, &ctx, &port, attr) != UCS_OK) {
         return 0;
     }
     ibv_close_device(ctx);
+    return 1;
+}
+
+size_t aptus_verbs_dgram_port_mtu(const char *dev_name)
+{
+    struct ibv_port_attr attr;
+
+    if (!aptus_verbs_port_query(dev_name, &attr)) {
+        return 0;
+    }
     return (size_t)1 << (attr.active_mtu + 7); /* IBV_MTU_256 is 1 */
 }
 

@@ -86,6 +86,10 @@ ucs_status_t aptus_verbs_ud_open(aptus_verbs_dgram_t *v, aptus_verbs_ud_t *ud,
                                  unsigned max_send_wr, struct ibv_cq *recv_cq);
 void aptus_verbs_ud_close(aptus_verbs_ud_t *ud);
 
+/* The attributes of the active HCA port dev_name names ("<hca>:<port>"):
+ * 1, or 0 when there is no such port or it is not active. */
+int aptus_verbs_port_query(const char *dev_name, struct ibv_port_attr *attr);
+
 /* Take a QP in the error state back to RTS through RESET, keeping its QP
  * number (peers' addresses of it stay right), and post every receive
  * buffer again: once every receive came back flushed, and idle_sends
