@@ -85,6 +85,15 @@ static inline int aptus_ud_peer_has_pending(const aptus_ud_peer_t *peer)
            !ucs_arbiter_group_is_empty(&peer->ext->pending);
 }
 
+/* Until the remote's token is known, what we send only opens the stream:
+ * the remote takes none of it and it all goes again once the handshake
+ * is done. So one message opens it, and the rest waits for the answer. */
+static inline int aptus_ud_tx_opening(const aptus_ud_peer_t *peer)
+{
+    return ucs_unlikely(peer->remote_token == 0) &&
+           !aptus_rel_tx_is_idle(&peer->win->tx);
+}
+
 /* The window is full at TX_WINDOW datagrams or at TX_WINDOW_BYTES of
  * payload in flight. The byte bound keeps large datagrams from parking
  * megabytes per peer in buffers and socket queues: past the caches every
@@ -95,7 +104,8 @@ static inline int aptus_ud_tx_window_full(const aptus_ud_chan_t *chan,
 {
     return (peer->win != NULL) &&
            (aptus_rel_tx_window_full(&peer->win->tx, &chan->config.rel) ||
-            (peer->win->tx_bytes >= chan->config.tx_max_bytes));
+            (peer->win->tx_bytes >= chan->config.tx_max_bytes) ||
+            aptus_ud_tx_opening(peer));
 }
 
 /* Ask for an ACK at once when either bound is half used. */

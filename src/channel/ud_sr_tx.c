@@ -469,6 +469,9 @@ static inline unsigned aptus_ud_tx_num_frags(const aptus_ud_dg_class_t *cls,
 static inline unsigned aptus_ud_tx_room(aptus_ud_chan_t *chan,
                                         aptus_ud_peer_t *peer)
 {
+    if (aptus_ud_tx_opening(peer)) {
+        return 0;
+    }
     return chan->config.rel.tx_window - aptus_rel_tx_inflight(&peer->win->tx);
 }
 

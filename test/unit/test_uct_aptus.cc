@@ -1032,6 +1032,7 @@ TEST_F(uct_aptus, granted_peer_may_send_before_its_grant_arrives)
     /* b grants a's request and sends over the connection at once; a reads
      * the connection before the datagram with the GRANT */
     setup_pair(eager_rc());
+    open_stream(m_a);
     std::vector<std::vector<uint8_t>> a_sent;
     for (unsigned i = 0; i < 20; ++i) {            /* earns it: a asks */
         a_sent.push_back(pattern(6000 + i, 3000)); /* RC's size by the rules */

@@ -281,6 +281,10 @@ TEST_F(uct_ud_sr_verbs, messages_arrive_whole_and_in_order)
     EXPECT_EQ(0u, st.ud_bad_qkey);
     EXPECT_EQ(0u, st.ud_no_dest);
     EXPECT_EQ(st.ud_sent, st.ud_delivered + st.ud_no_recv);
+    /* the opening was the first message alone (8 bytes, one datagram),
+     * not the window that a burst would have put before the answer */
+    EXPECT_EQ(1u, stats(m_a)["open_resends"])
+        << "posted " << st.ud_sent << ", no receive posted " << st.ud_no_recv;
 }
 
 TEST_F(uct_ud_sr_verbs, nothing_lost_through_loss_and_reordering)

@@ -328,7 +328,12 @@ TEST_F(ud_chan, idle_peer_gives_its_send_window_back)
     for (unsigned round_no = 0; round_no < 3; ++round_no) {
         for (unsigned i = 0; i < 5; ++i) {
             sent.push_back(message{ 1, pattern(round_no * 5 + i, 100) });
-            ASSERT_GT(send_bcopy(m_a, p, 1, sent.back().data), -1);
+            ssize_t ret;
+            while ((ret = send_bcopy(m_a, p, 1, sent.back().data)) ==
+                   UCS_ERR_NO_RESOURCE) {
+                round(); /* the opening: one message until answered */
+            }
+            ASSERT_GT(ret, -1);
         }
         ASSERT_NE(nullptr, p->win);
         EXPECT_EQ(1u, m_a.chan.num_win);
@@ -592,7 +597,7 @@ TEST_F(ud_chan, ack_loss_recovered)
 TEST_F(ud_chan, window_full_then_pending_in_order)
 {
     init_both();
-    aptus_ud_peer_t *p         = connect(m_a, m_b);
+    aptus_ud_peer_t *p         = open_stream(m_a, m_b);
     std::vector<uint8_t> small = pattern(0, 10);
     unsigned n                 = 0;
     while (send_bcopy(m_a, p, 1, pattern(n, 10)) > 0) {
@@ -637,6 +642,41 @@ TEST_F(ud_chan, window_full_then_pending_in_order)
         EXPECT_EQ(pattern(i, 10), m_b.rx[i].data) << i;
     }
     EXPECT_EQ(reqs.size(), m_a.chan.stats.pending_dispatched);
+}
+
+/* What goes before the remote's token is known only opens the stream (the
+ * remote takes none of it, and it all goes again once answered), so the
+ * opener sends one message, however many datagrams, and waits: the
+ * first burst to a new peer costs one message twice, not a window. */
+TEST_F(ud_chan, an_opening_sends_one_message_until_answered)
+{
+    init_both();
+    aptus_ud_peer_t *p = connect(m_a, m_b);
+    std::vector<message> sent{ message{ 1, pattern(0, 3000) } };
+    ASSERT_EQ(3000, send_bcopy(m_a, p, 1, sent[0].data));
+    aptus_ud_tx_batch_flush(&m_a.chan);
+    uint64_t first = m_a.chan.stats.tx_data_dgrams;
+    EXPECT_GT(first, 2u); /* 1024-byte datagrams */
+    EXPECT_EQ(UCS_ERR_NO_RESOURCE, send_bcopy(m_a, p, 1, pattern(1, 10)));
+    EXPECT_EQ(UCS_ERR_NO_RESOURCE, send_short(m_a, p, 1, 0, pattern(1, 10)));
+    EXPECT_EQ(first, m_a.chan.stats.tx_data_dgrams);
+
+    for (unsigned i = 1; i < 200; ++i) {
+        sent.push_back(message{ 1, pattern(i, 10 + (i % 3) * 1000) });
+        ssize_t ret;
+        while ((ret = send_bcopy(m_a, p, 1, sent.back().data)) ==
+               UCS_ERR_NO_RESOURCE) {
+            round();
+        }
+        ASSERT_EQ((ssize_t)sent.back().data.size(), ret);
+    }
+    ASSERT_TRUE(run_until([&] { return m_b.rx.size() == sent.size(); }));
+    for (unsigned i = 0; i < sent.size(); ++i) {
+        EXPECT_EQ(sent[i].data, m_b.rx[i].data) << i;
+    }
+    EXPECT_EQ(first, m_a.chan.stats.tx_open_resends);
+    EXPECT_EQ(0u, m_a.chan.stats.tx_retransmits);
+    EXPECT_EQ(0u, m_b.chan.stats.rx_duplicates);
 }
 
 TEST_F(ud_chan, pending_add_refused_when_resources_exist)
@@ -912,7 +952,7 @@ TEST_F(ud_chan, receive_pool_exhaustion_holds_back_then_recovers)
 TEST_F(ud_chan, destroyed_endpoint_still_delivers_accepted_data)
 {
     init_both();
-    aptus_ud_peer_t *p = connect(m_a, m_b);
+    aptus_ud_peer_t *p = open_stream(m_a, m_b);
     std::mt19937 rng(5);
     std::uniform_real_distribution<double> u(0, 1);
     m_net.filter = [&](const fake_dgram &, const aptus_ud_sr_pkt_t &) {
@@ -1072,7 +1112,7 @@ TEST_F(ud_chan, window_of_1024_with_multiword_sack)
 {
     m_cfg.rel.tx_window = APTUS_REL_TX_WINDOW_MAX;
     init_both();
-    aptus_ud_peer_t *pa = connect(m_a, m_b);
+    aptus_ud_peer_t *pa = open_stream(m_a, m_b);
     std::mt19937 rng(11);
     std::uniform_real_distribution<double> u(0, 1);
     unsigned most_words = 0, data_seen = 0;
@@ -1459,7 +1499,7 @@ TEST_F(ud_chan, lost_reset_and_reused_stream_number_agree_at_once)
 TEST_F(ud_chan, stale_datagram_of_a_reclaimed_stream_is_reset_not_adopted)
 {
     init_both();
-    aptus_ud_peer_t *pa = connect(m_a, m_b);
+    aptus_ud_peer_t *pa = open_stream(m_a, m_b);
     /* a few messages: A's next PSN is well inside the first window, so
      * only the OPEN flag (A has heard from B) tells B the stream is old */
     for (unsigned i = 0; i < 5; ++i) {

@@ -306,6 +306,15 @@ class uct_aptus_test : public ::testing::Test
         return status;
     }
 
+    /* The stream from e's endpoint opened, as UCP's wireup opens it before
+     * any burst: until the remote side answers, one message is in flight
+     * (a check is a reliable no-op, the flush waits for its answer). */
+    void open_stream(entity &e)
+    {
+        ASSERT_EQ(UCS_OK, uct_ep_check(e.ep, 0, nullptr));
+        ASSERT_EQ(UCS_OK, flush_ep(e.ep));
+    }
+
     /* A registered buffer and its packed and unpacked remote key. */
     struct remote_buf {
         std::vector<uint8_t> data;
