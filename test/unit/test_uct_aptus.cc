@@ -11,6 +11,7 @@
 
 extern "C" {
 #include "uct/hybrid/aptus_tl.h"
+#include "proto/le.h"
 }
 
 namespace
@@ -1064,6 +1065,68 @@ TEST_F(uct_aptus, granted_peer_may_send_before_its_grant_arrives)
     EXPECT_EQ(0u, stats(m_a)["rx_unknown_link"]);
     expect_received(m_b, a_sent);
     expect_received(m_a, b_sent);
+}
+
+/* Control messages that find the stream's window full are owed and go
+ * from progress in the order they were made, each with its own kind: a
+ * GRANT of a connection owed before the request for its fast path reaches
+ * the peer first (a peer refuses a fast path on a connection it has not
+ * got, and a GRANT sent under the fast path's kind would be answered by a
+ * DEMOTE). */
+TEST_F(uct_aptus, owed_control_messages_keep_their_order_and_kind)
+{
+    auto cfg              = eager_fp();
+    cfg["ASYNC_INTERVAL"] = "10s";    /* nobody acknowledges behind our back */
+    cfg["RC_MSGS"]        = "100000"; /* a asks for nothing by itself */
+    setup_pair(cfg);
+    open_stream(m_a);
+    uct_aptus_tl_ep_t *ea = ucs_derived_of(m_a.ep, uct_aptus_tl_ep_t);
+    uct_aptus_tl_ep_t *eb = ucs_derived_of(m_b.ep, uct_aptus_tl_ep_t);
+    std::vector<std::vector<uint8_t>> sent;
+    for (;;) { /* b does not progress: a's window fills */
+        std::vector<uint8_t> d = pattern(sent.size(), 8);
+        if (uct_ep_am_short(m_a.ep, 1, 0, d.data(), d.size()) != UCS_OK) {
+            break;
+        }
+        d.insert(d.begin(), sizeof(uint64_t), 0);
+        sent.push_back(d);
+    }
+    ASSERT_GT(sent.size(), 0u);
+
+    UCS_ASYNC_BLOCK(m_async);
+    /* b asks a for a connection (b's REQUEST, as it arrives): a grants,
+     * and its GRANT is owed */
+    uint8_t req[UCT_APTUS_CTL_LEN] = { UCT_APTUS_CTL_REQUEST, APTUS_ALLOC_RC };
+    aptus_put16(req + 2, iface(m_b)->rc.config.credits);
+    aptus_put32(req + 4, iface(m_b)->rc.config.local_port);
+    uct_aptus_tl_alloc_recv(iface(m_a), ea, req, sizeof(req));
+    ASSERT_EQ(APTUS_ALLOC_GRANTED, ea->act->alloc.slot[APTUS_ALLOC_RC].state);
+    /* then a's small messages earn it the fast path: its REQUEST is owed
+     * behind the GRANT */
+    ea->act->alloc.small_msgs = iface(m_a)->alloc.config.fp_msgs;
+    uct_aptus_tl_ep_sent(iface(m_a), ea, APTUS_CHAN_UD_SR, 8);
+    ASSERT_EQ(APTUS_ALLOC_REQUESTED, ea->act->alloc.slot[APTUS_ALLOC_FP].state);
+    UCS_ASYNC_UNBLOCK(m_async);
+    EXPECT_LE(2u, stats(m_a)["ctl_deferred"]);
+
+    /* b takes the GRANT (its request, which it never made, had "expired":
+     * it takes the connection) and then grants the fast path */
+    ASSERT_TRUE(wait_for([&] {
+        return (eb->act != nullptr) &&
+               (eb->act->alloc.slot[APTUS_ALLOC_FP].state ==
+                APTUS_ALLOC_GRANTED) &&
+               (ea->act->alloc.slot[APTUS_ALLOC_FP].state ==
+                APTUS_ALLOC_GRANTED);
+    })) << "b: fp_refusals "
+        << stats(m_b)["fp_refusals"] << ", rc_granted "
+        << stats(m_b)["rc_granted"] << "; a: fp_refused "
+        << stats(m_a)["fp_refused"];
+    EXPECT_EQ(0u, stats(m_b)["fp_refusals"]);
+    EXPECT_EQ(0u, stats(m_a)["fp_refused"] + stats(m_a)["fp_demoted"] +
+                      stats(m_b)["fp_demoted"] + stats(m_b)["rc_demoted"]);
+    EXPECT_EQ(APTUS_ALLOC_GRANTED, eb->act->alloc.slot[APTUS_ALLOC_RC].state);
+    EXPECT_EQ(UCS_OK, flush_ep(m_a.ep));
+    expect_received(m_b, sent);
 }
 
 /* REQUEST and GRANT carry the sender's credits and RC port (8 bytes: type,

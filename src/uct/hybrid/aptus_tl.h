@@ -217,8 +217,12 @@ typedef struct uct_aptus_tl_active {
     uct_aptus_tl_rc_t *rc; /* NULL: no RC connection */
     aptus_xorder_rx_t xrx; /* its next is the endpoint's rx_next meanwhile */
     aptus_alloc_peer_t alloc;
-    uint8_t ctl_owed; /* bit (type - 1) of a control message not sent yet */
-    uint8_t ctl_kind;
+    /* Control messages not sent yet (the stream's window was full): the
+     * allocation's, in the order they were made, one per kind, each
+     * (type | kind << 4), 0 ending the list; and a bit (type - 1) per
+     * fast-path message, built from the endpoint's state when sent. */
+    uint8_t ctl_alloc[APTUS_ALLOC_KIND_LAST];
+    uint8_t ctl_owed;
     uint16_t fp_done_nonce;      /* FP_DONE owed for this block */
     uint32_t rc_rx_unacked;      /* received over RC since the last XACK */
     uint32_t rc_rx_since_ms;     /* ... the first of them, clock in ms */
@@ -459,6 +463,12 @@ void uct_aptus_tl_resend_forget(uct_aptus_tl_iface_t *iface,
 void uct_aptus_tl_ctl_send(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
                            uct_aptus_ctl_type_t type, aptus_alloc_kind_t kind);
 unsigned uct_aptus_tl_ctl_progress(uct_aptus_tl_iface_t *iface);
+
+static inline int uct_aptus_tl_ctl_owes(const uct_aptus_tl_active_t *act)
+{
+    return (act->ctl_alloc[0] != 0) || (act->ctl_owed != 0);
+}
+
 ucs_status_t uct_aptus_tl_ctl_recv(uct_aptus_tl_iface_t *iface,
                                    uct_aptus_tl_ep_t *ep, const void *data,
                                    size_t length);

@@ -18,16 +18,33 @@
 #include "aptus_tl.h"
 #include "proto/le.h"
 
+#define UCT_APTUS_CTL_OWED(_type, _kind) ((uint8_t)((_type) | ((_kind) << 4)))
+
+/* Owe a control message: the allocation's go in the order they were made
+ * (a GRANT of a connection before the request for its fast path, a DEMOTE
+ * of the fast path before its connection's), and a later one of the same
+ * kind replaces the earlier, since it says what this side holds now; the
+ * fast path's are built from the endpoint's state when sent. */
 static void uct_aptus_tl_ctl_owe(uct_aptus_tl_iface_t *iface,
                                  uct_aptus_tl_ep_t *ep,
                                  uct_aptus_ctl_type_t type,
                                  aptus_alloc_kind_t kind)
 {
-    /* a later answer replaces an earlier one of the same pair; the fast
-     * path's messages are built from the endpoint's state when sent */
-    ep->act->ctl_owed |= UCS_BIT(type - 1);
-    if (type < UCT_APTUS_CTL_FP_CREDIT) {
-        ep->act->ctl_kind = kind;
+    uint8_t *q = ep->act->ctl_alloc;
+    unsigned i, n;
+
+    if (type >= UCT_APTUS_CTL_FP_CREDIT) {
+        ep->act->ctl_owed |= UCS_BIT(type - 1);
+    } else {
+        for (i = 0, n = 0; i < APTUS_ALLOC_KIND_LAST; ++i) {
+            if ((q[i] != 0) && ((q[i] >> 4) != kind)) {
+                q[n++] = q[i];
+            }
+        }
+        q[n++] = UCT_APTUS_CTL_OWED(type, kind);
+        for (; n < APTUS_ALLOC_KIND_LAST; ++n) {
+            q[n] = 0;
+        }
     }
     iface->stats.ctl_deferred++;
     if (!(ep->flags & UCT_APTUS_EP_CTL_LIST) &&
@@ -77,8 +94,12 @@ void uct_aptus_tl_ctl_send(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
     if (!uct_aptus_tl_ep_init_state(iface, ep)) {
         return;
     }
+    if (ucs_unlikely(uct_aptus_tl_ctl_owes(ep->act))) {
+        /* behind what is owed already, never ahead of it */
+        uct_aptus_tl_ctl_owe(iface, ep, type, kind);
+        return;
+    }
     ret = uct_aptus_tl_ctl_try(iface, ep, type, kind);
-
     if (ret >= 0) {
         iface->stats.ctl_sent++;
     } else if (ret == UCS_ERR_NO_RESOURCE) {
@@ -87,28 +108,50 @@ void uct_aptus_tl_ctl_send(uct_aptus_tl_iface_t *iface, uct_aptus_tl_ep_t *ep,
     /* another error: the stream failed, and the peer with it */
 }
 
+/* Send what ep owes, in order; returns the messages sent, and leaves the
+ * rest owed when the window fills again. */
+static unsigned uct_aptus_tl_ctl_send_owed(uct_aptus_tl_iface_t *iface,
+                                           uct_aptus_tl_ep_t *ep)
+{
+    uint8_t *q = ep->act->ctl_alloc;
+    unsigned type, count = 0;
+    ssize_t ret;
+
+    while (q[0] != 0) {
+        ret = uct_aptus_tl_ctl_try(iface, ep, q[0] & 0xf, q[0] >> 4);
+        if (ret == UCS_ERR_NO_RESOURCE) {
+            return count;
+        }
+        memmove(q, q + 1, APTUS_ALLOC_KIND_LAST - 1);
+        q[APTUS_ALLOC_KIND_LAST - 1] = 0;
+        iface->stats.ctl_sent += (ret >= 0);
+        ++count;
+    }
+    for (type = UCT_APTUS_CTL_FP_CREDIT; type <= UCT_APTUS_CTL_FP_BLOCK;
+         ++type) {
+        if (!(ep->act->ctl_owed & UCS_BIT(type - 1))) {
+            continue;
+        }
+        ret = uct_aptus_tl_ctl_try(iface, ep, type, APTUS_ALLOC_FP);
+        if (ret == UCS_ERR_NO_RESOURCE) {
+            break;
+        }
+        ep->act->ctl_owed &= ~UCS_BIT(type - 1);
+        iface->stats.ctl_sent += (ret >= 0);
+        ++count;
+    }
+    return count;
+}
+
 unsigned uct_aptus_tl_ctl_progress(uct_aptus_tl_iface_t *iface)
 {
-    unsigned i, type, count = 0;
+    unsigned i, count = 0;
     uct_aptus_tl_ep_t *ep;
-    ssize_t ret;
 
     for (i = 0; i < ucs_array_length(&iface->ctl_list);) {
         ep = ucs_array_elem(&iface->ctl_list, i);
-        for (type = UCT_APTUS_CTL_REQUEST; type <= UCT_APTUS_CTL_FP_BLOCK;
-             ++type) {
-            if (!(ep->act->ctl_owed & UCS_BIT(type - 1))) {
-                continue;
-            }
-            ret = uct_aptus_tl_ctl_try(iface, ep, type, ep->act->ctl_kind);
-            if (ret == UCS_ERR_NO_RESOURCE) {
-                break;
-            }
-            ep->act->ctl_owed &= ~UCS_BIT(type - 1);
-            iface->stats.ctl_sent += (ret >= 0);
-            ++count;
-        }
-        if (ep->act->ctl_owed == 0) {
+        count += uct_aptus_tl_ctl_send_owed(iface, ep);
+        if (!uct_aptus_tl_ctl_owes(ep->act)) {
             ep->flags &= ~UCT_APTUS_EP_CTL_LIST;
             uct_aptus_tl_ep_list_remove(&iface->ctl_list, i);
         } else {

@@ -79,7 +79,7 @@ static int uct_aptus_tl_ep_quiet(uct_aptus_tl_iface_t *iface,
     int kind;
 
     if ((act->rc != NULL) || (act->fp_tx != NULL) || (act->fp_rx != NULL) ||
-        (act->ctl_owed != 0) || (act->rc_rx_unacked != 0) ||
+        uct_aptus_tl_ctl_owes(act) || (act->rc_rx_unacked != 0) ||
         (act->xrx.num_held != 0) || (iface->dispatching == ep) ||
         (ep->flags &
          (UCT_APTUS_EP_CTL_LIST | UCT_APTUS_EP_XACK | UCT_APTUS_EP_RESEND)) ||
