@@ -18,6 +18,7 @@
 #include "wire/verbs/verbs_dgram.h"
 #include "wire/verbs/verbs_dgram_int.h"
 
+#include <ucs/datastruct/array.inl>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/math.h>
@@ -37,33 +38,15 @@
 #define APTUS_VERBS_DEV_ADDR_LID_LEN 3
 #define APTUS_VERBS_DEV_ADDR_GID_LEN 17
 
-static ucs_status_t aptus_verbs_dev_add(uct_tl_device_resource_t **devices_p,
-                                        unsigned *num_p, const char *hca,
-                                        unsigned port)
-{
-    uct_tl_device_resource_t *devices;
-
-    devices = ucs_realloc(*devices_p, (*num_p + 1) * sizeof(*devices),
-                          "aptus_verbs_devices");
-    if (devices == NULL) {
-        return UCS_ERR_NO_MEMORY;
-    }
-    memset(&devices[*num_p], 0, sizeof(devices[*num_p]));
-    ucs_snprintf_zero(devices[*num_p].name, sizeof(devices[*num_p].name),
-                      "%s:%u", hca, port);
-    devices[*num_p].type       = UCT_DEVICE_TYPE_NET;
-    devices[*num_p].sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
-    *devices_p                 = devices;
-    ++*num_p;
-    return UCS_OK;
-}
+UCS_ARRAY_DEFINE_INLINE(aptus_verbs_devices, unsigned, uct_tl_device_resource_t)
+typedef ucs_array_t(aptus_verbs_devices) aptus_verbs_devices_t;
 
 /* The active ports of one HCA, appended. */
 static ucs_status_t aptus_verbs_dev_ports(struct ibv_device *dev,
-                                          uct_tl_device_resource_t **devices_p,
-                                          unsigned *num_p)
+                                          aptus_verbs_devices_t *devices)
 {
     const char *hca = ibv_get_device_name(dev);
+    uct_tl_device_resource_t *device;
     struct ibv_device_attr dev_attr;
     struct ibv_port_attr port_attr;
     struct ibv_context *ctx;
@@ -84,10 +67,16 @@ static ucs_status_t aptus_verbs_dev_ports(struct ibv_device *dev,
             (port_attr.state != IBV_PORT_ACTIVE)) {
             continue;
         }
-        status = aptus_verbs_dev_add(devices_p, num_p, hca, port);
+        status = ucs_array_append(aptus_verbs_devices, devices);
         if (status != UCS_OK) {
             break;
         }
+        device = ucs_array_last(devices);
+        memset(device, 0, sizeof(*device));
+        ucs_snprintf_zero(device->name, sizeof(device->name), "%s:%u", hca,
+                          port);
+        device->type       = UCT_DEVICE_TYPE_NET;
+        device->sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
     }
 out:
     ibv_close_device(ctx);
@@ -98,9 +87,8 @@ static ucs_status_t
 aptus_verbs_query_devices(uct_tl_device_resource_t **devices_p,
                           unsigned *num_devices_p)
 {
-    uct_tl_device_resource_t *devices = NULL;
+    aptus_verbs_devices_t devices = UCS_ARRAY_DYNAMIC_INITIALIZER;
     struct ibv_device **list;
-    unsigned num        = 0;
     ucs_status_t status = UCS_OK;
     int i, num_hcas = 0;
 
@@ -110,23 +98,24 @@ aptus_verbs_query_devices(uct_tl_device_resource_t **devices_p,
         num_hcas = 0;
     }
     for (i = 0; (i < num_hcas) && (status == UCS_OK); ++i) {
-        status = aptus_verbs_dev_ports(list[i], &devices, &num);
+        status = aptus_verbs_dev_ports(list[i], &devices);
     }
     if (list != NULL) {
         ibv_free_device_list(list);
     }
     if (status != UCS_OK) {
-        ucs_free(devices);
+        ucs_array_cleanup_dynamic(&devices);
         return status;
     }
-    if (num == 0) {
+    if (ucs_array_is_empty(&devices)) {
         /* the one line that says why no transport is listed on verbs */
         ucs_diag("verbs wire: no transports on InfiniBand or RoCE: %s",
                  (num_hcas == 0) ? "libibverbs lists no HCA"
                                  : "no HCA has an active port");
     }
-    *devices_p     = devices;
-    *num_devices_p = num;
+    /* the caller frees the buffer with ucs_free, as UCT does */
+    *num_devices_p = ucs_array_length(&devices);
+    *devices_p     = ucs_array_extract_buffer(aptus_verbs_devices, &devices);
     return UCS_OK;
 }
 
