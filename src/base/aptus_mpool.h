@@ -14,6 +14,10 @@ extern "C" {
 /* Pools of plain objects: chunks from malloc, no per-object set-up. */
 extern ucs_mpool_ops_t aptus_mpool_plain_ops;
 
+/* Bytes of the elements a pool has allocated (they are kept until the pool
+ * goes: this is also its peak), chunk padding aside. */
+size_t aptus_mpool_bytes(const ucs_mpool_t *mp);
+
 #ifdef __cplusplus
 }
 #endif

@@ -260,6 +260,9 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
         /* unbounded: a window of the largest datagrams stays far below */
         chan->config.tx_max_bytes = UINT32_MAX;
     }
+    if (config->tx_all_bytes == 0) {
+        chan->config.tx_all_bytes = SIZE_MAX;
+    }
     chan->wire           = wire;
     chan->async          = async;
     chan->ops            = ops;
@@ -612,6 +615,22 @@ unsigned aptus_ud_chan_progress(aptus_ud_chan_t *chan, int is_async)
     }
     chan->in_async = 0;
     return count;
+}
+
+void aptus_ud_chan_buf_bytes(const aptus_ud_chan_t *chan, size_t *tx_p,
+                             size_t *rx_p)
+{
+    unsigned i;
+
+    *tx_p = 0;
+    for (i = 0; i < APTUS_UD_TX_POOLS; ++i) {
+        *tx_p += aptus_mpool_bytes(&chan->tx_mp[i]);
+    }
+    *rx_p =
+        aptus_mpool_bytes(&chan->rx_mp) + aptus_mpool_bytes(&chan->reasm_mp);
+    for (i = 0; i < chan->rx_copy_num; ++i) {
+        *rx_p += aptus_mpool_bytes(&chan->rx_copy[i].mp);
+    }
 }
 
 size_t aptus_ud_chan_peer_bytes(const aptus_ud_chan_t *chan)

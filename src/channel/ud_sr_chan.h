@@ -60,6 +60,8 @@ typedef struct aptus_ud_chan_config {
     unsigned rx_budget;  /* deferred messages delivered per progress call */
     size_t tx_max_bytes; /* the window is full at this many payload bytes
                             in flight too (0: datagrams alone bound it) */
+    size_t tx_all_bytes; /* payload bytes in flight to all peers together
+                            before sends wait (0: no bound) */
     size_t am_align;     /* received payload: (data + am_align_offset) is a */
     size_t am_align_offset; /* multiple of am_align (0 or 1: no demand) */
     size_t rx_headroom;     /* bytes UCT users need before payload */
@@ -266,6 +268,7 @@ struct aptus_ud_tx_msg {
 typedef struct aptus_ud_chan_stats {
     uint64_t tx_msgs, tx_bytes, tx_data_dgrams, tx_acks, tx_resets;
     uint64_t tx_retransmits, tx_fast_retransmits, tx_window_full, tx_probes;
+    uint64_t tx_all_full;     /* a send waited for the interface's bound */
     uint64_t tx_trains;       /* segmented sends of a message's datagrams */
     uint64_t tx_train_dgrams; /* datagrams that went in them */
     uint64_t rx_msgs, rx_bytes, rx_data_dgrams, rx_acks;
@@ -490,7 +493,7 @@ struct aptus_ud_chan {
     uint64_t now_us;
     uint64_t last_tick_us;
     uint64_t last_sync_us; /* last progress from the user */
-    uint64_t tx_msg_bytes; /* bytes in flight (statistics) */
+    uint64_t tx_msg_bytes; /* payload bytes in flight, all peers */
     aptus_ud_chan_stats_t stats;
 };
 
@@ -601,6 +604,12 @@ ucs_status_t aptus_ud_chan_flush_all(aptus_ud_chan_t *chan, unsigned flags,
  * of the lookup table at the current size. */
 size_t aptus_ud_chan_peer_bytes(const aptus_ud_chan_t *chan);
 
+/* Bytes of send buffers (messages in flight and those kept for reuse) and
+ * of receive buffers (datagrams, small-message copies, reassembly) the
+ * channel has allocated: its pools keep what they grew to. */
+void aptus_ud_chan_buf_bytes(const aptus_ud_chan_t *chan, size_t *tx_p,
+                             size_t *rx_p);
+
 /* Failed peers whose endpoint is gone are freed once nothing refers to
  * them; returns how many were freed. Runs from progress too. */
 unsigned aptus_ud_chan_reclaim(aptus_ud_chan_t *chan);
@@ -612,6 +621,16 @@ static inline unsigned aptus_ud_chan_num_peers(const aptus_ud_chan_t *chan)
 }
 
 /* Nothing the peer was sent waits for an acknowledgement. */
+/* What is in flight to all peers together is bounded too (TX_MAX_BYTES):
+ * per-peer windows alone let a process with many peers park a window's
+ * bytes for each of them in send buffers (63 peers x 4 MB at 64 ranks).
+ * One message may pass the bound. Sends wait without a peer's window
+ * being full, so pending requests stay scheduled and are tried again. */
+static inline int aptus_ud_chan_tx_all_full(const aptus_ud_chan_t *chan)
+{
+    return ucs_unlikely(chan->tx_msg_bytes >= chan->config.tx_all_bytes);
+}
+
 static inline int aptus_ud_peer_tx_idle(const aptus_ud_peer_t *peer)
 {
     return (peer->win == NULL) || aptus_rel_tx_is_idle(&peer->win->tx);

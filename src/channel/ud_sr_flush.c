@@ -110,9 +110,13 @@ aptus_ud_pending_dispatch_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
          * endpoint is kept, so later async requests wait behind it */
         return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
     }
-    if (!(ext->peer->flags & APTUS_UD_PEER_FAILED) &&
-        aptus_ud_tx_window_full(chan, ext->peer)) {
-        return UCS_ARBITER_CB_RESULT_DESCHED_GROUP;
+    if (!(ext->peer->flags & APTUS_UD_PEER_FAILED)) {
+        if (aptus_ud_tx_window_full(chan, ext->peer)) {
+            return UCS_ARBITER_CB_RESULT_DESCHED_GROUP;
+        }
+        if (aptus_ud_chan_tx_all_full(chan)) {
+            return UCS_ARBITER_CB_RESULT_STOP; /* all wait, scheduled */
+        }
     }
 
     chan->in_pending = 1;
@@ -137,9 +141,11 @@ ucs_status_t aptus_ud_chan_pending_add(aptus_ud_chan_t *chan,
     aptus_ud_peer_ext_t *ext;
 
     /* A message of several datagrams may not fit a window that is not full,
-     * so only an empty window proves that a retry would succeed. */
+     * so only an empty window proves that a retry would succeed (and only
+     * below the interface's bound). */
     if (!aptus_ud_peer_has_pending(peer) &&
-        ((peer->flags & APTUS_UD_PEER_FAILED) || aptus_ud_peer_tx_idle(peer))) {
+        ((peer->flags & APTUS_UD_PEER_FAILED) ||
+         (aptus_ud_peer_tx_idle(peer) && !aptus_ud_chan_tx_all_full(chan)))) {
         return UCS_ERR_BUSY;
     }
 

@@ -761,6 +761,10 @@ ssize_t aptus_ud_chan_send(aptus_ud_chan_t *chan, aptus_ud_peer_t *peer,
         chan->stats.tx_window_full++;
         return UCS_ERR_NO_RESOURCE;
     }
+    if (aptus_ud_chan_tx_all_full(chan)) {
+        chan->stats.tx_all_full++;
+        return UCS_ERR_NO_RESOURCE;
+    }
 
     aptus_ud_chan_now(chan);
 

@@ -679,6 +679,70 @@ TEST_F(ud_chan, an_opening_sends_one_message_until_answered)
     EXPECT_EQ(0u, m_b.chan.stats.rx_duplicates);
 }
 
+/* What is in flight to all peers together is bounded (TX_MAX_BYTES): past
+ * it a send to any peer waits, even to one whose window is empty, and its
+ * pending request is taken (not refused as BUSY) and goes once
+ * acknowledgements free room; every message arrives, per stream in order. */
+TEST_F(ud_chan, bytes_in_flight_to_all_peers_are_bounded)
+{
+    m_cfg.tx_all_bytes = 8 * 1024;
+    init_both();
+    std::vector<aptus_ud_peer_t *> peers;
+    for (unsigned i = 0; i < 4; ++i) {
+        peers.push_back(open_stream(m_a, m_b));
+    }
+    std::vector<uint8_t> msg = pattern(1, 1000);
+    unsigned sent            = 0;
+    while (send_bcopy(m_a, peers[sent % 3], 1, msg) > 0) {
+        ++sent;
+    }
+    EXPECT_EQ(9u, sent); /* 8,000 bytes below the bound, one message past */
+    EXPECT_GT(m_a.chan.stats.tx_all_full, 0u);
+    EXPECT_EQ(0u, m_a.chan.stats.tx_window_full);
+    /* the fourth stream has sent nothing, yet waits too */
+    EXPECT_TRUE(aptus_ud_peer_tx_idle(peers[3]));
+    EXPECT_EQ(UCS_ERR_NO_RESOURCE, send_bcopy(m_a, peers[3], 1, msg));
+
+    struct req {
+        uct_pending_req_t super;
+        ud_chan *test;
+        aptus_ud_peer_t *peer;
+        std::vector<uint8_t> data;
+        int done;
+    };
+    static auto func = [](uct_pending_req_t *self) -> ucs_status_t {
+        req *r      = reinterpret_cast<req *>(self);
+        ssize_t ret = r->test->send_bcopy(r->test->m_a, r->peer, 2, r->data);
+        if (ret < 0) {
+            return (ucs_status_t)ret;
+        }
+        r->done = 1;
+        return UCS_OK;
+    };
+    std::vector<req> reqs(20);
+    for (unsigned i = 0; i < reqs.size(); ++i) {
+        reqs[i] = req{ {}, this, peers[3], pattern(100 + i, 1000), 0 };
+        reqs[i].super.func = func;
+        ASSERT_EQ(UCS_OK, aptus_ud_chan_pending_add(&m_a.chan, peers[3],
+                                                    &reqs[i].super, 0))
+            << i;
+    }
+    ASSERT_TRUE(run_until([&] { return reqs.back().done == 1; }));
+    ASSERT_TRUE(run_until([&] { return m_b.rx.size() == sent + reqs.size(); }));
+    std::vector<std::vector<uint8_t>> last;
+    for (auto &m : m_b.rx) {
+        if (m.am_id == 2) {
+            last.push_back(m.data);
+        }
+    }
+    ASSERT_EQ(reqs.size(), last.size());
+    for (unsigned i = 0; i < reqs.size(); ++i) {
+        EXPECT_EQ(reqs[i].data, last[i]) << i;
+    }
+    EXPECT_EQ(0u, m_a.chan.stats.tx_window_full);
+    EXPECT_EQ(reqs.size(), m_a.chan.stats.pending_dispatched);
+}
+
 TEST_F(ud_chan, pending_add_refused_when_resources_exist)
 {
     init_both();

@@ -621,7 +621,8 @@ ucs_status_t uct_aptus_tl_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
             /* a message of several datagrams may not fit a window that
              * has some room: only an empty one takes any message */
             room = aptus_ud_peer_is_failed(&ep->peer) ||
-                   aptus_ud_peer_tx_idle(&ep->peer);
+                   (aptus_ud_peer_tx_idle(&ep->peer) &&
+                    !aptus_ud_chan_tx_all_full(&iface->ud.chan));
         }
         if (room) {
             UCT_APTUS_LEAVE(iface);

@@ -53,6 +53,7 @@ static const uct_ud_base_stat_def_t uct_ud_base_chan_stats[] = {
     UCT_UD_CHAN_STAT("fast_retransmits", NULL, tx_fast_retransmits),
     UCT_UD_CHAN_STAT("probes", "ud_probes", tx_probes),
     UCT_UD_CHAN_STAT("window_full", NULL, tx_window_full),
+    UCT_UD_CHAN_STAT("tx_all_full", "ud_tx_all_full", tx_all_full),
     UCT_UD_CHAN_STAT("rx_duplicates", NULL, rx_duplicates),
     UCT_UD_CHAN_STAT("rx_held", NULL, rx_held),
     UCT_UD_CHAN_STAT("rx_out_of_window", NULL, rx_out_of_window),
@@ -154,10 +155,16 @@ static unsigned uct_ud_base_stats_add(const uct_ud_base_stat_def_t *defs,
 unsigned uct_ud_base_stats(uct_ud_base_t *ud, uct_ud_base_stats_style_t style,
                            uct_aptus_stat_t *stats, unsigned max)
 {
-    const int alone               = (style == UCT_UD_BASE_STATS_ALONE);
+    const int alone = (style == UCT_UD_BASE_STATS_ALONE);
+    size_t tx_buf_bytes, rx_buf_bytes;
+
+    aptus_ud_chan_buf_bytes(&ud->chan, &tx_buf_bytes, &rx_buf_bytes);
     const uct_aptus_stat_t more[] = {
         { "peers", aptus_ud_chan_num_peers(&ud->chan) },
         { "peer_bytes", aptus_ud_chan_peer_bytes(&ud->chan) },
+        { "tx_buf_bytes", tx_buf_bytes },
+        { "rx_buf_bytes", rx_buf_bytes },
+        { "tx_inflight_bytes", ud->chan.tx_msg_bytes },
         { "async_wakeups", ud->timer.wakeups },
         { "async_arms", ud->async_rx.arms },
         { "async_events", ud->async_rx.events },

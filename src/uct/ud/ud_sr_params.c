@@ -54,6 +54,15 @@ ucs_config_field_t uct_ud_sr_params_table[] = {
       ucs_offsetof(uct_ud_sr_params_t, tx_window_bytes),
       UCS_CONFIG_TYPE_MEMUNITS },
 
+    { "TX_MAX_BYTES", "16m",
+      "Payload bytes in flight to all peers together: past it sends wait\n"
+      "(pending) until acknowledgements free some (one message may pass it).\n"
+      "Bounds the send buffers of a process with many peers, which per-peer\n"
+      "windows alone would let grow to TX_WINDOW_BYTES per peer. inf: no\n"
+      "bound.",
+      ucs_offsetof(uct_ud_sr_params_t, tx_max_bytes),
+      UCS_CONFIG_TYPE_MEMUNITS },
+
     { "RX_QUEUE_LEN", "4096",
       "Receive buffers in the static pool shared by all peers; the socket\n"
       "buffers as many datagrams and drops beyond that, like a UD queue pair\n"
@@ -285,14 +294,16 @@ static void uct_ud_sr_params_chan(const uct_ud_sr_params_t *config,
                                   aptus_ud_chan_config_t *chan_config)
 {
     memset(chan_config, 0, sizeof(*chan_config));
-    chan_config->rel.tx_window   = ucs_min(config->tx_window, UINT16_MAX);
-    chan_config->rel.ack_count   = ucs_min(config->ack_count, UINT16_MAX);
-    chan_config->tx_max_bytes    = (config->tx_window_bytes == UCS_MEMUNITS_INF)
-                                       ? 0
-                                       : config->tx_window_bytes;
-    chan_config->rel.rto_min_us  = uct_ud_sr_usec(config->rto_min);
-    chan_config->rel.rto_max_us  = uct_ud_sr_usec(config->rto_max);
-    chan_config->rel.rto_init_us = uct_ud_sr_usec(config->rto_init);
+    chan_config->rel.tx_window = ucs_min(config->tx_window, UINT16_MAX);
+    chan_config->rel.ack_count = ucs_min(config->ack_count, UINT16_MAX);
+    chan_config->tx_max_bytes  = (config->tx_window_bytes == UCS_MEMUNITS_INF)
+                                     ? 0
+                                     : config->tx_window_bytes;
+    chan_config->tx_all_bytes =
+        (config->tx_max_bytes == UCS_MEMUNITS_INF) ? 0 : config->tx_max_bytes;
+    chan_config->rel.rto_min_us      = uct_ud_sr_usec(config->rto_min);
+    chan_config->rel.rto_max_us      = uct_ud_sr_usec(config->rto_max);
+    chan_config->rel.rto_init_us     = uct_ud_sr_usec(config->rto_init);
     chan_config->rel.peer_timeout_us = uct_ud_sr_usec(config->timeout);
     chan_config->max_msg             = config->seg_size;
     chan_config->max_am_hdr          = UCT_UD_SR_MAX_AM_HDR;
@@ -343,6 +354,8 @@ static int uct_ud_sr_params_check_ranges(const uct_ud_sr_params_t *config,
         { "TX_WINDOW", uct_aptus_uint(config->tx_window), 1,
           APTUS_REL_TX_WINDOW_MAX },
         { "TX_WINDOW_BYTES", uct_aptus_bytes(config->tx_window_bytes), 1,
+          UINT64_MAX },
+        { "TX_MAX_BYTES", uct_aptus_bytes(config->tx_max_bytes), 1,
           UINT64_MAX },
         { "RX_BATCH", uct_aptus_uint(config->rx_batch), 1,
           UCT_UD_SR_RX_BATCH_MAX },

@@ -22,6 +22,7 @@ typedef struct uct_ud_sr_params {
     size_t max_am_hdr;
     unsigned tx_window;
     size_t tx_window_bytes;
+    size_t tx_max_bytes;
     unsigned rx_queue_len;
     unsigned rx_max_bufs;
     unsigned rx_max_poll;
