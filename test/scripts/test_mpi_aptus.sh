@@ -44,7 +44,7 @@ APTUS_RUN_TLS=aptus,self
 # FP=1: the fast path must have carried messages.
 check_channels() {
     local name=$1 np=$2 heavy=$3 max_rc=$4 want_fp=${5:-0} r pid f peak granted refusals
-    local rc_peers why='' total_refusals=0 peaks='' connected=0
+    local rc_peers why='' total_refusals=0 peaks='' connected=0 barred barred_ranks=''
     local fp_peak fp_stray fp_msgs total_fp=0 fp_peaks='' max_fp demoted
     for ((r = 0; r < np; r++)); do
         pid=${APTUS_RUN_PIDS[$r]:-}
@@ -98,13 +98,23 @@ check_channels() {
         if [ "$max_rc" -ge $((2 * heavy)) ] && [ "$demoted" -ne 0 ]; then
             local k detail=''
             for k in rc_demoted fp_demoted rc_expired fp_expired rc_refused \
-                     fp_refused fp_refused_no_block rc_failed; do
+                     fp_refused fp_refused_no_block rc_failed fp_barred \
+                     rc_pid_unproven ctl_deferred; do
                 detail+=" $k=$(aptus_stat "$pid" $k aptus)"
             done
             why="${why:+$why, }rank $r: $demoted channels demoted while in use ($detail )"
         fi
         connected=$((connected + rc_peers))
+        # a peer of this host taken for one of another (its connection's
+        # process not proven) loses the fast path: named with a failure
+        barred=$(aptus_stat "$pid" fp_barred aptus)
+        if [ "${barred:-0}" -gt 0 ]; then
+            barred_ranks+=" rank $r (fp_barred=$barred rc_pid_unproven=$(aptus_stat "$pid" rc_pid_unproven aptus))"
+        fi
     done
+    if [ -n "$why" ] && [ -n "$barred_ranks" ]; then
+        why="$why; peers taken for remote by:$barred_ranks"
+    fi
     if [ "$want_fp" = 1 ] && [ "$total_fp" -eq 0 ]; then
         why="${why:+$why, }no message took the fast path (1 KB heavy traffic over RC should earn it)"
     fi

@@ -18,6 +18,8 @@ extern "C" {
 }
 
 #include <algorithm>
+#include <cinttypes>
+#include <cstddef>
 #include <cstring>
 #include <functional>
 #include <iostream>
@@ -26,6 +28,7 @@ extern "C" {
 #include <poll.h>
 #include <set>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -1618,6 +1621,73 @@ TEST_F(sock_conn, unproven_peer_unreachable_directly)
               m_b.wire->ops->read(conn, &key, key.address, &iov, 1));
     EXPECT_EQ(std::vector<uint8_t>(64, 0xee), mem);
     EXPECT_EQ(0u, m_b.wire->stats.pid_proven);
+}
+
+/* The answerer connects to the rendezvous socket and then writes its
+ * answer; the asker may take the connection in between (its epoll wakes on
+ * the connect, the answerer lost the core). The answer, written before
+ * PROVE_ANS, is read then, and the peer is proven. */
+TEST_F(sock_conn, rendezvous_taken_before_its_answer_still_proves)
+{
+    ASSERT_NO_FATAL_FAILURE(open(m_b));
+    int fd = raw_connect(m_b.wire);
+    ASSERT_GE(fd, 0);
+    m_raw.push_back(fd);
+    ASSERT_TRUE(wait_for([&] { return m_b.accepted.size() == 1; }));
+    aptus_conn_t *conn = m_b.accepted[0];
+
+    std::vector<uint8_t> req(APTUS_FRAME_HDR_LEN + APTUS_FRAME_PROVE_REQ_LEN);
+    size_t got = 0;
+    while (got < req.size()) {
+        ssize_t n = recv(fd, req.data() + got, req.size() - got, 0);
+        ASSERT_GT(n, 0);
+        got += n;
+    }
+    aptus_frame_t f;
+    ASSERT_EQ(APTUS_FRAME_OK,
+              aptus_frame_parse(req.data(), req.size(), MAX_FRAME, &f));
+    ASSERT_EQ((unsigned)APTUS_FRAME_TYPE_PROVE_REQ, f.type);
+    uint64_t name;
+    memcpy(&name, f.payload, sizeof(name)); /* little-endian, as x86 */
+
+    /* connect, and let b take the connection while it is still empty */
+    struct sockaddr_un sun;
+    memset(&sun, 0, sizeof(sun));
+    sun.sun_family = AF_UNIX;
+    int len        = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1,
+                              "aptus-conn-%016" PRIx64, name);
+    int ufd        = socket(AF_UNIX, SOCK_STREAM, 0);
+    ASSERT_GE(ufd, 0);
+    ASSERT_EQ(0, connect(ufd, (struct sockaddr *)&sun,
+                         offsetof(struct sockaddr_un, sun_path) + 1 + len));
+    for (unsigned i = 0; i < 20; ++i) {
+        m_b.wire->ops->progress(m_b.wire); /* b's epoll: it accepts */
+        usleep(1000);
+    }
+    /* then the answer: the challenge and this end's view of the TCP
+     * connection, local address first */
+    std::vector<uint8_t> msg(f.payload + 8,
+                             f.payload + 8 + APTUS_FRAME_CHALLENGE_LEN);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    aptus_wire_addr_t a;
+    ASSERT_EQ(0, getsockname(fd, (struct sockaddr *)&ss, &sl));
+    aptus_sock_addr_to_wire((struct sockaddr *)&ss, &a);
+    msg.insert(msg.end(), a.raw, a.raw + APTUS_WIRE_ADDR_LEN);
+    sl = sizeof(ss);
+    ASSERT_EQ(0, getpeername(fd, (struct sockaddr *)&ss, &sl));
+    aptus_sock_addr_to_wire((struct sockaddr *)&ss, &a);
+    msg.insert(msg.end(), a.raw, a.raw + APTUS_WIRE_ADDR_LEN);
+    EXPECT_EQ((ssize_t)msg.size(),
+              ::send(ufd, msg.data(), msg.size(), MSG_NOSIGNAL));
+    close(ufd);
+    ASSERT_TRUE(raw_send(fd, frame(APTUS_FRAME_TYPE_PROVE_ANS, {})));
+    ASSERT_TRUE(wait_for([&] {
+        return m_b.wire->stats.pid_proven + m_b.wire->stats.pid_unproven > 0;
+    }));
+    EXPECT_EQ(1u, m_b.wire->stats.pid_proven);
+    EXPECT_EQ(0u, m_b.wire->stats.pid_unproven);
+    EXPECT_EQ(getpid(), m_b.wire->ops->peer_pid(conn));
 }
 
 /* A relay: the peer asks another UCX process (here the third wire) to

@@ -92,8 +92,13 @@ enum {
  * view of the TCP connection it answers for (local, then remote address). */
 #define APTUS_SOCK_PROVE_MSG_LEN                                               \
     (APTUS_FRAME_CHALLENGE_LEN + 2 * APTUS_WIRE_ADDR_LEN)
-/* Rendezvous connections taken per look (each is closed at once). */
+/* Rendezvous connections taken per look (each is closed once read). */
 #define APTUS_SOCK_PROVE_ACCEPTS 64
+/* Rendezvous connections taken before their answer was written (the
+ * answerer connects, then writes): kept until it is, the oldest closed
+ * past this many, so that local processes connecting and writing nothing
+ * hold no more descriptors than these. */
+#define APTUS_SOCK_PROVE_PENDING 16
 
 typedef struct aptus_sock_conn {
     aptus_conn_t super;
@@ -133,6 +138,8 @@ typedef struct aptus_sock_conn_wire {
     int accept_warned;        /* the pause was said once */
     int prove_fd;        /* abstract AF_UNIX rendezvous socket (-1: none) */
     uint64_t prove_name; /* its name's number, sent in PROVE_REQ */
+    int prove_pending[APTUS_SOCK_PROVE_PENDING]; /* accepted, not written */
+    unsigned prove_num_pending;
 } aptus_sock_conn_wire_t;
 
 static inline aptus_sock_conn_wire_t *aptus_sock_cw(aptus_conn_wire_t *wire)

@@ -63,7 +63,8 @@ void aptus_sock_prove_open(aptus_sock_conn_wire_t *cw)
     socklen_t len;
     int fd, tries;
 
-    cw->prove_fd = -1;
+    cw->prove_fd          = -1;
+    cw->prove_num_pending = 0;
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         ucs_debug("sock conn: no rendezvous socket (%m): peers not proven");
@@ -99,6 +100,9 @@ void aptus_sock_prove_open(aptus_sock_conn_wire_t *cw)
 
 void aptus_sock_prove_close(aptus_sock_conn_wire_t *cw)
 {
+    while (cw->prove_num_pending > 0) {
+        close(cw->prove_pending[--cw->prove_num_pending]);
+    }
     if (cw->prove_fd >= 0) {
         close(cw->prove_fd);
         cw->prove_fd = -1;
@@ -224,31 +228,66 @@ static void aptus_sock_prove_match(aptus_sock_conn_wire_t *cw, pid_t pid,
     }
 }
 
-void aptus_sock_prove_accept(aptus_sock_conn_wire_t *cw)
+/* Read the answer on an accepted rendezvous connection and close it;
+ * returns 0, keeping it open, while nothing is written yet. */
+static int aptus_sock_prove_read(aptus_sock_conn_wire_t *cw, int fd)
 {
     uint8_t msg[APTUS_SOCK_PROVE_MSG_LEN];
     struct ucred cred;
     socklen_t len;
     ssize_t got;
+
+    got = recv(fd, msg, sizeof(msg), MSG_DONTWAIT);
+    if ((got < 0) && ((errno == EAGAIN) || (errno == EWOULDBLOCK))) {
+        return 0;
+    }
+    len = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+        cred.pid = 0;
+    }
+    close(fd);
+    if (got == (ssize_t)sizeof(msg)) {
+        aptus_sock_prove_match(cw, cred.pid, msg);
+    }
+    return 1;
+}
+
+/* A rendezvous connection taken between the answerer's connect and its
+ * write (the answerer lost the core, or the asker's epoll was quick): its
+ * answer is in before PROVE_ANS, so it is read again then. */
+static void aptus_sock_prove_keep(aptus_sock_conn_wire_t *cw, int fd)
+{
+    if (cw->prove_num_pending == APTUS_SOCK_PROVE_PENDING) {
+        close(cw->prove_pending[0]);
+        memmove(cw->prove_pending, cw->prove_pending + 1,
+                (APTUS_SOCK_PROVE_PENDING - 1) * sizeof(int));
+        --cw->prove_num_pending;
+    }
+    cw->prove_pending[cw->prove_num_pending++] = fd;
+}
+
+void aptus_sock_prove_accept(aptus_sock_conn_wire_t *cw)
+{
     unsigned i;
     int fd;
 
     if (cw->prove_fd < 0) {
         return;
     }
+    for (i = 0; i < cw->prove_num_pending;) {
+        if (aptus_sock_prove_read(cw, cw->prove_pending[i])) {
+            cw->prove_pending[i] = cw->prove_pending[--cw->prove_num_pending];
+        } else {
+            ++i;
+        }
+    }
     for (i = 0; i < APTUS_SOCK_PROVE_ACCEPTS; ++i) {
         fd = accept4(cw->prove_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             return; /* none left (or out of descriptors: later) */
         }
-        len = sizeof(cred);
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-            cred.pid = 0;
-        }
-        got = recv(fd, msg, sizeof(msg), MSG_DONTWAIT);
-        close(fd);
-        if (got == (ssize_t)sizeof(msg)) {
-            aptus_sock_prove_match(cw, cred.pid, msg);
+        if (!aptus_sock_prove_read(cw, fd)) {
+            aptus_sock_prove_keep(cw, fd);
         }
     }
 }
