@@ -237,7 +237,7 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
 {
     size_t mtu = wire->mtu;
     size_t small_elem, big_elem, elem;
-    unsigned rx_pool, rx_max;
+    unsigned rx_pool, rx_max, copy_chunk, copy_max;
     aptus_ud_rx_desc_t *desc;
     unsigned max_frags, i;
     ucs_status_t status;
@@ -366,14 +366,19 @@ ucs_status_t aptus_ud_chan_init(aptus_ud_chan_t *chan,
         rx_max  = ucs_max(config->rx_max * small_elem / big_elem,
                           4 * config->rx_batch);
     }
+    /* The copies live only while delivered, deferred or kept by the user:
+     * their pools grow in steps of a few receive batches, not of the
+     * receive queue (4096 x 2 KiB, all of it touched, for a process that
+     * may never hold a message). */
     for (i = 0; i < chan->rx_copy_num; ++i) {
         elem =
             chan->rx_dgram_offset + APTUS_UD_SR_HDR_LEN + chan->rx_copy[i].max;
+        copy_max   = ucs_max(config->rx_max * small_elem / elem, 64);
+        copy_chunk = ucs_min(
+            ucs_max(8 * config->rx_batch * small_elem / elem, 16), copy_max);
         status =
             ucs_mpool_init(&chan->rx_copy[i].mp, sizeof(chan), elem, 0, align,
-                           ucs_max(config->rx_pool * small_elem / elem, 16),
-                           ucs_max(config->rx_max * small_elem / elem, 64),
-                           &aptus_ud_rx_mpool_ops,
+                           copy_chunk, copy_max, &aptus_ud_rx_mpool_ops,
                            (i == 0) ? "aptus_ud_rx_2k" : "aptus_ud_rx_half");
         if (status != UCS_OK) {
             chan->rx_copy_num = i;
