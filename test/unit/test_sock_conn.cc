@@ -286,6 +286,34 @@ class sock_conn : public ::testing::Test
         return true;
     }
 
+    /* A plain TCP client of b (kept in m_raw), once b accepted it: its fd,
+     * and b's end in *conn_p. */
+    void raw_client_of_b(int *fd_p, aptus_conn_t **conn_p)
+    {
+        int fd = raw_connect(m_b.wire);
+        ASSERT_GE(fd, 0);
+        m_raw.push_back(fd);
+        ASSERT_TRUE(wait_for([&] { return m_b.accepted.size() == 1; }));
+        *fd_p   = fd;
+        *conn_p = m_b.accepted[0];
+    }
+
+    /* b's PROVE_REQ, read off a raw client's connection: *f points into
+     * req. */
+    void read_prove_req(int fd, std::vector<uint8_t> &req, aptus_frame_t *f)
+    {
+        req.resize(APTUS_FRAME_HDR_LEN + APTUS_FRAME_PROVE_REQ_LEN);
+        size_t got = 0;
+        while (got < req.size()) {
+            ssize_t n = recv(fd, req.data() + got, req.size() - got, 0);
+            ASSERT_GT(n, 0);
+            got += n;
+        }
+        ASSERT_EQ(APTUS_FRAME_OK,
+                  aptus_frame_parse(req.data(), req.size(), MAX_FRAME, f));
+        ASSERT_EQ((unsigned)APTUS_FRAME_TYPE_PROVE_REQ, f->type);
+    }
+
     /* Connect from a to b; returns a's end once b accepted it. */
     aptus_conn_t *connect_ab(void *user = nullptr)
     {
@@ -1599,11 +1627,9 @@ TEST_F(sock_conn, edited_key_naming_another_process_refused)
 TEST_F(sock_conn, unproven_peer_unreachable_directly)
 {
     ASSERT_NO_FATAL_FAILURE(open(m_b));
-    int fd = raw_connect(m_b.wire);
-    ASSERT_GE(fd, 0);
-    m_raw.push_back(fd);
-    ASSERT_TRUE(wait_for([&] { return m_b.accepted.size() == 1; }));
-    aptus_conn_t *conn = m_b.accepted[0];
+    int fd;
+    aptus_conn_t *conn;
+    ASSERT_NO_FATAL_FAILURE(raw_client_of_b(&fd, &conn));
     /* it says it answered, without a word on the rendezvous socket */
     ASSERT_TRUE(raw_send(fd, frame(APTUS_FRAME_TYPE_PROVE_ANS, {})));
     ASSERT_TRUE(wait_for([&] { return m_b.wire->stats.pid_unproven == 1; }));
@@ -1630,23 +1656,12 @@ TEST_F(sock_conn, unproven_peer_unreachable_directly)
 TEST_F(sock_conn, rendezvous_taken_before_its_answer_still_proves)
 {
     ASSERT_NO_FATAL_FAILURE(open(m_b));
-    int fd = raw_connect(m_b.wire);
-    ASSERT_GE(fd, 0);
-    m_raw.push_back(fd);
-    ASSERT_TRUE(wait_for([&] { return m_b.accepted.size() == 1; }));
-    aptus_conn_t *conn = m_b.accepted[0];
-
-    std::vector<uint8_t> req(APTUS_FRAME_HDR_LEN + APTUS_FRAME_PROVE_REQ_LEN);
-    size_t got = 0;
-    while (got < req.size()) {
-        ssize_t n = recv(fd, req.data() + got, req.size() - got, 0);
-        ASSERT_GT(n, 0);
-        got += n;
-    }
+    int fd;
+    aptus_conn_t *conn;
+    ASSERT_NO_FATAL_FAILURE(raw_client_of_b(&fd, &conn));
+    std::vector<uint8_t> req;
     aptus_frame_t f;
-    ASSERT_EQ(APTUS_FRAME_OK,
-              aptus_frame_parse(req.data(), req.size(), MAX_FRAME, &f));
-    ASSERT_EQ((unsigned)APTUS_FRAME_TYPE_PROVE_REQ, f.type);
+    ASSERT_NO_FATAL_FAILURE(read_prove_req(fd, req, &f));
     uint64_t name;
     memcpy(&name, f.payload, sizeof(name)); /* little-endian, as x86 */
 
@@ -1697,24 +1712,12 @@ TEST_F(sock_conn, relayed_challenge_not_proven)
 {
     ASSERT_NO_FATAL_FAILURE(open(m_b));
     ASSERT_NO_FATAL_FAILURE(open(m_c));
-    int fd = raw_connect(m_b.wire);
-    ASSERT_GE(fd, 0);
-    m_raw.push_back(fd);
-    ASSERT_TRUE(wait_for([&] { return m_b.accepted.size() == 1; }));
-    aptus_conn_t *victim_conn = m_b.accepted[0];
-
-    /* read b's PROVE_REQ off the raw connection */
-    std::vector<uint8_t> req(APTUS_FRAME_HDR_LEN + APTUS_FRAME_PROVE_REQ_LEN);
-    size_t got = 0;
-    while (got < req.size()) {
-        ssize_t n = recv(fd, req.data() + got, req.size() - got, 0);
-        ASSERT_GT(n, 0);
-        got += n;
-    }
+    int fd;
+    aptus_conn_t *victim_conn;
+    ASSERT_NO_FATAL_FAILURE(raw_client_of_b(&fd, &victim_conn));
+    std::vector<uint8_t> req;
     aptus_frame_t f;
-    ASSERT_EQ(APTUS_FRAME_OK,
-              aptus_frame_parse(req.data(), req.size(), MAX_FRAME, &f));
-    ASSERT_EQ((unsigned)APTUS_FRAME_TYPE_PROVE_REQ, f.type);
+    ASSERT_NO_FATAL_FAILURE(read_prove_req(fd, req, &f));
 
     /* relay it to c over a raw connection of the attacker's: c answers on
      * b's rendezvous socket, for that other connection */
