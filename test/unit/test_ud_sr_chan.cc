@@ -237,6 +237,45 @@ class ud_chan : public ::testing::Test
         return sent;
     }
 
+    /* A pending request that sends its data from a to peer as a bcopy
+     * under am_id, and says when it went. */
+    struct pending_send {
+        uct_pending_req_t super;
+        ud_chan *test;
+        aptus_ud_peer_t *peer;
+        uint8_t am_id;
+        std::vector<uint8_t> data;
+        int done;
+    };
+
+    static ucs_status_t pending_send_cb(uct_pending_req_t *self)
+    {
+        pending_send *r = reinterpret_cast<pending_send *>(self);
+        ssize_t ret =
+            r->test->send_bcopy(r->test->m_a, r->peer, r->am_id, r->data);
+        if (ret < 0) {
+            return (ucs_status_t)ret;
+        }
+        r->done = 1;
+        return UCS_OK;
+    }
+
+    /* count such requests to peer, added to a's pending queue */
+    void add_pending_sends(std::vector<pending_send> &reqs,
+                           aptus_ud_peer_t *peer, uint8_t am_id,
+                           std::function<std::vector<uint8_t>(unsigned)> data,
+                           unsigned count)
+    {
+        reqs.resize(count);
+        for (unsigned i = 0; i < count; ++i) {
+            reqs[i] = pending_send{ {}, this, peer, am_id, data(i), 0 };
+            reqs[i].super.func = pending_send_cb;
+            ASSERT_EQ(UCS_OK, aptus_ud_chan_pending_add(&m_a.chan, peer,
+                                                        &reqs[i].super, 0))
+                << i;
+        }
+    }
+
     aptus_ud_chan_config_t m_cfg;
     fake_net m_net;
     side m_a, m_b;
@@ -606,33 +645,9 @@ TEST_F(ud_chan, window_full_then_pending_in_order)
     EXPECT_EQ(m_cfg.rel.tx_window, n);
     EXPECT_EQ(UCS_ERR_NO_RESOURCE, send_short(m_a, p, 1, 0, small));
 
-    struct req {
-        uct_pending_req_t super;
-        ud_chan *test;
-        aptus_ud_peer_t *peer;
-        unsigned id;
-        int done;
-    };
-    static auto func = [](uct_pending_req_t *self) -> ucs_status_t {
-        req *r = reinterpret_cast<req *>(self);
-        ssize_t ret =
-            r->test->send_bcopy(r->test->m_a, r->peer, 1, pattern(r->id, 10));
-        if (ret < 0) {
-            return (ucs_status_t)ret;
-        }
-        r->done = 1;
-        return UCS_OK;
-    };
-    std::vector<req> reqs(40);
-    for (unsigned i = 0; i < reqs.size(); ++i) {
-        reqs[i].super.func = func;
-        reqs[i].test       = this;
-        reqs[i].peer       = p;
-        reqs[i].id         = n + i;
-        reqs[i].done       = 0;
-        ASSERT_EQ(UCS_OK,
-                  aptus_ud_chan_pending_add(&m_a.chan, p, &reqs[i].super, 0));
-    }
+    std::vector<pending_send> reqs;
+    ASSERT_NO_FATAL_FAILURE(add_pending_sends(
+        reqs, p, 1, [n](unsigned i) { return pattern(n + i, 10); }, 40));
     /* with requests queued, a direct send must not overtake them */
     EXPECT_EQ(UCS_ERR_NO_RESOURCE, send_bcopy(m_a, p, 1, small));
 
@@ -703,30 +718,10 @@ TEST_F(ud_chan, bytes_in_flight_to_all_peers_are_bounded)
     EXPECT_TRUE(aptus_ud_peer_tx_idle(peers[3]));
     EXPECT_EQ(UCS_ERR_NO_RESOURCE, send_bcopy(m_a, peers[3], 1, msg));
 
-    struct req {
-        uct_pending_req_t super;
-        ud_chan *test;
-        aptus_ud_peer_t *peer;
-        std::vector<uint8_t> data;
-        int done;
-    };
-    static auto func = [](uct_pending_req_t *self) -> ucs_status_t {
-        req *r      = reinterpret_cast<req *>(self);
-        ssize_t ret = r->test->send_bcopy(r->test->m_a, r->peer, 2, r->data);
-        if (ret < 0) {
-            return (ucs_status_t)ret;
-        }
-        r->done = 1;
-        return UCS_OK;
-    };
-    std::vector<req> reqs(20);
-    for (unsigned i = 0; i < reqs.size(); ++i) {
-        reqs[i] = req{ {}, this, peers[3], pattern(100 + i, 1000), 0 };
-        reqs[i].super.func = func;
-        ASSERT_EQ(UCS_OK, aptus_ud_chan_pending_add(&m_a.chan, peers[3],
-                                                    &reqs[i].super, 0))
-            << i;
-    }
+    std::vector<pending_send> reqs;
+    ASSERT_NO_FATAL_FAILURE(add_pending_sends(
+        reqs, peers[3], 2, [](unsigned i) { return pattern(100 + i, 1000); },
+        20));
     ASSERT_TRUE(run_until([&] { return reqs.back().done == 1; }));
     ASSERT_TRUE(run_until([&] { return m_b.rx.size() == sent + reqs.size(); }));
     std::vector<std::vector<uint8_t>> last;

@@ -18,7 +18,10 @@
 #include "aptus_tl.h"
 #include "proto/le.h"
 
+/* An owed allocation message: its type (low 4 bits) and kind */
 #define UCT_APTUS_CTL_OWED(_type, _kind) ((uint8_t)((_type) | ((_kind) << 4)))
+#define UCT_APTUS_CTL_OWED_TYPE(_owed)   ((_owed)&0xf)
+#define UCT_APTUS_CTL_OWED_KIND(_owed)   ((_owed) >> 4)
 
 /* Owe a control message: the allocation's go in the order they were made
  * (a GRANT of a connection before the request for its fast path, a DEMOTE
@@ -37,7 +40,7 @@ static void uct_aptus_tl_ctl_owe(uct_aptus_tl_iface_t *iface,
         ep->act->ctl_owed |= UCS_BIT(type - 1);
     } else {
         for (i = 0, n = 0; i < APTUS_ALLOC_KIND_LAST; ++i) {
-            if ((q[i] != 0) && ((q[i] >> 4) != kind)) {
+            if ((q[i] != 0) && (UCT_APTUS_CTL_OWED_KIND(q[i]) != kind)) {
                 q[n++] = q[i];
             }
         }
@@ -118,7 +121,8 @@ static unsigned uct_aptus_tl_ctl_send_owed(uct_aptus_tl_iface_t *iface,
     ssize_t ret;
 
     while (q[0] != 0) {
-        ret = uct_aptus_tl_ctl_try(iface, ep, q[0] & 0xf, q[0] >> 4);
+        ret = uct_aptus_tl_ctl_try(iface, ep, UCT_APTUS_CTL_OWED_TYPE(q[0]),
+                                   UCT_APTUS_CTL_OWED_KIND(q[0]));
         if (ret == UCS_ERR_NO_RESOURCE) {
             return count;
         }
