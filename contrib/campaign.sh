@@ -79,6 +79,7 @@ trap cleanup EXIT INT TERM
 
 rows=()
 failed=0
+failed_logs=()
 # row NAME LOG DETAIL: a table row from a log with "N passed, M failed"
 # or gtest's summary
 row() {
@@ -90,6 +91,7 @@ row() {
              /^\[  FAILED  \] [0-9]+ tests?, listed/ { s += $4 } END { print s + 0 }' "$log")
     if [ "$f" != 0 ] || [ "$p" = 0 ]; then
         failed=1
+        failed_logs+=("$name|$log")
     fi
     rows+=("$name|$p|$f|$detail")
 }
@@ -232,6 +234,14 @@ done
 printf '%-11s %7s %7s  %s\n' cleanup - - \
     "left behind: $left_ns namespaces, $left_nft nftables tables, $left_procs processes"
 [ $((left_ns + left_nft + left_procs)) -eq 0 ] || failed=1
+# what failed, from its log: CI keeps only this output
+for r in "${failed_logs[@]}"; do
+    IFS='|' read -r n log <<<"$r"
+    echo
+    echo "$n failed ($log):"
+    grep -E -A8 '^\[  FAILED  \] [a-z]|Failure$|^FAIL:' "$log" | head -n 40 |
+        sed 's/^/  /'
+done
 # one line for the suite runner: scenarios passed and failed
 nfail=0
 for r in "${rows[@]}"; do
