@@ -109,11 +109,17 @@ static inline int aptus_ud_tx_window_full(const aptus_ud_chan_t *chan,
 }
 
 /* Ask for an ACK at once when either bound is half used. */
-static inline int aptus_ud_tx_want_ack(const aptus_ud_chan_t *chan,
-                                       const aptus_ud_peer_t *peer)
+/* Whether the datagram just pushed asks for an ACK: the window half full
+ * in datagrams or in bytes, at most one ask in APTUS_REL_ASK_EVERY. */
+static inline int aptus_ud_tx_want_ack(aptus_ud_chan_t *chan,
+                                       aptus_ud_peer_t *peer)
 {
-    return aptus_rel_tx_want_ack(&peer->win->tx, &chan->config.rel) ||
-           (peer->win->tx_bytes * 2 >= chan->config.tx_max_bytes);
+    aptus_rel_tx_t *tx = &peer->win->tx;
+
+    return aptus_rel_tx_ask(
+        tx, &chan->config.rel,
+        aptus_rel_tx_want_ack(tx, &chan->config.rel) ||
+            (peer->win->tx_bytes * 2 >= chan->config.tx_max_bytes));
 }
 
 static inline void aptus_ud_chan_activate(aptus_ud_chan_t *chan,

@@ -40,6 +40,7 @@ void aptus_rel_tx_init(aptus_rel_tx_t *tx, uint64_t now_us)
     tx->backoff    = 0;
     tx->sacked     = 0;
     tx->probing    = 0;
+    tx->since_ask  = UINT8_MAX; /* the first packet that wants one asks */
 }
 
 void aptus_rel_tx_park(const aptus_rel_tx_t *tx, aptus_rel_tx_parked_t *parked)
@@ -82,6 +83,9 @@ void aptus_rel_tx_push(aptus_rel_tx_t *tx, aptus_rel_txe_t *txe,
     txe->send_time = now_us;
     txe->flags     = 0;
     txe->sends     = 1;
+    if (tx->since_ask != UINT8_MAX) {
+        ++tx->since_ask;
+    }
 }
 
 uint32_t aptus_rel_tx_rto(const aptus_rel_tx_t *tx,

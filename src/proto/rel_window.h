@@ -106,6 +106,7 @@ typedef struct aptus_rel_tx {
     uint8_t backoff;       /* RTO doubling exponent */
     uint8_t sacked;        /* a hole exists below a SACKed packet */
     uint8_t probing;       /* probes sent without a reply (saturates) */
+    uint8_t since_ask;     /* packets pushed since one asked for an ACK */
 } aptus_rel_tx_t;
 
 typedef void (*aptus_rel_txe_cb_t)(void *arg, aptus_rel_txe_t *txe);
@@ -184,6 +185,31 @@ static inline int aptus_rel_tx_want_ack(const aptus_rel_tx_t *tx,
                                         const aptus_rel_config_t *cfg)
 {
     return aptus_rel_tx_inflight(tx) * 2 >= cfg->tx_window;
+}
+
+/* At most one packet in this many asks for an acknowledgement while the
+ * sender wants one (a quarter of the window if that is fewer). */
+#define APTUS_REL_ASK_EVERY 32
+
+/* Whether the packet just pushed asks the receiver for an acknowledgement,
+ * given whether the sender wants one (aptus_rel_tx_want_ack, or a bound
+ * of its own). The receiver answers each ask with an ACK datagram: asked
+ * by every packet of a stream that keeps the window half full, it spent a
+ * system call on most packets it received. Between asks its ACK_COUNT
+ * rule keeps acknowledging. */
+static inline int aptus_rel_tx_ask(aptus_rel_tx_t *tx,
+                                   const aptus_rel_config_t *cfg, int want)
+{
+    unsigned every = cfg->tx_window / 4;
+
+    if (every > APTUS_REL_ASK_EVERY) {
+        every = APTUS_REL_ASK_EVERY;
+    }
+    if (!want || (tx->since_ask < every)) {
+        return 0;
+    }
+    tx->since_ask = 0;
+    return 1;
 }
 
 /* Assign the next PSN to txe and append it to the window. */

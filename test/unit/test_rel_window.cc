@@ -267,6 +267,36 @@ TEST(rel_window, window_full_blocks_until_ack)
     EXPECT_FALSE(l.send(102));
 }
 
+/* A stream that keeps the window half full asks for an acknowledgement
+ * once in APTUS_REL_ASK_EVERY packets (a quarter window when smaller), not
+ * with every packet: each ask costs the receiver an ACK datagram. */
+TEST(rel_window, asks_for_acks_sparingly_while_the_window_is_half_full)
+{
+    for (unsigned window : { 64u, 1024u, 8u, 1u }) {
+        aptus_rel_config_t cfg = default_cfg;
+        cfg.tx_window          = window;
+        rel_link l(cfg);
+        std::vector<unsigned> asked;
+        for (unsigned i = 0; i < window; ++i) {
+            ASSERT_TRUE(l.send(i));
+            if (aptus_rel_tx_ask(&l.m_tx, &cfg,
+                                 aptus_rel_tx_want_ack(&l.m_tx, &cfg))) {
+                asked.push_back(i);
+            }
+        }
+        const unsigned every = std::min(32u, window / 4);
+        /* the first packet at half a window asks, then one in every */
+        std::vector<unsigned> want;
+        for (unsigned i = (window + 1) / 2 - 1; i < window;
+             i += std::max(every, 1u)) {
+            want.push_back(i);
+        }
+        EXPECT_EQ(want, asked) << "window " << window;
+        /* a packet that does not want one never asks */
+        EXPECT_FALSE(aptus_rel_tx_ask(&l.m_tx, &cfg, 0));
+    }
+}
+
 TEST(rel_window, single_loss_resends_only_the_hole)
 {
     rel_link l;

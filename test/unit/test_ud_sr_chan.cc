@@ -694,6 +694,48 @@ TEST_F(ud_chan, an_opening_sends_one_message_until_answered)
     EXPECT_EQ(0u, m_b.chan.stats.rx_duplicates);
 }
 
+/* A sender that keeps its window more than half full ahead of a receiver
+ * that takes one datagram a call asks for an ACK once in a quarter window,
+ * not with every datagram: the receiver answered each ask with an ACK
+ * datagram of its own, one for every message it received. */
+TEST_F(ud_chan, a_receiver_behind_is_asked_for_acks_sparingly)
+{
+    m_cfg.rel.tx_window = 64;
+    m_cfg.rel.ack_count = 1000; /* only asks make the receiver acknowledge */
+    m_cfg.rx_batch      = 1;
+    init_both();
+    aptus_ud_peer_t *p  = open_stream(m_a, m_b);
+    const uint64_t acks = m_b.chan.stats.tx_acks;
+    const unsigned n    = 2000;
+    unsigned sent       = 0;
+    ucs_status_t status;
+    for (; sent < 48; ++sent) { /* three quarters of a window ahead */
+        ASSERT_EQ(UCS_OK, send_short(m_a, p, 1, sent, pattern(sent, 8)));
+    }
+    while (sent < n) {
+        status = send_short(m_a, p, 1, sent, pattern(sent, 8));
+        if (status == UCS_OK) {
+            ++sent;
+        } else {
+            ASSERT_EQ(UCS_ERR_NO_RESOURCE, status);
+        }
+        m_net.deliver();
+        aptus_ud_chan_progress(&m_b.chan, 0); /* one datagram */
+        m_net.deliver();
+        aptus_ud_chan_progress(&m_a.chan, 0);
+    }
+    ASSERT_TRUE(run_until([&] { return m_b.rx.size() == n; }));
+    for (unsigned i = 0; i < n; ++i) {
+        uint64_t hdr;
+        memcpy(&hdr, m_b.rx[i].data.data(), sizeof(hdr));
+        ASSERT_EQ(i, hdr);
+    }
+    /* a quarter window is 16: about n / 16 asks, each answered */
+    EXPECT_LE(m_b.chan.stats.tx_acks - acks, n / 8);
+    EXPECT_GT(m_b.chan.stats.tx_acks - acks, n / 32);
+    EXPECT_EQ(0u, m_a.chan.stats.tx_retransmits);
+}
+
 /* What is in flight to all peers together is bounded (TX_MAX_BYTES): past
  * it a send to any peer waits, even to one whose window is empty, and its
  * pending request is taken (not refused as BUSY) and goes once
