@@ -14,8 +14,18 @@
 # messages took). Per transport, the functions that cost the most (self
 # cost) are kept in functions-TL.txt.
 #
+# Then the same through UCP, a stream of 8-byte tagged messages
+# (ucx_perftest tag_bw, server and client each under callgrind): each side
+# is counted twice, at N1 and N2 messages, and the difference divided by
+# N2 - N1 is what one more message costs that side, start-up and teardown
+# cancelled out. "aptus-ud" is aptus held to its UD channel
+# (UCX_APTUS_MAX_RC=0, UCX_APTUS_MAX_FP=0): the hybrid's own cost over the
+# UD it rides on.
+#
 #   contrib/bench/instr_count.sh [--iters N] [--out DIR]
-#   INSTR_TLS   transports (default "ud_sr rc_sr rc_fp aptus tcp")
+#   INSTR_TLS       transports (default "ud_sr rc_sr rc_fp aptus tcp")
+#   INSTR_UCP_TLS   for the UCP stream (default "ud_sr aptus-ud aptus tcp";
+#                   empty: none)
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 iters=5000
@@ -65,3 +75,52 @@ for tl in ${INSTR_TLS:-ud_sr rc_sr rc_fp aptus tcp}; do
 done
 rm -f "$out/am_instr"
 echo "csv: $csv; per function: $out/functions-<tl>.txt"
+
+# ---- UCP: one more 8-byte tagged message, each side -----------------------
+ucp_tls=${INSTR_UCP_TLS-ud_sr aptus-ud aptus tcp}
+[ -n "$ucp_tls" ] || exit 0
+command -v ucx_perftest >/dev/null ||
+    { echo "instr_count: no ucx_perftest: UCP stream left out" >&2; exit 0; }
+n1=20000 n2=100000
+ucsv=$out/instr-ucp.csv
+echo "transport,side,n1,n2,instructions_n1,instructions_n2,per_message" >"$ucsv"
+echo
+echo "UCP tag_bw 8 B, instructions per message (one more message, each side):"
+printf '%-9s %10s %10s %10s\n' tl sender receiver total
+# ucp_count TL N: the collected count of each side, "server client"
+ucp_count() {
+    local tl=$1 n=$2 port=$((20000 + RANDOM % 10000)) extra=
+    [ "$tl" = aptus-ud ] && tl=aptus extra="UCX_APTUS_MAX_RC=0 UCX_APTUS_MAX_FP=0"
+    # shellcheck disable=SC2086 # extra is a list of assignments
+    local common="LD_PRELOAD=$lib UCX_TLS=$tl,self UCX_NET_DEVICES=lo \
+        UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_EVENTS=no \
+        UCX_WARN_UNUSED_ENV_VARS=n UCX_UD_SR_TIMER_TICK=1s \
+        UCX_APTUS_TIMER_TICK=1s $extra"
+    local vg="valgrind --tool=callgrind --dump-instr=no"
+    # shellcheck disable=SC2086
+    env $common timeout 600 $vg --callgrind-out-file=/dev/null \
+        ucx_perftest -p $port -t tag_bw -s 8 -n "$n" -w 1000 \
+        >"$out/ucp-$1-$n.server.log" 2>&1 &
+    sleep 4 # valgrind's start
+    # shellcheck disable=SC2086
+    env $common timeout 600 $vg --callgrind-out-file=/dev/null \
+        ucx_perftest -p $port 127.0.0.1 -t tag_bw -s 8 -n "$n" -w 1000 \
+        >"$out/ucp-$1-$n.client.log" 2>&1
+    wait
+    echo "$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$out/ucp-$1-$n.server.log" | head -n 1)" \
+         "$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$out/ucp-$1-$n.client.log" | head -n 1)"
+}
+for tl in $ucp_tls; do
+    read -r s1 c1 < <(ucp_count "$tl" $n1)
+    read -r s2 c2 < <(ucp_count "$tl" $n2)
+    if [ -z "$s1$c1" ] || [ -z "$s2" ] || [ -z "$c2" ]; then
+        echo "instr_count: UCP $tl: no count (see $out/ucp-$tl-*.log)" >&2
+        continue
+    fi
+    rx=$(((s2 - s1) / (n2 - n1)))
+    tx=$(((c2 - c1) / (n2 - n1)))
+    echo "$tl,sender,$n1,$n2,$c1,$c2,$tx" >>"$ucsv"
+    echo "$tl,receiver,$n1,$n2,$s1,$s2,$rx" >>"$ucsv"
+    printf '%-9s %10s %10s %10s\n' "$tl" "$tx" "$rx" $((tx + rx))
+done
+echo "csv: $ucsv"
