@@ -69,9 +69,11 @@ typedef struct aptus_rc_chan_stats {
     uint64_t switched;          /* ... after both had connected at once */
     uint64_t stale_switch_acks; /* for merges given up before they ended */
     uint64_t switch_acks_owed;  /* waited for room in the backlog */
-    uint64_t half_open_dropped; /* accepted, never greeted: closed (the
-                                   oldest past APTUS_RC_MAX_HALF_OPEN, or
-                                   after APTUS_RC_GREETING_TIMEOUT_MS) */
+    uint64_t switches_ended_by_bye; /* the peer's endpoint went before its
+                                       SWITCH_ACK: the move completed */
+    uint64_t half_open_dropped;     /* accepted, never greeted: closed (the
+                                       oldest past APTUS_RC_MAX_HALF_OPEN, or
+                                       after APTUS_RC_GREETING_TIMEOUT_MS) */
 } aptus_rc_chan_stats_t;
 
 /* Connections accepted and not greeted yet (HELLO) that an interface keeps,

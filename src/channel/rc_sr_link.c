@@ -456,7 +456,20 @@ static void aptus_rc_chan_recv(void *arg, aptus_conn_t *conn, void *data,
     case APTUS_RC_KIND_BYE:
         ucs_debug("rc_sr: link %p flags 0x%x: BYE from 0x%016" PRIx64 "", link,
                   link->flags, link->peer_key);
-        if ((link->flags & (APTUS_RC_LINK_USER | APTUS_RC_LINK_CLAIMED)) ||
+        if (link->flags & APTUS_RC_LINK_CLAIMED) {
+            /* The peer's endpoint went before it answered our SWITCH, and
+             * it may never answer: a process stops progressing once its
+             * endpoints are closed (an MPI rank blocks in the launcher's
+             * barrier of MPI_Finalize). Nothing more comes from that
+             * endpoint and nothing we send has a reader, so the move
+             * completes now; waiting for SWITCH_ACK held our endpoint's
+             * flush, and with it MPI_Finalize, for good. */
+            link->flags |= APTUS_RC_LINK_PEER_GONE;
+            chan->stats.switches_ended_by_bye++;
+            aptus_rc_chan_switched(chan, link);
+            break;
+        }
+        if ((link->flags & APTUS_RC_LINK_USER) ||
             (aptus_rc_link_backlog(link) > 0)) {
             /* ours closes it (a switch in progress moves ours onto it), or
              * the backlog does once it went out */

@@ -1627,6 +1627,60 @@ void uct_rc_sr::reply_after_close_mid_merge(bool first_stays,
     EXPECT_EQ(0, m_a.err.count.load() + m_b.err.count.load());
 }
 
+/* Both sides connect at once; the side that stays sends, flushes and
+ * destroys its endpoint, then stops progressing (an MPI rank in the
+ * launcher's barrier of MPI_Finalize). The moving side reads the peer's
+ * connection, greets it and says SWITCH on its own, which nobody answers:
+ * the peer's BYE ends the move, and the moving side's flush completes.
+ * (MPICH's recv_any and irecv_any hung in MPI_Finalize over rc_sr, 6 runs
+ * of 8, on a flush that waited for the SWITCH_ACK.) */
+TEST_F(uct_rc_sr, a_switch_the_peer_never_answers_ends_with_its_bye)
+{
+    ASSERT_EQ(UCS_OK, open(m_a));
+    ASSERT_EQ(UCS_OK, open(m_b));
+    entity &stays = a_stays_in_a_merge() ? m_a : m_b;
+    entity &moves = a_stays_in_a_merge() ? m_b : m_a;
+    connect(stays, moves);
+    connect(moves, stays);
+    std::vector<uint8_t> d = pattern(1, 16);
+    send_bcopy(moves.ep, d); /* its connection goes out too */
+    for (unsigned i = 0; i < 10; ++i) {
+        d = pattern(100 + i, 16);
+        send_bcopy(stays.ep, d);
+    }
+    /* only the staying side runs until its messages and its BYE are out */
+    auto stays_flushed = [&] {
+        uct_iface_progress(stays.iface);
+        return uct_ep_flush(stays.ep, 0, NULL) == UCS_OK;
+    };
+    ucs_time_t deadline = ucs_get_time() + ucs_time_from_sec(10);
+    while (!stays_flushed() && (ucs_get_time() < deadline)) {
+    }
+    ASSERT_EQ(UCS_OK, uct_ep_flush(stays.ep, 0, NULL));
+    uct_ep_destroy(stays.ep); /* BYE */
+    stays.ep = nullptr;
+    for (unsigned i = 0; i < 100; ++i) {
+        uct_iface_progress(stays.iface);
+    }
+    /* from here on only the moving side runs */
+    ucs_status_t status = UCS_ERR_NO_RESOURCE;
+    deadline            = ucs_get_time() + ucs_time_from_sec(10);
+    while (ucs_get_time() < deadline) {
+        uct_iface_progress(moves.iface);
+        status = uct_ep_flush(moves.ep, 0, NULL);
+        if ((status == UCS_OK) && (rx_count(moves) == 10)) {
+            break;
+        }
+    }
+    EXPECT_EQ(UCS_OK, status) << "the moving side's flush never completed";
+    ASSERT_EQ(10u, rx_count(moves));
+    for (unsigned i = 0; i < 10; ++i) {
+        EXPECT_EQ(pattern(100 + i, 16), moves.rx.msgs[i]) << i;
+    }
+    EXPECT_EQ(1u, stats(moves)["switches_ended_by_bye"]);
+    EXPECT_EQ(0, moves.err.count.load()) << ucs_status_string(moves.err.status);
+}
+
 /* The peer's process ends (its endpoint said BYE) with our last messages
  * unread in its socket: its kernel answers them with a reset. A link with
  * nothing outstanding takes that as the close it is, told on its next use,
