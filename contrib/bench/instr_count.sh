@@ -91,7 +91,6 @@ printf '%-9s %10s %10s %10s\n' tl sender receiver total
 ucp_count() {
     local tl=$1 n=$2 port=$((20000 + RANDOM % 10000)) extra=
     [ "$tl" = aptus-ud ] && tl=aptus extra="UCX_APTUS_MAX_RC=0 UCX_APTUS_MAX_FP=0"
-    # shellcheck disable=SC2086 # extra is a list of assignments
     local common="LD_PRELOAD=$lib UCX_TLS=$tl,self UCX_NET_DEVICES=lo \
         UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_EVENTS=no \
         UCX_WARN_UNUSED_ENV_VARS=n UCX_UD_SR_TIMER_TICK=1s \

@@ -108,7 +108,6 @@ static inline int aptus_ud_tx_window_full(const aptus_ud_chan_t *chan,
             aptus_ud_tx_opening(peer));
 }
 
-/* Ask for an ACK at once when either bound is half used. */
 /* Whether the datagram just pushed asks for an ACK: the window half full
  * in datagrams or in bytes, at most one ask in APTUS_REL_ASK_EVERY. */
 static inline int aptus_ud_tx_want_ack(aptus_ud_chan_t *chan,
