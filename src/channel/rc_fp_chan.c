@@ -71,6 +71,18 @@ ucs_status_t aptus_fp_chan_init(aptus_fp_chan_t *chan,
     return UCS_OK;
 }
 
+/* A block's registration with the wire goes with its grant: a peer that
+ * held an earlier grant of the same memory reaches nothing of the next. */
+static void aptus_fp_chan_block_dereg(aptus_fp_chan_t *chan,
+                                      aptus_fp_block_t *block)
+{
+    if (block->memh != NULL) {
+        chan->wire->ops->mem_dereg(chan->wire, block->memh);
+        block->memh = NULL;
+    }
+    block->token = 0;
+}
+
 void aptus_fp_chan_cleanup(aptus_fp_chan_t *chan)
 {
     unsigned i;
@@ -79,6 +91,7 @@ void aptus_fp_chan_cleanup(aptus_fp_chan_t *chan)
         return; /* zeroed, never initialized */
     }
     for (i = 0; (chan->blocks != NULL) && (i < chan->max_blocks); ++i) {
+        aptus_fp_chan_block_dereg(chan, &chan->blocks[i]);
         if (chan->blocks[i].mem != NULL) {
             munmap(chan->blocks[i].mem, chan->geom.size);
         }
@@ -104,6 +117,7 @@ aptus_fp_block_t *aptus_fp_chan_block_open(aptus_fp_chan_t *chan, void *owner,
                                            uint64_t peer_key, uint16_t nonce)
 {
     aptus_fp_block_t *block, *unmapped = NULL;
+    aptus_mem_key_t key;
     unsigned i;
     void *mem;
 
@@ -139,6 +153,13 @@ aptus_fp_block_t *aptus_fp_chan_block_open(aptus_fp_chan_t *chan, void *owner,
         ucs_max(chan->stats.blocks_peak, chan->num_mapped);
 
 found:
+    if (chan->wire->ops->mem_reg != NULL) {
+        if (chan->wire->ops->mem_reg(chan->wire, block->mem, chan->geom.size,
+                                     &key, &block->memh) != UCS_OK) {
+            return NULL; /* the peer stays on the carrier */
+        }
+        block->token = key.token;
+    }
     memset(block->mem, 0, chan->geom.size);
     aptus_fp_rx_init(&block->ring, &chan->geom);
     block->owner     = owner;
@@ -182,6 +203,7 @@ void aptus_fp_chan_block_close(aptus_fp_chan_t *chan, aptus_fp_block_t *block)
     if (block->state == APTUS_FP_BLOCK_ACTIVE) {
         chan->num_active--;
     }
+    aptus_fp_chan_block_dereg(chan, block);
     block->state = APTUS_FP_BLOCK_FREE;
     block->owner = NULL;
 }
@@ -276,6 +298,7 @@ void aptus_fp_chan_block_key(const aptus_fp_chan_t *chan,
 {
     key->address = (uintptr_t)block->mem;
     key->length  = chan->geom.size;
+    key->token   = block->token;
     key->pid     = aptus_conn_pid();
     key->host_id = chan->wire->host_id;
 }

@@ -56,6 +56,8 @@ enum {
 typedef struct aptus_fp_block {
     aptus_fp_rx_t ring;
     uint8_t *mem;      /* NULL until first used */
+    void *memh;        /* the wire's registration while granted, or NULL */
+    uint64_t token;    /* its key's token (the rkey on verbs) */
     void *owner;       /* the transport's object for the peer */
     uint64_t peer_key; /* the writer's interface */
     uint16_t nonce;    /* the name of this channel that credits carry */

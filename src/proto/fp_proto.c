@@ -49,7 +49,7 @@ static size_t aptus_fp_ctl_body_len(uint8_t type)
     case APTUS_FP_CTL_REQUEST:
         return 8;
     case APTUS_FP_CTL_GRANT:
-        return 1 + 3 + 4 + 4 + 4 + 8 + 4 + 8; /* mode, pad, ... */
+        return 1 + 3 + 4 + 4 + 4 + 8 + 4 + 8 + 8; /* mode, pad, ... */
     case APTUS_FP_CTL_REFUSE:
         return 0;
     case APTUS_FP_CTL_CREDIT:
@@ -80,6 +80,7 @@ size_t aptus_fp_ctl_pack(uint8_t *buf, const aptus_fp_ctl_t *ctl)
         aptus_put64(p + 16, ctl->grant.address);
         aptus_put32(p + 24, ctl->grant.pid);
         aptus_put64(p + 28, ctl->grant.host_id);
+        aptus_put64(p + 36, ctl->grant.token);
         break;
     case APTUS_FP_CTL_CREDIT:
         aptus_put32(p, ctl->credit.credits);
@@ -124,6 +125,7 @@ int aptus_fp_ctl_parse(const uint8_t *buf, size_t length, aptus_fp_ctl_t *ctl)
         ctl->grant.address   = aptus_get64(p + 16);
         ctl->grant.pid       = aptus_get32(p + 24);
         ctl->grant.host_id   = aptus_get64(p + 28);
+        ctl->grant.token     = aptus_get64(p + 36);
         /* the geometry must be one this side would make itself */
         if ((ctl->grant.mode >= APTUS_FP_MODE_LAST) ||
             (aptus_fp_geom_make((ctl->grant.mode == APTUS_FP_VELOBLOCK)

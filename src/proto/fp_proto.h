@@ -16,7 +16,7 @@
  *
  * Control messages travel over RC-SR with an internal active message id
  * (APTUS_FP_CTL_AM | type): REQUEST (sender -> receiver: give me a block),
- * GRANT (the block: address, geometry, owner), REFUSE, CREDIT (receiver ->
+ * GRANT (the block: address, geometry, owner, key), REFUSE, CREDIT (receiver ->
  * sender: freed credits), RELEASE (sender -> receiver: done with the
  * block, after fp_total messages).
  */
@@ -60,6 +60,7 @@ typedef struct aptus_fp_ctl {
             uint64_t address;
             uint32_t pid;
             uint64_t host_id;
+            uint64_t token; /* the block's key (verbs: its rkey), or 0 */
         } grant;
         struct {
             uint32_t credits;

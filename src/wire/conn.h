@@ -228,6 +228,15 @@ typedef struct aptus_conn_wire_ops {
                                   const aptus_conn_piece_t *pieces,
                                   unsigned count);
 
+    /* Memory of this process that peers write or read one-sided through
+     * the wire's connections, where the wire needs it registered (verbs:
+     * in the HCA's protection domain; *key carries the rkey as its token);
+     * NULL where a key needs no registration of the wire's (sock). *memh_p
+     * goes back to mem_dereg, after which the key reaches nothing. */
+    ucs_status_t (*mem_reg)(aptus_conn_wire_t *wire, void *address,
+                            size_t length, aptus_mem_key_t *key, void **memh_p);
+    void (*mem_dereg)(aptus_conn_wire_t *wire, void *memh);
+
     /* Whether write and read over conn reach memory behind key directly:
      * the wire proved conn's peer and the key says it is of this host. */
     int (*key_reachable)(aptus_conn_t *conn, const aptus_mem_key_t *key);
@@ -262,8 +271,10 @@ typedef struct aptus_conn_wire_ops {
                               uint64_t remote_addr, const struct iovec *iov,
                               unsigned iovcnt, aptus_conn_rma_req_t *req);
 
-    /* Reads issued on conn not yet complete (a flush waits for them; the
-     * writable handler runs when the last completes). */
+    /* One-sided operations issued on conn not yet complete: reads, and
+     * writes the wire hands to the network before they land (verbs: until
+     * the HCA's acknowledgement). A flush waits for them; the writable
+     * handler runs when the last completes. */
     unsigned (*reads_outstanding)(aptus_conn_t *conn);
 
     /* Accept, receive, send queued bytes; calls the handlers. */

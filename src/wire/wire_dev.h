@@ -60,13 +60,26 @@ typedef struct aptus_wire_dev_ops {
      * the largest payload (max_frame) a connection carries. */
     size_t conn_rx_hdr_len;
     size_t conn_max_msg;
-    /* Whether a connection's one-sided operations (write_conn, read_conn)
-     * take the memory domain's keys (sock: the target checks the token
-     * against the domain's registrations). verbs needs keys of its own
-     * registration (aptus_verbs_conn_mem_reg), which the domain does not
-     * make yet: transports that carry one-sided operations over
-     * connections list no device on such a wire. */
+    /* Whether a connection's one-sided operations take the keys the
+     * memory domain makes itself (sock: the target checks the token against
+     * the domain's registrations). A wire whose connections need keys of
+     * its own registration (verbs: an rkey of the HCA's protection domain)
+     * says 0 and registers through mem_open (the one-sided domain's
+     * registrations then come from the wire); without either, transports
+     * that carry one-sided operations over connections list no device. */
     int conn_md_keys;
+    /* The wire's registrar for a memory domain, or NULL. mem_open: for
+     * every device the wire lists (UCS_ERR_UNSUPPORTED, said in one line,
+     * where one registration cannot serve them all); mem_reg: memory that
+     * peers reach through the wire's connections, its key's token and
+     * host_id (what conn.h's key_check compares) and the handle to give
+     * back to mem_dereg. */
+    ucs_status_t (*mem_open)(void **ctx_p);
+    void (*mem_close)(void *ctx);
+    ucs_status_t (*mem_reg)(void *ctx, void *address, size_t length,
+                            uint64_t *token_p, uint64_t *host_id_p,
+                            void **memh_p);
+    void (*mem_dereg)(void *ctx, void *memh);
 
     /* The device address a transport publishes for a wire whose own
      * address is local, and whether a peer's one is reachable from it. */

@@ -34,6 +34,7 @@ TEST(fp_proto, control_messages_round_trip)
     in[1].grant.address    = 0x7f0000001000ull;
     in[1].grant.pid        = 4242;
     in[1].grant.host_id    = 99;
+    in[1].grant.token      = 0x0123456789abcdefull; /* a verbs rkey */
     in[2].type             = APTUS_FP_CTL_REFUSE;
     in[2].nonce            = 9;
     in[3].type             = APTUS_FP_CTL_CREDIT;

@@ -20,7 +20,7 @@ extern "C" {
 #include "wire/wire_dev.h"
 }
 
-#include "ibv_double.h"
+#include "verbs_fixture.h"
 
 #include <algorithm>
 #include <cstring>
@@ -49,39 +49,26 @@ std::vector<std::string> verbs_devices()
 std::set<std::string> aptus_md_names()
 {
     std::set<std::string> names;
-    uct_component_h *comps;
-    unsigned num_comps;
-    EXPECT_EQ(UCS_OK, uct_query_components(&comps, &num_comps));
-    for (unsigned i = 0; i < num_comps; ++i) {
-        uct_md_resource_desc_t res[8];
-        uct_component_attr_t attr;
-        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME |
-                          UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
-        EXPECT_EQ(UCS_OK, uct_component_query(comps[i], &attr));
-        if (strcmp(attr.name, "aptus") || (attr.md_resource_count > 8)) {
-            continue;
-        }
-        attr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
-        attr.md_resources = res;
-        EXPECT_EQ(UCS_OK, uct_component_query(comps[i], &attr));
-        for (unsigned j = 0; j < attr.md_resource_count; ++j) {
-            names.insert(res[j].md_name);
-        }
+    uct_component_h comp = aptus_component();
+    uct_component_attr_t attr;
+    EXPECT_NE(nullptr, comp);
+    attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
+    EXPECT_EQ(UCS_OK, uct_component_query(comp, &attr));
+    std::vector<uct_md_resource_desc_t> res(attr.md_resource_count);
+    attr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
+    attr.md_resources = res.data();
+    EXPECT_EQ(UCS_OK, uct_component_query(comp, &attr));
+    for (unsigned j = 0; j < attr.md_resource_count; ++j) {
+        names.insert(res[j].md_name);
     }
-    uct_release_component_list(comps);
     return names;
 }
 
 } // namespace
 
 /* The table without a transport: devices, addresses, ports. */
-class verbs_dev : public ::testing::Test
+class verbs_dev : public verbs_double_test
 {
-  protected:
-    void TearDown() override
-    {
-        EXPECT_EQ(0u, ibv_double_disable()) << "verbs objects leaked";
-    }
 };
 
 /* Without an HCA (the double disabled, as this machine is) no device and
@@ -173,30 +160,13 @@ TEST_F(verbs_dev, device_address_and_port_reach_the_peer)
 }
 
 /* ud_sr over the verbs wire through UCT, as UCP opens it. */
-class uct_ud_sr_verbs : public uct_aptus_test
+class uct_ud_sr_verbs : public on_verbs_double<uct_aptus_test>
 {
   protected:
-    uct_ud_sr_verbs()
+    uct_ud_sr_verbs() : on_verbs_double(UCT_APTUS_VERBS_MD_NAME)
     {
-        m_tl           = "ud_sr";
-        m_md_name      = UCT_APTUS_VERBS_MD_NAME;
-        m_default_cfg  = { { "TIMEOUT", "5s" } };
-        m_tweak_params = [](uct_iface_params_t &p) {
-            p.mode.device.dev_name = "dbl0:1";
-        };
-    }
-
-    void SetUp() override
-    {
-        ibv_double_enable(1);
-        uct_aptus_test::SetUp();
-    }
-
-    void TearDown() override
-    {
-        uct_aptus_test::TearDown();
-        ibv_double_ud_fault(0, 0, 0);
-        EXPECT_EQ(0u, ibv_double_disable()) << "verbs objects leaked";
+        m_tl          = "ud_sr";
+        m_default_cfg = { { "TIMEOUT", "5s" } };
     }
 
     std::map<std::string, uint64_t> stats(entity &e)

@@ -32,6 +32,27 @@ extern "C" {
 
 static const size_t RX_HEADROOM = 32;
 
+/* The "aptus" UCT component (components live as long as the library), or
+ * nullptr when the module is not loaded. */
+static inline uct_component_h aptus_component()
+{
+    uct_component_h *comps, found = nullptr;
+    unsigned num_comps;
+    if (uct_query_components(&comps, &num_comps) != UCS_OK) {
+        return nullptr;
+    }
+    for (unsigned i = 0; i < num_comps; ++i) {
+        uct_component_attr_t attr;
+        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+        if ((uct_component_query(comps[i], &attr) == UCS_OK) &&
+            !strcmp(attr.name, "aptus")) {
+            found = comps[i];
+        }
+    }
+    uct_release_component_list(comps);
+    return found;
+}
+
 struct received {
     std::mutex lock;
     std::vector<std::vector<uint8_t>> msgs;
@@ -99,18 +120,7 @@ class uct_aptus_test : public ::testing::Test
                               UCS_ASYNC_MODE_THREAD_SPINLOCK, &m_async));
         ASSERT_EQ(UCS_OK, uct_worker_create(m_async, UCS_THREAD_MODE_SINGLE,
                                             &m_worker));
-        uct_component_h *comps;
-        unsigned num_comps;
-        ASSERT_EQ(UCS_OK, uct_query_components(&comps, &num_comps));
-        for (unsigned i = 0; i < num_comps; ++i) {
-            uct_component_attr_t attr;
-            attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
-            ASSERT_EQ(UCS_OK, uct_component_query(comps[i], &attr));
-            if (!strcmp(attr.name, "aptus")) {
-                m_component = comps[i];
-            }
-        }
-        uct_release_component_list(comps);
+        m_component = aptus_component();
         ASSERT_NE(nullptr, m_component) << "the aptus component is not loaded";
 
         uct_md_config_t *md_config;

@@ -75,7 +75,11 @@ typedef struct ibv_double_stats {
     uint64_t ud_no_dest;   /* dropped: no such QP in RTR or RTS */
     uint64_t ud_fault_drop;
     uint64_t ud_fault_reorder;
-    uint64_t rc_rnr; /* RC sends that found no receive posted */
+    uint64_t rc_rnr;        /* RC sends that found no receive posted */
+    uint64_t rdma_writes;   /* RDMA writes carried out */
+    uint64_t rdma_reads;    /* RDMA reads carried out */
+    uint64_t rdma_bad_rkey; /* refused: no such rkey in the target's PD,
+                               or out of its bounds or rights */
 } ibv_double_stats_t;
 
 void ibv_double_get_stats(ibv_double_stats_t *stats);

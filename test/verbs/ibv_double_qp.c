@@ -530,8 +530,10 @@ static enum ibv_wc_status dbl_rc_send(dbl_qp_t *qp, struct ibv_send_wr *wr,
         mr = dbl_mr_check(dst->qp.pd, wr->wr.rdma.rkey, 1,
                           wr->wr.rdma.remote_addr, len, IBV_ACCESS_REMOTE_READ);
         if ((mr == NULL) || !(dst->access & IBV_ACCESS_REMOTE_READ)) {
+            dbl_g.stats.rdma_bad_rkey++;
             return IBV_WC_REM_ACCESS_ERR;
         }
+        dbl_g.stats.rdma_reads++;
         data = (uint8_t *)(uintptr_t)wr->wr.rdma.remote_addr;
         for (i = 0; i < wr->num_sge; ++i) {
             memmove((void *)(uintptr_t)wr->sg_list[i].addr, data,
@@ -560,6 +562,7 @@ static enum ibv_wc_status dbl_rc_send(dbl_qp_t *qp, struct ibv_send_wr *wr,
             dbl_mr_check(dst->qp.pd, wr->wr.rdma.rkey, 1,
                          wr->wr.rdma.remote_addr, len, IBV_ACCESS_REMOTE_WRITE);
         if ((mr == NULL) || !(dst->access & IBV_ACCESS_REMOTE_WRITE)) {
+            dbl_g.stats.rdma_bad_rkey++;
             status = IBV_WC_REM_ACCESS_ERR;
         } else if ((wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) &&
                    !dbl_take_rwqe(dst, &e)) {
@@ -567,6 +570,7 @@ static enum ibv_wc_status dbl_rc_send(dbl_qp_t *qp, struct ibv_send_wr *wr,
             status = IBV_WC_RNR_RETRY_EXC_ERR;
         } else {
             memcpy((void *)(uintptr_t)wr->wr.rdma.remote_addr, data, len);
+            dbl_g.stats.rdma_writes++;
             if (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
                 wc.wr_id    = e.wr_id;
                 wc.status   = IBV_WC_SUCCESS;

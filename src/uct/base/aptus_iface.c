@@ -405,7 +405,7 @@ ucs_status_t uct_aptus_iface_query_devices(uct_md_h md, int one_sided,
                                            unsigned *num_devices_p)
 {
     if ((!uct_aptus_md_is_one_sided(md) != !one_sided) ||
-        (conns && !uct_aptus_md_wire(md)->conn_md_keys)) {
+        (conns && !uct_aptus_md_conn_keys(md))) {
         *devices_p     = NULL;
         *num_devices_p = 0;
         return UCS_OK;

@@ -205,10 +205,10 @@ static inline void uct_aptus_async_rx_progress(uct_aptus_async_rx_t *rx,
 
 /*
  * The devices of a transport: its wire's devices on the memory domain of
- * its kind (one_sided: "aptus_rc", else "aptus" or "aptus_verbs"), none on
- * the other; none either for a transport that carries one-sided
- * operations over connections (conns) on a wire whose connections do not
- * take the domain's keys (aptus_wire_dev_ops_t::conn_md_keys).
+ * its kind (one_sided: "aptus_rc" or "aptus_verbs_rc", else "aptus" or
+ * "aptus_verbs"), none on the other; none either for a transport that
+ * carries one-sided operations over connections (conns) on a domain whose
+ * keys its wire's connections do not take (uct_aptus_md_conn_keys).
  */
 ucs_status_t uct_aptus_iface_query_devices(uct_md_h md, int one_sided,
                                            int conns,

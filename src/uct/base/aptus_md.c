@@ -64,11 +64,26 @@ static ucs_status_t uct_aptus_md_region_add(uct_aptus_md_t *md,
                                             uct_aptus_region_t *region,
                                             uint64_t address, uint64_t length)
 {
+    ucs_status_t status;
     khiter_t iter;
     int ret;
 
     region->address = address;
     region->length  = length;
+    if (md->wire_mem != NULL) {
+        /* the wire's registration: its hardware checks the key */
+        status = md->wire->mem_reg(md->wire_mem, (void *)(uintptr_t)address,
+                                   length, &region->token, &region->host_id,
+                                   &region->wire_memh);
+        if (status == UCS_OK) {
+            ucs_spin_lock(&md->lock);
+            md->registrations++;
+            ucs_spin_unlock(&md->lock);
+        }
+        return status;
+    }
+
+    region->host_id = aptus_conn_reach_id(); /* host and PID namespace */
     ucs_spin_lock(&md->lock);
     do {
         region->token = uct_aptus_md_new_token();
@@ -95,6 +110,10 @@ static void uct_aptus_md_region_del(uct_aptus_md_t *md,
 {
     khiter_t iter;
 
+    if (md->wire_mem != NULL) {
+        md->wire->mem_dereg(md->wire_mem, region->wire_memh);
+        return;
+    }
     ucs_spin_lock(&md->lock);
     iter = kh_get(uct_aptus_tokens, &md->tokens, region->token);
     if (iter != kh_end(&md->tokens)) {
@@ -173,8 +192,11 @@ static ucs_status_t uct_aptus_md_query(uct_md_h md, uct_md_attr_t *attr)
     attr->cap.detect_mem_types = 0;
     attr->cap.alloc_mem_types  = 0;
     attr->rkey_packed_size     = sizeof(uct_aptus_rkey_t);
-    /* no pinning: a table entry, or a cache lookup */
-    attr->reg_cost = ucs_linear_func_make(200e-9, 0);
+    /* no pinning: a table entry, or a cache lookup; the wire's registrar
+     * pins and maps every page (the figures UCX's ib domain assumes) */
+    attr->reg_cost = (ucs_derived_of(md, uct_aptus_md_t)->wire_mem != NULL)
+                         ? ucs_linear_func_make(16e-6, 0.06e-9)
+                         : ucs_linear_func_make(200e-9, 0);
     memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
     return UCS_OK;
 }
@@ -254,7 +276,8 @@ uct_aptus_md_mkey_pack(uct_md_h md, uct_mem_h memh,
         rkey.length  = region->length;
         rkey.token   = region->token;
     }
-    rkey.host_id = aptus_conn_reach_id(); /* host and PID namespace */
+    rkey.host_id = (region != UCT_MEM_HANDLE_NULL) ? region->host_id
+                                                   : aptus_conn_reach_id();
     rkey.pid     = aptus_conn_pid();
     rkey.flags   = ucs_derived_of(md, uct_aptus_md_t)->one_sided
                        ? UCT_APTUS_RKEY_FLAG_SAME_HOST
@@ -269,6 +292,9 @@ static void uct_aptus_md_close(uct_md_h uct_md)
 
     if (md->rcache != NULL) {
         ucs_rcache_destroy(md->rcache);
+    }
+    if (md->wire_mem != NULL) {
+        md->wire->mem_close(md->wire_mem);
     }
     kh_destroy_inplace(uct_aptus_tokens, &md->tokens);
     ucs_spinlock_destroy(&md->lock);
@@ -313,9 +339,11 @@ static ucs_status_t uct_aptus_md_open(uct_component_t *component,
     }
     md->super.ops       = &uct_aptus_md_ops;
     md->super.component = &uct_aptus_component;
-    md->one_sided       = !strcmp(md_name, UCT_APTUS_RC_MD_NAME);
-    md->wire            = &aptus_sock_wire_dev;
-    if (!strcmp(md_name, UCT_APTUS_VERBS_MD_NAME)) {
+    md->one_sided       = !strcmp(md_name, UCT_APTUS_RC_MD_NAME) ||
+                    !strcmp(md_name, UCT_APTUS_VERBS_RC_MD_NAME);
+    md->wire = &aptus_sock_wire_dev;
+    if (!strcmp(md_name, UCT_APTUS_VERBS_MD_NAME) ||
+        !strcmp(md_name, UCT_APTUS_VERBS_RC_MD_NAME)) {
 #ifdef APTUS_HAVE_VERBS
         md->wire = &aptus_verbs_wire_dev;
 #else
@@ -324,8 +352,19 @@ static ucs_status_t uct_aptus_md_open(uct_component_t *component,
         return UCS_ERR_UNSUPPORTED;
 #endif
     }
-    md->numa  = config->numa;
-    md->stats = ucs_strdup(config->stats, "uct_aptus_md_stats");
+    if (md->one_sided && !md->wire->conn_md_keys &&
+        (md->wire->mem_open != NULL)) {
+        /* without it (said why) the domain lists no one-sided transport */
+        status = md->wire->mem_open(&md->wire_mem);
+        if (status != UCS_OK) {
+            ucs_debug("aptus md: %s: no registrar on the %s wire: %s", md_name,
+                      md->wire->name, ucs_status_string(status));
+            md->wire_mem = NULL;
+        }
+    }
+    md->conn_keys = md->wire->conn_md_keys || (md->wire_mem != NULL);
+    md->numa      = config->numa;
+    md->stats     = ucs_strdup(config->stats, "uct_aptus_md_stats");
     if (md->stats == NULL) {
         status = UCS_ERR_NO_MEMORY;
         goto err_free;
@@ -363,6 +402,9 @@ err_tokens:
     ucs_spinlock_destroy(&md->lock);
     ucs_free(md->stats);
 err_free:
+    if (md->wire_mem != NULL) {
+        md->wire->mem_close(md->wire_mem);
+    }
     ucs_free(md);
     return status;
 }
@@ -419,8 +461,9 @@ uct_aptus_query_md_resources(uct_component_t *component,
                              unsigned *num_resources_p)
 {
     static const char *names[] = { UCT_APTUS_MD_NAME, UCT_APTUS_RC_MD_NAME,
-                                   UCT_APTUS_VERBS_MD_NAME };
-    unsigned num               = uct_aptus_md_verbs_present() ? 3 : 2;
+                                   UCT_APTUS_VERBS_MD_NAME,
+                                   UCT_APTUS_VERBS_RC_MD_NAME };
+    unsigned num               = uct_aptus_md_verbs_present() ? 4 : 2;
     uct_md_resource_desc_t *resources;
     unsigned i;
 

@@ -32,6 +32,9 @@
 /* "aptus" over the verbs wire: HCA ports for devices, listed only where
  * libibverbs finds an active one (built where configure found rdma-core). */
 #define UCT_APTUS_VERBS_MD_NAME "aptus_verbs"
+/* "aptus_rc" over the verbs wire: its registrations are the HCA's (an rkey
+ * of the protection domain the connections' QPs are in). */
+#define UCT_APTUS_VERBS_RC_MD_NAME "aptus_verbs_rc"
 
 #define UCT_APTUS_RKEY_FLAG_SAME_HOST 1u
 
@@ -49,6 +52,8 @@ typedef struct uct_aptus_region {
     uint64_t address;
     uint64_t length;
     uint64_t token;
+    uint64_t host_id; /* what the key names as its owner's host or fabric */
+    void *wire_memh;  /* the wire's registration (mem_reg), or NULL */
     int cached;
 } uct_aptus_region_t;
 
@@ -65,6 +70,8 @@ typedef struct uct_aptus_md {
     int one_sided;                    /* the "aptus_rc" domain */
     int numa;                         /* UCX_APTUS_NUMA */
     const aptus_wire_dev_ops_t *wire; /* the wire its transports use */
+    void *wire_mem; /* the wire's registrar (mem_open), or NULL: tokens */
+    int conn_keys;  /* connections take this domain's keys */
 } uct_aptus_md_t;
 
 /* The packed remote key. */
@@ -90,6 +97,14 @@ static inline const aptus_wire_dev_ops_t *uct_aptus_md_wire(uct_md_h md)
 static inline int uct_aptus_md_is_one_sided(uct_md_h md)
 {
     return ucs_derived_of(md, uct_aptus_md_t)->one_sided;
+}
+
+/* Whether the one-sided operations of connections on this domain's wire
+ * take its keys (aptus_wire_dev_ops_t::conn_md_keys, or the wire registers
+ * for the domain): transports that need that list no device otherwise. */
+static inline int uct_aptus_md_conn_keys(uct_md_h md)
+{
+    return ucs_derived_of(md, uct_aptus_md_t)->conn_keys;
 }
 
 /* The NUMA node an interface on dev_name places its receive pools,

@@ -77,8 +77,8 @@ typedef enum uct_aptus_ctl_type {
 } uct_aptus_ctl_type_t;
 
 /* FP_BLOCK: [type][0][nonce LE16][size LE32][address LE64][pid LE32]
- * [host LE64] */
-#define UCT_APTUS_FP_BLOCK_LEN 28
+ * [host LE64][token LE64: the wire's key of the block, verbs' rkey] */
+#define UCT_APTUS_FP_BLOCK_LEN 36
 /* A fast-path message is the RC-FP channel's header (fp_proto.h: the
  * piggybacked credits of the block the receiver writes into the sender),
  * the user's header and payload, the trailer. */

@@ -263,6 +263,7 @@ size_t uct_aptus_tl_fp_ctl_pack(uct_aptus_tl_iface_t *iface,
         aptus_put64(msg + 8, key.address);
         aptus_put32(msg + 16, key.pid);
         aptus_put64(msg + 20, key.host_id);
+        aptus_put64(msg + 28, key.token);
         return UCT_APTUS_FP_BLOCK_LEN;
     default:
         return 0;
@@ -350,6 +351,7 @@ void uct_aptus_tl_fp_ctl_recv(uct_aptus_tl_iface_t *iface,
         tx->key.length  = geom.size;
         tx->key.pid     = aptus_get32(msg + 16);
         tx->key.host_id = aptus_get64(msg + 20);
+        tx->key.token   = aptus_get64(msg + 28);
         tx->geom        = geom;
         tx->nonce       = nonce;
         tx->waiting     = 1;

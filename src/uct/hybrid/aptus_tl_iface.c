@@ -521,7 +521,7 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
         return status;
     }
 
-    if (!uct_aptus_md_wire(md)->conn_md_keys) {
+    if (!uct_aptus_md_conn_keys(md)) {
         /* its rendezvous over RC reads the domain's keys by RDMA */
         ucs_error("%s: not on the %s wire yet: its connections do not take "
                   "this memory domain's keys",

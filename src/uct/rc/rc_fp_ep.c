@@ -311,6 +311,7 @@ static void uct_rc_fp_granted(uct_rc_fp_iface_t *iface, uct_rc_fp_ep_t *ep,
     key.length          = ctl->grant.size;
     key.host_id         = ctl->grant.host_id;
     key.pid             = ctl->grant.pid;
+    key.token           = ctl->grant.token;
     remote.peer_key     = ep->super.link.peer_key;
     remote.carrier_peer = &ep->super.link;
     remote.geom         = &geom;

@@ -339,6 +339,7 @@ static void uct_rc_fp_grant_pack(uct_rc_fp_iface_t *iface,
     ctl->grant.address   = key.address;
     ctl->grant.pid       = key.pid;
     ctl->grant.host_id   = key.host_id;
+    ctl->grant.token     = key.token;
 }
 
 static void uct_rc_fp_handle_request(uct_rc_fp_iface_t *iface,

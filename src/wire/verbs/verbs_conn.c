@@ -18,11 +18,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Tag of the fabric id that stands for a verbs wire's host_id: every port
- * of one subnet (its GID prefix) reaches every other's registered memory
- * by RDMA, so keys compare equal across hosts of the fabric. */
-#define APTUS_VERBS_FABRIC_TAG 0x7662000000000000ull
-
 aptus_verbs_conn_t *aptus_verbs_conn_alloc(aptus_verbs_conn_wire_t *cw)
 {
     aptus_verbs_conn_t *conn;
@@ -266,7 +261,9 @@ static pid_t aptus_verbs_conn_peer_pid(aptus_conn_t *conn)
 
 static unsigned aptus_verbs_conn_reads_outstanding(aptus_conn_t *c)
 {
-    return aptus_verbs_conn(c)->rma_pending;
+    aptus_verbs_conn_t *conn = aptus_verbs_conn(c);
+
+    return conn->rma_pending + conn->writes_pending;
 }
 
 static void aptus_verbs_conn_resources(aptus_conn_t *c, size_t *state_bytes_p,
@@ -313,6 +310,8 @@ static const aptus_conn_wire_ops_t aptus_verbs_conn_ops = {
     .read              = aptus_verbs_conn_read,
     .write_imm         = aptus_verbs_conn_write_imm,
     .write_ordered     = aptus_verbs_conn_write_ordered,
+    .mem_reg           = aptus_verbs_conn_mem_reg,
+    .mem_dereg         = aptus_verbs_conn_mem_dereg,
     .key_reachable     = aptus_verbs_conn_key_reachable,
     .key_check         = aptus_verbs_conn_key_check,
     .peer_pid          = aptus_verbs_conn_peer_pid,
@@ -379,9 +378,8 @@ ucs_status_t aptus_verbs_conn_open(const char *dev_name,
                      : (port_mtu >= 1024) ? IBV_MTU_1024
                      : (port_mtu >= 512)  ? IBV_MTU_512
                                           : IBV_MTU_256;
-    cw->super.host_id =
-        APTUS_VERBS_FABRIC_TAG ^
-        (be64toh(cw->dev->gid.global.subnet_prefix) & 0x0000ffffffffffffull);
+    /* keys compare equal across hosts of the fabric */
+    cw->super.host_id = aptus_verbs_fabric_id(&cw->dev->gid);
 
     status = aptus_verbs_rx_init(cw);
     if (status != UCS_OK) {
@@ -405,23 +403,20 @@ ucs_status_t aptus_verbs_conn_mem_reg(aptus_conn_wire_t *wire, void *address,
 {
     aptus_verbs_conn_wire_t *cw = aptus_verbs_cw(wire);
     struct ibv_mr *mr;
+    uint64_t token;
 
-    mr = ibv_reg_mr(cw->dev->pd, address, length,
-                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                        IBV_ACCESS_REMOTE_READ);
+    mr = aptus_verbs_hca_reg(cw->dev->hca, address, length, cw->dev->lid,
+                             &token);
     if (mr == NULL) {
-        ucs_error("verbs conn: ibv_reg_mr of %zu bytes failed: %m", length);
         return UCS_ERR_IO_ERROR;
     }
     memset(key, 0, sizeof(*key));
     key->address = (uintptr_t)address;
     key->length  = length;
+    key->token   = token;
     key->host_id = wire->host_id;
-    /* the rkey, and the LID of the owner's port above it (documentation
-     * and logs; the HCA checks the rkey) */
-    key->token = mr->rkey | ((uint64_t)cw->dev->lid << 32);
-    key->pid   = (uint32_t)getpid();
-    *memh_p    = mr;
+    key->pid     = (uint32_t)getpid();
+    *memh_p      = mr;
     return UCS_OK;
 }
 

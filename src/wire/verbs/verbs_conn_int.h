@@ -134,7 +134,8 @@ typedef struct aptus_verbs_conn {
     size_t backlog_bytes;
     int want_writable;
     aptus_verbs_conn_done_t *dones, **dones_tail;
-    unsigned rma_pending; /* requests not yet done */
+    unsigned rma_pending;    /* requests not yet done */
+    unsigned writes_pending; /* direct writes posted, not yet complete */
 } aptus_verbs_conn_t;
 
 KHASH_MAP_INIT_INT(aptus_verbs_qpn, aptus_verbs_conn_t *)

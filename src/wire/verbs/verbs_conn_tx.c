@@ -84,6 +84,24 @@ static uint8_t *aptus_verbs_tx_buf(aptus_verbs_conn_wire_t *cw, unsigned idx)
     return cw->tx_buf + (size_t)idx * cw->tx_stride;
 }
 
+/* What a failed send completion says: an access the target's HCA refused
+ * (a key of another protection domain, out of its bounds or rights) is
+ * this side's error, never a peer that went away, which a connection
+ * given up in a merge expects. */
+static ucs_status_t aptus_verbs_wc_status(enum ibv_wc_status status)
+{
+    switch (status) {
+    case IBV_WC_REM_ACCESS_ERR:
+    case IBV_WC_LOC_PROT_ERR:
+        return UCS_ERR_INVALID_ADDR;
+    case IBV_WC_REM_INV_REQ_ERR:
+    case IBV_WC_LOC_LEN_ERR:
+        return UCS_ERR_INVALID_PARAM;
+    default:
+        return UCS_ERR_CONNECTION_RESET;
+    }
+}
+
 /* Completions of sends: buffers and send queue slots come back; a failed
  * one broke its connection (RC: the QP is in error). */
 unsigned aptus_verbs_tx_poll(aptus_verbs_conn_wire_t *cw)
@@ -119,7 +137,8 @@ unsigned aptus_verbs_tx_poll(aptus_verbs_conn_wire_t *cw)
             if (wc[i].status != IBV_WC_SUCCESS) {
                 ucs_debug("verbs conn %p: send failed: %s", conn,
                           ibv_wc_status_str(wc[i].status));
-                aptus_verbs_conn_fail(conn, UCS_ERR_CONNECTION_RESET);
+                aptus_verbs_conn_fail(conn,
+                                      aptus_verbs_wc_status(wc[i].status));
             }
         }
         count += n;
@@ -444,6 +463,16 @@ static void aptus_verbs_tx_add_done(aptus_verbs_conn_t *conn,
     aptus_verbs_tx_pending(conn);
 }
 
+/* A write all posted: complete once the HCA acknowledges its last piece
+ * (with req, through it; a direct write counts in writes_pending, what a
+ * flush waits for: posted is not yet in the peer's memory). */
+static void aptus_verbs_tx_written(aptus_verbs_conn_t *conn,
+                                   aptus_conn_rma_req_t *req)
+{
+    conn->writes_pending += (req == NULL);
+    aptus_verbs_tx_add_done(conn, req);
+}
+
 static aptus_verbs_conn_op_t *aptus_verbs_tx_queue(aptus_verbs_conn_t *conn,
                                                    uint8_t kind, size_t length)
 {
@@ -583,9 +612,7 @@ static ucs_status_t aptus_verbs_tx_write_start(aptus_verbs_conn_t *conn,
             conn->backlog_bytes -= length;
             --cw->super.stats.tx_queued;
             cw->super.stats.tx_copied_bytes -= length;
-            if (req != NULL) {
-                aptus_verbs_tx_add_done(conn, req);
-            }
+            aptus_verbs_tx_written(conn, req);
             ucs_free(op);
         } else if (status != UCS_ERR_NO_RESOURCE) {
             return status; /* broken: the backlog goes with it */
@@ -788,8 +815,12 @@ void aptus_verbs_tx_conn_gone(aptus_verbs_conn_t *conn)
     }
     while ((d = conn->dones) != NULL) {
         conn->dones = d->next;
-        --conn->rma_pending;
-        d->req->done(d->req, status);
+        if (d->req != NULL) {
+            --conn->rma_pending;
+            d->req->done(d->req, status);
+        } else {
+            --conn->writes_pending;
+        }
         ucs_free(d);
     }
     conn->dones_tail = &conn->dones;
@@ -830,8 +861,8 @@ static unsigned aptus_verbs_tx_push(aptus_verbs_conn_t *conn)
             conn->backlog_tail = &conn->backlog;
         }
         conn->backlog_bytes -= op->length;
-        if (op->req != NULL) {
-            aptus_verbs_tx_add_done(conn, op->req);
+        if (op->kind != APTUS_VERBS_OP_MSG) {
+            aptus_verbs_tx_written(conn, op->req);
         }
         ucs_free(op);
         ++count;
@@ -844,8 +875,12 @@ static unsigned aptus_verbs_tx_push(aptus_verbs_conn_t *conn)
         if (conn->dones == NULL) {
             conn->dones_tail = &conn->dones;
         }
-        --conn->rma_pending;
-        d->req->done(d->req, UCS_OK);
+        if (d->req != NULL) {
+            --conn->rma_pending;
+            d->req->done(d->req, UCS_OK);
+        } else {
+            --conn->writes_pending;
+        }
         ucs_free(d);
         ++count;
         if (conn->state != APTUS_VERBS_CONN_S_UP) {

@@ -17,6 +17,7 @@
 #include "wire/verbs/verbs_conn.h"
 #include "wire/verbs/verbs_dgram.h"
 #include "wire/verbs/verbs_dgram_int.h"
+#include "wire/verbs/verbs_hca.h"
 
 #include <ucs/datastruct/array.inl>
 #include <ucs/debug/log.h>
@@ -24,6 +25,7 @@
 #include <ucs/sys/math.h>
 #include <ucs/sys/string.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Largest message of a connection: what aptus_verbs_conn_open accepts as
@@ -260,6 +262,136 @@ static void aptus_verbs_dev_addr_with_port(const aptus_wire_addr_t *addr,
     a->qpn[2] = (uint8_t)port;
 }
 
+/* The registrar of the one-sided domain: the HCA's protection domain, so
+ * that a connection on any of its ports reaches what the domain
+ * registers. One HCA only: a key carries one rkey, and an rkey is good in
+ * the PD it was made in (a domain per HCA, as UCX's ib has, would lift
+ * this). */
+typedef struct aptus_verbs_mem {
+    aptus_verbs_hca_t *hca;
+    uint16_t lid;       /* of the first active port: for logs */
+    uint64_t fabric_id; /* what its connections' key_check compares */
+} aptus_verbs_mem_t;
+
+/* The one HCA with active ports: its name in hca, the first of them in
+ * *port_p. UCS_ERR_UNSUPPORTED with more than one, UCS_ERR_NO_DEVICE with
+ * none. */
+static ucs_status_t aptus_verbs_mem_hca(char *hca, size_t max, unsigned *port_p)
+{
+    uct_tl_device_resource_t *devices;
+    unsigned i, num = 0, num_hcas = 0;
+    size_t len, prev_len = 0;
+    ucs_status_t status;
+
+    status = aptus_verbs_query_devices(&devices, &num);
+    if (status != UCS_OK) {
+        return status;
+    }
+    for (i = 0; i < num; ++i) {
+        /* the ports of an HCA are listed together */
+        len = strcspn(devices[i].name, ":");
+        if ((i > 0) && (len == prev_len) &&
+            !strncmp(devices[i].name, devices[i - 1].name, len)) {
+            continue;
+        }
+        prev_len = len;
+        if ((++num_hcas == 1) && (len < max)) {
+            memcpy(hca, devices[i].name, len);
+            hca[len] = '\0';
+            *port_p  = (unsigned)strtoul(devices[i].name + len + 1, NULL, 10);
+        }
+    }
+    len = (num > 0) ? strcspn(devices[0].name, ":") : 0;
+    ucs_free(devices);
+    if ((num_hcas == 0) || (len >= max)) {
+        return UCS_ERR_NO_DEVICE;
+    }
+    if (num_hcas > 1) {
+        ucs_diag("verbs wire: no one-sided transports (rc_sr, rc_fp) on "
+                 "InfiniBand or RoCE: %u HCAs have active ports, and one "
+                 "memory domain serves one HCA's protection domain",
+                 num_hcas);
+        return UCS_ERR_UNSUPPORTED;
+    }
+    return UCS_OK;
+}
+
+static ucs_status_t aptus_verbs_mem_open(void **ctx_p)
+{
+    struct ibv_port_attr attr;
+    aptus_verbs_mem_t *mem;
+    union ibv_gid gid;
+    ucs_status_t status;
+    unsigned port = 1;
+    char hca[64];
+
+    status = aptus_verbs_mem_hca(hca, sizeof(hca), &port);
+    if (status != UCS_OK) {
+        return status;
+    }
+    mem = ucs_calloc(1, sizeof(*mem), "aptus_verbs_mem");
+    if (mem == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    status = aptus_verbs_hca_get(hca, &mem->hca);
+    if (status != UCS_OK) {
+        goto err_free;
+    }
+    memset(&gid, 0, sizeof(gid));
+    if (ibv_query_port(mem->hca->ctx, (uint8_t)port, &attr) != 0) {
+        status = UCS_ERR_NO_DEVICE;
+        goto err_put;
+    }
+    /* as the port's wires name the fabric: by the GID where packets carry
+     * one (RoCE), else by LID alone */
+    if ((attr.link_layer == IBV_LINK_LAYER_ETHERNET) &&
+        ibv_query_gid(mem->hca->ctx, (uint8_t)port, 0, &gid)) {
+        status = UCS_ERR_NO_DEVICE;
+        goto err_put;
+    }
+    mem->lid       = attr.lid;
+    mem->fabric_id = aptus_verbs_fabric_id(&gid);
+    *ctx_p         = mem;
+    return UCS_OK;
+
+err_put:
+    aptus_verbs_hca_put(mem->hca);
+err_free:
+    ucs_free(mem);
+    return status;
+}
+
+static void aptus_verbs_mem_close(void *ctx)
+{
+    aptus_verbs_mem_t *mem = ctx;
+
+    aptus_verbs_hca_put(mem->hca);
+    ucs_free(mem);
+}
+
+static ucs_status_t aptus_verbs_mem_reg(void *ctx, void *address, size_t length,
+                                        uint64_t *token_p, uint64_t *host_id_p,
+                                        void **memh_p)
+{
+    aptus_verbs_mem_t *mem = ctx;
+    struct ibv_mr *mr;
+
+    mr = aptus_verbs_hca_reg(mem->hca, address, length, mem->lid, token_p);
+    if (mr == NULL) {
+        return UCS_ERR_IO_ERROR;
+    }
+    *host_id_p = mem->fabric_id;
+    *memh_p    = mr;
+    return UCS_OK;
+}
+
+static void aptus_verbs_mem_dereg(void *ctx, void *memh)
+{
+    if (ibv_dereg_mr((struct ibv_mr *)memh)) {
+        ucs_warn("verbs wire: ibv_dereg_mr failed");
+    }
+}
+
 const aptus_wire_dev_ops_t aptus_verbs_wire_dev = {
     .name               = "verbs",
     .query_devices      = aptus_verbs_query_devices,
@@ -274,7 +406,11 @@ const aptus_wire_dev_ops_t aptus_verbs_wire_dev = {
     .conn_open          = aptus_verbs_conn_open,
     .conn_rx_hdr_len    = 0, /* a message lands alone in its SRQ buffer */
     .conn_max_msg       = APTUS_VERBS_CONN_MAX_MSG,
-    .conn_md_keys       = 0, /* one-sided needs ibv_reg_mr keys */
+    .conn_md_keys       = 0, /* rkeys of the HCA's PD: mem_reg's */
+    .mem_open           = aptus_verbs_mem_open,
+    .mem_close          = aptus_verbs_mem_close,
+    .mem_reg            = aptus_verbs_mem_reg,
+    .mem_dereg          = aptus_verbs_mem_dereg,
     .dev_addr_len       = aptus_verbs_dev_addr_len,
     .dev_addr_pack      = aptus_verbs_dev_addr_pack,
     .dev_addr_reachable = aptus_verbs_dev_addr_reachable,

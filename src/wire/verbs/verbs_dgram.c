@@ -48,46 +48,35 @@ static ucs_status_t aptus_verbs_dev_parse(const char *dev_name, char *name,
     return UCS_OK;
 }
 
-/* Open the HCA port dev_name names, active; its attributes in *attr. */
+/* Open the HCA port dev_name names, active (the HCA shared, see
+ * verbs_hca.h); its attributes in *attr. */
 static ucs_status_t aptus_verbs_port_open(const char *dev_name,
-                                          struct ibv_context **ctx_p,
+                                          aptus_verbs_hca_t **hca_p,
                                           uint8_t *port_p,
                                           struct ibv_port_attr *attr)
 {
-    struct ibv_context *ctx = NULL;
-    struct ibv_device **list;
+    aptus_verbs_hca_t *hca;
+    ucs_status_t status;
     char name[64];
-    int i, num = 0, ret;
+    int ret;
 
     if (aptus_verbs_dev_parse(dev_name, name, sizeof(name), port_p) != UCS_OK) {
         ucs_error("verbs wire: bad device name '%s' (want <hca>:<port>)",
                   dev_name);
         return UCS_ERR_INVALID_PARAM;
     }
-    list = ibv_get_device_list(&num);
-    if (list == NULL) {
-        ucs_debug("verbs wire: ibv_get_device_list failed: %m");
-        return UCS_ERR_NO_DEVICE;
-    }
-    for (i = 0; i < num; ++i) {
-        if (!strcmp(ibv_get_device_name(list[i]), name)) {
-            ctx = ibv_open_device(list[i]);
-            break;
-        }
-    }
-    ibv_free_device_list(list);
-    if (ctx == NULL) {
-        ucs_debug("verbs wire: no device %s", name);
-        return UCS_ERR_NO_DEVICE;
+    status = aptus_verbs_hca_get(name, &hca);
+    if (status != UCS_OK) {
+        return status;
     }
 
-    ret = ibv_query_port(ctx, *port_p, attr);
+    ret = ibv_query_port(hca->ctx, *port_p, attr);
     if ((ret != 0) || (attr->state != IBV_PORT_ACTIVE)) {
         ucs_debug("verbs wire: %s is not an active port", dev_name);
-        ibv_close_device(ctx);
+        aptus_verbs_hca_put(hca);
         return UCS_ERR_NO_DEVICE;
     }
-    *ctx_p = ctx;
+    *hca_p = hca;
     return UCS_OK;
 }
 
@@ -106,13 +95,13 @@ int aptus_verbs_numa_node(const char *dev_name)
 
 int aptus_verbs_port_query(const char *dev_name, struct ibv_port_attr *attr)
 {
-    struct ibv_context *ctx;
+    aptus_verbs_hca_t *hca;
     uint8_t port;
 
-    if (aptus_verbs_port_open(dev_name, &ctx, &port, attr) != UCS_OK) {
+    if (aptus_verbs_port_open(dev_name, &hca, &port, attr) != UCS_OK) {
         return 0;
     }
-    ibv_close_device(ctx);
+    aptus_verbs_hca_put(hca);
     return 1;
 }
 
@@ -432,11 +421,8 @@ static void aptus_verbs_dgram_close(aptus_dgram_wire_t *wire)
     if ((v->channel != NULL) && ibv_destroy_comp_channel(v->channel)) {
         ucs_warn("verbs wire: ibv_destroy_comp_channel failed");
     }
-    if ((v->pd != NULL) && ibv_dealloc_pd(v->pd)) {
-        ucs_warn("verbs wire: ibv_dealloc_pd failed");
-    }
-    if ((v->ctx != NULL) && ibv_close_device(v->ctx)) {
-        ucs_warn("verbs wire: ibv_close_device failed");
+    if (v->hca != NULL) {
+        aptus_verbs_hca_put(v->hca);
     }
     ucs_free(v->tx_free);
     ucs_free(v);
@@ -522,11 +508,13 @@ ucs_status_t aptus_verbs_dgram_open(const char *dev_name,
     v->numa_node = config->numa_node;
     aptus_fault_init(&v->fault, &config->fault);
 
-    status = aptus_verbs_port_open(dev_name, &v->ctx, &v->port, &port_attr);
+    status = aptus_verbs_port_open(dev_name, &v->hca, &v->port, &port_attr);
     if (status != UCS_OK) {
         ucs_free(v);
         return status;
     }
+    v->ctx       = v->hca->ctx;
+    v->pd        = v->hca->pd;
     v->port_mtu  = (size_t)1 << (port_attr.active_mtu + 7);
     v->super.mtu = (config->mtu == 0) ? v->port_mtu : config->mtu;
     if ((v->super.mtu < APTUS_VERBS_DGRAM_MTU_MIN) ||
@@ -554,11 +542,6 @@ ucs_status_t aptus_verbs_dgram_open(const char *dev_name,
     }
     v->lid = port_attr.lid;
 
-    v->pd = ibv_alloc_pd(v->ctx);
-    if (v->pd == NULL) {
-        status = UCS_ERR_IO_ERROR;
-        goto err;
-    }
     aptus_verbs_channel_open(v);
     v->send_cq = ibv_create_cq(v->ctx, (int)v->tx_count, NULL, NULL, 0);
     v->recv_cq = ibv_create_cq(v->ctx, (int)rx_count, NULL, v->channel, 0);

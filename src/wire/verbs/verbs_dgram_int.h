@@ -9,6 +9,7 @@
 
 #include "verbs_ah.h"
 #include "verbs_dgram.h"
+#include "verbs_hca.h"
 
 #include "proto/fault.h"
 
@@ -50,8 +51,9 @@ typedef struct aptus_verbs_held {
 
 typedef struct aptus_verbs_dgram {
     aptus_dgram_wire_t super;
-    struct ibv_context *ctx;
-    struct ibv_pd *pd;
+    aptus_verbs_hca_t *hca;           /* shared with the HCA's other users */
+    struct ibv_context *ctx;          /* the hca's */
+    struct ibv_pd *pd;                /* the hca's */
     struct ibv_comp_channel *channel; /* NULL: no event fd */
     struct ibv_cq *send_cq;
     struct ibv_cq *recv_cq; /* the wire's QP's, with the channel */
