@@ -83,6 +83,15 @@ static void aptus_fp_chan_block_dereg(aptus_fp_chan_t *chan,
     block->token = 0;
 }
 
+void aptus_fp_chan_revoke(aptus_fp_chan_t *chan)
+{
+    unsigned i;
+
+    for (i = 0; (chan->blocks != NULL) && (i < chan->max_blocks); ++i) {
+        aptus_fp_chan_block_dereg(chan, &chan->blocks[i]);
+    }
+}
+
 void aptus_fp_chan_cleanup(aptus_fp_chan_t *chan)
 {
     unsigned i;

@@ -158,6 +158,12 @@ ucs_status_t aptus_fp_chan_init(aptus_fp_chan_t *chan,
                                 unsigned max_blocks, unsigned max_senders,
                                 aptus_conn_wire_t *wire, aptus_chan_t *carrier,
                                 const aptus_fp_chan_upcalls_t *ops, void *arg);
+
+/* Every block's registration with the wire given back: peers' writes into
+ * them fail from now on (at the HCA on verbs). Before the wire closes;
+ * cleanup does it too. */
+void aptus_fp_chan_revoke(aptus_fp_chan_t *chan);
+
 void aptus_fp_chan_cleanup(aptus_fp_chan_t *chan);
 
 /* ---- the receiving side ---- */

@@ -7,6 +7,7 @@
  * checks an rkey against the PD of the QP an access arrives on, as an HCA
  * does. Nothing here has run on an HCA.
  */
+#include "aptus_fixture.h"
 #include "rc_fp_fixture.h"
 
 #include <gtest/gtest.h>
@@ -61,10 +62,10 @@ class verbs_rc_domain : public verbs_double_test
 {
 };
 
-/* With one HCA, the one-sided transports list its ports on the domain that
- * registers with it; aptus still lists none (its UD-ZCopy and its RC
- * rendezvous would need one key for two kinds of registration). With two
- * HCAs a registration cannot serve both protection domains: none listed. */
+/* With one HCA, the transports with RDMA over connections list its ports
+ * on the domains that register with it (rc_sr and rc_fp on the one-sided
+ * one, aptus beside ud_sr). With two HCAs a registration cannot serve
+ * both protection domains: only ud_sr is listed. */
 TEST_F(verbs_rc_domain, one_sided_transports_list_the_ports_of_one_hca)
 {
     ibv_double_enable(1);
@@ -74,12 +75,13 @@ TEST_F(verbs_rc_domain, one_sided_transports_list_the_ports_of_one_hca)
     EXPECT_TRUE(tl_devices(UCT_APTUS_VERBS_RC_MD_NAME, "ud_sr").empty());
     EXPECT_EQ(one, tl_devices(UCT_APTUS_VERBS_MD_NAME, "ud_sr"));
     EXPECT_TRUE(tl_devices(UCT_APTUS_VERBS_MD_NAME, "rc_sr").empty());
-    EXPECT_TRUE(tl_devices(UCT_APTUS_VERBS_MD_NAME, "aptus").empty());
+    EXPECT_EQ(one, tl_devices(UCT_APTUS_VERBS_MD_NAME, "aptus"));
     EXPECT_EQ(0u, ibv_double_live()) << "listing leaves nothing open";
     EXPECT_EQ(0u, ibv_double_disable());
 
     ibv_double_enable(2);
     EXPECT_TRUE(tl_devices(UCT_APTUS_VERBS_RC_MD_NAME, "rc_sr").empty());
+    EXPECT_TRUE(tl_devices(UCT_APTUS_VERBS_MD_NAME, "aptus").empty());
     EXPECT_EQ((std::vector<std::string>{ "dbl0:1", "dbl1:1" }),
               tl_devices(UCT_APTUS_VERBS_MD_NAME, "ud_sr"));
 }
@@ -242,7 +244,8 @@ TEST_F(uct_rc_sr_verbs, an_rkey_of_another_protection_domain_is_refused)
                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     ASSERT_NE(nullptr, mr);
     uct_aptus_rkey_t other = *(const uct_aptus_rkey_t *)rb.rkey.rkey;
-    other.token            = mr->rkey;
+    ASSERT_TRUE(other.flags & UCT_APTUS_RKEY_FLAG_WIRE);
+    other.wire_token = mr->rkey;
 
     ibv_double_stats_t before, after;
     ibv_double_get_stats(&before);
@@ -293,4 +296,47 @@ TEST_F(uct_rc_fp_verbs, mixed_sizes_in_order_across_fast_path_and_rc_sr)
     EXPECT_EQ(before.rdma_bad_rkey, after.rdma_bad_rkey);
     close(m_a);
     close(m_b);
+}
+
+/* aptus over the verbs wire: UD QPs to every peer, RC QPs to the peers
+ * that earn them, the fast path as RDMA writes into a registered block,
+ * rendezvous by RDMA read with the domain's rkey. */
+class uct_aptus_verbs : public on_verbs_double<uct_aptus>
+{
+  protected:
+    uct_aptus_verbs() : on_verbs_double(UCT_APTUS_VERBS_MD_NAME)
+    {
+    }
+};
+
+TEST_F(uct_aptus_verbs, small_messages_earn_rc_and_a_fast_path)
+{
+    setup_pair(eager_fp());
+    ASSERT_NO_FATAL_FAILURE(send_small_to_b(2000));
+    auto a = stats(m_a), b = stats(m_b);
+    EXPECT_EQ(1u, a["rc_now"]);
+    EXPECT_EQ(1u, a["fp_now"]);
+    EXPECT_GT(a["rc_fp_msgs"], 1500u);
+    EXPECT_EQ(2000u, a["rc_fp_msgs"] + a["ud_sr_msgs"]);
+    EXPECT_EQ(0u, b["rx_malformed"] + b["fp_rx_corrupt"] + b["rx_duplicates"]);
+}
+
+TEST_F(uct_aptus_verbs, mixed_sizes_in_order_while_rc_appears)
+{
+    setup_pair(eager_rc());
+    auto sent = send_mixed(m_a, 400, 3);
+    expect_received(m_b, sent);
+    auto a = stats(m_a);
+    EXPECT_EQ(1u, a["rc_now"]);
+    EXPECT_GT(a["rc_sr_msgs"] + a["rc_rdma_msgs"], 0u);
+}
+
+TEST_F(uct_aptus_verbs, get_zcopy_over_ud_then_rc_rdma)
+{
+    ibv_double_stats_t before, after;
+    ibv_double_get_stats(&before);
+    check_get_over_ud_then_rc();
+    ibv_double_get_stats(&after);
+    EXPECT_GT(after.rdma_reads, before.rdma_reads); /* by the HCA */
+    EXPECT_EQ(before.rdma_bad_rkey, after.rdma_bad_rkey);
 }

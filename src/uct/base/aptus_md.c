@@ -60,30 +60,13 @@ static uint64_t uct_aptus_md_new_token(void)
 }
 
 /* Record a region under a fresh token. */
-static ucs_status_t uct_aptus_md_region_add(uct_aptus_md_t *md,
-                                            uct_aptus_region_t *region,
-                                            uint64_t address, uint64_t length)
+/* The domain's token: random, unique among its registrations. */
+static ucs_status_t uct_aptus_md_token_add(uct_aptus_md_t *md,
+                                           uct_aptus_region_t *region)
 {
-    ucs_status_t status;
     khiter_t iter;
     int ret;
 
-    region->address = address;
-    region->length  = length;
-    if (md->wire_mem != NULL) {
-        /* the wire's registration: its hardware checks the key */
-        status = md->wire->mem_reg(md->wire_mem, (void *)(uintptr_t)address,
-                                   length, &region->token, &region->host_id,
-                                   &region->wire_memh);
-        if (status == UCS_OK) {
-            ucs_spin_lock(&md->lock);
-            md->registrations++;
-            ucs_spin_unlock(&md->lock);
-        }
-        return status;
-    }
-
-    region->host_id = aptus_conn_reach_id(); /* host and PID namespace */
     ucs_spin_lock(&md->lock);
     do {
         region->token = uct_aptus_md_new_token();
@@ -100,6 +83,54 @@ static ucs_status_t uct_aptus_md_region_add(uct_aptus_md_t *md,
         return UCS_ERR_NO_MEMORY;
     }
     kh_value(&md->tokens, iter) = region;
+    ucs_spin_unlock(&md->lock);
+    return UCS_OK;
+}
+
+static void uct_aptus_md_token_del(uct_aptus_md_t *md,
+                                   uct_aptus_region_t *region)
+{
+    khiter_t iter;
+
+    ucs_spin_lock(&md->lock);
+    iter = kh_get(uct_aptus_tokens, &md->tokens, region->token);
+    if (iter != kh_end(&md->tokens)) {
+        kh_del(uct_aptus_tokens, &md->tokens, iter);
+    }
+    ucs_spin_unlock(&md->lock);
+}
+
+/* A region: the domain's token (UD-ZCopy's, and the sock wire's
+ * connections'), the wire's registration (what its connections' hardware
+ * checks), or both. */
+static ucs_status_t uct_aptus_md_region_add(uct_aptus_md_t *md,
+                                            uct_aptus_region_t *region,
+                                            uint64_t address, uint64_t length)
+{
+    ucs_status_t status;
+
+    region->address   = address;
+    region->length    = length;
+    region->token     = 0;
+    region->wire_memh = NULL;
+    if (md->use_tokens) {
+        status = uct_aptus_md_token_add(md, region);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+    if (md->wire_mem != NULL) {
+        status = md->wire->mem_reg(md->wire_mem, (void *)(uintptr_t)address,
+                                   length, &region->wire_token,
+                                   &region->wire_host_id, &region->wire_memh);
+        if (status != UCS_OK) {
+            if (md->use_tokens) {
+                uct_aptus_md_token_del(md, region);
+            }
+            return status;
+        }
+    }
+    ucs_spin_lock(&md->lock);
     md->registrations++;
     ucs_spin_unlock(&md->lock);
     return UCS_OK;
@@ -108,18 +139,13 @@ static ucs_status_t uct_aptus_md_region_add(uct_aptus_md_t *md,
 static void uct_aptus_md_region_del(uct_aptus_md_t *md,
                                     uct_aptus_region_t *region)
 {
-    khiter_t iter;
-
-    if (md->wire_mem != NULL) {
+    if (region->wire_memh != NULL) {
         md->wire->mem_dereg(md->wire_mem, region->wire_memh);
-        return;
+        region->wire_memh = NULL;
     }
-    ucs_spin_lock(&md->lock);
-    iter = kh_get(uct_aptus_tokens, &md->tokens, region->token);
-    if (iter != kh_end(&md->tokens)) {
-        kh_del(uct_aptus_tokens, &md->tokens, iter);
+    if (md->use_tokens) {
+        uct_aptus_md_token_del(md, region);
     }
-    ucs_spin_unlock(&md->lock);
 }
 
 int uct_aptus_md_check_region(uct_aptus_md_t *md, uint64_t token,
@@ -276,12 +302,16 @@ uct_aptus_md_mkey_pack(uct_md_h md, uct_mem_h memh,
         rkey.length  = region->length;
         rkey.token   = region->token;
     }
-    rkey.host_id = (region != UCT_MEM_HANDLE_NULL) ? region->host_id
-                                                   : aptus_conn_reach_id();
+    rkey.host_id = aptus_conn_reach_id(); /* host and PID namespace */
     rkey.pid     = aptus_conn_pid();
     rkey.flags   = ucs_derived_of(md, uct_aptus_md_t)->one_sided
                        ? UCT_APTUS_RKEY_FLAG_SAME_HOST
                        : 0;
+    if ((region != UCT_MEM_HANDLE_NULL) && (region->wire_memh != NULL)) {
+        rkey.flags |= UCT_APTUS_RKEY_FLAG_WIRE;
+        rkey.wire_token   = region->wire_token;
+        rkey.wire_host_id = region->wire_host_id;
+    }
     memcpy(rkey_buffer, &rkey, sizeof(rkey));
     return UCS_OK;
 }
@@ -352,9 +382,9 @@ static ucs_status_t uct_aptus_md_open(uct_component_t *component,
         return UCS_ERR_UNSUPPORTED;
 #endif
     }
-    if (md->one_sided && !md->wire->conn_md_keys &&
-        (md->wire->mem_open != NULL)) {
-        /* without it (said why) the domain lists no one-sided transport */
+    if (!md->wire->conn_md_keys && (md->wire->mem_open != NULL)) {
+        /* without it (said why) no transport that carries one-sided
+         * operations over connections is listed on the domain */
         status = md->wire->mem_open(&md->wire_mem);
         if (status != UCS_OK) {
             ucs_debug("aptus md: %s: no registrar on the %s wire: %s", md_name,
@@ -363,8 +393,11 @@ static ucs_status_t uct_aptus_md_open(uct_component_t *component,
         }
     }
     md->conn_keys = md->wire->conn_md_keys || (md->wire_mem != NULL);
-    md->numa      = config->numa;
-    md->stats     = ucs_strdup(config->stats, "uct_aptus_md_stats");
+    /* a one-sided domain whose keys the wire makes needs no token: its
+     * transports use connections only */
+    md->use_tokens = !md->one_sided || (md->wire_mem == NULL);
+    md->numa       = config->numa;
+    md->stats      = ucs_strdup(config->stats, "uct_aptus_md_stats");
     if (md->stats == NULL) {
         status = UCS_ERR_NO_MEMORY;
         goto err_free;

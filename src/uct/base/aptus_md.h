@@ -37,6 +37,8 @@
 #define UCT_APTUS_VERBS_RC_MD_NAME "aptus_verbs_rc"
 
 #define UCT_APTUS_RKEY_FLAG_SAME_HOST 1u
+/* wire_token and wire_host_id name the region for connections */
+#define UCT_APTUS_RKEY_FLAG_WIRE 2u
 
 typedef struct uct_aptus_md_config {
     uct_md_config_t super;
@@ -51,9 +53,10 @@ typedef struct uct_aptus_region {
     ucs_rcache_region_t super; /* only with the cache */
     uint64_t address;
     uint64_t length;
-    uint64_t token;
-    uint64_t host_id; /* what the key names as its owner's host or fabric */
-    void *wire_memh;  /* the wire's registration (mem_reg), or NULL */
+    uint64_t token;        /* the domain's own (0: it keeps none) */
+    uint64_t wire_token;   /* the wire's registration's (an rkey) */
+    uint64_t wire_host_id; /* the host or fabric the wire's key names */
+    void *wire_memh;       /* the wire's registration (mem_reg), or NULL */
     int cached;
 } uct_aptus_region_t;
 
@@ -70,7 +73,8 @@ typedef struct uct_aptus_md {
     int one_sided;                    /* the "aptus_rc" domain */
     int numa;                         /* UCX_APTUS_NUMA */
     const aptus_wire_dev_ops_t *wire; /* the wire its transports use */
-    void *wire_mem; /* the wire's registrar (mem_open), or NULL: tokens */
+    void *wire_mem; /* the wire's registrar (mem_open), or NULL */
+    int use_tokens; /* registrations get a token of the domain's */
     int conn_keys;  /* connections take this domain's keys */
 } uct_aptus_md_t;
 
@@ -79,10 +83,12 @@ typedef struct uct_aptus_rkey {
     uint64_t address; /* region start */
     uint64_t length;
     uint64_t token;
-    uint64_t host_id; /* aptus_conn_reach_id() of the owner: host and PID
-                         namespace */
-    uint32_t pid;     /* the owner process */
-    uint32_t flags;   /* UCT_APTUS_RKEY_FLAG_* */
+    uint64_t host_id;      /* aptus_conn_reach_id() of the owner: host and PID
+                              namespace */
+    uint32_t pid;          /* the owner process */
+    uint32_t flags;        /* UCT_APTUS_RKEY_FLAG_* */
+    uint64_t wire_token;   /* with FLAG_WIRE: the key for connections (the */
+    uint64_t wire_host_id; /* wire's registration: verbs' rkey, fabric) */
 } UCS_S_PACKED uct_aptus_rkey_t;
 
 extern uct_component_t uct_aptus_component;
@@ -140,14 +146,17 @@ static inline int uct_aptus_rkey_covers(const uct_aptus_rkey_t *rkey,
 }
 
 /* The remote key as the channels take it: the region for one-sided
- * operations, the owner's token for UD-ZCopy. */
+ * operations over connections (the wire's key where its registrar made
+ * one), the owner's token for UD-ZCopy. */
 static inline void uct_aptus_rkey_to_chan_key(const uct_aptus_rkey_t *rkey,
                                               aptus_chan_key_t *key)
 {
+    int wire = !!(rkey->flags & UCT_APTUS_RKEY_FLAG_WIRE);
+
     key->mem.address = rkey->address;
     key->mem.length  = rkey->length;
-    key->mem.host_id = rkey->host_id;
-    key->mem.token   = rkey->token;
+    key->mem.host_id = wire ? rkey->wire_host_id : rkey->host_id;
+    key->mem.token   = wire ? rkey->wire_token : rkey->token;
     key->mem.pid     = rkey->pid;
     key->token       = rkey->token;
 }

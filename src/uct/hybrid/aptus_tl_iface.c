@@ -523,8 +523,8 @@ static UCS_CLASS_INIT_FUNC(uct_aptus_tl_iface_t, uct_md_h md,
 
     if (!uct_aptus_md_conn_keys(md)) {
         /* its rendezvous over RC reads the domain's keys by RDMA */
-        ucs_error("%s: not on the %s wire yet: its connections do not take "
-                  "this memory domain's keys",
+        ucs_error("%s: the %s wire's connections cannot use this memory "
+                  "domain's keys (verbs: one HCA with active ports per host)",
                   UCT_APTUS_TL_NAME, uct_aptus_md_wire(md)->name);
         return UCS_ERR_UNSUPPORTED;
     }
@@ -625,6 +625,7 @@ err_fp:
     uct_aptus_tl_fp_cleanup(self);
 err_rc:
     aptus_rc_chan_cleanup(&self->rc);
+    aptus_fp_chan_revoke(&self->fpc); /* its registrations are the wire's */
     self->conn->ops->close(self->conn);
     aptus_rc_rdma_chan_cleanup(&self->rdma);
 err_ud:
@@ -660,6 +661,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_aptus_tl_iface_t)
      * RC channel, which then closes them all */
     uct_ud_base_cleanup(&self->ud);
     aptus_rc_chan_cleanup(&self->rc);
+    aptus_fp_chan_revoke(&self->fpc); /* its registrations are the wire's */
     self->conn->ops->close(self->conn);
     aptus_rc_rdma_chan_cleanup(&self->rdma);
     uct_aptus_tl_fp_cleanup(self); /* a late write from a peer now fails */

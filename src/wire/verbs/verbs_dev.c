@@ -262,7 +262,7 @@ static void aptus_verbs_dev_addr_with_port(const aptus_wire_addr_t *addr,
     a->qpn[2] = (uint8_t)port;
 }
 
-/* The registrar of the one-sided domain: the HCA's protection domain, so
+/* The registrar of the verbs domains: the HCA's protection domain, so
  * that a connection on any of its ports reaches what the domain
  * registers. One HCA only: a key carries one rkey, and an rkey is good in
  * the PD it was made in (a domain per HCA, as UCX's ib has, would lift
@@ -307,9 +307,10 @@ static ucs_status_t aptus_verbs_mem_hca(char *hca, size_t max, unsigned *port_p)
         return UCS_ERR_NO_DEVICE;
     }
     if (num_hcas > 1) {
-        ucs_diag("verbs wire: no one-sided transports (rc_sr, rc_fp) on "
-                 "InfiniBand or RoCE: %u HCAs have active ports, and one "
-                 "memory domain serves one HCA's protection domain",
+        ucs_diag("verbs wire: no transports with RDMA over connections "
+                 "(rc_sr, rc_fp, aptus) on InfiniBand or RoCE: %u HCAs have "
+                 "active ports, and one memory domain serves one HCA's "
+                 "protection domain",
                  num_hcas);
         return UCS_ERR_UNSUPPORTED;
     }
