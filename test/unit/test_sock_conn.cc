@@ -314,6 +314,44 @@ class sock_conn : public ::testing::Test
         ASSERT_EQ((unsigned)APTUS_FRAME_TYPE_PROVE_REQ, f->type);
     }
 
+    /* A client's connection to the rendezvous socket b's PROVE_REQ f
+     * names (f.payload: the name, little-endian as x86, then the
+     * challenge). */
+    int prove_rendezvous(const aptus_frame_t &f)
+    {
+        uint64_t name;
+        memcpy(&name, f.payload, sizeof(name));
+        struct sockaddr_un sun;
+        memset(&sun, 0, sizeof(sun));
+        sun.sun_family = AF_UNIX;
+        int len        = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1,
+                                  "aptus-conn-%016" PRIx64, name);
+        int ufd        = socket(AF_UNIX, SOCK_STREAM, 0);
+        EXPECT_GE(ufd, 0);
+        EXPECT_EQ(0, connect(ufd, (struct sockaddr *)&sun,
+                             offsetof(struct sockaddr_un, sun_path) + 1 + len));
+        return ufd;
+    }
+
+    /* The answer to f for the TCP connection fd: the challenge and this
+     * end's view of the connection, local address first. */
+    std::vector<uint8_t> prove_answer(const aptus_frame_t &f, int fd)
+    {
+        std::vector<uint8_t> msg(f.payload + 8,
+                                 f.payload + 8 + APTUS_FRAME_CHALLENGE_LEN);
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        aptus_wire_addr_t a;
+        EXPECT_EQ(0, getsockname(fd, (struct sockaddr *)&ss, &sl));
+        aptus_sock_addr_to_wire((struct sockaddr *)&ss, &a);
+        msg.insert(msg.end(), a.raw, a.raw + APTUS_WIRE_ADDR_LEN);
+        sl = sizeof(ss);
+        EXPECT_EQ(0, getpeername(fd, (struct sockaddr *)&ss, &sl));
+        aptus_sock_addr_to_wire((struct sockaddr *)&ss, &a);
+        msg.insert(msg.end(), a.raw, a.raw + APTUS_WIRE_ADDR_LEN);
+        return msg;
+    }
+
     /* Connect from a to b; returns a's end once b accepted it. */
     aptus_conn_t *connect_ab(void *user = nullptr)
     {
@@ -1662,37 +1700,16 @@ TEST_F(sock_conn, rendezvous_taken_before_its_answer_still_proves)
     std::vector<uint8_t> req;
     aptus_frame_t f;
     ASSERT_NO_FATAL_FAILURE(read_prove_req(fd, req, &f));
-    uint64_t name;
-    memcpy(&name, f.payload, sizeof(name)); /* little-endian, as x86 */
 
     /* connect, and let b take the connection while it is still empty */
-    struct sockaddr_un sun;
-    memset(&sun, 0, sizeof(sun));
-    sun.sun_family = AF_UNIX;
-    int len        = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1,
-                              "aptus-conn-%016" PRIx64, name);
-    int ufd        = socket(AF_UNIX, SOCK_STREAM, 0);
+    int ufd = prove_rendezvous(f);
     ASSERT_GE(ufd, 0);
-    ASSERT_EQ(0, connect(ufd, (struct sockaddr *)&sun,
-                         offsetof(struct sockaddr_un, sun_path) + 1 + len));
     for (unsigned i = 0; i < 20; ++i) {
         m_b.wire->ops->progress(m_b.wire); /* b's epoll: it accepts */
         usleep(1000);
     }
-    /* then the answer: the challenge and this end's view of the TCP
-     * connection, local address first */
-    std::vector<uint8_t> msg(f.payload + 8,
-                             f.payload + 8 + APTUS_FRAME_CHALLENGE_LEN);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    aptus_wire_addr_t a;
-    ASSERT_EQ(0, getsockname(fd, (struct sockaddr *)&ss, &sl));
-    aptus_sock_addr_to_wire((struct sockaddr *)&ss, &a);
-    msg.insert(msg.end(), a.raw, a.raw + APTUS_WIRE_ADDR_LEN);
-    sl = sizeof(ss);
-    ASSERT_EQ(0, getpeername(fd, (struct sockaddr *)&ss, &sl));
-    aptus_sock_addr_to_wire((struct sockaddr *)&ss, &a);
-    msg.insert(msg.end(), a.raw, a.raw + APTUS_WIRE_ADDR_LEN);
+    /* then the answer */
+    std::vector<uint8_t> msg = prove_answer(f, fd);
     EXPECT_EQ((ssize_t)msg.size(),
               ::send(ufd, msg.data(), msg.size(), MSG_NOSIGNAL));
     close(ufd);
@@ -1703,6 +1720,39 @@ TEST_F(sock_conn, rendezvous_taken_before_its_answer_still_proves)
     EXPECT_EQ(1u, m_b.wire->stats.pid_proven);
     EXPECT_EQ(0u, m_b.wire->stats.pid_unproven);
     EXPECT_EQ(getpid(), m_b.wire->ops->peer_pid(conn));
+}
+
+/* The peer answers, then resets the connection before the asker reads the
+ * answer (in a merge, the connection given up is closed as soon as the
+ * SWITCH is read): the asker's view of the connection was read while it
+ * stood, so the answer still proves the peer. It used to read its view
+ * only then, found no peer name on the reset socket and took the peer for
+ * unproven (the fast path to it barred for good). */
+TEST_F(sock_conn, a_connection_reset_before_the_answer_is_read_still_proves)
+{
+    ASSERT_NO_FATAL_FAILURE(open(m_b));
+    int fd;
+    aptus_conn_t *conn;
+    ASSERT_NO_FATAL_FAILURE(raw_client_of_b(&fd, &conn));
+    std::vector<uint8_t> req;
+    aptus_frame_t f;
+    ASSERT_NO_FATAL_FAILURE(read_prove_req(fd, req, &f));
+    std::vector<uint8_t> msg = prove_answer(f, fd);
+    int ufd                  = prove_rendezvous(f);
+    ASSERT_GE(ufd, 0);
+    EXPECT_EQ((ssize_t)msg.size(),
+              ::send(ufd, msg.data(), msg.size(), MSG_NOSIGNAL));
+    close(ufd);
+
+    /* a reset, not a close in order: the asker's end has no peer now */
+    struct linger lg = { 1, 0 };
+    ASSERT_EQ(0, setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)));
+    close(fd);
+    m_raw.erase(std::find(m_raw.begin(), m_raw.end(), fd));
+    /* asking for the pid reads the answer at once, before any progress */
+    EXPECT_EQ(getpid(), m_b.wire->ops->peer_pid(conn));
+    EXPECT_EQ(1u, m_b.wire->stats.pid_proven);
+    EXPECT_EQ(0u, m_b.wire->stats.pid_unproven);
 }
 
 /* A relay: the peer asks another UCX process (here the third wire) to

@@ -291,7 +291,7 @@ TEST_F(verbs_conn, connect_accept)
 /* The shared receive queue's buffers go on the HCA's NUMA node (a fake
  * sysfs gives dbl1 node 1; the binding call records), and messages arrive
  * in them. */
-TEST_F(verbs_conn, srq_buffers_go_on_the_hcas_node)
+TEST_F(verbs_conn, srq_and_send_buffers_go_on_the_hcas_node)
 {
     numa_fake fake;
     fake.set("infiniband", "dbl1", "1");
@@ -301,7 +301,8 @@ TEST_F(verbs_conn, srq_buffers_go_on_the_hcas_node)
     EXPECT_TRUE(numa_fake_calls().empty()); /* dbl0 has no node */
     open(&m_b, "dbl1:1", 32, 256, aptus_verbs_numa_node("dbl1:1"));
     unsigned others = 0;
-    EXPECT_GT(fake.bytes_on(1, &others), 32u * MAX_FRAME);
+    /* the receive buffers, and the send buffers (64 of at least 8 KB) */
+    EXPECT_GT(fake.bytes_on(1, &others), 32u * MAX_FRAME + 64u * 8192);
     EXPECT_EQ(0u, others);
     connect(&ca, &cb);
     ASSERT_EQ(UCS_OK, send(ca, pattern(MAX_FRAME, 3)));

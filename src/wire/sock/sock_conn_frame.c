@@ -377,6 +377,7 @@ void aptus_sock_conn_writable(aptus_sock_conn_t *conn)
         }
         conn->flags &=
             ~(APTUS_SOCK_CONN_CONNECTING | APTUS_SOCK_CONN_PROVE_QUEUED);
+        (void)aptus_sock_prove_own_view(conn);
     }
     while (aptus_sock_conn_pending(conn) > 0) {
         if (!aptus_sock_rma_zsegs_valid(conn)) {

@@ -121,6 +121,11 @@ typedef struct aptus_sock_conn {
     uint8_t prove;        /* APTUS_SOCK_PROVE_* */
     uint8_t answered;     /* the peer's PROVE_REQ was answered */
     uint8_t challenge[APTUS_FRAME_CHALLENGE_LEN];
+    /* this end's local and remote address, read once connected: a
+     * connection the peer resets (the one given up in a merge) has no
+     * peer name any more when the proof's answer comes */
+    uint8_t view[2 * APTUS_WIRE_ADDR_LEN];
+    uint8_t view_known;
 } aptus_sock_conn_t;
 
 typedef struct aptus_sock_conn_wire {
@@ -231,6 +236,9 @@ void aptus_sock_prove_open(aptus_sock_conn_wire_t *cw);
 void aptus_sock_prove_close(aptus_sock_conn_wire_t *cw);
 /* Ask the peer of a new connection to prove itself (its first frame). */
 void aptus_sock_prove_start(aptus_sock_conn_t *conn);
+/* This end's local and remote address of conn (conn->view), read once it
+ * is connected and kept: 0 while it is not. */
+int aptus_sock_prove_own_view(aptus_sock_conn_t *conn);
 /* Take the answers waiting on the rendezvous socket. */
 void aptus_sock_prove_accept(aptus_sock_conn_wire_t *cw);
 /* A PROVE_REQ or PROVE_ANS arrived; 0 when the connection was failed. */

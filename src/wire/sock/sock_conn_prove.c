@@ -121,6 +121,7 @@ void aptus_sock_prove_start(aptus_sock_conn_t *conn)
         return;
     }
     conn->prove = APTUS_SOCK_PROVE_WAITING;
+    (void)aptus_sock_prove_own_view(conn); /* else once connected */
     aptus_put64(body, cw->prove_name);
     memcpy(body + 8, conn->challenge, sizeof(conn->challenge));
     /* the first frame: a broken connection says so on its own */
@@ -151,6 +152,15 @@ static int aptus_sock_prove_view(int fd, uint8_t *out)
     aptus_sock_addr_to_wire((struct sockaddr *)&ss, &addr);
     memcpy(out + APTUS_WIRE_ADDR_LEN, addr.raw, APTUS_WIRE_ADDR_LEN);
     return 1;
+}
+
+/* This end's view of conn, read while the connection stands and kept. */
+int aptus_sock_prove_own_view(aptus_sock_conn_t *conn)
+{
+    if (!conn->view_known && !(conn->flags & APTUS_SOCK_CONN_CONNECTING)) {
+        conn->view_known = aptus_sock_prove_view(conn->fd, conn->view);
+    }
+    return conn->view_known;
 }
 
 /* Answer the peer's PROVE_REQ on its rendezvous socket, if this process
@@ -196,7 +206,6 @@ out:
 static void aptus_sock_prove_match(aptus_sock_conn_wire_t *cw, pid_t pid,
                                    const uint8_t *msg)
 {
-    uint8_t view[2 * APTUS_WIRE_ADDR_LEN];
     aptus_sock_conn_t *conn;
 
     ucs_list_for_each(conn, &cw->conns, list)
@@ -207,11 +216,11 @@ static void aptus_sock_prove_match(aptus_sock_conn_wire_t *cw, pid_t pid,
         }
         msg += APTUS_FRAME_CHALLENGE_LEN;
         /* the answerer's local address is our remote one, and back */
-        if ((pid > 0) && aptus_sock_prove_view(conn->fd, view) &&
-            (memcmp(msg, view + APTUS_WIRE_ADDR_LEN, APTUS_WIRE_ADDR_LEN) ==
-             0) &&
-            (memcmp(msg + APTUS_WIRE_ADDR_LEN, view, APTUS_WIRE_ADDR_LEN) ==
-             0)) {
+        if ((pid > 0) && aptus_sock_prove_own_view(conn) &&
+            (memcmp(msg, conn->view + APTUS_WIRE_ADDR_LEN,
+                    APTUS_WIRE_ADDR_LEN) == 0) &&
+            (memcmp(msg + APTUS_WIRE_ADDR_LEN, conn->view,
+                    APTUS_WIRE_ADDR_LEN) == 0)) {
             conn->peer_pid = pid;
             conn->prove    = APTUS_SOCK_PROVE_PROVEN;
             cw->super.stats.pid_proven++;

@@ -18,6 +18,8 @@
 
 #include "verbs_conn_int.h"
 
+#include "base/aptus_numa.h"
+
 #include <ucs/debug/assert.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
@@ -44,9 +46,16 @@ ucs_status_t aptus_verbs_tx_init(aptus_verbs_conn_wire_t *cw)
     /* at least a page each, so that a large write takes few requests */
     cw->tx_stride = ucs_align_up(ucs_max(cw->config.max_frame, 8192), 64);
     size          = cw->tx_stride * APTUS_VERBS_CONN_TX_BUFS;
-    if (ucs_posix_memalign((void **)&cw->tx_buf, 4096, size,
-                           "aptus_verbs_tx_bufs") != 0) {
+    if (cw->config.numa_node >= 0) {
+        /* the HCA reads them: on its node, pages bound before the first
+         * touch (and before registration), as the receive buffers */
+        cw->tx_buf = aptus_numa_alloc(&size, cw->config.numa_node,
+                                      "aptus_verbs_tx_bufs");
+    } else if (ucs_posix_memalign((void **)&cw->tx_buf, 4096, size,
+                                  "aptus_verbs_tx_bufs") != 0) {
         cw->tx_buf = NULL;
+    }
+    if (cw->tx_buf == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
     cw->tx_mr =
