@@ -6,10 +6,10 @@
 # loop of test/perf/am_instr.c (two interfaces in one process bounce an
 # am_short; only the loop is counted, user space, the thread that runs it).
 # Counting is deterministic, so a busy machine does not change it.
-# The UD timer tick of ud_sr and aptus is set to 1 s (its largest) so that the
-# delayed-ACK and retransmission checks, which fire by wall clock and would
-# fire far more often under valgrind's slowdown than at full speed, stay
-# out of the count. aptus has earned RC and its fast path in the warm-up
+# The UD timer tick of ud_sr and aptus is set to 1 s (its largest), and so
+# is the tail probe's minimum, so that the delayed-ACK, retransmission and
+# probe checks, which fire by wall clock and would fire far more often
+# under valgrind's slowdown than at full speed, stay out of the count. aptus has earned RC and its fast path in the warm-up
 # (the interface's statistics, in instr-aptus.log, say which channel the
 # messages took). Per transport, the functions that cost the most (self
 # cost) are kept in functions-TL.txt.
@@ -53,8 +53,9 @@ echo "transport,iters,messages,instructions,per_message" >"$csv"
 printf '%-8s %10s %14s %12s\n' tl messages instructions per_msg
 for tl in ${INSTR_TLS:-ud_sr rc_sr rc_fp aptus tcp}; do
     rm -f "$out"/callgrind.$tl.*
-    env UCX_NET_DEVICES=lo UCX_UD_SR_TIMER_TICK=1s \
-        UCX_APTUS_TIMER_TICK=1s LD_PRELOAD="$lib" UCX_APTUS_STATS=stdout \
+    env UCX_NET_DEVICES=lo UCX_UD_SR_TIMER_TICK=1s UCX_UD_SR_PROBE_MIN=1s \
+        UCX_APTUS_TIMER_TICK=1s UCX_APTUS_PROBE_MIN=1s LD_PRELOAD="$lib" \
+        UCX_APTUS_STATS=stdout \
         UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_EVENTS=no \
         UCX_WARN_UNUSED_ENV_VARS=n \
         timeout 600 valgrind --tool=callgrind --toggle-collect=am_instr_loop \
@@ -94,7 +95,8 @@ ucp_count() {
     local common="LD_PRELOAD=$lib UCX_TLS=$tl,self UCX_NET_DEVICES=lo \
         UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_EVENTS=no \
         UCX_WARN_UNUSED_ENV_VARS=n UCX_UD_SR_TIMER_TICK=1s \
-        UCX_APTUS_TIMER_TICK=1s $extra"
+        UCX_UD_SR_PROBE_MIN=1s UCX_APTUS_TIMER_TICK=1s UCX_APTUS_PROBE_MIN=1s \
+        $extra"
     local vg="valgrind --tool=callgrind --dump-instr=no"
     # shellcheck disable=SC2086
     env $common timeout 600 $vg --callgrind-out-file=/dev/null \
