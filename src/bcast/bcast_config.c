@@ -185,6 +185,18 @@ int aptus_bc_config_read(aptus_bc_config_t *cfg,
         }
         strcpy(cfg->ifspec, s);
     }
+    s = env("APTUS_BCAST_WIRE");
+    if ((s == NULL) || (s[0] == '\0') || !strcmp(s, "auto")) {
+        cfg->wire = APTUS_BC_WIRE_AUTO;
+    } else if (!strcmp(s, "sock")) {
+        cfg->wire = APTUS_BC_WIRE_SOCK;
+    } else if (!strcmp(s, "verbs")) {
+        cfg->wire = APTUS_BC_WIRE_VERBS;
+    } else {
+        snprintf(err, errlen,
+                 "APTUS_BCAST_WIRE=%s: expected auto, sock or verbs", s);
+        return -1;
+    }
     s = env("APTUS_BCAST_GROUP");
     if ((s != NULL) && (s[0] != '\0')) {
         if (aptus_bc_group(s, &cfg->group) < 0) {

@@ -5,6 +5,10 @@
  * APTUS_BCAST              y (default) / n: serve MPI_Bcast by multicast
  * APTUS_BCAST_IF           interface name or IPv4 address (default: the
  *                          one the routing table picks for the group)
+ * APTUS_BCAST_WIRE         auto (default) / sock / verbs: the wire under
+ *                          the multicast; auto takes verbs where the
+ *                          interface is an HCA's (IPoIB, RoCE) and the
+ *                          build has it, sock otherwise
  * APTUS_BCAST_GROUP        a.b.c.d:port: one fixed group for every
  *                          communicator (default: derived from a random
  *                          key per communicator)
@@ -30,6 +34,7 @@
 #ifndef APTUS_BCAST_CONFIG_H_
 #define APTUS_BCAST_CONFIG_H_
 
+#include "bcast_net.h"
 #include "proto/mcast_window.h"
 
 #include <netinet/in.h>
@@ -47,6 +52,7 @@ typedef struct aptus_bc_config {
     uint64_t peer_timeout_us; /* 0: never */
     int rcvbuf;
     char ifspec[64];
+    aptus_bc_wire_t wire;
     int fixed_group;
     struct sockaddr_in group;
     char stats[256];

@@ -20,9 +20,6 @@
 #define APTUS_BC_PROBE_MAGIC 0x42525041u /* "APRB" */
 #define APTUS_BC_PROBE_LEN   24u
 
-/* Datagrams one progress call takes before it runs the timers. */
-#define APTUS_BC_DRAIN_MAX 64u
-
 uint64_t aptus_bc_now_us(void)
 {
     struct timespec ts;
@@ -64,7 +61,7 @@ static void aptus_bc_tx(aptus_bc_engine_t *e, int dest, const aptus_mc_hdr_t *h,
     if (dest < 0) {
         (void)aptus_bc_net_mcast(&e->net, iov, (h->payload_len > 0) ? 2 : 1);
     } else {
-        (void)aptus_bc_net_send(&e->net, &e->peers[dest], iov,
+        (void)aptus_bc_net_send(&e->net, (uint32_t)dest, iov,
                                 (h->payload_len > 0) ? 2 : 1);
     }
 }
@@ -151,23 +148,26 @@ aptus_bc_status_t aptus_bc_engine_init(aptus_bc_engine_t *e,
     e->limits.comm_size = comm_size;
     e->rxlen            = APTUS_MC_HDR_LEN + cfg->frag_size;
     e->rxbuf            = malloc(e->rxlen);
-    e->peers            = malloc(sizeof(*peers) * comm_size);
     e->waiting_since    = calloc(comm_size, sizeof(uint64_t));
     e->probe_heard      = calloc(comm_size, 1);
-    if ((e->rxbuf == NULL) || (e->peers == NULL) ||
-        (e->waiting_since == NULL) || (e->probe_heard == NULL) ||
-        (aptus_mc_window_init(&e->w, cfg, comm_size, rank, key, &ops, e) !=
-         APTUS_MC_OK)) {
-        free(e->rxbuf);
-        free(e->peers);
-        free(e->waiting_since);
-        free(e->probe_heard);
-        aptus_bc_net_close(&e->net);
-        return APTUS_BC_ERR_NOMEM;
+    if ((e->rxbuf == NULL) || (e->waiting_since == NULL) ||
+        (e->probe_heard == NULL) ||
+        (aptus_bc_net_connect(&e->net, peers, comm_size) != 0)) {
+        goto err;
     }
-    memcpy(e->peers, peers, sizeof(*peers) * comm_size);
+    if (aptus_mc_window_init(&e->w, cfg, comm_size, rank, key, &ops, e) !=
+        APTUS_MC_OK) {
+        goto err;
+    }
     pthread_mutex_init(&e->lock, NULL);
     return APTUS_BC_OK;
+
+err:
+    free(e->rxbuf);
+    free(e->waiting_since);
+    free(e->probe_heard);
+    aptus_bc_net_close(&e->net);
+    return APTUS_BC_ERR_NOMEM;
 }
 
 void aptus_bc_engine_cleanup(aptus_bc_engine_t *e)
@@ -182,7 +182,6 @@ void aptus_bc_engine_cleanup(aptus_bc_engine_t *e)
     aptus_bc_net_close(&e->net);
     pthread_mutex_destroy(&e->lock);
     free(e->rxbuf);
-    free(e->peers);
     free(e->waiting_since);
     free(e->probe_heard);
 }
@@ -240,11 +239,11 @@ static void aptus_bc_dgram_in(aptus_bc_engine_t *e, long len, uint64_t now_us)
     (void)aptus_mc_window_recv(&e->w, &h, now_us);
 }
 
-/* One datagram from fd, if one waits: 1, else 0. */
-static unsigned aptus_bc_recv_one(aptus_bc_engine_t *e, int fd, uint64_t now_us)
+/* One datagram, if one waits: 1, else 0. */
+static unsigned aptus_bc_recv_one(aptus_bc_engine_t *e, uint64_t now_us)
 {
     int truncated = 0;
-    long len      = aptus_bc_net_recv(fd, e->rxbuf, e->rxlen, NULL, &truncated);
+    long len      = aptus_bc_net_recv(&e->net, e->rxbuf, e->rxlen, &truncated);
 
     if (len == 0) {
         return 0;
@@ -259,13 +258,11 @@ static unsigned aptus_bc_recv_one(aptus_bc_engine_t *e, int fd, uint64_t now_us)
 
 static unsigned aptus_bc_drain(aptus_bc_engine_t *e, uint64_t now_us)
 {
-    unsigned n = 0, got;
+    unsigned n = 0;
 
-    do {
-        got = aptus_bc_recv_one(e, e->net.mfd, now_us) +
-              aptus_bc_recv_one(e, e->net.ufd, now_us);
-        n += got;
-    } while ((got > 0) && (n < APTUS_BC_DRAIN_MAX));
+    while ((n < APTUS_BC_DRAIN_MAX) && aptus_bc_recv_one(e, now_us)) {
+        ++n;
+    }
     return n;
 }
 
@@ -307,8 +304,8 @@ int aptus_bc_engine_busy(const aptus_bc_engine_t *e)
     if (w->ack_due != 0) {
         return 1;
     }
-    if (w->has_own && aptus_mc_seq_le(w->stable, w->own_last)) {
-        return 1; /* my messages are not everywhere yet */
+    if (aptus_mc_window_root_pending(w)) {
+        return 1; /* a repair or a poll of mine may be due */
     }
     if (aptus_mc_window_is_coroot(w)) {
         if (w->group_ack != w->group_reported) {

@@ -57,8 +57,7 @@ typedef struct aptus_bc_engine_stats {
 typedef struct aptus_bc_engine {
     pthread_mutex_t lock;
     aptus_mc_window_t w;
-    aptus_bc_net_t net;
-    aptus_bc_addr_t *peers;  /* point-to-point address of every rank */
+    aptus_bc_net_t net;      /* knows every rank's address */
     uint64_t *waiting_since; /* usec: a repair or poll to the rank went
                                 unanswered since then (0: none) */
     uint32_t n_waiting;      /* ranks with waiting_since set */
@@ -100,7 +99,7 @@ typedef struct aptus_bc_engine {
     struct aptus_bc_engine *next_engine; /* the progress thread's list */
 } aptus_bc_engine_t;
 
-/* Takes over net (closed by cleanup, also on failure) and copies peers
+/* Takes over net (closed by cleanup, also on failure) and hands it peers
  * (comm_size addresses). */
 aptus_bc_status_t aptus_bc_engine_init(aptus_bc_engine_t *e,
                                        const aptus_mc_config_t *cfg,
@@ -129,8 +128,12 @@ void aptus_bc_engine_probe_send(aptus_bc_engine_t *e, uint32_t round);
  * passed. Returns how many ranks were heard (not counting this one). */
 uint32_t aptus_bc_engine_probe_wait(aptus_bc_engine_t *e, uint64_t timeout_us);
 
-/* Drain the sockets and run the protocol's timers; the caller holds the
- * lock. Returns how many datagrams arrived. */
+/* Datagrams one progress call takes at most. */
+#define APTUS_BC_DRAIN_MAX 64u
+
+/* Drain the wire and run the protocol's timers; the caller holds the
+ * lock. Returns how many datagrams arrived (APTUS_BC_DRAIN_MAX: more may
+ * wait, unannounced by the wire's fds). */
 unsigned aptus_bc_engine_progress(aptus_bc_engine_t *e, uint64_t now_us);
 
 /* Whether a timer may be due soon (an ACK, a repair, a report). */

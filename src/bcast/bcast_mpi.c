@@ -59,9 +59,10 @@
 /* Per-rank information exchanged at set-up. */
 typedef struct aptus_bc_info {
     aptus_bc_addr_t addr;
-    uint32_t ok;     /* the sockets opened */
+    uint32_t ok;     /* the multicast opened */
     uint32_t failed; /* multicast failed on an earlier communicator */
-    uint32_t mtu;    /* the interface's */
+    uint32_t room;   /* payload bytes of one datagram */
+    uint32_t wire;   /* aptus_bc_wire_t it opened on */
     uint32_t cfg[8]; /* the settings every rank must share */
 } aptus_bc_info_t;
 
@@ -346,6 +347,25 @@ static void aptus_bc_mpi_progress(void *arg)
                       MPI_STATUS_IGNORE);
 }
 
+/* Whether the ranks that opened the multicast opened it on different
+ * wires (APTUS_BCAST_WIRE=auto, verbs on some hosts only). */
+static int aptus_bc_wires_differ(const aptus_bc_info_t *all, int size)
+{
+    uint32_t wire = 0;
+    int r;
+
+    for (r = 0; r < size; ++r) {
+        if (!all[r].ok) {
+            continue;
+        }
+        if ((wire != 0) && (all[r].wire != wire)) {
+            return 1;
+        }
+        wire = all[r].wire;
+    }
+    return 0;
+}
+
 /* Set-up, collective over comm; the state is attached either way. */
 static aptus_bc_comm_t *aptus_bc_comm_setup(MPI_Comm comm, int size, int rank)
 {
@@ -356,8 +376,8 @@ static aptus_bc_comm_t *aptus_bc_comm_setup(MPI_Comm comm, int size, int rank)
     struct sockaddr_in group;
     aptus_bc_addr_t *peers = NULL;
     aptus_bc_net_t net;
-    char err[256]    = "", gstr[64];
-    unsigned min_mtu = UINT32_MAX, bad = UINT32_MAX, heard, heard_min = 0;
+    char err[256] = "", gstr[64], note[256] = "";
+    unsigned min_room = UINT32_MAX, bad = UINT32_MAX, heard, heard_min = 0;
     uint32_t round;
     uint64_t t0;
     int r, rc;
@@ -392,13 +412,15 @@ static aptus_bc_comm_t *aptus_bc_comm_setup(MPI_Comm comm, int size, int rank)
         rc = -1;
         snprintf(err, sizeof(err), "APTUS_BCAST=n");
     } else {
-        rc = aptus_bc_net_open(&net, &group, aptus_bc_cfg.ifspec,
-                               aptus_bc_cfg.rcvbuf, err, sizeof(err));
+        rc = aptus_bc_net_open(&net, aptus_bc_cfg.wire, &group,
+                               aptus_bc_cfg.ifspec, aptus_bc_cfg.rcvbuf, err,
+                               sizeof(err), note, sizeof(note));
     }
     mine.ok = (rc == 0);
     if (rc == 0) {
         mine.addr = net.self;
-        mine.mtu  = net.mtu;
+        mine.room = net.room;
+        mine.wire = net.wire;
     }
     aptus_bc_config_words(&aptus_bc_cfg.mc, mine.cfg);
     mine.failed = aptus_bc_probe_failed;
@@ -413,6 +435,24 @@ static aptus_bc_comm_t *aptus_bc_comm_setup(MPI_Comm comm, int size, int rank)
     }
     PMPI_Allgather(&mine, sizeof(mine), MPI_BYTE, all, sizeof(mine), MPI_BYTE,
                    comm);
+    if (aptus_bc_wires_differ(all, size)) {
+        /* auto took verbs on some hosts only: all take sock */
+        if (mine.ok && (mine.wire == APTUS_BC_WIRE_VERBS)) {
+            aptus_bc_net_close(&net);
+            rc      = aptus_bc_net_open(&net, APTUS_BC_WIRE_SOCK, &group,
+                                        aptus_bc_cfg.ifspec, aptus_bc_cfg.rcvbuf,
+                                        err, sizeof(err), NULL, 0);
+            mine.ok = (rc == 0);
+            memset(&mine.addr, 0, sizeof(mine.addr));
+            if (rc == 0) {
+                mine.addr = net.self;
+                mine.room = net.room;
+                mine.wire = net.wire;
+            }
+        }
+        PMPI_Allgather(&mine, sizeof(mine), MPI_BYTE, all, sizeof(mine),
+                       MPI_BYTE, comm);
+    }
     for (r = 0; r < size; ++r) {
         if (!all[r].ok && (bad == UINT32_MAX)) {
             bad = (unsigned)r;
@@ -420,8 +460,8 @@ static aptus_bc_comm_t *aptus_bc_comm_setup(MPI_Comm comm, int size, int rank)
         if (memcmp(all[r].cfg, all[0].cfg, sizeof(all[0].cfg)) != 0) {
             bad = UINT32_MAX - 1;
         }
-        if (all[r].ok && (all[r].mtu < min_mtu)) {
-            min_mtu = all[r].mtu;
+        if (all[r].ok && (all[r].room < min_room)) {
+            min_room = all[r].room;
         }
         peers[r] = all[r].addr;
     }
@@ -460,7 +500,7 @@ static aptus_bc_comm_t *aptus_bc_comm_setup(MPI_Comm comm, int size, int rank)
 
     /* the datagram follows the smallest MTU of the ranks' interfaces */
     if (mc.frag_size == 0) {
-        mc.frag_size = min_mtu - APTUS_BC_IP_UDP_HDR - APTUS_MC_HDR_LEN;
+        mc.frag_size = min_room - APTUS_MC_HDR_LEN;
         if (mc.frag_size > 8192) {
             mc.frag_size = 8192;
         }
@@ -529,12 +569,14 @@ static aptus_bc_comm_t *aptus_bc_comm_setup(MPI_Comm comm, int size, int rank)
         snprintf(gstr, sizeof(gstr), "%s", inet_ntoa(group.sin_addr));
         aptus_bc_log(
             c,
-            "multicast group %s:%u on %s, window %u, groups of %u, "
-            "ACK every %u, %u-byte datagrams, up to %u bytes; set "
+            "multicast group %s:%u on %s over %s%s%s, window %u, groups of "
+            "%u, ACK every %u, %u-byte datagrams, up to %u bytes; set "
             "up in %.1f ms (%u probe rounds)",
-            gstr, ntohs(group.sin_port), inet_ntoa(c->engine.net.ifaddr),
-            mc.window, c->engine.w.group_size, mc.ack_every, mc.frag_size,
-            mc.max_msg, (double)(aptus_bc_now_us() - t0) / 1e3, round + 1);
+            gstr, ntohs(group.sin_port), c->engine.net.where,
+            (c->engine.net.wire == APTUS_BC_WIRE_VERBS) ? "verbs" : "sock",
+            (note[0] != '\0') ? "; " : "", note, mc.window,
+            c->engine.w.group_size, mc.ack_every, mc.frag_size, mc.max_msg,
+            (double)(aptus_bc_now_us() - t0) / 1e3, round + 1);
     }
     goto out;
 

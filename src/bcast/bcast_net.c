@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * UCX-Aptus: the sock wire's IP multicast (see bcast_net.h).
+ * UCX-Aptus: the broadcast's multicast: the choice of wire, and the sock
+ * wire's IP multicast (see bcast_net.h).
  */
 #include "bcast_net.h"
 
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -193,8 +195,60 @@ static void aptus_bc_rcvbuf(int fd, int bytes)
     }
 }
 
-int aptus_bc_net_open(aptus_bc_net_t *net, const struct sockaddr_in *group,
-                      const char *ifspec, int rcvbuf, char *err, size_t errlen)
+int aptus_bc_net_have_verbs(void)
+{
+#ifdef APTUS_HAVE_BCAST_VERBS
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+#ifndef APTUS_HAVE_BCAST_VERBS
+int aptus_bc_net_open_verbs(aptus_bc_net_t *net,
+                            const struct sockaddr_in *group,
+                            struct in_addr ifaddr, unsigned mtu, char *err,
+                            size_t errlen)
+{
+    snprintf(err, errlen,
+             "this build has no verbs wire (rdma-core's libibverbs and "
+             "librdmacm were not found when it was configured)");
+    return -ENOSYS;
+}
+#endif
+
+int aptus_bc_net_open(aptus_bc_net_t *net, aptus_bc_wire_t wire,
+                      const struct sockaddr_in *group, const char *ifspec,
+                      int rcvbuf, char *err, size_t errlen, char *note,
+                      size_t notelen)
+{
+    struct in_addr ifaddr;
+    unsigned mtu;
+    int rc;
+
+    if (note != NULL) {
+        note[0] = '\0';
+    }
+    rc = aptus_bc_net_pick_if(ifspec, group, &ifaddr, &mtu, err, errlen);
+    if (rc < 0) {
+        return rc;
+    }
+    if ((wire == APTUS_BC_WIRE_VERBS) ||
+        ((wire == APTUS_BC_WIRE_AUTO) && aptus_bc_net_have_verbs())) {
+        rc = aptus_bc_net_open_verbs(net, group, ifaddr, mtu, err, errlen);
+        if ((rc == 0) || (wire == APTUS_BC_WIRE_VERBS)) {
+            return rc;
+        }
+        if (note != NULL) {
+            snprintf(note, notelen, "verbs: %s", err);
+        }
+    }
+    return aptus_bc_net_open_sock(net, group, ifaddr, mtu, rcvbuf, err, errlen);
+}
+
+int aptus_bc_net_open_sock(aptus_bc_net_t *net, const struct sockaddr_in *group,
+                           struct in_addr ifaddr, unsigned mtu, int rcvbuf,
+                           char *err, size_t errlen)
 {
     struct sockaddr_in sa;
     socklen_t salen = sizeof(sa);
@@ -203,14 +257,13 @@ int aptus_bc_net_open(aptus_bc_net_t *net, const struct sockaddr_in *group,
     int one = 1, rc;
 
     memset(net, 0, sizeof(*net));
-    net->mfd   = -1;
-    net->ufd   = -1;
-    net->group = *group;
-    rc = aptus_bc_net_pick_if(ifspec, group, &net->ifaddr, &net->mtu, err,
-                              errlen);
-    if (rc < 0) {
-        return rc;
-    }
+    net->wire   = APTUS_BC_WIRE_SOCK;
+    net->mfd    = -1;
+    net->ufd    = -1;
+    net->group  = *group;
+    net->ifaddr = ifaddr;
+    net->room   = mtu - APTUS_BC_IP_UDP_HDR;
+    inet_ntop(AF_INET, &ifaddr, net->where, sizeof(net->where));
 
     /* the group member: every rank of the host binds the same group and
      * port, so the address is shared */
@@ -288,6 +341,11 @@ fail:
 
 void aptus_bc_net_close(aptus_bc_net_t *net)
 {
+#ifdef APTUS_HAVE_BCAST_VERBS
+    if (net->wire == APTUS_BC_WIRE_VERBS) {
+        aptus_bc_verbs_close(net);
+    }
+#endif
     if (net->mfd >= 0) {
         close(net->mfd);
     }
@@ -295,6 +353,26 @@ void aptus_bc_net_close(aptus_bc_net_t *net)
         close(net->ufd);
     }
     net->mfd = net->ufd = -1;
+    free(net->peers);
+    net->peers  = NULL;
+    net->npeers = 0;
+}
+
+int aptus_bc_net_connect(aptus_bc_net_t *net, const aptus_bc_addr_t *peers,
+                         uint32_t n)
+{
+    net->peers = malloc(sizeof(*peers) * (size_t)n);
+    if (net->peers == NULL) {
+        return -ENOMEM;
+    }
+    memcpy(net->peers, peers, sizeof(*peers) * (size_t)n);
+    net->npeers = n;
+#ifdef APTUS_HAVE_BCAST_VERBS
+    if (net->wire == APTUS_BC_WIRE_VERBS) {
+        return aptus_bc_verbs_connect(net);
+    }
+#endif
+    return 0;
 }
 
 static int aptus_bc_sendmsg(aptus_bc_net_t *net, const struct sockaddr_in *to,
@@ -322,14 +400,29 @@ static int aptus_bc_sendmsg(aptus_bc_net_t *net, const struct sockaddr_in *to,
 int aptus_bc_net_mcast(aptus_bc_net_t *net, const struct iovec *iov,
                        unsigned iovcnt)
 {
+#ifdef APTUS_HAVE_BCAST_VERBS
+    if (net->wire == APTUS_BC_WIRE_VERBS) {
+        return aptus_bc_verbs_mcast(net, iov, iovcnt);
+    }
+#endif
     return aptus_bc_sendmsg(net, &net->group, iov, iovcnt);
 }
 
-int aptus_bc_net_send(aptus_bc_net_t *net, const aptus_bc_addr_t *dst,
+int aptus_bc_net_send(aptus_bc_net_t *net, uint32_t rank,
                       const struct iovec *iov, unsigned iovcnt)
 {
+    const aptus_bc_addr_t *dst;
     struct sockaddr_in to;
 
+    if (rank >= net->npeers) {
+        return -EINVAL;
+    }
+#ifdef APTUS_HAVE_BCAST_VERBS
+    if (net->wire == APTUS_BC_WIRE_VERBS) {
+        return aptus_bc_verbs_send(net, rank, iov, iovcnt);
+    }
+#endif
+    dst = &net->peers[rank];
     memset(&to, 0, sizeof(to));
     to.sin_family      = AF_INET;
     to.sin_addr.s_addr = dst->ip;
@@ -337,8 +430,7 @@ int aptus_bc_net_send(aptus_bc_net_t *net, const aptus_bc_addr_t *dst,
     return aptus_bc_sendmsg(net, &to, iov, iovcnt);
 }
 
-long aptus_bc_net_recv(int fd, void *buf, size_t len, aptus_bc_addr_t *src,
-                       int *truncated)
+static long aptus_bc_sock_recv(int fd, void *buf, size_t len, int *truncated)
 {
     struct sockaddr_in sa;
     struct iovec iov = { buf, len };
@@ -360,12 +452,22 @@ long aptus_bc_net_recv(int fd, void *buf, size_t len, aptus_bc_addr_t *src,
         *truncated = 1;
         return -1;
     }
-    if (src != NULL) {
-        src->ip       = sa.sin_addr.s_addr;
-        src->port     = sa.sin_port;
-        src->reserved = 0;
-    }
     return n;
+}
+
+long aptus_bc_net_recv(aptus_bc_net_t *net, void *buf, size_t len,
+                       int *truncated)
+{
+    long n;
+
+#ifdef APTUS_HAVE_BCAST_VERBS
+    if (net->wire == APTUS_BC_WIRE_VERBS) {
+        return aptus_bc_verbs_recv(net, buf, len, truncated);
+    }
+#endif
+    /* the group's data first: repairs and ACKs are about it */
+    n = aptus_bc_sock_recv(net->mfd, buf, len, truncated);
+    return (n != 0) ? n : aptus_bc_sock_recv(net->ufd, buf, len, truncated);
 }
 
 const char *aptus_bc_addr_str(const aptus_bc_addr_t *addr, char *buf,
@@ -374,6 +476,10 @@ const char *aptus_bc_addr_str(const aptus_bc_addr_t *addr, char *buf,
     struct in_addr a;
     char ip[INET_ADDRSTRLEN];
 
+    if (addr->ip == 0) {
+        snprintf(buf, max, "lid 0x%x qp 0x%x", addr->lid, addr->qpn);
+        return buf;
+    }
     a.s_addr = addr->ip;
     inet_ntop(AF_INET, &a, ip, sizeof(ip));
     snprintf(buf, max, "%s:%u", ip, ntohs(addr->port));

@@ -56,6 +56,7 @@ static void *aptus_bc_progress_main(void *arg)
 {
     struct pollfd *fds = NULL;
     unsigned cap       = 0, n;
+    int more           = 0; /* an engine left datagrams waiting */
     uint64_t timeout_us, drained, now;
     struct timespec ts;
     aptus_bc_engine_t *e;
@@ -71,7 +72,8 @@ static void *aptus_bc_progress_main(void *arg)
     while (!aptus_bc_stopping) {
         /* the sockets of the engines the application is not driving */
         n          = 0;
-        timeout_us = APTUS_BC_IDLE_SLEEP_US;
+        timeout_us = more ? 0 : APTUS_BC_IDLE_SLEEP_US;
+        more       = 0;
         for (e = aptus_bc_list; e != NULL; e = e->next_engine) {
             fds = aptus_bc_fds_reserve(fds, &cap, n + 3);
             if (e->in_call) {
@@ -116,7 +118,12 @@ static void *aptus_bc_progress_main(void *arg)
             if (!e->in_call &&
                 (aptus_bc_now_us() - e->left_us >= APTUS_BC_AWAY_US) &&
                 (pthread_mutex_trylock(&e->lock) == 0)) {
-                (void)aptus_bc_engine_progress(e, aptus_bc_now_us());
+                /* a full drain leaves the rest unannounced (verbs: the
+                 * completion queue is armed only once it is empty) */
+                if (aptus_bc_engine_progress(e, aptus_bc_now_us()) >=
+                    APTUS_BC_DRAIN_MAX) {
+                    more = 1;
+                }
                 pthread_mutex_unlock(&e->lock);
             }
         }

@@ -922,24 +922,60 @@ static void aptus_mc_timeout_repair(aptus_mc_window_t *w, aptus_mc_child_t *c,
     }
 }
 
+/* The first of my messages from the group's point (or lo) on that I still
+ * hold, or NULL: what a poll would ask about. */
+static aptus_mc_slot_t *aptus_mc_own_held(const aptus_mc_window_t *w,
+                                          const aptus_mc_child_t *c,
+                                          uint32_t *seq_p)
+{
+    aptus_mc_slot_t *slot;
+    uint32_t s;
+
+    for (s = aptus_mc_seq_lt(c->group_ack, w->lo) ? w->lo : c->group_ack;
+         aptus_mc_seq_le(s, w->own_last); ++s) {
+        slot = aptus_mc_held(w, s);
+        if ((slot != NULL) && (slot->root == w->rank)) {
+            *seq_p = s;
+            return slot;
+        }
+    }
+    return NULL;
+}
+
+int aptus_mc_window_root_pending(const aptus_mc_window_t *w)
+{
+    const aptus_mc_child_t *c;
+    uint32_t g, s;
+
+    if (!w->has_own || !aptus_mc_seq_le(w->stable, w->own_last)) {
+        return 0;
+    }
+    for (g = 0; g < w->ngroups; ++g) {
+        c = &w->coroots[g];
+        if (c->rank == w->rank) {
+            continue;
+        }
+        if (aptus_mc_seq_le(c->ack, w->own_last)) {
+            return 1; /* a co-root may need a repair */
+        }
+        if (aptus_mc_seq_le(c->group_ack, w->own_last) &&
+            (aptus_mc_own_held(w, c, &s) != NULL)) {
+            return 1; /* a poll may be due */
+        }
+    }
+    return 0;
+}
+
 /* Root: a co-root has my message but its group has not reported it after
  * the time a lazy ACK and a repair take: ask. */
 static void aptus_mc_timeout_poll(aptus_mc_window_t *w, aptus_mc_child_t *c,
                                   uint64_t now_us)
 {
     uint64_t due;
-    uint32_t s;
-    aptus_mc_slot_t *slot = NULL;
+    uint32_t s            = 0;
+    aptus_mc_slot_t *slot = aptus_mc_own_held(w, c, &s);
     aptus_mc_hdr_t h;
 
-    for (s = aptus_mc_seq_lt(c->group_ack, w->lo) ? w->lo : c->group_ack;
-         aptus_mc_seq_le(s, w->own_last); ++s) {
-        slot = aptus_mc_held(w, s);
-        if ((slot != NULL) && (slot->root == w->rank)) {
-            break;
-        }
-        slot = NULL;
-    }
     if ((slot == NULL) || aptus_mc_seq_le(c->ack, s)) {
         return; /* nothing of mine outstanding, or a repair is the answer */
     }

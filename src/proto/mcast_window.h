@@ -278,6 +278,13 @@ void aptus_mc_window_progress(aptus_mc_window_t *w, uint64_t now_us);
  * sets *ack_p when dest is the rank my acknowledgement goes to (then the
  * pending lazy ACK counts as sent: put *ack_p in that message), 0 when
  * there is nothing for dest. */
+/* Whether a timer of mine as a root may still act: a co-root that lacks one
+ * of my messages (a repair), or one whose group has not reported a message
+ * of mine I still hold (a poll). Once every co-root holds my messages and
+ * I hold none unreported, the co-roots answer for their groups and the
+ * stable point arrives with the next broadcast. */
+int aptus_mc_window_root_pending(const aptus_mc_window_t *w);
+
 int aptus_mc_window_piggyback(aptus_mc_window_t *w, uint32_t dest,
                               uint32_t *ack_p);
 

@@ -66,7 +66,26 @@ TEST_F(bcast_config, defaults)
     EXPECT_EQ(30000000u, cfg.peer_timeout_us);
     EXPECT_EQ(0, cfg.fixed_group);
     EXPECT_STREQ("", cfg.ifspec);
+    EXPECT_EQ(APTUS_BC_WIRE_AUTO, cfg.wire);
     EXPECT_STREQ("", cfg.stats);
+}
+
+TEST_F(bcast_config, wire_is_chosen)
+{
+    const struct {
+        const char *value;
+        aptus_bc_wire_t wire;
+    } cases[] = { { "auto", APTUS_BC_WIRE_AUTO },
+                  { "", APTUS_BC_WIRE_AUTO },
+                  { "sock", APTUS_BC_WIRE_SOCK },
+                  { "verbs", APTUS_BC_WIRE_VERBS } };
+    aptus_bc_config_t cfg;
+
+    for (const auto &c : cases) {
+        g_env = { { "APTUS_BCAST_WIRE", c.value } };
+        ASSERT_EQ("", read(&cfg)) << c.value;
+        EXPECT_EQ(c.wire, cfg.wire) << c.value;
+    }
 }
 
 TEST_F(bcast_config, values_are_taken)
@@ -128,6 +147,8 @@ TEST_F(bcast_config, malformed_values_name_the_variable)
         { "APTUS_BCAST_GROUP", "239.1.2.3:70000" },
         { "APTUS_BCAST_GROUP", "239.1.2:5000" },
         { "APTUS_BCAST_IF", long_if.c_str() },
+        { "APTUS_BCAST_WIRE", "ib" },
+        { "APTUS_BCAST_WIRE", "Verbs" },
     };
     aptus_bc_config_t cfg;
 

@@ -931,3 +931,81 @@ TEST_F(ibv_double, completions_outlive_their_qp)
     ASSERT_EQ(1u, wc.size());
     EXPECT_EQ(IBV_WC_SUCCESS, wc[0].status);
 }
+
+/* Multicast: a send to the group's LID and GID, QP 0xffffff, reaches each
+ * attached UD QP (the sender's too) and no other; only UD QPs attach, a
+ * group must be a multicast GID, and an attached QP cannot be destroyed. */
+TEST_F(ibv_double, ud_multicast_reaches_the_attached_qps_only)
+{
+    struct ibv_qp *a = create_qp(0, IBV_QPT_UD), *b = create_qp(1, IBV_QPT_UD);
+    struct ibv_qp *c  = create_qp(1, IBV_QPT_UD);
+    struct ibv_qp *rc = create_qp(1, IBV_QPT_RC);
+    ASSERT_TRUE(a && b && c && rc);
+    ud_up(a);
+    ud_up(b);
+    ud_up(c);
+    union ibv_gid mgid, ucast;
+    memset(&mgid, 0, sizeof(mgid));
+    mgid.raw[0]  = 0xff;
+    mgid.raw[1]  = 0x12;
+    mgid.raw[15] = 7;
+    memset(&ucast, 0, sizeof(ucast));
+    ucast.raw[0]        = 0xfe;
+    const uint16_t mlid = 0xc007;
+
+    EXPECT_EQ(EINVAL, ibv_attach_mcast(rc, &mgid, mlid));
+    EXPECT_EQ(EINVAL, ibv_attach_mcast(a, &ucast, mlid));
+    EXPECT_EQ(EINVAL, ibv_attach_mcast(a, &mgid, 0x20));
+    ASSERT_EQ(0, ibv_attach_mcast(a, &mgid, mlid));
+    ASSERT_EQ(0, ibv_attach_mcast(b, &mgid, mlid));
+    EXPECT_EQ(EBUSY, ibv_destroy_qp(b));
+
+    std::vector<uint8_t> out(64, 0x5a), in(3 * (IBV_DOUBLE_GRH_LEN + 64), 0);
+    struct ibv_mr *mo = reg(0, out.data(), out.size());
+    struct ibv_mr *mi = reg(1, in.data(), in.size());
+    struct ibv_mr *ma = reg(0, in.data(), in.size());
+    const size_t slot = IBV_DOUBLE_GRH_LEN + 64;
+    ASSERT_EQ(0, post_recv(a, ma, in.data(), slot, 1));
+    ASSERT_EQ(0, post_recv(b, mi, in.data() + slot, slot, 2));
+    ASSERT_EQ(0, post_recv(c, mi, in.data() + 2 * slot, slot, 3));
+
+    struct ibv_ah_attr attr;
+    memset(&attr, 0, sizeof(attr));
+    attr.dlid         = mlid;
+    attr.port_num     = 1;
+    attr.is_global    = 1;
+    attr.grh.dgid     = mgid;
+    struct ibv_ah *ah = ibv_create_ah(m_pd[0], &attr);
+    ASSERT_NE(nullptr, ah);
+    m_ahs.push_back(ah);
+    /* a group is not a QP: a send to another QP number reaches nobody */
+    ASSERT_EQ(0, ud_send(a, ah, 0x1234, mo->lkey, out.data(), out.size()));
+    ASSERT_EQ(0, ud_send(a, ah, IBV_DOUBLE_MCAST_QPN, mo->lkey, out.data(),
+                         out.size()));
+    auto recvs = [](struct ibv_cq *cq, uint32_t qpn) {
+        std::vector<struct ibv_wc> out;
+        struct ibv_wc wc;
+        while (ibv_poll_cq(cq, 1, &wc) > 0) {
+            if ((wc.qp_num == qpn) && (wc.opcode == IBV_WC_RECV)) {
+                out.push_back(wc);
+            }
+        }
+        return out;
+    };
+    auto got_a = recvs(m_cq[0], a->qp_num);
+    EXPECT_EQ(1u, got_a.size()) << "the sender is a member too";
+    std::vector<struct ibv_wc> got_b, got_c;
+    struct ibv_wc wc;
+    while (ibv_poll_cq(m_cq[1], 1, &wc) > 0) {
+        (wc.qp_num == b->qp_num ? got_b : got_c).push_back(wc);
+    }
+    ASSERT_EQ(1u, got_b.size());
+    EXPECT_EQ(IBV_WC_SUCCESS, got_b[0].status);
+    EXPECT_TRUE(got_b[0].wc_flags & IBV_WC_GRH);
+    EXPECT_EQ(0, memcmp(in.data() + slot + IBV_DOUBLE_GRH_LEN, out.data(), 64));
+    EXPECT_EQ(0u, got_c.size()) << "not attached";
+
+    EXPECT_EQ(EINVAL, ibv_detach_mcast(c, &mgid, mlid));
+    EXPECT_EQ(0, ibv_detach_mcast(a, &mgid, mlid));
+    EXPECT_EQ(0, ibv_detach_mcast(b, &mgid, mlid));
+}

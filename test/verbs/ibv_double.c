@@ -111,6 +111,25 @@ void dbl_dev_gid(const dbl_dev_t *dev, union ibv_gid *gid)
     gid->raw[14] = (uint8_t)(dev->index >> 8);
 }
 
+dbl_dev_t *dbl_dev_by_ip(uint32_t ip)
+{
+    unsigned i;
+
+    for (i = 0; (ip != 0) && (i < dbl_g.num_devs); ++i) {
+        if (dbl_g.devs[i].ip == ip) {
+            return &dbl_g.devs[i];
+        }
+    }
+    return NULL;
+}
+
+void ibv_double_cm_addr(unsigned dev_index, uint32_t ip)
+{
+    if (dev_index < dbl_g.num_devs) {
+        dbl_g.devs[dev_index].ip = ip;
+    }
+}
+
 dbl_dev_t *dbl_dev_by_lid(uint16_t lid)
 {
     unsigned i;

@@ -64,6 +64,24 @@ void ibv_double_ud_fault(double drop, double reorder, uint64_t seed);
  * 0, or ENOENT when there is no such QP. */
 int ibv_double_qp_error(uint16_t lid, uint32_t qp_num);
 
+/* Multicast: a UD send to a LID of 0xc000..0xfffe and QP number 0xffffff
+ * reaches every UD QP attached (ibv_attach_mcast) to that group on any
+ * device, the sender's own included; the drop fault is decided per
+ * receiver, as a switch's replication loses one copy, not all. A QP
+ * attached to a group cannot be destroyed (EBUSY), as the kernel refuses
+ * it. */
+#define IBV_DOUBLE_MCAST_QPN 0xffffffu
+
+/* rdma_cm (test/verbs/rdma_cm_double.c): give device dev_index's port a
+ * netdev holding IPv4 address ip (network order; 0 removes it), which
+ * rdma_bind_addr finds it by. rdma_join_multicast then answers with a
+ * RDMA_CM_EVENT_MULTICAST_JOIN whose address handle names the group's
+ * MGID (the IPoIB mapping of the IPv4 group) and a multicast LID, Q_Key
+ * RDMA_UDP_QKEY; with a join error set (ibv_double_cm_join_error), a
+ * RDMA_CM_EVENT_MULTICAST_ERROR with that status instead. */
+void ibv_double_cm_addr(unsigned dev_index, uint32_t ip);
+void ibv_double_cm_join_error(int status);
+
 /* Deliver any datagram held back for reordering now. */
 void ibv_double_flush(void);
 

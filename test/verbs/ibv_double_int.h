@@ -20,6 +20,7 @@
 typedef struct dbl_dev {
     struct ibv_device dev;
     unsigned index;
+    uint32_t ip; /* IPv4 address of its port's netdev (rdma_cm), or 0 */
 } dbl_dev_t;
 
 typedef struct dbl_ctx {
@@ -96,8 +97,16 @@ typedef struct dbl_held {
     uint8_t *data;
 } dbl_held_t;
 
+/* A multicast group a UD QP is attached to. */
+typedef struct dbl_mcast {
+    struct dbl_mcast *next;
+    union ibv_gid gid;
+    uint16_t lid;
+} dbl_mcast_t;
+
 struct dbl_qp {
     struct ibv_qp qp;
+    dbl_mcast_t *mcast; /* groups attached */
     dbl_qp_t *next;
     struct ibv_qp_cap cap;
     int sq_sig_all;
@@ -150,6 +159,9 @@ void dbl_cq_forget(struct ibv_cq *cq, dbl_qp_t *qp);
 int dbl_rq_init(dbl_rq_t *rq, unsigned size, unsigned max_sge);
 int dbl_rq_post(dbl_rq_t *rq, struct ibv_recv_wr *wr,
                 struct ibv_recv_wr **bad_wr);
+
+/* the device whose netdev holds IPv4 address ip (network order), or NULL */
+dbl_dev_t *dbl_dev_by_ip(uint32_t ip);
 
 /* a number in [0, 1) from the fault generator */
 double dbl_random(void);

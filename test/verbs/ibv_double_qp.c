@@ -227,6 +227,9 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
     if (*p == NULL) {
         return EINVAL;
     }
+    if (qp->mcast != NULL) {
+        return EBUSY; /* still attached to a multicast group */
+    }
     *p = qp->next;
     --((dbl_pd_t *)ibqp->pd)->refs;
     --((dbl_cq_t *)ibqp->send_cq)->refs;
@@ -239,6 +242,69 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
     dbl_held_free(qp);
     free(qp->rq.ring);
     dbl_free(qp);
+    return 0;
+}
+
+/* ---- multicast ---- */
+
+static int dbl_is_mcast_lid(uint16_t lid)
+{
+    return (lid >= 0xc000) && (lid != 0xffff);
+}
+
+int ibv_attach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid,
+                     uint16_t lid)
+{
+    dbl_qp_t *qp = (dbl_qp_t *)ibqp;
+    dbl_mcast_t *m;
+
+    /* only UD QPs join groups, and only multicast GIDs (ff..) */
+    if ((ibqp->qp_type != IBV_QPT_UD) || (gid->raw[0] != 0xff) ||
+        !dbl_is_mcast_lid(lid)) {
+        return EINVAL;
+    }
+    for (m = qp->mcast; m != NULL; m = m->next) {
+        if ((m->lid == lid) && !memcmp(&m->gid, gid, sizeof(*gid))) {
+            return 0; /* attaching twice is harmless */
+        }
+    }
+    m = dbl_alloc(sizeof(*m));
+    if (m == NULL) {
+        return ENOMEM;
+    }
+    m->gid    = *gid;
+    m->lid    = lid;
+    m->next   = qp->mcast;
+    qp->mcast = m;
+    return 0;
+}
+
+int ibv_detach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid,
+                     uint16_t lid)
+{
+    dbl_qp_t *qp = (dbl_qp_t *)ibqp;
+    dbl_mcast_t **p, *m;
+
+    for (p = &qp->mcast; (m = *p) != NULL; p = &m->next) {
+        if ((m->lid == lid) && !memcmp(&m->gid, gid, sizeof(*gid))) {
+            *p = m->next;
+            dbl_free(m);
+            return 0;
+        }
+    }
+    return EINVAL;
+}
+
+static int dbl_qp_in_group(const dbl_qp_t *qp, const union ibv_gid *gid,
+                           uint16_t lid)
+{
+    const dbl_mcast_t *m;
+
+    for (m = qp->mcast; m != NULL; m = m->next) {
+        if ((m->lid == lid) && !memcmp(&m->gid, gid, sizeof(*gid))) {
+            return 1;
+        }
+    }
     return 0;
 }
 
@@ -362,13 +428,12 @@ static int dbl_can_receive(const dbl_qp_t *qp)
            (qp->qp.state == IBV_QPS_SQD) || (qp->qp.state == IBV_QPS_SQE);
 }
 
-/* A UD datagram arrives (or not) at its destination. */
-static void dbl_ud_deliver(dbl_qp_t *src, const dbl_held_t *d)
+/* A UD datagram arrives (or not) at dst. */
+static void dbl_ud_deliver_to(dbl_qp_t *src, dbl_qp_t *dst, const dbl_held_t *d)
 {
     dbl_dev_t *sdev = dbl_ctx_dev(src->qp.context);
     uint8_t grh[IBV_DOUBLE_GRH_LEN];
     struct ibv_grh *g = (struct ibv_grh *)grh;
-    dbl_qp_t *dst     = dbl_find_qp(d->dlid, d->dqpn, IBV_QPT_UD);
     struct ibv_wc wc;
     dbl_rwqe_t e;
 
@@ -416,6 +481,39 @@ static void dbl_ud_deliver(dbl_qp_t *src, const dbl_held_t *d)
     if (wc.status != IBV_WC_SUCCESS) {
         dbl_qp_error(dst);
     }
+}
+
+/* A multicast datagram reaches every QP attached to its group; each copy
+ * may be lost on its own. */
+static void dbl_ud_deliver_mcast(dbl_qp_t *src, const dbl_held_t *d)
+{
+    dbl_qp_t *qp;
+
+    for (qp = dbl_g.qps; qp != NULL; qp = qp->next) {
+        if ((qp->qp.qp_type != IBV_QPT_UD) ||
+            !dbl_qp_in_group(qp, &d->dgid, d->dlid)) {
+            continue;
+        }
+        if ((dbl_g.drop > 0) && (dbl_random() < dbl_g.drop)) {
+            dbl_g.stats.ud_fault_drop++;
+            continue;
+        }
+        dbl_ud_deliver_to(src, qp, d);
+    }
+}
+
+/* A UD datagram arrives (or not) at its destination. */
+static void dbl_ud_deliver(dbl_qp_t *src, const dbl_held_t *d)
+{
+    if (dbl_is_mcast_lid(d->dlid)) {
+        if ((d->dqpn == IBV_DOUBLE_MCAST_QPN) && d->global) {
+            dbl_ud_deliver_mcast(src, d);
+        } else {
+            dbl_g.stats.ud_no_dest++; /* a group is reached by MGID only */
+        }
+        return;
+    }
+    dbl_ud_deliver_to(src, dbl_find_qp(d->dlid, d->dqpn, IBV_QPT_UD), d);
 }
 
 static void dbl_ud_release_held(dbl_qp_t *qp)
@@ -482,6 +580,11 @@ static enum ibv_wc_status dbl_ud_send(dbl_qp_t *qp, struct ibv_send_wr *wr)
     d.imm      = wr->imm_data;
     dbl_g.stats.ud_sent++;
 
+    if (dbl_is_mcast_lid(d.dlid)) {
+        dbl_ud_deliver(qp, &d); /* loss per receiver, no reordering */
+        free(d.data);
+        return IBV_WC_SUCCESS;
+    }
     r = (dbl_g.drop + dbl_g.reorder > 0) ? dbl_random() : 1.0;
     if (r < dbl_g.drop) {
         dbl_g.stats.ud_fault_drop++;
