@@ -52,9 +52,12 @@ typedef struct aptus_dgram_wire_stats {
     uint64_t tx_errors; /* send failed for a reason other than loss */
     uint64_t rx_dgrams;
     uint64_t rx_bytes;
-    uint64_t rx_truncated; /* larger than the MTU: dropped */
-    uint64_t rx_trains;    /* trains of datagrams received as one */
-    uint64_t fault_drop;   /* fault injector verdicts applied */
+    uint64_t rx_truncated;     /* larger than the MTU: dropped */
+    uint64_t rx_trains;        /* trains of datagrams received as one */
+    uint64_t rx_trains_copied; /* of them, some datagrams copied out of a
+                                  staging area (the others landed one
+                                  datagram a buffer) */
+    uint64_t fault_drop;       /* fault injector verdicts applied */
     uint64_t fault_dup;
     uint64_t fault_reorder;
     uint64_t fault_delay;

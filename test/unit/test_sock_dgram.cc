@@ -225,6 +225,56 @@ TEST_F(sock_dgram, a_train_comes_out_as_its_datagrams)
     EXPECT_EQ(0u, b->stats.rx_truncated);
 }
 
+/* After a first train, trains of datagrams of the receiver's MTU land one
+ * datagram a buffer with no copy (rx_trains_copied stays), also after a
+ * lone datagram; a train longer than the buffers a call posts, and one of
+ * smaller datagrams, are cut out of the staging area (counted); lone
+ * datagrams in a row turn batches back on. */
+TEST_F(sock_dgram, trains_of_the_mtu_land_in_place)
+{
+    aptus_dgram_wire_t *a = open(1452), *b = open(1452);
+    ASSERT_TRUE((a != NULL) && (b != NULL));
+    std::vector<std::vector<uint8_t>> expect;
+    send_train(a, b, 0, 3, 1452, 1452, &expect);
+    receive_all(b, 8, expect, &a->addr);
+    EXPECT_EQ(1u, b->stats.rx_trains_copied) << "the first, in a batch";
+
+    expect.clear();
+    send_train(a, b, 100, 40, 1452, 333, &expect);
+    receive_all(b, 64, expect, &a->addr);
+    EXPECT_EQ(2u, b->stats.rx_trains);
+    EXPECT_EQ(1u, b->stats.rx_trains_copied) << "in place";
+
+    expect.clear();
+    send_train(a, b, 200, 30, 1452, 1, &expect);
+    receive_all(b, 8, expect, &a->addr); /* 8 in place, the rest cut */
+    EXPECT_EQ(3u, b->stats.rx_trains);
+    EXPECT_EQ(2u, b->stats.rx_trains_copied);
+
+    expect.clear();
+    send_train(a, b, 300, 10, 1000, 500, &expect);
+    send_one(a, b, 400, 77, &expect);
+    send_train(a, b, 401, 5, 1452, 1452, &expect);
+    receive_all(b, 16, expect, &a->addr);
+    EXPECT_EQ(5u, b->stats.rx_trains);
+    EXPECT_EQ(3u, b->stats.rx_trains_copied)
+        << "the 1000-byte train; one lone datagram between trains (an ACK) "
+           "keeps train mode on";
+
+    /* lone datagrams in a row turn batches back on */
+    expect.clear();
+    for (uint32_t i = 0; i < 6; ++i) {
+        send_one(a, b, 500 + i, 10 + i, &expect);
+    }
+    receive_all(b, 16, expect, &a->addr);
+    expect.clear();
+    send_train(a, b, 600, 5, 1452, 1452, &expect);
+    receive_all(b, 16, expect, &a->addr);
+    EXPECT_EQ(6u, b->stats.rx_trains);
+    EXPECT_EQ(4u, b->stats.rx_trains_copied) << "in a batch again";
+    EXPECT_EQ(0u, b->stats.rx_truncated);
+}
+
 /* Trains of random sizes and datagram sizes (below the receiver's MTU),
  * lone datagrams between them, taken with random numbers of buffers a
  * call: every datagram arrives, whole, in the order sent. */

@@ -93,6 +93,7 @@ static const uct_ud_base_stat_def_t uct_ud_base_wire_stats[] = {
     UCT_UD_WIRE_STAT("rx_dgrams", rx_dgrams),
     UCT_UD_WIRE_STAT("rx_truncated", rx_truncated),
     UCT_UD_WIRE_STAT("rx_trains", rx_trains),
+    UCT_UD_WIRE_STAT("rx_trains_copied", rx_trains_copied),
     UCT_UD_WIRE_STAT("tx_errors", tx_errors),
     UCT_UD_WIRE_STAT("fault_drop", fault_drop),
     UCT_UD_WIRE_STAT("fault_dup", fault_dup),

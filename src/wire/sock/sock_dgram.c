@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * UCX-Aptus: the sock wire, datagram part (see sock_dgram.h).
+ * UCX-Aptus: the sock wire, datagram part (see sock_dgram.h): sending, the
+ * fault injector, batches of lone datagrams; trains received as one are
+ * sock_dgram_gro.c's.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
 
-#include "sock_dgram.h"
+#include "sock_dgram_int.h"
 #include "sock_netif.h"
 #include "sock_sys.h"
 #include "base/aptus_numa.h"
@@ -23,71 +25,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-
-#define APTUS_SOCK_BATCH    64  /* recvmmsg/sendmmsg batch */
-#define APTUS_SOCK_HELD_MAX 128 /* datagrams the fault injector may hold */
-#define APTUS_SOCK_REORDER_US                                                  \
-    1000 /* a reordered datagram waits at most this                            \
-          */
-/* UDP GRO on the main socket: only where a datagram is an Ethernet frame's
- * size; a larger one (the loopback's) already carries a message whole. */
-#define APTUS_SOCK_GRO_MTU_MAX 16384
-/* A GRO train is at most one IP packet's payload. */
-#define APTUS_SOCK_GRO_TRAIN_MAX 65536
-
-typedef struct aptus_sock_held {
-    uint64_t release_us;
-    int after_next; /* reorder: goes out after the next one */
-    aptus_wire_addr_t dst;
-    size_t length;
-    uint8_t *data;
-} aptus_sock_held_t;
-
-/* A train (UDP GRO) not yet handed out whole: its datagrams from off to
- * end, in the staging area of the receive slot it came in. */
-typedef struct aptus_sock_gro_rest {
-    unsigned slot;
-    size_t seg;
-    size_t off;
-    size_t end;
-    aptus_wire_addr_t src;
-} aptus_sock_gro_rest_t;
-
-/* The receive side of UDP GRO: each receive slot reads a datagram into the
- * caller's buffer and the rest of a train into a staging area of its own,
- * where the train's datagrams are cut out into the caller's other buffers.
- * The staging areas are malloc'ed once and touched only by trains. */
-typedef struct aptus_sock_gro {
-    size_t stride; /* per slot: the mtu bytes of its head, then the rest */
-    uint8_t *area;
-    struct iovec iov[APTUS_SOCK_BATCH][2];
-    char control[APTUS_SOCK_BATCH][CMSG_SPACE(sizeof(int))];
-    aptus_sock_gro_rest_t rest[APTUS_SOCK_BATCH];
-    unsigned rest_first, rest_count;
-} aptus_sock_gro_t;
-
-typedef struct aptus_sock_dgram {
-    aptus_dgram_wire_t super;
-    int fd;
-    int rcvbuf;
-    int sndbuf;
-    int force_bufs;
-    uint64_t now_us; /* as of the last progress call */
-    aptus_fault_t fault;
-    aptus_sock_held_t *held; /* fault injector's held datagrams */
-    unsigned num_held;
-    struct mmsghdr msgs[APTUS_SOCK_BATCH]; /* send */
-    struct sockaddr_storage names[APTUS_SOCK_BATCH];
-    /* receive: headers built once; a call rewrites only the buffers the
-     * caller changed and the fields the kernel wrote in the last call */
-    struct mmsghdr rx_msgs[APTUS_SOCK_BATCH];
-    struct sockaddr_storage rx_names[APTUS_SOCK_BATCH];
-    struct iovec rx_iov[APTUS_SOCK_BATCH];
-    unsigned rx_written;   /* headers the last recvmmsg filled */
-    unsigned rx_count;     /* slots the last call was given */
-    size_t rx_controllen;  /* room for control messages: GRO's or none */
-    aptus_sock_gro_t *gro; /* NULL: datagrams arrive one by one */
-} aptus_sock_dgram_t;
 
 void aptus_sock_addr_to_wire(const struct sockaddr *sa, aptus_wire_addr_t *addr)
 {
@@ -396,160 +333,6 @@ static ucs_status_t aptus_sock_dgram_send_seg(aptus_dgram_wire_t *wire,
     return UCS_OK; /* lost, as far as the caller is concerned */
 }
 
-/* The datagram size of a train (UDP GRO), 0 for a lone datagram. */
-static size_t aptus_sock_gro_seg(const struct msghdr *m)
-{
-    struct cmsghdr *cmsg;
-    int seg;
-
-    for (cmsg = CMSG_FIRSTHDR(m); cmsg != NULL;
-         cmsg = CMSG_NXTHDR((struct msghdr *)m, cmsg)) {
-        if ((cmsg->cmsg_level == SOL_UDP) && (cmsg->cmsg_type == UDP_GRO) &&
-            (cmsg->cmsg_len >= CMSG_LEN(sizeof(seg)))) {
-            memcpy(&seg, CMSG_DATA(cmsg), sizeof(seg));
-            return (seg > 0) ? (size_t)seg : 0;
-        }
-    }
-    return 0;
-}
-
-/* Cut the rest of trains out into the caller's buffers rx[0..count), in
- * the order they came; returns how many were filled. */
-static unsigned aptus_sock_gro_give(aptus_sock_dgram_t *sock,
-                                    aptus_dgram_rx_t *rx, unsigned count)
-{
-    aptus_sock_gro_t *gro = sock->gro;
-    aptus_sock_gro_rest_t *r;
-    unsigned filled = 0;
-    size_t n;
-
-    while ((gro->rest_count > 0) && (filled < count)) {
-        r = &gro->rest[gro->rest_first];
-        n = ucs_min(r->seg, r->end - r->off);
-        memcpy(rx[filled].buf, gro->area + r->slot * gro->stride + r->off, n);
-        rx[filled].length = n;
-        rx[filled].src    = r->src;
-        ++filled;
-        r->off += n;
-        if (r->off == r->end) {
-            ++gro->rest_first;
-            --gro->rest_count;
-        }
-    }
-    return filled;
-}
-
-static void aptus_sock_gro_rest_add(aptus_sock_gro_t *gro, unsigned slot,
-                                    size_t seg, size_t off, size_t end,
-                                    const aptus_wire_addr_t *src)
-{
-    aptus_sock_gro_rest_t *r = &gro->rest[gro->rest_first + gro->rest_count++];
-
-    r->slot = slot;
-    r->seg  = seg;
-    r->off  = off;
-    r->end  = end;
-    r->src  = *src;
-}
-
-/* What recvmmsg filled from slot first on holds something other than lone
- * datagrams of at most the MTU: trains (UDP GRO) to cut up, or datagrams
- * too large. Hands out, in order, the lone datagrams in their buffers and
- * each train's first datagram in its slot's buffer, the train's other
- * datagrams copied into the buffers recvmmsg left empty; once those run
- * out, the rest of the train and everything behind it wait, in order, for
- * the next calls (no receive until they are out). The caller's
- * buffers are permuted among rx[0..count). */
-static unsigned aptus_sock_dgram_recv_odd(aptus_sock_dgram_t *sock,
-                                          aptus_dgram_rx_t *rx, unsigned count,
-                                          unsigned first, unsigned got)
-{
-    aptus_dgram_wire_t *wire = &sock->super;
-    aptus_sock_gro_t *gro    = sock->gro;
-    void *kbuf[APTUS_SOCK_BATCH], *spare[APTUS_SOCK_BATCH];
-    unsigned i, filled = first, num_spare = 0, next_spare = 0;
-    size_t len, seg, off, n, head;
-    aptus_wire_addr_t src;
-    int stalled = 0;
-    struct msghdr *m;
-    uint8_t *stage;
-
-    for (i = first; i < count; ++i) {
-        if (i < got) {
-            kbuf[i] = rx[i].buf;
-        } else {
-            spare[num_spare++] = rx[i].buf;
-        }
-    }
-
-    for (i = first; i < got; ++i) {
-        m   = &sock->rx_msgs[i].msg_hdr;
-        len = sock->rx_msgs[i].msg_len;
-        seg = (gro != NULL) ? aptus_sock_gro_seg(m) : 0;
-        if ((m->msg_flags & MSG_TRUNC) || (seg > wire->mtu) ||
-            ((seg == 0) && (len > wire->mtu))) {
-            /* larger than any buffer: dropped, as a UD QP would */
-            wire->stats.rx_truncated += (seg == 0) ? 1 : (len + seg - 1) / seg;
-            spare[num_spare++] = kbuf[i];
-            continue;
-        }
-        aptus_sock_addr_to_wire((struct sockaddr *)&sock->rx_names[i], &src);
-        if ((seg == 0) || (len <= seg)) {
-            seg = len; /* a lone datagram */
-        }
-        wire->stats.rx_dgrams += (len + seg - 1) / seg;
-        wire->stats.rx_bytes += len;
-        if (seg < len) {
-            wire->stats.rx_trains++;
-        }
-
-        if (stalled) {
-            /* behind a train's rest: all of it waits, in order */
-            stage = gro->area + i * gro->stride;
-            memcpy(stage, kbuf[i], ucs_min(len, wire->mtu));
-            spare[num_spare++] = kbuf[i];
-            aptus_sock_gro_rest_add(gro, i, seg, 0, len, &src);
-            continue;
-        }
-
-        /* the first datagram stays where it is */
-        rx[filled].buf    = kbuf[i];
-        rx[filled].length = seg;
-        rx[filled].src    = src;
-        ++filled;
-        if (seg == len) {
-            continue;
-        }
-
-        /* the rest: the bytes the head buffer holds past the first datagram
-         * go before the staged rest, so that the train is one run */
-        stage = gro->area + i * gro->stride;
-        head  = ucs_min(len, wire->mtu);
-        memcpy(stage + seg, (uint8_t *)kbuf[i] + seg, head - seg);
-        for (off = seg; (off < len) && (next_spare < num_spare); off += n) {
-            n              = ucs_min(seg, len - off);
-            rx[filled].buf = spare[next_spare++];
-            memcpy(rx[filled].buf, stage + off, n);
-            rx[filled].length = n;
-            rx[filled].src    = src;
-            ++filled;
-        }
-        if (off < len) {
-            aptus_sock_gro_rest_add(gro, i, seg, off, len, &src);
-            stalled = 1;
-        }
-    }
-
-    /* the buffers left go after the filled ones */
-    for (i = filled; next_spare < num_spare; ++i) {
-        rx[i].buf = spare[next_spare++];
-    }
-    ucs_assert(i == count);
-    /* any slot may hold another buffer now */
-    sock->rx_written = count;
-    return filled;
-}
-
 static unsigned aptus_sock_dgram_recv(aptus_dgram_wire_t *wire,
                                       aptus_dgram_rx_t *rx, unsigned count)
 {
@@ -560,12 +343,15 @@ static unsigned aptus_sock_dgram_recv(aptus_dgram_wire_t *wire,
     count = ucs_min(count, APTUS_SOCK_BATCH);
     if (ucs_unlikely((sock->gro != NULL) && (sock->gro->rest_count > 0))) {
         /* a train's rest first; the staging areas are busy until it is out */
-        n                = aptus_sock_gro_give(sock, rx, count);
+        n                = aptus_sock_gro_rest(sock, rx, count);
         sock->rx_written = ucs_max(sock->rx_written, n);
         if (sock->gro->rest_count == 0) {
             sock->gro->rest_first = 0;
         }
         return n;
+    }
+    if ((sock->gro != NULL) && sock->gro->train_mode && (count >= 2)) {
+        return aptus_sock_dgram_recv_train(sock, rx, count);
     }
 
     /* only the slots the last call filled may hold new buffers, unless the
@@ -637,10 +423,7 @@ static void aptus_sock_dgram_close(aptus_dgram_wire_t *wire)
     unsigned i;
 
     close(sock->fd);
-    if (sock->gro != NULL) {
-        ucs_free(sock->gro->area);
-        ucs_free(sock->gro);
-    }
+    aptus_sock_gro_close(sock);
     if (sock->held != NULL) {
         for (i = 0; i < APTUS_SOCK_HELD_MAX; ++i) {
             ucs_free(sock->held[i].data);
@@ -736,47 +519,6 @@ size_t aptus_sock_dgram_auto_mtu(const char *dev_name)
 /* UDP GRO on the main socket, where the kernel has it and datagrams are
  * small enough for trains to matter: a train of a message's datagrams
  * then comes up the stack, and out of the socket, as one. */
-static ucs_status_t aptus_sock_gro_open(aptus_sock_dgram_t *sock,
-                                        const char *dev_name, int numa_node)
-{
-    aptus_sock_gro_t *gro;
-    unsigned i;
-    int on = 1;
-
-    if ((sock->super.mtu > APTUS_SOCK_GRO_MTU_MAX) ||
-        (setsockopt(sock->fd, SOL_UDP, UDP_GRO, &on, sizeof(on)) < 0)) {
-        return UCS_OK;
-    }
-
-    gro = ucs_calloc(1, sizeof(*gro), "aptus_sock_gro");
-    if (gro == NULL) {
-        return UCS_ERR_NO_MEMORY;
-    }
-    gro->stride = sock->super.mtu + APTUS_SOCK_GRO_TRAIN_MAX;
-    /* pages are touched only where trains land: on the NIC's node */
-    gro->area = aptus_numa_malloc(APTUS_SOCK_BATCH * gro->stride, numa_node,
-                                  "aptus_sock_gro");
-    if (gro->area == NULL) {
-        ucs_free(gro);
-        return UCS_ERR_NO_MEMORY;
-    }
-    for (i = 0; i < APTUS_SOCK_BATCH; ++i) {
-        struct msghdr *m       = &sock->rx_msgs[i].msg_hdr;
-        gro->iov[i][0].iov_len = sock->super.mtu;
-        gro->iov[i][1].iov_base =
-            gro->area + (i * gro->stride) + sock->super.mtu;
-        gro->iov[i][1].iov_len = APTUS_SOCK_GRO_TRAIN_MAX;
-        m->msg_iov             = gro->iov[i];
-        m->msg_iovlen          = 2;
-        m->msg_control         = gro->control[i];
-        m->msg_controllen      = sizeof(gro->control[i]);
-    }
-    sock->rx_controllen = sizeof(gro->control[0]);
-    sock->gro           = gro;
-    ucs_debug("sock wire %s: UDP GRO on", dev_name);
-    return UCS_OK;
-}
-
 ucs_status_t aptus_sock_dgram_open(const char *dev_name,
                                    const aptus_dgram_wire_config_t *config,
                                    aptus_dgram_wire_t **wire_p)
