@@ -597,7 +597,8 @@ static void aptus_mc_reply(aptus_mc_window_t *w, uint32_t dest, uint32_t seq,
 
 /* Repair at once what a child says it misses below a message it holds
  * (its NACK, or a co-root's REPORT with holes). A message completed here
- * less than half a round trip ago may still be on its way to the child;
+ * less than half a round trip ago (at most half the smallest timeout) may
+ * still be on its way to the child;
  * one repaired within a timeout is on its way (the child's next messages
  * still show the hole until it lands): only new holes go at once. */
 static void aptus_mc_fast_repair(aptus_mc_window_t *w, aptus_mc_child_t *c,
@@ -605,6 +606,12 @@ static void aptus_mc_fast_repair(aptus_mc_window_t *w, aptus_mc_child_t *c,
 {
     int recent =
         (c->rtx_time != 0) && (now_us < c->rtx_time + aptus_mc_window_rto(w));
+    /* the reordering a NACK may be early by: half a round trip, but no
+     * more than half the smallest timeout, so that a round trip inflated
+     * by a busy host (milliseconds) does not make every hole wait for a
+     * timeout instead */
+    uint32_t settle = (w->srtt_us < w->cfg.rto_min_us) ? w->srtt_us / 2
+                                                       : w->cfg.rto_min_us / 2;
     uint32_t i, top = 0, n = 0, upto = c->rtx_upto;
     aptus_mc_slot_t *slot;
 
@@ -622,7 +629,7 @@ static void aptus_mc_fast_repair(aptus_mc_window_t *w, aptus_mc_child_t *c,
         }
         slot = aptus_mc_held(w, c->ack + i);
         if ((slot == NULL) || (own_only && (slot->root != w->rank)) ||
-            (now_us < slot->time_us + w->srtt_us / 2) ||
+            (now_us < slot->time_us + settle) ||
             (recent && aptus_mc_seq_lt(c->ack + i, c->rtx_upto))) {
             continue;
         }
